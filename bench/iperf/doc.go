@@ -1,0 +1,3 @@
+// Package iperf runs iperf3 across a testbed.Bed (server in the lab
+// namespace, client in the wire namespace) and parses its JSON report.
+package iperf

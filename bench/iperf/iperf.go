@@ -1,0 +1,237 @@
+package iperf
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	mrand "math/rand/v2"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tapfwd/tapfwd/bench/testbed"
+)
+
+// Options for one iperf3 run. The zero value is a 5 s single-stream TCP
+// test from wire to lab.
+type Options struct {
+	// Duration of the test (-t); iperf3 takes whole seconds, so it is
+	// rounded up. 0 means 5 s.
+	Duration time.Duration
+	// Len is the message size in bytes (-l): the write size for TCP, the
+	// datagram payload for UDP. 0 keeps iperf3's default.
+	Len int
+	// Streams is the number of parallel streams (-P); 0 means 1.
+	Streams int
+	// Reverse sends lab -> wire (-R) instead of wire -> lab.
+	Reverse bool
+	// UDP tests UDP (-u) instead of TCP.
+	UDP bool
+	// Bitrate is the target rate (-b), e.g. "0" for unlimited or "1G";
+	// empty keeps iperf3's default (unlimited for TCP, 1 Mbit/s for UDP).
+	Bitrate string
+	// Port of the server; 0 picks one at random in 20000..60000.
+	Port int
+}
+
+// Result of one run, from the client's JSON report.
+type Result struct {
+	// BitsPerSecond is what the receiver got: sum_received for TCP, and for
+	// UDP the rate of datagrams that arrived.
+	BitsPerSecond float64
+	// Bytes the receiver got.
+	Bytes int64
+	// Retransmits counted by the sending side (TCP).
+	Retransmits int
+	// SenderCPU and ReceiverCPU are total CPU use in percent of one core
+	// (cpu_utilization_percent host_total and remote_total, swapped for
+	// Reverse runs, where the client is the receiver).
+	SenderCPU, ReceiverCPU float64
+	// UDP only: datagrams sent, datagrams lost, and the loss in percent.
+	Packets, LostPackets int64
+	LostPercent          float64
+	// Raw is the client's JSON report.
+	Raw []byte
+}
+
+var errNoIperf = errors.New("iperf3 not found: install it with apt-get install iperf3")
+
+// Run runs one iperf3 test across b: a one-shot server (iperf3 -s -1) bound
+// to b.LabAddr in b.LabNS and a client in b.WireNS. The server is always
+// stopped before Run returns.
+func Run(ctx context.Context, b *testbed.Bed, opt Options) (Result, error) {
+	path, err := exec.LookPath("iperf3")
+	if err != nil {
+		return Result{}, errNoIperf
+	}
+	if opt.Duration == 0 {
+		opt.Duration = 5 * time.Second
+	}
+	if opt.Duration < 0 || opt.Len < 0 || opt.Streams < 0 || opt.Port < 0 || opt.Port > 65535 {
+		return Result{}, fmt.Errorf("iperf: invalid options %+v", opt)
+	}
+	if opt.Streams == 0 {
+		opt.Streams = 1
+	}
+	if opt.Port == 0 {
+		opt.Port = 20000 + mrand.IntN(40001)
+	}
+	secs := max(1, int(math.Ceil(opt.Duration.Seconds())))
+	port := strconv.Itoa(opt.Port)
+	addr := b.LabAddr.Addr().String()
+
+	// The test itself, plus generous time to start, exchange results and
+	// stop; a wedged iperf3 must not hang the caller forever.
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(secs)*time.Second+30*time.Second)
+	defer cancel()
+
+	srv := b.Command(ctx, b.LabNS, path, "-s", "-1", "-B", addr, "-p", port)
+	var srvOut bytes.Buffer
+	srv.Stdout, srv.Stderr = &srvOut, &srvOut
+	if err := srv.Start(); err != nil {
+		return Result{}, fmt.Errorf("iperf: starting server in %s: %w", b.LabNS, err)
+	}
+	srvDone := make(chan struct{})
+	var srvErr error
+	go func() { srvErr = srv.Wait(); close(srvDone) }()
+	defer func() {
+		srv.Process.Kill() // fails harmlessly once it exited
+		<-srvDone
+	}()
+	if err := waitListening(ctx, b, port, srvDone); err != nil {
+		select {
+		case <-srvDone:
+			return Result{}, fmt.Errorf("iperf: server in %s exited before listening: %v: %s", b.LabNS, srvErr, strings.TrimSpace(srvOut.String()))
+		default:
+		}
+		return Result{}, err
+	}
+
+	args := []string{"-c", addr, "-p", port, "-J", "-t", strconv.Itoa(secs), "-P", strconv.Itoa(opt.Streams)}
+	if opt.Len > 0 {
+		args = append(args, "-l", strconv.Itoa(opt.Len))
+	}
+	if opt.Reverse {
+		args = append(args, "-R")
+	}
+	if opt.UDP {
+		args = append(args, "-u")
+	}
+	if opt.Bitrate != "" {
+		args = append(args, "-b", opt.Bitrate)
+	}
+	cli := b.Command(ctx, b.WireNS, path, args...)
+	var stderr bytes.Buffer
+	cli.Stderr = &stderr
+	out, cerr := cli.Output()
+	res, perr := parse(out)
+	switch {
+	case perr != nil && cerr != nil:
+		return Result{}, fmt.Errorf("iperf: iperf3 %s: %w: %s", strings.Join(args, " "), cerr, strings.TrimSpace(stderr.String()+" "+perr.Error()))
+	case perr != nil:
+		return Result{}, fmt.Errorf("iperf: iperf3 %s: %w", strings.Join(args, " "), perr)
+	case cerr != nil:
+		return Result{}, fmt.Errorf("iperf: iperf3 %s: %w: %s", strings.Join(args, " "), cerr, strings.TrimSpace(stderr.String()))
+	}
+	return res, nil
+}
+
+// waitListening polls ss in the lab namespace until the server listens on
+// port (its TCP control connection; UDP tests use it too).
+func waitListening(ctx context.Context, b *testbed.Bed, port string, srvDone <-chan struct{}) error {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		out, err := b.Run(ctx, b.LabNS, "ss", "-Hltn", "sport", "=", ":"+port)
+		if err == nil && strings.TrimSpace(out) != "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("iperf: waiting for the server to listen on port %s in %s: %w (ss: %v)", port, b.LabNS, ctx.Err(), err)
+		case <-srvDone:
+			return errors.New("iperf: server exited")
+		case <-tick.C:
+		}
+	}
+}
+
+// report is the part of iperf3's -J output that Run uses
+// (iperf3 src/iperf_api.c: iperf_print_results).
+type report struct {
+	Start struct {
+		TestStart struct {
+			Protocol string `json:"protocol"`
+			Reverse  int    `json:"reverse"`
+		} `json:"test_start"`
+	} `json:"start"`
+	End struct {
+		Sum         *sum `json:"sum"`
+		SumSent     *sum `json:"sum_sent"`
+		SumReceived *sum `json:"sum_received"`
+		CPU         struct {
+			HostTotal   float64 `json:"host_total"`
+			RemoteTotal float64 `json:"remote_total"`
+		} `json:"cpu_utilization_percent"`
+	} `json:"end"`
+	Error string `json:"error"`
+}
+
+type sum struct {
+	Seconds       float64 `json:"seconds"`
+	Bytes         int64   `json:"bytes"`
+	BitsPerSecond float64 `json:"bits_per_second"`
+	Retransmits   int     `json:"retransmits"`
+	Packets       int64   `json:"packets"`
+	LostPackets   int64   `json:"lost_packets"`
+	LostPercent   float64 `json:"lost_percent"`
+}
+
+// parse reads a client's -J report. The protocol and direction come from the
+// report itself.
+func parse(raw []byte) (Result, error) {
+	var r report
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return Result{}, fmt.Errorf("parsing iperf3 JSON: %w", err)
+	}
+	if r.Error != "" {
+		return Result{}, fmt.Errorf("iperf3: %s", r.Error)
+	}
+	res := Result{Raw: raw}
+	res.SenderCPU, res.ReceiverCPU = r.End.CPU.HostTotal, r.End.CPU.RemoteTotal
+	if r.Start.TestStart.Reverse != 0 {
+		res.SenderCPU, res.ReceiverCPU = res.ReceiverCPU, res.SenderCPU
+	}
+	switch r.Start.TestStart.Protocol {
+	case "TCP":
+		if r.End.SumReceived == nil || r.End.SumSent == nil {
+			return Result{}, errors.New("iperf3 JSON: TCP report without end.sum_sent and end.sum_received")
+		}
+		res.BitsPerSecond = r.End.SumReceived.BitsPerSecond
+		res.Bytes = r.End.SumReceived.Bytes
+		res.Retransmits = r.End.SumSent.Retransmits
+	case "UDP":
+		// end.sum is the sender's count with the receiver's loss merged in;
+		// end.sum_received (present in iperf3 3.12) is what arrived.
+		s := r.End.Sum
+		if s == nil {
+			return Result{}, errors.New("iperf3 JSON: UDP report without end.sum")
+		}
+		res.Packets, res.LostPackets, res.LostPercent = s.Packets, s.LostPackets, s.LostPercent
+		if rs := r.End.SumReceived; rs != nil {
+			res.Bytes, res.BitsPerSecond = rs.Bytes, rs.BitsPerSecond
+		} else if s.Packets > 0 {
+			// Older reports: scale the sent figures by the share that arrived.
+			got := float64(s.Packets-s.LostPackets) / float64(s.Packets)
+			res.Bytes = int64(math.Round(float64(s.Bytes) * got))
+			res.BitsPerSecond = s.BitsPerSecond * got
+		}
+	default:
+		return Result{}, fmt.Errorf("iperf3 JSON: unknown protocol %q", r.Start.TestStart.Protocol)
+	}
+	return res, nil
+}

@@ -1,0 +1,9 @@
+// Package testbed builds the wire / fwd / lab network namespaces that tapfwd
+// tests and benchmarks run in, and removes them again.
+//
+// Every bed gets a random suffix, so beds can run in parallel and a crashed
+// run never blocks the next one. Addresses come only from 198.18.0.0/15
+// (RFC 2544) and live only on interfaces inside the bed's own namespaces; the
+// host's interfaces, routes and sysctls are never touched. veth offloads are
+// left at their defaults (TSO, GSO, checksum offload on), as users have them.
+package testbed

@@ -1,0 +1,30 @@
+package testbed
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// NewForTest builds a bed for t: it skips t with the reason when beds cannot
+// be built here (not root, no CAP_NET_ADMIN, no ip command), fails t when
+// building fails, and removes the bed when t and its subtests end, also when
+// they fail.
+func NewForTest(t testing.TB, cfg Config) *Bed {
+	t.Helper()
+	if err := Available(); err != nil {
+		t.Skipf("skipping privileged test: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b, err := New(ctx, cfg)
+	if err != nil {
+		t.Fatalf("building %v test bed: %v", cfg.Mode, err)
+	}
+	t.Cleanup(func() {
+		if err := b.Close(); err != nil {
+			t.Errorf("removing test bed %s: %v", b.ID, err)
+		}
+	})
+	return b
+}

@@ -1,0 +1,213 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tapfwd/tapfwd/forward"
+	"github.com/tapfwd/tapfwd/ring"
+	"github.com/tapfwd/tapfwd/tap"
+)
+
+func cmdRun(args []string, stderr io.Writer) error {
+	fs := newFlagSet("run", "run --nic IFACE [flags]", stderr)
+	nic := fs.String("nic", "", "NIC (or veth) to forward to; required")
+	tapName := fs.String("tap", "", `TAP interface name; empty lets the kernel pick "tapN"`)
+	queues := fs.Int("queues", 1, "number of TAP queues and packet sockets, one worker each")
+	cpus := fs.String("cpus", "", `CPUs for the workers, e.g. "0,1" or "2-3" (queue i takes the i-th, wrapping); "none" disables pinning; empty pins queue i to the i-th allowed CPU`)
+	napi := fs.String("napi", "auto", "IFF_NAPI on the TAP: auto (when the kernel has it), on (fail without it), off")
+	vnet := fs.String("vnet-hdr", "auto", "IFF_VNET_HDR (virtio-net headers, offloads) on the TAP: auto, on, off")
+	tapNetns := fs.String("tap-netns", "", "move the TAP into this network namespace (a name under /run/netns); empty keeps it here")
+	tapAddr := fs.String("tap-addr", "", `address for the TAP in CIDR form, e.g. "198.18.1.2/24"; empty assigns none`)
+	tapMTU := fs.Int("tap-mtu", 0, "TAP MTU in bytes; 0 takes the NIC's MTU")
+	tapMAC := fs.String("tap-mac", "", "TAP Ethernet address, e.g. 02:00:00:00:00:01; empty lets the kernel pick a random one")
+	batch := fs.Int("batch", 64, "most frames moved per direction per wake-up (1-1024)")
+	promisc := fs.Bool("promisc", false, "put the NIC in promiscuous mode instead of asking for the TAP's MAC and all multicast")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	log, err := newLogger(*logLevel, stderr)
+	if err != nil {
+		return err
+	}
+	if *nic == "" {
+		fmt.Fprintln(stderr, "tapfwd run: --nic is required")
+		fs.Usage()
+		return errUsage
+	}
+	if *queues < 1 || *queues > 256 {
+		return fmt.Errorf("--queues %d: want 1 to 256", *queues)
+	}
+	if *batch < 1 || *batch > 1024 {
+		return fmt.Errorf("--batch %d: want 1 to 1024", *batch)
+	}
+	tc := tap.Config{Name: *tapName, Queues: *queues, MTU: *tapMTU, Netns: *tapNetns}
+	if tc.NAPI, err = tap.ParseWant(*napi); err != nil {
+		return fmt.Errorf("--napi: %w", err)
+	}
+	if tc.VnetHdr, err = tap.ParseWant(*vnet); err != nil {
+		return fmt.Errorf("--vnet-hdr: %w", err)
+	}
+	if *tapAddr != "" {
+		if tc.Addr, err = netip.ParsePrefix(*tapAddr); err != nil {
+			return fmt.Errorf("--tap-addr: %w", err)
+		}
+	}
+	if tc.MAC, err = tap.HardwareAddr(*tapMAC); err != nil {
+		return fmt.Errorf("--tap-mac: %w", err)
+	}
+	cpuList, err := workerCPUs(*cpus, *queues)
+	if err != nil {
+		return fmt.Errorf("--cpus: %w", err)
+	}
+	ifi, err := net.InterfaceByName(*nic)
+	if err != nil {
+		return fmt.Errorf("NIC %q not found in this network namespace: %w", *nic, err)
+	}
+	if tc.MTU == 0 {
+		tc.MTU = ifi.MTU
+	}
+
+	dev, err := tap.Open(tc)
+	if err != nil {
+		return err
+	}
+	defer dev.Close()
+	f := dev.Features()
+	socks, err := ring.Open(ring.Config{
+		Ifname:  *nic,
+		Queues:  *queues,
+		Batch:   *batch,
+		MACs:    []net.HardwareAddr{dev.MAC()},
+		Promisc: *promisc,
+	})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, s := range socks {
+			s.Close()
+		}
+	}()
+	fw, err := forward.New(dev.Fds(), socks, forward.Config{
+		Batch: *batch, CPUs: cpuList, TAPVnetHdr: f.VnetHdr, MTU: tc.MTU, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	log.Info("forwarding", "tap", dev.Name(), "tap_netns", dev.Netns(), "nic", *nic,
+		"queues", *queues, "cpus", fmt.Sprint(cpuList), "napi", f.NAPI, "vnet_hdr", f.VnetHdr,
+		"offloads", f.OffloadNames(), "mtu", tc.MTU, "mac", dev.MAC().String())
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigc := make(chan os.Signal, 2)
+	signal.Notify(sigc, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigc)
+	go func() {
+		s := <-sigc
+		log.Info("stopping", "signal", s.String())
+		cancel()
+		s = <-sigc
+		log.Error("second signal: exiting now", "signal", s.String())
+		os.Exit(1)
+	}()
+	err = fw.Run(ctx)
+	logTotals(log, fw)
+	if err != nil {
+		if errors.Is(err, forward.ErrTAPGone) || errors.Is(err, forward.ErrNICGone) {
+			return fmt.Errorf("stopped: %w", err)
+		}
+		return err
+	}
+	return nil
+}
+
+func logTotals(log interface {
+	Info(string, ...any)
+}, fw *forward.Forwarder) {
+	for _, q := range fw.Queues() {
+		c := &q.C
+		var drops uint64
+		for i := range c.Drops {
+			drops += c.Drops[i].Load()
+		}
+		log.Info("queue totals", "queue", q.ID,
+			"nic_rx_packets", c.NICRx.Packets.Load(), "tap_tx_packets", c.TAPTx.Packets.Load(),
+			"tap_rx_packets", c.TAPRx.Packets.Load(), "nic_tx_packets", c.NICTx.Packets.Load(),
+			"drops", drops, "errors", c.Errors.Load())
+	}
+}
+
+// workerCPUs turns --cpus into one CPU per queue (-1: unpinned).
+func workerCPUs(spec string, queues int) ([]int, error) {
+	out := make([]int, queues)
+	if spec == "none" {
+		for i := range out {
+			out[i] = -1
+		}
+		return out, nil
+	}
+	var list []int
+	if spec == "" {
+		var set unix.CPUSet
+		if err := unix.SchedGetaffinity(0, &set); err != nil {
+			return nil, err
+		}
+		for c := 0; c < runtime.NumCPU()*4 && c < 1024; c++ {
+			if set.IsSet(c) {
+				list = append(list, c)
+			}
+		}
+	} else {
+		var err error
+		if list, err = parseCPUList(spec); err != nil {
+			return nil, err
+		}
+	}
+	if len(list) == 0 {
+		return nil, errors.New("no CPUs")
+	}
+	for i := range out {
+		out[i] = list[i%len(list)]
+	}
+	return out, nil
+}
+
+// parseCPUList parses "0,2-3".
+func parseCPUList(s string) ([]int, error) {
+	var out []int
+	for _, part := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(strings.TrimSpace(part), "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil || a < 0 {
+			return nil, fmt.Errorf("bad CPU %q in %q", part, s)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil || b < a {
+				return nil, fmt.Errorf("bad CPU range %q in %q", part, s)
+			}
+		}
+		if b >= 1024 {
+			return nil, fmt.Errorf("CPU %d out of range", b)
+		}
+		for c := a; c <= b; c++ {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}

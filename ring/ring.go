@@ -1,0 +1,225 @@
+package ring
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// VnetHdrLen is the virtio_net_hdr every frame carries on these sockets
+// (PACKET_VNET_HDR gives the 10-byte legacy header).
+const VnetHdrLen = 10
+
+// DefaultBufBytes is the socket buffer asked for with SO_RCVBUFFORCE and
+// SO_SNDBUFFORCE: the ~208 KiB default holds only about three 64 KiB GSO
+// frames.
+const DefaultBufBytes = 8 << 20
+
+// Config describes the sockets of one NIC.
+type Config struct {
+	Ifname  string
+	Queues  int                // sockets in the fanout group; 0 means 1
+	Batch   int                // frames per recvmmsg/sendmmsg; 0 means 64
+	BufSize int                // SO_RCVBUF/SO_SNDBUF bytes; 0 means DefaultBufBytes
+	MACs    []net.HardwareAddr // unicast addresses to receive (PACKET_MR_UNICAST)
+	Promisc bool               // PACKET_MR_PROMISC instead of unicast membership
+}
+
+// Socket is one packet socket of the group. Recv and Send belong to one
+// goroutine each; Stats may be called from any goroutine.
+type Socket struct {
+	fd      int
+	ifindex int
+
+	rx mmsg
+	tx mmsg
+
+	statsMu sync.Mutex
+	packets uint64 // accumulated tp_packets (includes drops)
+	drops   uint64 // accumulated tp_drops
+}
+
+// Open creates c.Queues sockets bound to c.Ifname in one fanout group. On
+// error nothing is left open.
+func Open(c Config) (_ []*Socket, err error) {
+	if c.Queues <= 0 {
+		c.Queues = 1
+	}
+	if c.Batch <= 0 {
+		c.Batch = 64
+	}
+	if c.BufSize <= 0 {
+		c.BufSize = DefaultBufBytes
+	}
+	ifi, err := net.InterfaceByName(c.Ifname)
+	if err != nil {
+		return nil, fmt.Errorf("ring: NIC %q not found: %w", c.Ifname, err)
+	}
+	var socks []*Socket
+	defer func() {
+		if err != nil {
+			for _, s := range socks {
+				s.Close()
+			}
+		}
+	}()
+	fanoutID := 0
+	for q := 0; q < c.Queues; q++ {
+		s, err := open(ifi.Index, c)
+		if err != nil {
+			return nil, err
+		}
+		socks = append(socks, s)
+		// Fanout after bind (before is EINVAL). The first socket asks
+		// the kernel for a unique id; the rest join it. IGNORE_OUTGOING
+		// at group level: per-socket PACKET_IGNORE_OUTGOING is not
+		// consulted inside a fanout group (net/packet/af_packet.c:
+		// packet_rcv_fanout uses the group's hook).
+		flags := unix.PACKET_FANOUT_FLAG_IGNORE_OUTGOING
+		if q == 0 {
+			flags |= unix.PACKET_FANOUT_FLAG_UNIQUEID
+		}
+		arg := fanoutID | (unix.PACKET_FANOUT_HASH|flags)<<16
+		if err := unix.SetsockoptInt(s.fd, unix.SOL_PACKET, unix.PACKET_FANOUT, arg); err != nil {
+			e := fmt.Errorf("ring: PACKET_FANOUT on %s: %w", c.Ifname, os.NewSyscallError("setsockopt", err))
+			if errors.Is(err, unix.EINVAL) {
+				e = fmt.Errorf("%w: PACKET_FANOUT_FLAG_IGNORE_OUTGOING needs Linux 6.2 or later", e)
+			}
+			return nil, e
+		}
+		if q == 0 {
+			v, err := unix.GetsockoptInt(s.fd, unix.SOL_PACKET, unix.PACKET_FANOUT)
+			if err != nil {
+				return nil, fmt.Errorf("ring: read fanout id: %w", os.NewSyscallError("getsockopt", err))
+			}
+			fanoutID = v & 0xffff
+		}
+	}
+	return socks, nil
+}
+
+func open(ifindex int, c Config) (_ *Socket, err error) {
+	// Protocol 0: nothing is queued until bind names ETH_P_ALL.
+	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
+			return nil, fmt.Errorf("ring: packet socket: %w: tapfwd needs CAP_NET_RAW (run as root)", err)
+		}
+		return nil, fmt.Errorf("ring: packet socket: %w", os.NewSyscallError("socket", err))
+	}
+	s := &Socket{fd: fd, ifindex: ifindex}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	opts := []struct {
+		level, opt, val int
+		name            string
+	}{
+		// Without a vnet header GSO size and partial-checksum offsets
+		// are lost; it must come before any ring or bind (else EBUSY).
+		{unix.SOL_PACKET, unix.PACKET_VNET_HDR, 1, "PACKET_VNET_HDR"},
+		// The 802.1Q tag is stripped before packet sockets see the
+		// frame; PACKET_AUXDATA carries it back.
+		{unix.SOL_PACKET, unix.PACKET_AUXDATA, 1, "PACKET_AUXDATA"},
+		{unix.SOL_PACKET, unix.PACKET_QDISC_BYPASS, 1, "PACKET_QDISC_BYPASS"},
+		{unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, c.BufSize, "SO_RCVBUFFORCE"},
+		{unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, c.BufSize, "SO_SNDBUFFORCE"},
+	}
+	for _, o := range opts {
+		if err := unix.SetsockoptInt(fd, o.level, o.opt, o.val); err != nil {
+			return nil, fmt.Errorf("ring: %s: %w", o.name, os.NewSyscallError("setsockopt", err))
+		}
+	}
+	sa := &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifindex}
+	if err := unix.Bind(fd, sa); err != nil {
+		return nil, fmt.Errorf("ring: bind to ifindex %d: %w", ifindex, os.NewSyscallError("bind", err))
+	}
+	if c.Promisc {
+		if err := addMembership(fd, ifindex, unix.PACKET_MR_PROMISC, nil); err != nil {
+			return nil, err
+		}
+	} else {
+		// A real NIC filters unicast by MAC: ask for the TAP's, and all
+		// multicast (IPv6 neighbour discovery needs it).
+		for _, mac := range c.MACs {
+			if err := addMembership(fd, ifindex, unix.PACKET_MR_UNICAST, mac); err != nil {
+				return nil, err
+			}
+		}
+		if err := addMembership(fd, ifindex, unix.PACKET_MR_ALLMULTI, nil); err != nil {
+			return nil, err
+		}
+	}
+	s.rx.init(c.Batch, true)
+	s.tx.init(c.Batch, false)
+	return s, nil
+}
+
+func addMembership(fd, ifindex, typ int, mac net.HardwareAddr) error {
+	mr := unix.PacketMreq{Ifindex: int32(ifindex), Type: uint16(typ)}
+	if mac != nil {
+		mr.Alen = uint16(len(mac))
+		copy(mr.Address[:], mac)
+	}
+	if err := unix.SetsockoptPacketMreq(fd, unix.SOL_PACKET, unix.PACKET_ADD_MEMBERSHIP, &mr); err != nil {
+		return fmt.Errorf("ring: PACKET_ADD_MEMBERSHIP type %d: %w", typ, os.NewSyscallError("setsockopt", err))
+	}
+	return nil
+}
+
+func htons(v uint16) uint16 { return v<<8 | v>>8 }
+
+// Fd is the socket's descriptor, for polling.
+func (s *Socket) Fd() int { return s.fd }
+
+// Stats returns the kernel's counts since the socket opened: frames that
+// reached the socket (drops included) and frames dropped because its
+// receive queue was full. PACKET_STATISTICS resets on read, so they are
+// accumulated here.
+func (s *Socket) Stats() (packets, drops uint64, err error) {
+	s.statsMu.Lock()
+	defer s.statsMu.Unlock()
+	if s.fd >= 0 {
+		st, err := unix.GetsockoptTpacketStats(s.fd, unix.SOL_PACKET, unix.PACKET_STATISTICS)
+		if err != nil {
+			return s.packets, s.drops, os.NewSyscallError("getsockopt", err)
+		}
+		s.packets += uint64(st.Packets)
+		s.drops += uint64(st.Drops)
+	}
+	return s.packets, s.drops, nil
+}
+
+// Close closes the socket.
+func (s *Socket) Close() error {
+	s.statsMu.Lock()
+	defer s.statsMu.Unlock()
+	if s.fd < 0 {
+		return nil
+	}
+	err := unix.Close(s.fd)
+	s.fd = -1
+	return err
+}
+
+// NewSocketFd wraps fd, which must speak datagrams that begin with a vnet
+// header (a socketpair standing in for a packet socket in tests, say). The
+// Socket owns fd.
+func NewSocketFd(fd, batch int) *Socket {
+	if batch <= 0 {
+		batch = 64
+	}
+	s := &Socket{fd: fd, ifindex: -1}
+	s.rx.init(batch, true)
+	s.tx.init(batch, false)
+	return s
+}
+
+// Ifindex is the interface the socket is bound to (-1 for NewSocketFd).
+func (s *Socket) Ifindex() int { return s.ifindex }

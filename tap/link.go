@@ -1,0 +1,194 @@
+package tap
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// configure applies MTU, MAC and sysfs settings where the TAP was created,
+// moves it into c.Netns, then brings it up and adds c.Addr there.
+func configure(d *Device, c Config) error {
+	here, err := netlink.Dial(unix.NETLINK_ROUTE, nil)
+	if err != nil {
+		return fmt.Errorf("tap: rtnetlink: %w", err)
+	}
+	defer here.Close()
+	idx, err := linkIndex(here, d.name)
+	if err != nil {
+		return err
+	}
+	ae := netlink.NewAttributeEncoder()
+	if c.MTU > 0 {
+		ae.Uint32(unix.IFLA_MTU, uint32(c.MTU))
+	}
+	if len(c.MAC) > 0 {
+		if len(c.MAC) != 6 {
+			return fmt.Errorf("tap: MAC %s is not a 6-byte Ethernet address", c.MAC)
+		}
+		ae.Bytes(unix.IFLA_ADDRESS, c.MAC)
+	}
+	if err := setLink(here, idx, 0, ae, fmt.Sprintf("set mtu %d / mac %s", c.MTU, c.MAC)); err != nil {
+		return err
+	}
+	// Read the MAC back while the TAP is still visible here: the NIC side
+	// asks for frames to it (PACKET_MR_UNICAST).
+	ifi, err := net.InterfaceByIndex(int(idx))
+	if err != nil {
+		return fmt.Errorf("tap: read back %s: %w", d.name, err)
+	}
+	d.mac = ifi.HardwareAddr
+	for attr, val := range c.Sysfs {
+		p := filepath.Join("/sys/class/net", d.name, attr)
+		if err := os.WriteFile(p, []byte(val), 0); err != nil {
+			return fmt.Errorf("tap: write %s = %s: %w", p, val, err)
+		}
+	}
+
+	conn := here
+	if c.Netns != "" {
+		nsPath := filepath.Join("/run/netns", c.Netns)
+		ns, err := os.Open(nsPath)
+		if err != nil {
+			return fmt.Errorf("tap: network namespace %q: %w (create it with: ip netns add %s)", c.Netns, err, c.Netns)
+		}
+		defer ns.Close()
+		ae := netlink.NewAttributeEncoder()
+		ae.Uint32(unix.IFLA_NET_NS_FD, uint32(ns.Fd()))
+		if err := setLink(here, idx, 0, ae, "move to netns "+c.Netns); err != nil {
+			return err
+		}
+		d.netns = c.Netns
+		there, err := netlink.Dial(unix.NETLINK_ROUTE, &netlink.Config{NetNS: int(ns.Fd())})
+		if err != nil {
+			return fmt.Errorf("tap: rtnetlink in netns %s: %w", c.Netns, err)
+		}
+		defer there.Close()
+		conn = there
+		// The index is kept unless taken in the new namespace.
+		if idx, err = linkIndex(there, d.name); err != nil {
+			return err
+		}
+	}
+	if err := setLink(conn, idx, unix.IFF_UP, nil, "set up"); err != nil {
+		return err
+	}
+	if c.Addr.IsValid() {
+		if err := addAddr(conn, idx, c.Addr); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func ifinfomsg(index int32, flags, change uint32) []byte {
+	b := make([]byte, unix.SizeofIfInfomsg)
+	b[0] = unix.AF_UNSPEC
+	binary.NativeEndian.PutUint32(b[4:], uint32(index))
+	binary.NativeEndian.PutUint32(b[8:], flags)
+	binary.NativeEndian.PutUint32(b[12:], change)
+	return b
+}
+
+func linkIndex(c *netlink.Conn, name string) (int32, error) {
+	ae := netlink.NewAttributeEncoder()
+	ae.String(unix.IFLA_IFNAME, name)
+	attrs, err := ae.Encode()
+	if err != nil {
+		return 0, err
+	}
+	msgs, err := c.Execute(netlink.Message{
+		Header: netlink.Header{Type: unix.RTM_GETLINK, Flags: netlink.Request},
+		Data:   append(ifinfomsg(0, 0, 0), attrs...),
+	})
+	if err != nil {
+		return 0, fmt.Errorf("tap: look up link %q: %w", name, err)
+	}
+	if len(msgs) == 0 || len(msgs[0].Data) < unix.SizeofIfInfomsg {
+		return 0, fmt.Errorf("tap: look up link %q: short reply", name)
+	}
+	return int32(binary.NativeEndian.Uint32(msgs[0].Data[4:])), nil
+}
+
+// setLink sends RTM_NEWLINK for index: up sets IFF_UP when non-zero; ae adds
+// attributes (nil for none).
+func setLink(c *netlink.Conn, index int32, up uint32, ae *netlink.AttributeEncoder, what string) error {
+	data := ifinfomsg(index, up, up)
+	if ae != nil {
+		attrs, err := ae.Encode()
+		if err != nil {
+			return err
+		}
+		if len(attrs) == 0 && up == 0 {
+			return nil
+		}
+		data = append(data, attrs...)
+	}
+	_, err := c.Execute(netlink.Message{
+		Header: netlink.Header{Type: unix.RTM_NEWLINK, Flags: netlink.Request | netlink.Acknowledge},
+		Data:   data,
+	})
+	if err != nil {
+		if errors.Is(err, unix.EEXIST) {
+			return fmt.Errorf("tap: %s: %w (an interface of that name already exists there)", what, err)
+		}
+		return fmt.Errorf("tap: %s: %w", what, err)
+	}
+	return nil
+}
+
+func addAddr(c *netlink.Conn, index int32, p netip.Prefix) error {
+	fam, ip := unix.AF_INET, p.Addr().AsSlice()
+	if p.Addr().Is6() && !p.Addr().Is4In6() {
+		fam = unix.AF_INET6
+	} else {
+		ip = p.Addr().Unmap().AsSlice()
+	}
+	msg := make([]byte, unix.SizeofIfAddrmsg)
+	msg[0] = byte(fam)
+	msg[1] = byte(p.Bits())
+	binary.NativeEndian.PutUint32(msg[4:], uint32(index))
+	ae := netlink.NewAttributeEncoder()
+	ae.Bytes(unix.IFA_LOCAL, ip)
+	ae.Bytes(unix.IFA_ADDRESS, ip)
+	if fam == unix.AF_INET {
+		bc := netip.PrefixFrom(p.Addr().Unmap(), p.Bits()).Masked().Addr().As4()
+		host := uint32(1)<<(32-p.Bits()) - 1
+		v := binary.BigEndian.Uint32(bc[:]) | host
+		binary.BigEndian.PutUint32(bc[:], v)
+		if p.Bits() < 31 {
+			ae.Bytes(unix.IFA_BROADCAST, bc[:])
+		}
+	}
+	attrs, err := ae.Encode()
+	if err != nil {
+		return err
+	}
+	_, err = c.Execute(netlink.Message{
+		Header: netlink.Header{Type: unix.RTM_NEWADDR, Flags: netlink.Request | netlink.Acknowledge | netlink.Create | netlink.Excl},
+		Data:   append(msg, attrs...),
+	})
+	if err != nil {
+		return fmt.Errorf("tap: add address %s: %w", p, err)
+	}
+	return nil
+}
+
+// HardwareAddr parses a MAC for Config.MAC; "" gives nil.
+func HardwareAddr(s string) (net.HardwareAddr, error) {
+	if s == "" {
+		return nil, nil
+	}
+	m, err := net.ParseMAC(s)
+	if err != nil || len(m) != 6 {
+		return nil, fmt.Errorf("tap: bad MAC %q: want six hex bytes like 02:00:00:00:00:01", s)
+	}
+	return m, nil
+}

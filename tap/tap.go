@@ -1,0 +1,356 @@
+package tap
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Want says whether a kernel feature should be asked for.
+type Want int
+
+const (
+	// Auto asks for the feature when TUNGETFEATURES lists it.
+	Auto Want = iota
+	// On asks for it and fails when the kernel does not offer it.
+	On
+	// Off never asks for it.
+	Off
+)
+
+// ParseWant parses "auto", "on" or "off".
+func ParseWant(s string) (Want, error) {
+	switch s {
+	case "auto", "":
+		return Auto, nil
+	case "on":
+		return On, nil
+	case "off":
+		return Off, nil
+	}
+	return Auto, fmt.Errorf("want auto, on or off, got %q", s)
+}
+
+func (w Want) String() string {
+	switch w {
+	case On:
+		return "on"
+	case Off:
+		return "off"
+	}
+	return "auto"
+}
+
+// VnetHdrLen is the virtio_net_hdr size tapfwd uses on both sides. It is
+// the TAP's default and what PACKET_VNET_HDR gives a packet socket.
+const VnetHdrLen = 10
+
+// Config describes the TAP to open. The zero value (plus Queues) is a
+// kernel-named single-queue TAP with NAPI and vnet headers when available.
+type Config struct {
+	Name    string // interface name; "" lets the kernel pick tap%d
+	Queues  int    // number of queues (fds); 0 means 1
+	NAPI    Want   // IFF_NAPI
+	VnetHdr Want   // IFF_VNET_HDR, with offloads
+	MTU     int    // 0 leaves the kernel default (1500)
+	MAC     net.HardwareAddr
+	// Netns names a network namespace (/run/netns/NAME) the TAP netdev is
+	// moved into; its fds keep working. "" keeps it where tapfwd runs.
+	Netns string
+	// Addr is assigned to the TAP (in Netns when set). Zero means none.
+	Addr netip.Prefix
+	// Sysfs holds attribute writes under /sys/class/net/TAP/ applied before
+	// the move into Netns (after it, the TAP's sysfs is visible only from
+	// there), e.g. "threaded": "1", "gro_flush_timeout": "20000".
+	Sysfs map[string]string
+}
+
+// Features is what was negotiated with the kernel.
+type Features struct {
+	Kernel     uint32 // TUNGETFEATURES flags
+	Flags      uint16 // flags given to TUNSETIFF
+	NAPI       bool
+	VnetHdr    bool
+	VnetHdrLen int // 0 without a vnet header
+	MultiQueue bool
+	Offloads   uint32 // TUN_F_* accepted by TUNSETOFFLOAD
+}
+
+// OffloadNames lists the accepted offloads, e.g. "csum,tso4,tso6".
+func (f Features) OffloadNames() string {
+	var s []string
+	for _, o := range offloadNames {
+		if f.Offloads&o.bit != 0 {
+			s = append(s, o.name)
+		}
+	}
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ",")
+}
+
+var offloadNames = []struct {
+	bit  uint32
+	name string
+}{
+	{unix.TUN_F_CSUM, "csum"},
+	{unix.TUN_F_TSO4, "tso4"},
+	{unix.TUN_F_TSO6, "tso6"},
+	{unix.TUN_F_TSO_ECN, "tso_ecn"},
+	{unix.TUN_F_UFO, "ufo"},
+	{unix.TUN_F_USO4, "uso4"},
+	{unix.TUN_F_USO6, "uso6"},
+}
+
+var flagNames = []struct {
+	bit  uint32
+	name string
+}{
+	{unix.IFF_TUN, "TUN"},
+	{unix.IFF_TAP, "TAP"},
+	{unix.IFF_NAPI, "NAPI"},
+	{unix.IFF_NAPI_FRAGS, "NAPI_FRAGS"},
+	{unix.IFF_NO_CARRIER, "NO_CARRIER"},
+	{unix.IFF_NO_PI, "NO_PI"},
+	{unix.IFF_ONE_QUEUE, "ONE_QUEUE"},
+	{unix.IFF_VNET_HDR, "VNET_HDR"},
+	{unix.IFF_MULTI_QUEUE, "MULTI_QUEUE"},
+	{unix.IFF_PERSIST, "PERSIST"},
+	{unix.IFF_TUN_EXCL, "TUN_EXCL"},
+}
+
+// FlagNames names the IFF_* bits in a TUNGETFEATURES value.
+func FlagNames(flags uint32) []string {
+	var s []string
+	for _, f := range flagNames {
+		if flags&f.bit != 0 {
+			s = append(s, f.name)
+		}
+	}
+	return s
+}
+
+const tunPath = "/dev/net/tun"
+
+func openTun() (int, error) {
+	fd, err := unix.Open(tunPath, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		switch {
+		case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENODEV), errors.Is(err, unix.ENXIO):
+			return -1, fmt.Errorf("tap: open %s: %w: load the tun module (modprobe tun) or create the node (mknod %s c 10 200)", tunPath, err, tunPath)
+		case errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES):
+			return -1, fmt.Errorf("tap: open %s: %w: run as root or with CAP_NET_ADMIN", tunPath, err)
+		}
+		return -1, fmt.Errorf("tap: open %s: %w", tunPath, err)
+	}
+	return fd, nil
+}
+
+// Probe returns the kernel's TUNGETFEATURES flags.
+func Probe() (uint32, error) {
+	fd, err := openTun()
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Close(fd)
+	f, err := unix.IoctlGetUint32(fd, unix.TUNGETFEATURES)
+	if err != nil {
+		return 0, fmt.Errorf("tap: TUNGETFEATURES: %w", os.NewSyscallError("ioctl", err))
+	}
+	return f, nil
+}
+
+// ProbeOffloads tries TUNSETOFFLOAD combinations on a throw-away TAP and
+// returns the largest one the kernel accepts. It needs CAP_NET_ADMIN.
+func ProbeOffloads() (uint32, error) {
+	fd, err := openTun()
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("")
+	if err != nil {
+		return 0, err
+	}
+	ifr.SetUint16(unix.IFF_TAP | unix.IFF_NO_PI | unix.IFF_VNET_HDR)
+	if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
+		return 0, explainSetIff("", err)
+	}
+	return setOffload(fd)
+}
+
+// Offload combinations tried in order. drivers/net/tun.c: set_offload takes
+// USO only as a whole (CSUM|TSO4|TSO6|USO4|USO6); USO4 alone, or TSO without
+// CSUM, is EINVAL.
+var offloadTries = []uint32{
+	unix.TUN_F_CSUM | unix.TUN_F_TSO4 | unix.TUN_F_TSO6 | unix.TUN_F_USO4 | unix.TUN_F_USO6,
+	unix.TUN_F_CSUM | unix.TUN_F_TSO4 | unix.TUN_F_TSO6,
+	unix.TUN_F_CSUM,
+}
+
+func setOffload(fd int) (uint32, error) {
+	var last error
+	for _, o := range offloadTries {
+		if err := unix.IoctlSetInt(fd, unix.TUNSETOFFLOAD, int(o)); err == nil {
+			return o, nil
+		} else {
+			last = err
+		}
+	}
+	return 0, last
+}
+
+func explainSetIff(name string, err error) error {
+	e := fmt.Errorf("tap: TUNSETIFF %q: %w", name, os.NewSyscallError("ioctl", err))
+	switch {
+	case errors.Is(err, unix.EPERM):
+		return fmt.Errorf("%w: tapfwd needs CAP_NET_ADMIN (run as root)", e)
+	case errors.Is(err, unix.EBUSY):
+		return fmt.Errorf("%w: the TAP is held by another process", e)
+	case errors.Is(err, unix.EINVAL):
+		return fmt.Errorf("%w: the name belongs to another device or a TAP with other flags", e)
+	}
+	return e
+}
+
+// Device is an open TAP with one fd per queue.
+type Device struct {
+	name  string
+	fds   []int
+	feat  Features
+	netns string
+	mac   net.HardwareAddr
+}
+
+// Open creates the TAP described by c. On error nothing is left behind.
+func Open(c Config) (_ *Device, err error) {
+	if c.Queues <= 0 {
+		c.Queues = 1
+	}
+	if len(c.Name) >= unix.IFNAMSIZ {
+		return nil, fmt.Errorf("tap: name %q is longer than %d bytes", c.Name, unix.IFNAMSIZ-1)
+	}
+	if c.Name != "" && !strings.Contains(c.Name, "%") {
+		if _, err := net.InterfaceByName(c.Name); err == nil {
+			return nil, fmt.Errorf("tap: name %q is in use: an interface with that name exists (choose another --tap or delete it)", c.Name)
+		}
+	}
+	kern, err := Probe()
+	if err != nil {
+		return nil, err
+	}
+	f := Features{Kernel: kern}
+	flags := uint16(unix.IFF_TAP | unix.IFF_NO_PI)
+	if kern&unix.IFF_MULTI_QUEUE != 0 {
+		flags |= unix.IFF_MULTI_QUEUE
+		f.MultiQueue = true
+	} else if c.Queues > 1 {
+		return nil, errors.New("tap: the kernel lacks IFF_MULTI_QUEUE: use --queues 1")
+	}
+	if f.NAPI, err = want("IFF_NAPI", c.NAPI, kern, unix.IFF_NAPI); err != nil {
+		return nil, err
+	}
+	if f.NAPI {
+		flags |= unix.IFF_NAPI
+	}
+	if f.VnetHdr, err = want("IFF_VNET_HDR", c.VnetHdr, kern, unix.IFF_VNET_HDR); err != nil {
+		return nil, err
+	}
+	if f.VnetHdr {
+		flags |= unix.IFF_VNET_HDR
+		f.VnetHdrLen = VnetHdrLen
+	}
+	f.Flags = flags
+
+	d := &Device{name: c.Name, feat: f}
+	defer func() {
+		if err != nil {
+			d.Close()
+		}
+	}()
+	for q := 0; q < c.Queues; q++ {
+		fd, err := openTun()
+		if err != nil {
+			return nil, err
+		}
+		d.fds = append(d.fds, fd)
+		ifr, err := unix.NewIfreq(d.name)
+		if err != nil {
+			return nil, fmt.Errorf("tap: %w", err)
+		}
+		ifr.SetUint16(flags)
+		if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
+			return nil, explainSetIff(d.name, err)
+		}
+		// The kernel writes the final name back (tun_set_iff).
+		d.name = ifr.Name()
+		if f.VnetHdr {
+			if err := unix.IoctlSetPointerInt(fd, unix.TUNSETVNETHDRSZ, VnetHdrLen); err != nil {
+				return nil, fmt.Errorf("tap: TUNSETVNETHDRSZ: %w", os.NewSyscallError("ioctl", err))
+			}
+		}
+		// O_NONBLOCK only after TUNSETIFF: the workers block in ppoll.
+		if err := unix.SetNonblock(fd, true); err != nil {
+			return nil, fmt.Errorf("tap: set nonblocking: %w", err)
+		}
+	}
+	if f.VnetHdr {
+		// Offloads only let the TAP hand out GSO frames; writes of GSO
+		// frames work without them, so a refusal is tolerated.
+		if o, err := setOffload(d.fds[0]); err == nil {
+			d.feat.Offloads = o
+		}
+	}
+	if err := configure(d, c); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+func want(name string, w Want, kern, bit uint32) (bool, error) {
+	has := kern&bit != 0
+	switch w {
+	case Off:
+		return false, nil
+	case On:
+		if !has {
+			return false, fmt.Errorf("tap: %s requested (on) but the kernel does not offer it (TUNGETFEATURES %#x)", name, kern)
+		}
+		return true, nil
+	}
+	return has, nil
+}
+
+// Name is the interface name the kernel gave the TAP.
+func (d *Device) Name() string { return d.name }
+
+// Netns is the namespace the TAP was moved into, or "".
+func (d *Device) Netns() string { return d.netns }
+
+// MAC is the TAP's Ethernet address.
+func (d *Device) MAC() net.HardwareAddr { return d.mac }
+
+// Features is what was negotiated.
+func (d *Device) Features() Features { return d.feat }
+
+// Fds returns the queue file descriptors, non-blocking. They stay owned by
+// the Device.
+func (d *Device) Fds() []int { return d.fds }
+
+// Close closes every queue; a non-persistent TAP disappears with the last.
+func (d *Device) Close() error {
+	var first error
+	for _, fd := range d.fds {
+		if err := unix.Close(fd); err != nil && first == nil {
+			first = os.NewSyscallError("close", err)
+		}
+	}
+	d.fds = nil
+	return first
+}
