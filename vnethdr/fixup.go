@@ -65,6 +65,9 @@ func Fixup(h *Hdr, frame []byte) error {
 			return ErrGSOSize
 		}
 	}
+	if l.payload > 0xffff { // IPv6 extension headers filling a 64 KiB packet
+		return ErrMalformed
+	}
 	if h.Flags&FlagNeedsCsum == 0 {
 		if err := partialize(h, frame, &l); err != nil {
 			return err
@@ -78,7 +81,7 @@ func Fixup(h *Hdr, frame []byte) error {
 func fixupCsum(h *Hdr, frame []byte) error {
 	start := int(h.CsumStart)
 	need := start + int(h.CsumOffset) + 2
-	if start < ethHdrLen || need > len(frame) {
+	if start < ethHdrLen || need > len(frame) || need > 0xffff {
 		return ErrCsumBounds
 	}
 	l, err := parse(frame)
@@ -87,7 +90,7 @@ func fixupCsum(h *Hdr, frame []byte) error {
 		if need > l.end {
 			return ErrCsumBounds
 		}
-		if l.l4 == start && l.payload > need {
+		if l.l4 == start && l.payload > need && l.payload <= 0xffff {
 			need = l.payload
 		}
 	case errNotIP:

@@ -95,7 +95,7 @@ func build(tb testing.TB, s spec) []byte {
 		nl = ip
 	}
 	if s.udp {
-		u := &layers.UDP{SrcPort: 4789, DstPort: 5201}
+		u := &layers.UDP{SrcPort: 40001, DstPort: 5201}
 		if err := u.SetNetworkLayerForChecksum(nl); err != nil {
 			tb.Fatal(err)
 		}
@@ -124,7 +124,15 @@ func build(tb testing.TB, s spec) []byte {
 	if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{ComputeChecksums: true, FixLengths: true}, ls...); err != nil {
 		tb.Fatal(err)
 	}
-	return append([]byte(nil), buf.Bytes()...)
+	// gopacket pads to the 60-byte Ethernet minimum; a frame from a packet
+	// socket or a TAP is not padded, so cut it back to the IP length.
+	f := buf.Bytes()
+	if s.v6 {
+		f = f[:s.l3()+40+int(binary.BigEndian.Uint16(f[s.l3()+4:]))]
+	} else {
+		f = f[:s.l3()+int(binary.BigEndian.Uint16(f[s.l3()+2:]))]
+	}
+	return append([]byte(nil), f...)
 }
 
 // offsets of a built frame, computed from the spec, not by parse.
@@ -203,14 +211,14 @@ func refSum(bs ...[]byte) uint16 {
 // pseudo is the pseudo-header as bytes (RFC 793, RFC 8200 section 8.1).
 func pseudo(src, dst net.IP, proto byte, l4Len int) []byte {
 	var b []byte
-	if v4 := src.To4(); v4 != nil {
-		b = append(b, v4...)
-		b = append(b, dst.To4()...)
+	if len(src) == 4 { // not To4: a v4-mapped IPv6 address is still IPv6 here
+		b = append(b, src...)
+		b = append(b, dst...)
 		b = append(b, 0, proto, byte(l4Len>>8), byte(l4Len))
 		return b
 	}
-	b = append(b, src.To16()...)
-	b = append(b, dst.To16()...)
+	b = append(b, src...)
+	b = append(b, dst...)
 	return append(b, 0, 0, byte(l4Len>>8), byte(l4Len), 0, 0, 0, proto)
 }
 

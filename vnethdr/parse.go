@@ -35,12 +35,12 @@ const (
 
 // layout is where the headers of a frame are, as offsets into the frame.
 type layout struct {
-	l3      int   // IP header
-	l4      int   // TCP/UDP header; 0 if not reached (fragment, other protocol)
-	payload int   // L4 payload (end of all headers); 0 if l4 is 0
-	end     int   // end of the IP packet; the frame may be longer (padding)
-	rh      int   // IPv6 routing header, 0 if none
-	ipv6    bool  //
+	l3      int // IP header
+	l4      int // TCP/UDP header; 0 if not reached (fragment, other protocol)
+	payload int // L4 payload (end of all headers); 0 if l4 is 0
+	end     int // end of the IP packet; the frame may be longer (padding)
+	rh      int // IPv6 routing header, 0 if none
+	ipv6    bool
 	frag    bool  // IPv4 fragment or IPv6 fragment header: no L4 header to work on
 	proto   uint8 // protoTCP or protoUDP if l4 != 0
 }

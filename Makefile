@@ -1,0 +1,38 @@
+# tapfwd: the two entry points the README gives, plus helpers.
+GO ?= go
+BIN := bin/tapfwd
+
+.PHONY: all build deps bench test check fuzz clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./cmd/tapfwd
+
+deps:
+	./scripts/deps.sh
+
+# The main job: tapfwd against the Linux bridge on the built-in netns test bed.
+bench: deps build
+	./$(BIN) bench throughput $(BENCH_FLAGS)
+
+# Everything CI runs: vet, the whole test suite under the race detector
+# (privileged tests build their own namespaces; run as root), and a short
+# pass of every fuzz target.
+test: deps
+	$(GO) vet ./...
+	$(GO) test -race -count=1 ./...
+	$(MAKE) fuzz FUZZTIME=3s
+
+# Fuzz each target in turn (go test -fuzz takes one target at a time).
+FUZZTIME ?= 60s
+fuzz:
+	@for pkg in $$($(GO) list ./...); do \
+		for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
+			echo "fuzz $$pkg $$f ($(FUZZTIME))"; \
+			$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+		done; \
+	done
+
+clean:
+	rm -rf bin

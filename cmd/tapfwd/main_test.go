@@ -1,0 +1,67 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"strings"
+	"testing"
+)
+
+// The test binary doubles as tapfwd: the integration tests start it in a
+// namespace with TAPFWD_TEST_MAIN=1, so they exercise the code under test
+// (race detector included) without a separate build.
+func TestMain(m *testing.M) {
+	if os.Getenv("TAPFWD_TEST_MAIN") == "1" {
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Setenv("TAPFWD_TEST_MAIN", "1") // for the children only
+	os.Exit(m.Run())
+}
+
+func TestCLIUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{nil, 2, "Usage:"},
+		{[]string{"frobnicate"}, 2, `unknown command "frobnicate"`},
+		{[]string{"run"}, 2, "--nic is required"},
+		{[]string{"run", "--nic", "x", "--napi", "maybe"}, 1, "--napi: want auto, on or off"},
+		{[]string{"run", "--nic", "x", "--queues", "0"}, 1, "--queues 0: want 1 to 256"},
+		{[]string{"run", "--nic", "x", "--cpus", "1-0"}, 1, "bad CPU range"},
+		{[]string{"run", "--nic", "x", "--tap-addr", "198.18.0.1"}, 1, "--tap-addr"},
+		{[]string{"run", "--nic", "x", "--tap-mac", "zz"}, 1, "bad MAC"},
+		{[]string{"run", "--nic", "no-such-nic0"}, 1, `NIC "no-such-nic0" not found`},
+		{[]string{"run", "--nic", "x", "extra"}, 2, `unexpected argument "extra"`},
+		{[]string{"help"}, 0, ""},
+		{[]string{"run", "-h"}, 0, "TAP MTU in bytes"},
+	} {
+		var out, errb bytes.Buffer
+		code := run(tc.args, &out, &errb)
+		if code != tc.code {
+			t.Errorf("tapfwd %q: exit %d, want %d; stderr: %s", tc.args, code, tc.code, errb.String())
+		}
+		if !strings.Contains(out.String()+errb.String(), tc.want) {
+			t.Errorf("tapfwd %q: output lacks %q:\n%s%s", tc.args, tc.want, out.String(), errb.String())
+		}
+		if code == 1 && strings.Count(strings.TrimSpace(errb.String()), "\n") != 0 {
+			t.Errorf("tapfwd %q: error is not one line:\n%s", tc.args, errb.String())
+		}
+	}
+}
+
+func TestParseCPUList(t *testing.T) {
+	got, err := parseCPUList("0,2-4, 7")
+	if err != nil || len(got) != 5 || got[0] != 0 || got[1] != 2 || got[3] != 4 || got[4] != 7 {
+		t.Fatalf("parseCPUList = %v, %v", got, err)
+	}
+	cpus, err := workerCPUs("3,5", 3)
+	if err != nil || cpus[0] != 3 || cpus[1] != 5 || cpus[2] != 3 {
+		t.Fatalf("workerCPUs wraps: %v, %v", cpus, err)
+	}
+	cpus, _ = workerCPUs("none", 2)
+	if cpus[0] != -1 || cpus[1] != -1 {
+		t.Fatalf("none: %v", cpus)
+	}
+}

@@ -1,0 +1,367 @@
+package forward
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/gopacket"
+	"github.com/google/gopacket/layers"
+	"golang.org/x/sys/unix"
+
+	"github.com/tapfwd/tapfwd/ring"
+	"github.com/tapfwd/tapfwd/vnethdr"
+)
+
+// pair is a queue whose TAP and packet socket are socketpairs; the test
+// holds the other ends (gVisor's fdbased tests do the same).
+type pair struct {
+	q       *Queue
+	nicPeer int // what the wire writes to / reads from, vnet header first
+	tapPeer int // what the lab side sees
+}
+
+func newPair(t testing.TB, tapVnet bool, batch int) *pair {
+	t.Helper()
+	nic, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tap, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fd := range []int{nic[0], nic[1], tap[0], tap[1]} {
+		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, 4<<20)
+		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 4<<20)
+	}
+	unix.SetNonblock(nic[0], true)
+	unix.SetNonblock(tap[0], true)
+	sock := ring.NewSocketFd(nic[0], batch)
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := newQueue(0, -1, tap[0], sock, efd, new(atomic.Bool), Config{Batch: batch, TAPVnetHdr: tapVnet, MTU: 1500})
+	t.Cleanup(func() {
+		for _, fd := range []int{nic[1], tap[0], tap[1], efd} {
+			unix.Close(fd)
+		}
+		sock.Close()
+	})
+	return &pair{q: q, nicPeer: nic[1], tapPeer: tap[1]}
+}
+
+var (
+	macA = net.HardwareAddr{0x02, 0, 0, 0, 0, 1}
+	macB = net.HardwareAddr{0x02, 0, 0, 0, 0, 2}
+	ipA  = net.IP{198, 18, 0, 1}
+	ipB  = net.IP{198, 18, 0, 2}
+)
+
+// tcpFrame builds an Ethernet/IPv4/TCP frame with payload of n bytes and
+// valid checksums.
+func tcpFrame(t testing.TB, n int) []byte {
+	t.Helper()
+	payload := bytes.Repeat([]byte{0xab}, n)
+	eth := &layers.Ethernet{SrcMAC: macA, DstMAC: macB, EthernetType: layers.EthernetTypeIPv4}
+	ip := &layers.IPv4{Version: 4, TTL: 64, Protocol: layers.IPProtocolTCP, SrcIP: ipA, DstIP: ipB, Id: 7, Flags: layers.IPv4DontFragment}
+	tcp := &layers.TCP{SrcPort: 40000, DstPort: 5201, Seq: 1000, Ack: 1, ACK: true, PSH: true, Window: 512}
+	tcp.SetNetworkLayerForChecksum(ip)
+	buf := gopacket.NewSerializeBuffer()
+	if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true},
+		eth, ip, tcp, gopacket.Payload(payload)); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// gsoFrame turns a TCPv4 frame into what the kernel hands a packet socket
+// for a TSO super-frame: NEEDS_CSUM with the pseudo-header sum in place.
+func gsoFrame(t testing.TB, n, mss int) (vnethdr.Hdr, []byte) {
+	f := tcpFrame(t, n)
+	const l4 = 14 + 20
+	// Pseudo-header sum (not complemented) over addresses, proto, TCP length.
+	var sum uint32
+	for i := 14 + 12; i < 14+20; i += 2 {
+		sum += uint32(binary.BigEndian.Uint16(f[i:]))
+	}
+	sum += uint32(unix.IPPROTO_TCP) + uint32(len(f)-l4)
+	for sum > 0xffff {
+		sum = sum>>16 + sum&0xffff
+	}
+	binary.BigEndian.PutUint16(f[l4+16:], uint16(sum))
+	h := vnethdr.Hdr{Flags: vnethdr.FlagNeedsCsum, GSOType: vnethdr.GSOTCPv4, HdrLen: l4 + 20, GSOSize: uint16(mss), CsumStart: l4, CsumOffset: 16}
+	return h, f
+}
+
+func withHdr(h vnethdr.Hdr, frame []byte) []byte {
+	b := make([]byte, vnethdr.Len+len(frame))
+	h.Encode(b)
+	copy(b[vnethdr.Len:], frame)
+	return b
+}
+
+func mustWrite(t testing.TB, fd int, b []byte) {
+	if _, err := unix.Write(fd, b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readAll(t testing.TB, fd int) [][]byte {
+	var out [][]byte
+	buf := make([]byte, 70000)
+	for {
+		n, err := unix.Read(fd, buf)
+		if err == unix.EAGAIN {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, append([]byte(nil), buf[:n]...))
+	}
+}
+
+func setNonblock(t testing.TB, fd int) {
+	if err := unix.SetNonblock(fd, true); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestNICToTAPPassThrough(t *testing.T) {
+	p := newPair(t, true, 8)
+	setNonblock(t, p.tapPeer)
+	h, f := gsoFrame(t, 30000, 1448)
+	mustWrite(t, p.nicPeer, withHdr(h, f))
+	mustWrite(t, p.nicPeer, withHdr(vnethdr.Hdr{}, tcpFrame(t, 100)))
+	if n, err := p.q.nicToTAP(); err != nil || n != 2 {
+		t.Fatalf("nicToTAP = %d, %v", n, err)
+	}
+	got := readAll(t, p.tapPeer)
+	if len(got) != 2 {
+		t.Fatalf("TAP got %d frames, want 2", len(got))
+	}
+	var gh vnethdr.Hdr
+	gh.Decode(got[0])
+	if gh.GSOType != vnethdr.GSOTCPv4 || gh.GSOSize != 1448 || gh.HdrLen != 14+20+20 {
+		t.Errorf("GSO header not passed through: %+v", gh)
+	}
+	if !bytes.Equal(got[0][vnethdr.Len:], f) {
+		t.Error("GSO frame body changed")
+	}
+	c := &p.q.C
+	if c.NICRx.Packets.Load() != 2 || c.TAPTx.Packets.Load() != 2 || c.GSOFromNIC.Load() != 1 {
+		t.Errorf("counters: nic rx %d tap tx %d gso %d", c.NICRx.Packets.Load(), c.TAPTx.Packets.Load(), c.GSOFromNIC.Load())
+	}
+}
+
+func TestNICToTAPSegments(t *testing.T) {
+	p := newPair(t, false, 8)
+	setNonblock(t, p.tapPeer)
+	h, f := gsoFrame(t, 10000, 1448)
+	mustWrite(t, p.nicPeer, withHdr(h, f))
+	if _, err := p.q.nicToTAP(); err != nil {
+		t.Fatal(err)
+	}
+	got := readAll(t, p.tapPeer)
+	if len(got) != 7 { // ceil(10000/1448)
+		t.Fatalf("TAP got %d frames, want 7", len(got))
+	}
+	var payload []byte
+	for i, fr := range got {
+		pkt := gopacket.NewPacket(fr, layers.LayerTypeEthernet, gopacket.Default)
+		tcp, _ := pkt.Layer(layers.LayerTypeTCP).(*layers.TCP)
+		ip, _ := pkt.Layer(layers.LayerTypeIPv4).(*layers.IPv4)
+		if tcp == nil || ip == nil {
+			t.Fatalf("segment %d does not parse", i)
+		}
+		if tcp.PSH != (i == len(got)-1) {
+			t.Errorf("segment %d: PSH=%v", i, tcp.PSH)
+		}
+		want := ip.Checksum
+		ip.Checksum = 0
+		re := gopacket.NewSerializeBuffer()
+		tcp.SetNetworkLayerForChecksum(ip)
+		gopacket.SerializeLayers(re, gopacket.SerializeOptions{ComputeChecksums: true}, ip, tcp, gopacket.Payload(tcp.Payload))
+		rp := gopacket.NewPacket(re.Bytes(), layers.LayerTypeIPv4, gopacket.Default)
+		if rip := rp.Layer(layers.LayerTypeIPv4).(*layers.IPv4); rip.Checksum != want {
+			t.Errorf("segment %d: IP checksum %#x, want %#x", i, want, rip.Checksum)
+		}
+		if rtcp := rp.Layer(layers.LayerTypeTCP).(*layers.TCP); rtcp.Checksum != tcp.Checksum {
+			t.Errorf("segment %d: TCP checksum %#x, want %#x", i, tcp.Checksum, rtcp.Checksum)
+		}
+		payload = append(payload, tcp.Payload...)
+	}
+	if !bytes.Equal(payload, f[54:]) {
+		t.Error("segments do not reassemble to the original payload")
+	}
+	if s := p.q.C.Segments.Load(); s != 7 {
+		t.Errorf("Segments = %d, want 7", s)
+	}
+}
+
+func TestTAPToNICAddsHeader(t *testing.T) {
+	p := newPair(t, false, 8)
+	setNonblock(t, p.nicPeer)
+	f := tcpFrame(t, 200)
+	mustWrite(t, p.tapPeer, f)
+	mustWrite(t, p.tapPeer, f[:10]) // runt: dropped and counted
+	if n, err := p.q.tapToNIC(); err != nil || n != 2 {
+		t.Fatalf("tapToNIC = %d, %v", n, err)
+	}
+	got := readAll(t, p.nicPeer)
+	if len(got) != 1 {
+		t.Fatalf("NIC got %d frames, want 1", len(got))
+	}
+	if !bytes.Equal(got[0][:vnethdr.Len], make([]byte, vnethdr.Len)) || !bytes.Equal(got[0][vnethdr.Len:], f) {
+		t.Error("frame toward the NIC is not a zero vnet header plus the frame")
+	}
+	if d := p.q.C.Drops[DropBadHdr].Load(); d != 1 {
+		t.Errorf("bad header drops = %d, want 1", d)
+	}
+}
+
+func TestBadVnetHdrFromTAPDropped(t *testing.T) {
+	p := newPair(t, true, 8)
+	setNonblock(t, p.nicPeer)
+	h, f := gsoFrame(t, 3000, 1448)
+	h.CsumStart = uint16(len(f)) // out of bounds
+	mustWrite(t, p.tapPeer, withHdr(h, f))
+	p.q.tapToNIC()
+	if got := readAll(t, p.nicPeer); len(got) != 0 {
+		t.Fatalf("a frame with a bad vnet header reached the NIC")
+	}
+	if d := p.q.C.Drops[DropBadHdr].Load(); d != 1 {
+		t.Errorf("bad header drops = %d, want 1", d)
+	}
+}
+
+func TestZeroAllocs(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		tapVnet bool
+		gso     bool
+	}{{"vnet", true, true}, {"segment", false, true}, {"plain", false, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPair(t, tc.tapVnet, 16)
+			setNonblock(t, p.tapPeer)
+			setNonblock(t, p.nicPeer)
+			var in []byte
+			if tc.gso {
+				h, f := gsoFrame(t, 20000, 1448)
+				in = withHdr(h, f)
+			} else {
+				in = withHdr(vnethdr.Hdr{}, tcpFrame(t, 1400))
+			}
+			out := tcpFrame(t, 1400)
+			sink := make([]byte, 70000)
+			allocs := testing.AllocsPerRun(200, func() {
+				unix.Write(p.nicPeer, in)
+				p.q.nicToTAP()
+				for {
+					if _, err := unix.Read(p.tapPeer, sink); err != nil {
+						break
+					}
+				}
+				unix.Write(p.tapPeer, out)
+				p.q.tapToNIC()
+				unix.Read(p.nicPeer, sink)
+			})
+			if allocs != 0 {
+				t.Errorf("%v allocations per frame, want 0", allocs)
+			}
+			if p.q.C.TAPTx.Packets.Load() == 0 || p.q.C.NICTx.Packets.Load() == 0 {
+				t.Error("nothing was forwarded")
+			}
+		})
+	}
+}
+
+func TestRunStops(t *testing.T) {
+	nic, _ := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+	tap, _ := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+	defer unix.Close(nic[1])
+	defer unix.Close(tap[0])
+	defer unix.Close(tap[1])
+	sock := ring.NewSocketFd(nic[0], 8)
+	defer sock.Close()
+	f, err := New([]int{tap[0]}, []*ring.Socket{sock}, Config{Batch: 8, CPUs: []int{0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- f.Run(ctx) }()
+	// A frame written on the wire side comes out of the TAP side.
+	mustWrite(t, nic[1], withHdr(vnethdr.Hdr{}, tcpFrame(t, 64)))
+	buf := make([]byte, 2000)
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		if _, err := unix.Read(tap[1], buf); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("frame not forwarded by the running worker")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("Run did not return within 1 s of cancel")
+	}
+}
+
+// BenchmarkForward measures one worker moving MTU-sized frames from the
+// wire side to the TAP side over socketpairs, a batch per iteration.
+func BenchmarkForward(b *testing.B) {
+	for _, tc := range []struct {
+		name    string
+		tapVnet bool
+		gso     bool
+	}{{"mtu-vnet", true, false}, {"gso64k-vnet", true, true}, {"gso64k-segment", false, true}} {
+		b.Run(tc.name, func(b *testing.B) {
+			const batch = 32
+			p := newPair(b, tc.tapVnet, batch)
+			setNonblock(b, p.tapPeer)
+			var in []byte
+			var payload int
+			if tc.gso {
+				h, f := gsoFrame(b, 65000, 1448)
+				in, payload = withHdr(h, f), len(f)
+			} else {
+				f := tcpFrame(b, 1460)
+				in, payload = withHdr(vnethdr.Hdr{}, f), len(f)
+			}
+			sink := make([]byte, 70000)
+			per := batch
+			if tc.gso {
+				per = 2 // 64 KiB frames: keep within the socketpair buffer
+			}
+			b.SetBytes(int64(payload * per))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				for j := 0; j < per; j++ {
+					unix.Write(p.nicPeer, in)
+				}
+				p.q.nicToTAP()
+				for {
+					if _, err := unix.Read(p.tapPeer, sink); err != nil {
+						break
+					}
+				}
+			}
+			b.ReportMetric(float64(b.N*per)/b.Elapsed().Seconds(), "pps")
+		})
+	}
+}

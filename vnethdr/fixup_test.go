@@ -1,0 +1,257 @@
+package vnethdr
+
+import (
+	"encoding/binary"
+	"errors"
+	"testing"
+)
+
+func TestFixup(t *testing.T) {
+	tcp4 := spec{payload: pattern(4000, 1)}
+	tcp6x := spec{v6: true, ext: true, payload: pattern(4000, 2)}
+	udp4 := spec{udp: true, payload: pattern(3000, 3)}
+	udp6 := spec{udp: true, v6: true, payload: pattern(3000, 4)}
+	vlan4 := spec{vlan: true, ipOpts: true, tcpOpts: true, payload: pattern(3000, 5)}
+	small := spec{udp: true, payload: pattern(5, 6)}
+	arp := func(t *testing.T) []byte {
+		f := make([]byte, 60)
+		binary.BigEndian.PutUint16(f[12:], 0x0806)
+		return f
+	}
+	// gso makes the kernel-style super-frame for s; csum makes the same frame
+	// as a non-GSO NEEDS_CSUM frame.
+	gso := func(s spec) func(*testing.T) (Hdr, []byte) {
+		return func(t *testing.T) (Hdr, []byte) { return superFrame(t, s, 1000) }
+	}
+	csum := func(s spec) func(*testing.T) (Hdr, []byte) {
+		return func(t *testing.T) (Hdr, []byte) {
+			h, f := superFrame(t, s, 0)
+			h.GSOType, h.HdrLen = GSONone, 0
+			return h, f
+		}
+	}
+	type tc struct {
+		name   string
+		frame  func(*testing.T) (Hdr, []byte)
+		mutate func(*Hdr, []byte) []byte
+		err    error
+		want   func(s *Hdr) bool // checked when err is nil
+		hdrLen int
+	}
+	keep := func(*Hdr, []byte) []byte { return nil }
+	tests := []tc{
+		// Accepted.
+		{"plain frame clears fields", csum(tcp4), func(h *Hdr, f []byte) []byte {
+			*h = Hdr{Flags: FlagDataValid | 0x70, HdrLen: 999, GSOSize: 5, CsumStart: 60000, CsumOffset: 60000}
+			return nil
+		}, nil, func(h *Hdr) bool { return *h == Hdr{Flags: FlagDataValid} }, 0},
+		{"plain non-IP", func(t *testing.T) (Hdr, []byte) { return Hdr{HdrLen: 5}, arp(t) }, keep, nil, nil, 0},
+		{"plain IP garbage not parsed", func(t *testing.T) (Hdr, []byte) {
+			f := arp(t)
+			binary.BigEndian.PutUint16(f[12:], 0x0800)
+			return Hdr{}, f
+		}, keep, nil, nil, 0},
+		{"csum tcp4", csum(tcp4), keep, nil, nil, 54},
+		{"csum tcp6 ext", csum(tcp6x), keep, nil, nil, 14 + 40 + 24 + 20},
+		{"csum udp4", csum(udp4), keep, nil, nil, 42},
+		{"csum udp6", csum(udp6), keep, nil, nil, 62},
+		{"csum vlan options", csum(vlan4), keep, nil, nil, 18 + 28 + 32},
+		{"csum garbage hdr_len", csum(tcp4), func(h *Hdr, f []byte) []byte { h.HdrLen = 0xffff; return nil }, nil, nil, 54},
+		{"csum padded tiny frame", csum(small), func(h *Hdr, f []byte) []byte {
+			return append(f, make([]byte, 60-len(f))...)
+		}, nil, nil, 42},
+		{"csum start not at L4 (tunnel)", csum(udp4), func(h *Hdr, f []byte) []byte {
+			h.CsumStart, h.CsumOffset = 100, 16
+			return nil
+		}, nil, nil, 118},
+		{"csum non-IP", func(t *testing.T) (Hdr, []byte) {
+			return Hdr{Flags: FlagNeedsCsum, CsumStart: 20, CsumOffset: 6}, arp(t)
+		}, keep, nil, nil, 28},
+		{"csum ipv4 fragment", csum(udp4), func(h *Hdr, f []byte) []byte { f[14+6] |= 0x20; return nil }, nil, nil, 34 + 8},
+		{"gso tcp4", gso(tcp4), func(h *Hdr, f []byte) []byte { h.HdrLen = 3; return nil }, nil, nil, 54},
+		{"gso tcp4 ecn", gso(tcp4), func(h *Hdr, f []byte) []byte { h.GSOType |= GSOECN; return nil }, nil,
+			func(h *Hdr) bool { return h.GSOType == GSOTCPv4|GSOECN }, 54},
+		{"gso tcp6 ext", gso(tcp6x), keep, nil, nil, 14 + 40 + 24 + 20},
+		{"gso udp4", gso(udp4), keep, nil, nil, 42},
+		{"gso udp6", gso(udp6), keep, nil, nil, 62},
+		{"gso vlan options", gso(vlan4), keep, nil, nil, 18 + 28 + 32},
+		{"gso smaller than gso_size", gso(small), keep, nil, nil, 42},
+		{"gso udp 128 segments", gso(spec{udp: true, payload: pattern(128*8, 1)}), func(h *Hdr, f []byte) []byte {
+			h.GSOSize = 8
+			return nil
+		}, nil, nil, 42},
+		{"gso data_valid becomes needs_csum", gso(udp6), func(h *Hdr, f []byte) []byte {
+			h.Flags, h.CsumStart, h.CsumOffset = FlagDataValid, 0, 0
+			binary.BigEndian.PutUint16(f[54+6:], 0x1234)
+			binary.BigEndian.PutUint16(f[54+4:], 0x4321)
+			return nil
+		}, nil, func(h *Hdr) bool { return h.Flags == FlagNeedsCsum && h.CsumStart == 54 && h.CsumOffset == 6 }, 62},
+
+		// Rejected.
+		{"short frame", csum(tcp4), func(h *Hdr, f []byte) []byte { return f[:13] }, ErrMalformed, nil, 0},
+		{"ufo", gso(udp4), func(h *Hdr, f []byte) []byte { h.GSOType = GSOUDP; return nil }, ErrGSOType, nil, 0},
+		{"unknown gso type", gso(tcp4), func(h *Hdr, f []byte) []byte { h.GSOType = 2; return nil }, ErrGSOType, nil, 0},
+		{"ecn without type", gso(tcp4), func(h *Hdr, f []byte) []byte { h.GSOType = GSOECN; return nil }, ErrGSOType, nil, 0},
+		{"uso with ecn", gso(udp4), func(h *Hdr, f []byte) []byte { h.GSOType |= GSOECN; return nil }, ErrGSOType, nil, 0},
+		{"tcpv4 on ipv6", gso(tcp6x), func(h *Hdr, f []byte) []byte { h.GSOType = GSOTCPv4; return nil }, ErrGSOType, nil, 0},
+		{"tcpv6 on ipv4", gso(tcp4), func(h *Hdr, f []byte) []byte { h.GSOType = GSOTCPv6; return nil }, ErrGSOType, nil, 0},
+		{"uso on tcp", gso(tcp4), func(h *Hdr, f []byte) []byte { h.GSOType = GSOUDPL4; return nil }, ErrGSOType, nil, 0},
+		{"tcpv4 on udp", gso(udp4), func(h *Hdr, f []byte) []byte { h.GSOType = GSOTCPv4; return nil }, ErrGSOType, nil, 0},
+		{"gso non-IP", func(t *testing.T) (Hdr, []byte) {
+			return Hdr{Flags: FlagNeedsCsum, GSOType: GSOTCPv4, GSOSize: 100, CsumStart: 20, CsumOffset: 16}, arp(t)
+		}, keep, ErrGSOType, nil, 0},
+		{"gso other L4", gso(tcp4), func(h *Hdr, f []byte) []byte { f[14+9] = 1; return nil }, ErrGSOType, nil, 0},
+		{"gso_size 0", gso(tcp4), func(h *Hdr, f []byte) []byte { h.GSOSize = 0; return nil }, ErrGSOSize, nil, 0},
+		{"gso_size GSO_BY_FRAGS", gso(tcp4), func(h *Hdr, f []byte) []byte { h.GSOSize = 0xffff; return nil }, ErrGSOSize, nil, 0},
+		{"uso 129 segments", gso(spec{udp: true, payload: pattern(128*8+1, 1)}), func(h *Hdr, f []byte) []byte {
+			h.GSOSize = 8
+			return nil
+		}, ErrGSOSize, nil, 0},
+		{"gso ipv4 MF", gso(tcp4), func(h *Hdr, f []byte) []byte { f[14+6] |= 0x20; return nil }, ErrMalformed, nil, 0},
+		{"gso ipv4 frag offset", gso(tcp4), func(h *Hdr, f []byte) []byte { f[14+7] = 1; return nil }, ErrMalformed, nil, 0},
+		{"gso ipv6 fragment header", gso(tcp6x), func(h *Hdr, f []byte) []byte { f[54+8] = 44; return nil }, ErrMalformed, nil, 0},
+		{"gso padded", gso(tcp4), func(h *Hdr, f []byte) []byte { return append(f, 0, 0) }, ErrMalformed, nil, 0},
+		{"gso truncated", gso(tcp4), func(h *Hdr, f []byte) []byte { return f[:len(f)-1] }, ErrMalformed, nil, 0},
+		{"gso csum_start not L4", gso(tcp4), func(h *Hdr, f []byte) []byte { h.CsumStart += 4; return nil }, ErrMalformed, nil, 0},
+		{"gso ipv6 csum_start at ext header", gso(tcp6x), func(h *Hdr, f []byte) []byte { h.CsumStart = 54; return nil }, ErrMalformed, nil, 0},
+		{"gso tcp csum_offset", gso(tcp4), func(h *Hdr, f []byte) []byte { h.CsumOffset = 6; return nil }, ErrCsumBounds, nil, 0},
+		{"gso udp csum_offset", gso(udp6), func(h *Hdr, f []byte) []byte { h.CsumOffset = 16; return nil }, ErrCsumBounds, nil, 0},
+		{"gso csum past end", gso(tcp4), func(h *Hdr, f []byte) []byte { h.CsumStart = 0xfff0; return nil }, ErrCsumBounds, nil, 0},
+		{"csum past end", csum(tcp4), func(h *Hdr, f []byte) []byte { h.CsumOffset = uint16(len(f)); return nil }, ErrCsumBounds, nil, 0},
+		{"csum field in last byte", csum(tcp4), func(h *Hdr, f []byte) []byte {
+			h.CsumStart, h.CsumOffset = uint16(len(f)-1), 0
+			return nil
+		}, ErrCsumBounds, nil, 0},
+		{"csum start in ethernet header", csum(tcp4), func(h *Hdr, f []byte) []byte { h.CsumStart = 13; return nil }, ErrCsumBounds, nil, 0},
+		{"csum field in padding", csum(small), func(h *Hdr, f []byte) []byte {
+			h.CsumOffset = uint16(len(f) - 34)
+			return append(f, make([]byte, 60-len(f))...)
+		}, ErrCsumBounds, nil, 0},
+		{"csum bad tcp doff", csum(tcp4), func(h *Hdr, f []byte) []byte { f[34+12] = 0x40; return nil }, ErrMalformed, nil, 0},
+		{"csum tcp doff past end", csum(small), func(h *Hdr, f []byte) []byte {
+			f[14+9] = 6
+			return nil
+		}, ErrMalformed, nil, 0},
+		{"csum ihl 4", csum(tcp4), func(h *Hdr, f []byte) []byte { f[14] = 0x44; return nil }, ErrMalformed, nil, 0},
+		{"csum ip version", csum(tcp4), func(h *Hdr, f []byte) []byte { f[14] = 0x65; return nil }, ErrMalformed, nil, 0},
+		{"csum ipv4 length past frame", csum(tcp4), func(h *Hdr, f []byte) []byte { f[14+2]++; return nil }, ErrMalformed, nil, 0},
+		{"csum ipv6 jumbo", csum(udp6), func(h *Hdr, f []byte) []byte { f[14+4], f[14+5] = 0, 0; return nil }, ErrMalformed, nil, 0},
+		{"csum ipv6 ext past end", csum(spec{v6: true, ext: true, payload: pattern(10, 1)}), func(h *Hdr, f []byte) []byte { f[54+1] = 0xff; return nil }, ErrMalformed, nil, 0},
+		{"truncated vlan tag", func(t *testing.T) (Hdr, []byte) {
+			f := make([]byte, 16)
+			binary.BigEndian.PutUint16(f[12:], 0x8100)
+			return Hdr{Flags: FlagNeedsCsum, CsumStart: 14, CsumOffset: 0}, f
+		}, keep, ErrMalformed, nil, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h, f := tt.frame(t)
+			if nf := tt.mutate(&h, f); nf != nil {
+				f = nf
+			}
+			err := Fixup(&h, f)
+			if !errors.Is(err, tt.err) {
+				t.Fatalf("Fixup = %v, want %v (hdr %+v)", err, tt.err, h)
+			}
+			if err != nil {
+				return
+			}
+			if int(h.HdrLen) != tt.hdrLen {
+				t.Errorf("HdrLen %d, want %d", h.HdrLen, tt.hdrLen)
+			}
+			if tt.want != nil && !tt.want(&h) {
+				t.Errorf("header %+v", h)
+			}
+			if h.Flags&FlagNeedsCsum != 0 && int(h.CsumStart)+int(h.CsumOffset)+2 > len(f) {
+				t.Errorf("csum bounds do not hold: %+v", h)
+			}
+			// Fixup of a fixed header changes nothing.
+			again := h
+			if err := Fixup(&again, f); err != nil || again != h {
+				t.Errorf("second Fixup: %v, %+v != %+v", err, again, h)
+			}
+		})
+	}
+}
+
+// A GSO frame Fixup turned from DATA_VALID into NEEDS_CSUM must carry the
+// pseudo-header sum the kernel would have put there.
+func TestFixupPartialize(t *testing.T) {
+	for _, s := range []spec{
+		{payload: pattern(3000, 1)},
+		{v6: true, ext: true, payload: pattern(3001, 2)},
+		{udp: true, vlan: true, payload: pattern(3002, 3)},
+		{udp: true, v6: true, payload: pattern(3003, 4)},
+	} {
+		want, wantFrame := superFrame(t, s, 1000)
+		h, f := superFrame(t, s, 1000)
+		h.Flags, h.CsumStart, h.CsumOffset, h.HdrLen = FlagDataValid, 0, 0, 0
+		binary.BigEndian.PutUint16(f[s.l4()+s.csumOff():], 0xbeef)
+		if err := Fixup(&h, f); err != nil {
+			t.Fatal(err)
+		}
+		want.Flags = FlagNeedsCsum
+		if h != want {
+			t.Errorf("v6 %v udp %v: header %+v, want %+v", s.v6, s.udp, h, want)
+		}
+		if string(f) != string(wantFrame) {
+			t.Errorf("v6 %v udp %v: frame differs from the kernel-style super-frame", s.v6, s.udp)
+		}
+	}
+}
+
+// splice6 inserts IPv6 extension headers (each 8 bytes, chained, the last
+// pointing at the L4 protocol) after the IPv6 header of an untagged frame.
+func splice6(f []byte, first byte, hdrs ...[]byte) []byte {
+	proto := f[14+6]
+	out := append([]byte(nil), f[:54]...)
+	for i, h := range hdrs {
+		h = append([]byte(nil), h...)
+		if i == len(hdrs)-1 {
+			h[0] = proto
+		}
+		out = append(out, h...)
+	}
+	out = append(out, f[54:]...)
+	out[14+6] = first
+	binary.BigEndian.PutUint16(out[14+4:], uint16(len(out)-54))
+	return out
+}
+
+func TestFixupIPv6ExtensionLimits(t *testing.T) {
+	s := spec{v6: true, payload: pattern(100, 1)}
+	dopt := []byte{60, 0, 1, 4, 0, 0, 0, 0}
+	for _, tt := range []struct {
+		name string
+		n    int
+		err  error
+	}{{"8 headers", 8, nil}, {"9 headers", 9, ErrMalformed}} {
+		var hdrs [][]byte
+		for i := 0; i < tt.n; i++ {
+			hdrs = append(hdrs, dopt)
+		}
+		f := splice6(build(t, s), 60, hdrs...)
+		l4 := 54 + 8*tt.n
+		h := Hdr{Flags: FlagNeedsCsum, GSOType: GSOTCPv6, GSOSize: 50, CsumStart: uint16(l4), CsumOffset: 16}
+		if err := Fixup(&h, f); !errors.Is(err, tt.err) {
+			t.Errorf("%s: %v, want %v", tt.name, err, tt.err)
+		} else if err == nil && int(h.HdrLen) != l4+20 {
+			t.Errorf("%s: HdrLen %d", tt.name, h.HdrLen)
+		}
+	}
+	// A GRO'd frame whose pseudo-header destination cannot be known (RPL
+	// routing header with segments left) cannot be made partial.
+	f := splice6(build(t, s), 43, []byte{0, 0, 3, 1, 0, 0, 0, 0})
+	h := Hdr{Flags: FlagDataValid, GSOType: GSOTCPv6, GSOSize: 50}
+	if err := Fixup(&h, f); !errors.Is(err, ErrMalformed) {
+		t.Errorf("RPL routing header: %v, want ErrMalformed", err)
+	}
+	// A UDP header cut by the IP length.
+	u := build(t, spec{udp: true, payload: nil})
+	binary.BigEndian.PutUint16(u[14+2:], 20+7)
+	u = u[:14+27]
+	h = Hdr{Flags: FlagNeedsCsum, CsumStart: 34, CsumOffset: 6}
+	if err := Fixup(&h, append(u, 0, 0, 0)); !errors.Is(err, ErrMalformed) {
+		t.Errorf("short UDP header: %v, want ErrMalformed", err)
+	}
+}

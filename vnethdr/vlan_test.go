@@ -1,0 +1,105 @@
+package vnethdr
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+
+	"github.com/google/gopacket"
+	"github.com/google/gopacket/layers"
+)
+
+func TestInsertVLAN(t *testing.T) {
+	for _, tt := range []struct {
+		tpid, want uint16
+	}{{0, 0x8100}, {0x8100, 0x8100}, {0x88a8, 0x88a8}} {
+		s := spec{payload: pattern(3000, 1)}
+		h, f := superFrame(t, s, 1000)
+		if err := Fixup(&h, f); err != nil {
+			t.Fatal(err)
+		}
+		const head = 10
+		buf := make([]byte, head+len(f)+8)
+		copy(buf[head:], f)
+		off, err := InsertVLAN(buf, head, len(f), tt.tpid, 0xa064, &h) // PCP 5, DEI 0, VID 100
+		if err != nil || off != head-4 {
+			t.Fatalf("InsertVLAN = %d, %v", off, err)
+		}
+		tagged := buf[off : off+len(f)+4]
+		if !bytes.Equal(tagged[:12], f[:12]) || !bytes.Equal(tagged[16:], f[12:]) {
+			t.Fatal("addresses or the rest of the frame moved wrong")
+		}
+		p := gopacket.NewPacket(tagged, layers.LayerTypeEthernet, gopacket.Default)
+		eth := p.Layer(layers.LayerTypeEthernet).(*layers.Ethernet)
+		q, ok := p.Layer(layers.LayerTypeDot1Q).(*layers.Dot1Q)
+		if !ok || uint16(eth.EthernetType) != tt.want || q.VLANIdentifier != 100 || q.Priority != 5 || q.Type != layers.EthernetTypeIPv4 {
+			t.Fatalf("tpid %#x: decoded %v", tt.tpid, p)
+		}
+		if h.CsumStart != 38 || h.HdrLen != 58 {
+			t.Fatalf("header not moved: %+v", h)
+		}
+		// The moved header still matches the tagged frame, and it segments.
+		again := h
+		if err := Fixup(&again, tagged); err != nil || again != h {
+			t.Fatalf("Fixup after InsertVLAN: %v, %+v", err, again)
+		}
+		out, sizes := outBufs(3, 2000)
+		n, err := Segment(h, tagged, out, sizes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vs := s
+		vs.vlan = true
+		if tt.want == 0x8100 {
+			verifySegments(t, vs, h, build(t, vs), out, sizes, n)
+		}
+	}
+}
+
+func TestInsertVLANHeaderUpdate(t *testing.T) {
+	buf := make([]byte, 100)
+	for _, tt := range []struct{ in, want Hdr }{
+		{Hdr{}, Hdr{}},
+		{Hdr{Flags: FlagDataValid, CsumStart: 34}, Hdr{Flags: FlagDataValid, CsumStart: 34}},
+		{Hdr{Flags: FlagNeedsCsum, HdrLen: 54, CsumStart: 34, CsumOffset: 16}, Hdr{Flags: FlagNeedsCsum, HdrLen: 58, CsumStart: 38, CsumOffset: 16}},
+	} {
+		h := tt.in
+		if _, err := InsertVLAN(buf, 4, 60, 0, 1, &h); err != nil || h != tt.want {
+			t.Errorf("%+v -> %+v, %v; want %+v", tt.in, h, err, tt.want)
+		}
+	}
+	if _, err := InsertVLAN(buf, 4, 60, 0, 1, nil); err != nil {
+		t.Errorf("nil header: %v", err)
+	}
+}
+
+func TestInsertVLANErrors(t *testing.T) {
+	buf := make([]byte, 100)
+	for _, tt := range []struct {
+		off, n int
+		h      *Hdr
+		err    error
+	}{
+		{3, 60, nil, ErrNoHeadroom},
+		{0, 60, nil, ErrNoHeadroom},
+		{-5, 60, nil, ErrNoHeadroom},
+		{4, 97, nil, ErrShort},
+		{101, 0, nil, ErrShort},
+		{4, -1, nil, ErrShort},
+		{4, 13, nil, ErrMalformed},
+		{4, 60, &Hdr{Flags: FlagNeedsCsum, CsumStart: 0xfffc}, ErrCsumBounds},
+		{4, 60, &Hdr{HdrLen: 0xfffd}, ErrCsumBounds},
+	} {
+		orig := append([]byte(nil), buf...)
+		var before Hdr
+		if tt.h != nil {
+			before = *tt.h
+		}
+		if _, err := InsertVLAN(buf, tt.off, tt.n, 0, 1, tt.h); !errors.Is(err, tt.err) {
+			t.Errorf("off %d n %d: %v, want %v", tt.off, tt.n, err, tt.err)
+		}
+		if !bytes.Equal(buf, orig) || (tt.h != nil && *tt.h != before) {
+			t.Errorf("off %d n %d: changed buffer or header on error", tt.off, tt.n)
+		}
+	}
+}
