@@ -297,3 +297,4 @@ func TestRunErrors(t *testing.T) {
 		}
 	}
 }
+
