@@ -141,6 +141,14 @@ func checkGSO(h *Hdr, frame []byte) (layout, error) {
 	if !ok {
 		return l, ErrGSOType
 	}
+	if l.rh != 0 {
+		// Segment needs the pseudo-header's final destination; a routing
+		// header that hides it (RPL, unknown types with segments left)
+		// cannot be segmented, so it is not accepted either.
+		if _, ok := addrSum(frame, &l); !ok {
+			return l, ErrMalformed
+		}
+	}
 	if h.Flags&FlagNeedsCsum != 0 {
 		start := int(h.CsumStart)
 		if start+int(h.CsumOffset)+2 > len(frame) {
