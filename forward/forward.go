@@ -257,3 +257,8 @@ func (q *Queue) nicExists() bool {
 	_, err := net.InterfaceByIndex(idx)
 	return err == nil
 }
+
+// KernelStats reads the packet socket's PACKET_STATISTICS, accumulated:
+// frames that reached the socket and frames the kernel dropped because
+// the socket's queue was full.
+func (q *Queue) KernelStats() (packets, drops uint64, err error) { return q.sock.Stats() }

@@ -145,10 +145,11 @@ func logTotals(log interface {
 		for i := range c.Drops {
 			drops += c.Drops[i].Load()
 		}
+		_, kdrops, _ := q.KernelStats()
 		log.Info("queue totals", "queue", q.ID,
 			"nic_rx_packets", c.NICRx.Packets.Load(), "tap_tx_packets", c.TAPTx.Packets.Load(),
 			"tap_rx_packets", c.TAPRx.Packets.Load(), "nic_tx_packets", c.NICTx.Packets.Load(),
-			"drops", drops, "errors", c.Errors.Load())
+			"drops", drops, "errors", c.Errors.Load(), "kernel_drops", kdrops)
 	}
 }
 
