@@ -46,6 +46,11 @@ func configure(d *Device, c Config) error {
 	}
 	d.mac = ifi.HardwareAddr
 	for attr, val := range c.Sysfs {
+		if !d.feat.NAPI && (attr == "threaded" || attr == "gro_flush_timeout" || attr == "napi_defer_hard_irqs") {
+			return fmt.Errorf("tap: %s needs IFF_NAPI, which the kernel did not grant", attr)
+		}
+		// The TAP's sysfs is visible only from its own namespace: write
+		// before the move (the settings survive it).
 		p := filepath.Join("/sys/class/net", d.name, attr)
 		if err := os.WriteFile(p, []byte(val), 0); err != nil {
 			return fmt.Errorf("tap: write %s = %s: %w", p, val, err)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -315,3 +316,25 @@ func TestRunErrors(t *testing.T) {
 	}
 }
 
+
+// TestTAPNAPISettings checks that the TAP's NAPI sysfs settings, written
+// before the TAP moves into the lab (where its sysfs then lives), hold.
+func TestTAPNAPISettings(t *testing.T) {
+	if err := testbed.Available(); err != nil {
+		t.Skipf("skipping privileged test: %v", err)
+	}
+	bed, fw := startForwarder(t, "--napi", "on", "--tap-napi-threaded", "--tap-gro-flush-timeout", "20us", "--tap-napi-defer-hard-irqs", "2")
+	for attr, want := range map[string]string{"threaded": "1", "gro_flush_timeout": "20000", "napi_defer_hard_irqs": "2"} {
+		got := strings.TrimSpace(bedRun(t, bed, bed.LabNS, "cat", "/sys/class/net/"+bed.LabIf+"/"+attr))
+		if got != want {
+			t.Errorf("%s = %s in the lab, want %s", attr, got, want)
+		}
+	}
+	if err := fw.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if code := run([]string{"run", "--nic", "lo", "--napi", "off", "--tap-napi-threaded"}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "need --napi auto or on") {
+		t.Errorf("threaded with --napi off: exit %d, %s", code, errb.String())
+	}
+}

@@ -33,6 +33,9 @@ func cmdRun(args []string, stderr io.Writer) error {
 	tapAddr := fs.String("tap-addr", "", `address for the TAP in CIDR form, e.g. "198.18.1.2/24"; empty assigns none`)
 	tapMTU := fs.Int("tap-mtu", 0, "TAP MTU in bytes; 0 takes the NIC's MTU")
 	tapMAC := fs.String("tap-mac", "", "TAP Ethernet address, e.g. 02:00:00:00:00:01; empty lets the kernel pick a random one")
+	tapThreaded := fs.Bool("tap-napi-threaded", false, "run the TAP's NAPI poll in a kthread (sysfs threaded=1), so written frames can pile up and merge in GRO; needs IFF_NAPI")
+	tapGROFlush := fs.Duration("tap-gro-flush-timeout", 0, "the TAP's gro_flush_timeout (e.g. 20us): how long GRO may hold frames; 0 leaves the kernel default; needs IFF_NAPI")
+	tapDefer := fs.Int("tap-napi-defer-hard-irqs", 0, "the TAP's napi_defer_hard_irqs: polls to repeat before re-arming; 0 leaves the kernel default; needs IFF_NAPI")
 	batch := fs.Int("batch", 64, "most frames moved per direction per wake-up (1-1024)")
 	promisc := fs.Bool("promisc", false, "put the NIC in promiscuous mode instead of asking for the TAP's MAC and all multicast")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
@@ -68,6 +71,22 @@ func cmdRun(args []string, stderr io.Writer) error {
 	}
 	if tc.MAC, err = tap.HardwareAddr(*tapMAC); err != nil {
 		return fmt.Errorf("--tap-mac: %w", err)
+	}
+	tc.Sysfs = map[string]string{}
+	if *tapThreaded {
+		tc.Sysfs["threaded"] = "1"
+	}
+	if *tapGROFlush < 0 || *tapDefer < 0 {
+		return errors.New("--tap-gro-flush-timeout and --tap-napi-defer-hard-irqs must not be negative")
+	}
+	if *tapGROFlush > 0 {
+		tc.Sysfs["gro_flush_timeout"] = strconv.FormatInt(tapGROFlush.Nanoseconds(), 10)
+	}
+	if *tapDefer > 0 {
+		tc.Sysfs["napi_defer_hard_irqs"] = strconv.Itoa(*tapDefer)
+	}
+	if len(tc.Sysfs) > 0 && tc.NAPI == tap.Off {
+		return errors.New("--tap-napi-threaded, --tap-gro-flush-timeout and --tap-napi-defer-hard-irqs act on the TAP's NAPI: they need --napi auto or on")
 	}
 	cpuList, err := workerCPUs(*cpus, *queues)
 	if err != nil {
