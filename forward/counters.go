@@ -38,25 +38,38 @@ const HistBuckets = 9
 // BucketBound is the upper bound of histogram bucket i.
 func BucketBound(i int) int { return 1 << i }
 
-// Side counts one direction of one device.
+// Side counts frames and bytes.
 type Side struct {
 	Packets atomic.Uint64
 	Bytes   atomic.Uint64
 }
 
+// Hist is a histogram of batch sizes (frames per wake-up).
+type Hist struct {
+	Buckets [HistBuckets]atomic.Uint64 // non-cumulative counts per bucket
+	Count   atomic.Uint64              // batches
+	Sum     atomic.Uint64              // frames in all batches
+}
+
+// Dir counts one direction: frames received from one device (Rx) and
+// delivered to the other (Tx). Drops and errors belong to the direction of
+// the device the frame was received from.
+type Dir struct {
+	Rx, Tx Side
+	GSO    atomic.Uint64 // GSO super-frames among Rx
+	Drops  [NumDropReasons]atomic.Uint64
+	Errors atomic.Uint64 // unexpected syscall errors that did not stop the worker
+	Batch  Hist
+}
+
 // Counters are one queue's counters. Workers add to them once per batch;
 // readers (metrics) load them at any time.
 type Counters struct {
-	NICRx, TAPTx, TAPRx, NICTx Side
-	// GSOFromNIC counts GSO super-frames received from the NIC, GSOFromTAP
-	// those read from the TAP; Segments counts the frames segmentation made.
-	GSOFromNIC, GSOFromTAP, Segments atomic.Uint64
-	Drops                            [NumDropReasons]atomic.Uint64
-	// Errors counts unexpected syscall errors that did not stop the worker.
-	Errors atomic.Uint64
-	// Batch-size histograms, frames per wake-up, per direction.
-	NICToTAPBatch, TAPToNICBatch [HistBuckets]atomic.Uint64
-	_                            [64]byte // keep the next queue's counters off this cache line
+	NICToTAP, TAPToNIC Dir
+	// Segments counts the frames userspace segmentation made (TAP without
+	// a vnet header).
+	Segments atomic.Uint64
+	_        [64]byte // keep the next queue's counters off this cache line
 }
 
 func bucket(n int) int {
@@ -77,31 +90,35 @@ type tally struct {
 
 func (t *tally) drop(r DropReason) { t.drops[r]++ }
 
-func (t *tally) publish(rx, tx *Side, gso *atomic.Uint64, c *Counters, hist *[HistBuckets]atomic.Uint64, batch int) {
+// publish adds the tally to d (and segments to c), records a batch of
+// batch frames, and resets the tally.
+func (t *tally) publish(d *Dir, c *Counters, batch int) {
 	if t.rxPkts != 0 {
-		rx.Packets.Add(t.rxPkts)
-		rx.Bytes.Add(t.rxBytes)
+		d.Rx.Packets.Add(t.rxPkts)
+		d.Rx.Bytes.Add(t.rxBytes)
 	}
 	if t.txPkts != 0 {
-		tx.Packets.Add(t.txPkts)
-		tx.Bytes.Add(t.txBytes)
+		d.Tx.Packets.Add(t.txPkts)
+		d.Tx.Bytes.Add(t.txBytes)
 	}
 	if t.gso != 0 {
-		gso.Add(t.gso)
+		d.GSO.Add(t.gso)
 	}
 	if t.segs != 0 {
 		c.Segments.Add(t.segs)
 	}
-	for i, d := range t.drops {
-		if d != 0 {
-			c.Drops[i].Add(d)
+	for i, n := range t.drops {
+		if n != 0 {
+			d.Drops[i].Add(n)
 		}
 	}
 	if t.errors != 0 {
-		c.Errors.Add(t.errors)
+		d.Errors.Add(t.errors)
 	}
 	if batch > 0 {
-		hist[bucket(batch)].Add(1)
+		d.Batch.Buckets[bucket(batch)].Add(1)
+		d.Batch.Count.Add(1)
+		d.Batch.Sum.Add(uint64(batch))
 	}
 	*t = tally{}
 }

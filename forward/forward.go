@@ -242,7 +242,7 @@ func (q *Queue) sockError() error {
 	if e == 0 {
 		return nil
 	}
-	q.C.Errors.Add(1)
+	q.C.NICToTAP.Errors.Add(1)
 	if unix.Errno(e) == unix.ENETDOWN && !q.nicExists() {
 		return ErrNICGone
 	}

@@ -155,8 +155,9 @@ func TestNICToTAPPassThrough(t *testing.T) {
 		t.Error("GSO frame body changed")
 	}
 	c := &p.q.C
-	if c.NICRx.Packets.Load() != 2 || c.TAPTx.Packets.Load() != 2 || c.GSOFromNIC.Load() != 1 {
-		t.Errorf("counters: nic rx %d tap tx %d gso %d", c.NICRx.Packets.Load(), c.TAPTx.Packets.Load(), c.GSOFromNIC.Load())
+	d := &c.NICToTAP
+	if d.Rx.Packets.Load() != 2 || d.Tx.Packets.Load() != 2 || d.GSO.Load() != 1 || d.Batch.Sum.Load() != 2 || d.Batch.Buckets[1].Load() != 1 {
+		t.Errorf("counters: nic rx %d tap tx %d gso %d batch sum %d", d.Rx.Packets.Load(), d.Tx.Packets.Load(), d.GSO.Load(), d.Batch.Sum.Load())
 	}
 }
 
@@ -221,7 +222,7 @@ func TestTAPToNICAddsHeader(t *testing.T) {
 	if !bytes.Equal(got[0][:vnethdr.Len], make([]byte, vnethdr.Len)) || !bytes.Equal(got[0][vnethdr.Len:], f) {
 		t.Error("frame toward the NIC is not a zero vnet header plus the frame")
 	}
-	if d := p.q.C.Drops[DropBadHdr].Load(); d != 1 {
+	if d := p.q.C.TAPToNIC.Drops[DropBadHdr].Load(); d != 1 {
 		t.Errorf("bad header drops = %d, want 1", d)
 	}
 }
@@ -236,7 +237,7 @@ func TestBadVnetHdrFromTAPDropped(t *testing.T) {
 	if got := readAll(t, p.nicPeer); len(got) != 0 {
 		t.Fatalf("a frame with a bad vnet header reached the NIC")
 	}
-	if d := p.q.C.Drops[DropBadHdr].Load(); d != 1 {
+	if d := p.q.C.TAPToNIC.Drops[DropBadHdr].Load(); d != 1 {
 		t.Errorf("bad header drops = %d, want 1", d)
 	}
 }
@@ -275,7 +276,7 @@ func TestZeroAllocs(t *testing.T) {
 			if allocs != 0 {
 				t.Errorf("%v allocations per frame, want 0", allocs)
 			}
-			if p.q.C.TAPTx.Packets.Load() == 0 || p.q.C.NICTx.Packets.Load() == 0 {
+			if p.q.C.NICToTAP.Tx.Packets.Load() == 0 || p.q.C.TAPToNIC.Tx.Packets.Load() == 0 {
 				t.Error("nothing was forwarded")
 			}
 		})

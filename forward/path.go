@@ -20,12 +20,12 @@ func (q *Queue) nicToTAP() (int, error) {
 		case unix.EINVAL:
 			// The frame was consumed: its GSO type has no vnet header
 			// form (af_packet.c: packet_rcv_vnet).
-			q.C.Drops[DropNICRecv].Add(1)
+			q.C.NICToTAP.Drops[DropNICRecv].Add(1)
 			return 1, nil
 		case unix.ENETDOWN:
 			return 0, q.sockError()
 		}
-		q.C.Errors.Add(1)
+		q.C.NICToTAP.Errors.Add(1)
 		return 0, nil
 	}
 	t := &q.tally
@@ -68,7 +68,7 @@ func (q *Queue) nicToTAP() (int, error) {
 			return n, err
 		}
 	}
-	t.publish(&q.C.NICRx, &q.C.TAPTx, &q.C.GSOFromNIC, &q.C, &q.C.NICToTAPBatch, n)
+	t.publish(&q.C.NICToTAP, &q.C, n)
 	return n, nil
 }
 
@@ -181,7 +181,7 @@ func (q *Queue) tapToNIC() (int, error) {
 		k++
 	}
 	q.send(q.txFrames[:k])
-	t.publish(&q.C.TAPRx, &q.C.NICTx, &q.C.GSOFromTAP, &q.C, &q.C.TAPToNICBatch, read)
+	t.publish(&q.C.TAPToNIC, &q.C, read)
 	return read, nil
 }
 

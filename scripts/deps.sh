@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Installs what tapfwd's bench and tests need, when it is missing:
-# iperf3 (traffic), iproute2 (ip, ss: the namespace test bed) and ping.
+# iperf3 (traffic), iproute2 (ip, ss: the namespace test bed), ping, and
+# Prometheus (promtool checks the rules; the server scrapes tapfwd in a test).
 # Debian/Ubuntu packages through apt-get; run as root.
 set -euo pipefail
 
-declare -A pkg=([iperf3]=iperf3 [ip]=iproute2 [ss]=iproute2 [ping]=iputils-ping)
+declare -A pkg=([iperf3]=iperf3 [ip]=iproute2 [ss]=iproute2 [ping]=iputils-ping
+	[promtool]=prometheus [prometheus]=prometheus [setpriv]=util-linux [ethtool]=ethtool)
 missing=()
 for cmd in "${!pkg[@]}"; do
 	command -v "$cmd" >/dev/null 2>&1 || missing+=("${pkg[$cmd]}")

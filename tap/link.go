@@ -197,3 +197,67 @@ func HardwareAddr(s string) (net.HardwareAddr, error) {
 	}
 	return m, nil
 }
+
+// LinkStats are a netdev's kernel counters (struct rtnl_link_stats64).
+type LinkStats struct {
+	RxPackets, TxPackets, RxBytes, TxBytes   uint64
+	RxErrors, TxErrors, RxDropped, TxDropped uint64
+}
+
+// ReadLinkStats reads the counters of device name in network namespace
+// netns ("" for the current one) over rtnetlink (IFLA_STATS64).
+func ReadLinkStats(netns, name string) (LinkStats, error) {
+	var st LinkStats
+	cfg := &netlink.Config{}
+	if netns != "" {
+		ns, err := os.Open(filepath.Join("/run/netns", netns))
+		if err != nil {
+			return st, fmt.Errorf("tap: network namespace %q: %w", netns, err)
+		}
+		defer ns.Close()
+		cfg.NetNS = int(ns.Fd())
+	}
+	c, err := netlink.Dial(unix.NETLINK_ROUTE, cfg)
+	if err != nil {
+		return st, fmt.Errorf("tap: rtnetlink: %w", err)
+	}
+	defer c.Close()
+	ae := netlink.NewAttributeEncoder()
+	ae.String(unix.IFLA_IFNAME, name)
+	attrs, err := ae.Encode()
+	if err != nil {
+		return st, err
+	}
+	msgs, err := c.Execute(netlink.Message{
+		Header: netlink.Header{Type: unix.RTM_GETLINK, Flags: netlink.Request},
+		Data:   append(ifinfomsg(0, 0, 0), attrs...),
+	})
+	if err != nil {
+		return st, fmt.Errorf("tap: link %q stats: %w", name, err)
+	}
+	if len(msgs) == 0 || len(msgs[0].Data) < unix.SizeofIfInfomsg {
+		return st, fmt.Errorf("tap: link %q stats: short reply", name)
+	}
+	ad, err := netlink.NewAttributeDecoder(msgs[0].Data[unix.SizeofIfInfomsg:])
+	if err != nil {
+		return st, err
+	}
+	for ad.Next() {
+		if ad.Type() != unix.IFLA_STATS64 {
+			continue
+		}
+		b := ad.Bytes()
+		f := []*uint64{&st.RxPackets, &st.TxPackets, &st.RxBytes, &st.TxBytes,
+			&st.RxErrors, &st.TxErrors, &st.RxDropped, &st.TxDropped}
+		for i, p := range f {
+			if len(b) >= (i+1)*8 {
+				*p = binary.NativeEndian.Uint64(b[i*8:])
+			}
+		}
+		return st, nil
+	}
+	if err := ad.Err(); err != nil {
+		return st, err
+	}
+	return st, fmt.Errorf("tap: link %q: no IFLA_STATS64", name)
+}

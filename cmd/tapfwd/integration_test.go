@@ -316,7 +316,6 @@ func TestRunErrors(t *testing.T) {
 	}
 }
 
-
 // TestTAPNAPISettings checks that the TAP's NAPI sysfs settings, written
 // before the TAP moves into the lab (where its sysfs then lives), hold.
 func TestTAPNAPISettings(t *testing.T) {

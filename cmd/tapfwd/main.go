@@ -17,6 +17,7 @@ const usage = `tapfwd: put a multiqueue TAP device on a wire from userspace.
 Usage:
   tapfwd run --nic IFACE [flags]     forward between a new TAP and IFACE
   tapfwd features [--json]           what this kernel offers tapfwd
+  tapfwd napi list|set [flags]       NIC NAPI instances: threaded, busy-poll, kthread CPU
   tapfwd bench throughput [flags]    iperf3 through tapfwd vs the Linux bridge
                                      on a built-in namespace test bed
 
@@ -43,6 +44,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmdFeatures(args[1:], stdout, stderr)
 	case "bench":
 		err = cmdBench(args[1:], stdout, stderr)
+	case "napi":
+		err = cmdNapi(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -13,10 +15,12 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/tapfwd/tapfwd/forward"
+	"github.com/tapfwd/tapfwd/metrics"
 	"github.com/tapfwd/tapfwd/ring"
 	"github.com/tapfwd/tapfwd/tap"
 )
@@ -38,6 +42,8 @@ func cmdRun(args []string, stderr io.Writer) error {
 	tapDefer := fs.Int("tap-napi-defer-hard-irqs", 0, "the TAP's napi_defer_hard_irqs: polls to repeat before re-arming; 0 leaves the kernel default; needs IFF_NAPI")
 	batch := fs.Int("batch", 64, "most frames moved per direction per wake-up (1-1024)")
 	promisc := fs.Bool("promisc", false, "put the NIC in promiscuous mode instead of asking for the TAP's MAC and all multicast")
+	metricsAddr := fs.String("metrics-addr", "127.0.0.1:9310", `serve Prometheus metrics at http://HOST:PORT/metrics; empty disables`)
+	statsInterval := fs.Duration("stats-interval", 0, "log a one-line throughput summary per queue this often (e.g. 10s); 0 disables")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -127,6 +133,28 @@ func cmdRun(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	var httpSrv *http.Server
+	if *metricsAddr != "" {
+		src := metrics.Source{TAP: dev.Name(), NIC: *nic, Features: f, Queues: fw.Queues(),
+			LinkStats: func(name string) (tap.LinkStats, error) {
+				if name == dev.Name() {
+					return tap.ReadLinkStats(dev.Netns(), name)
+				}
+				return tap.ReadLinkStats("", name)
+			}}
+		ln, err := net.Listen("tcp", *metricsAddr)
+		if err != nil {
+			return fmt.Errorf("--metrics-addr: %w (choose another address, or \"\" to disable metrics)", err)
+		}
+		httpSrv = &http.Server{Handler: metrics.Handler(metrics.NewRegistry(metrics.NewCollector(src))), ReadHeaderTimeout: 5 * time.Second}
+		go httpSrv.Serve(ln)
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+			defer cancel()
+			httpSrv.Shutdown(sctx)
+		}()
+		log.Info("metrics", "url", "http://"+ln.Addr().String()+"/metrics")
+	}
 	log.Info("forwarding", "tap", dev.Name(), "tap_netns", dev.Netns(), "nic", *nic,
 		"queues", *queues, "cpus", fmt.Sprint(cpuList), "napi", f.NAPI, "vnet_hdr", f.VnetHdr,
 		"offloads", f.OffloadNames(), "mtu", tc.MTU, "mac", dev.MAC().String())
@@ -144,6 +172,9 @@ func cmdRun(args []string, stderr io.Writer) error {
 		log.Error("second signal: exiting now", "signal", s.String())
 		os.Exit(1)
 	}()
+	if *statsInterval > 0 {
+		go logStats(ctx, log, fw, *statsInterval)
+	}
 	err = fw.Run(ctx)
 	logTotals(log, fw)
 	if err != nil {
@@ -155,20 +186,58 @@ func cmdRun(args []string, stderr io.Writer) error {
 	return nil
 }
 
-func logTotals(log interface {
-	Info(string, ...any)
-}, fw *forward.Forwarder) {
+// logStats logs each queue's rates over the last interval until ctx ends.
+func logStats(ctx context.Context, log *slog.Logger, fw *forward.Forwarder, every time.Duration) {
+	type snap struct{ nicRx, nicRxB, tapRx, tapRxB, drops uint64 }
+	read := func(q *forward.Queue) snap {
+		c := &q.C
+		var d uint64
+		for i := range c.NICToTAP.Drops {
+			d += c.NICToTAP.Drops[i].Load() + c.TAPToNIC.Drops[i].Load()
+		}
+		return snap{c.NICToTAP.Rx.Packets.Load(), c.NICToTAP.Rx.Bytes.Load(), c.TAPToNIC.Rx.Packets.Load(), c.TAPToNIC.Rx.Bytes.Load(), d}
+	}
+	prev := make([]snap, len(fw.Queues()))
+	for i, q := range fw.Queues() {
+		prev[i] = read(q)
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			sec := now.Sub(last).Seconds()
+			last = now
+			for i, q := range fw.Queues() {
+				cur := read(q)
+				p := prev[i]
+				prev[i] = cur
+				log.Info("stats", "queue", q.ID,
+					"nic_to_tap_pps", int((float64(cur.nicRx-p.nicRx))/sec),
+					"nic_to_tap_mbps", fmt.Sprintf("%.1f", float64(cur.nicRxB-p.nicRxB)*8/sec/1e6),
+					"tap_to_nic_pps", int(float64(cur.tapRx-p.tapRx)/sec),
+					"tap_to_nic_mbps", fmt.Sprintf("%.1f", float64(cur.tapRxB-p.tapRxB)*8/sec/1e6),
+					"drops", cur.drops-p.drops)
+			}
+		}
+	}
+}
+
+func logTotals(log *slog.Logger, fw *forward.Forwarder) {
 	for _, q := range fw.Queues() {
 		c := &q.C
 		var drops uint64
-		for i := range c.Drops {
-			drops += c.Drops[i].Load()
+		for i := range c.NICToTAP.Drops {
+			drops += c.NICToTAP.Drops[i].Load() + c.TAPToNIC.Drops[i].Load()
 		}
 		_, kdrops, _ := q.KernelStats()
 		log.Info("queue totals", "queue", q.ID,
-			"nic_rx_packets", c.NICRx.Packets.Load(), "tap_tx_packets", c.TAPTx.Packets.Load(),
-			"tap_rx_packets", c.TAPRx.Packets.Load(), "nic_tx_packets", c.NICTx.Packets.Load(),
-			"drops", drops, "errors", c.Errors.Load(), "kernel_drops", kdrops)
+			"nic_rx_packets", c.NICToTAP.Rx.Packets.Load(), "tap_tx_packets", c.NICToTAP.Tx.Packets.Load(),
+			"tap_rx_packets", c.TAPToNIC.Rx.Packets.Load(), "nic_tx_packets", c.TAPToNIC.Tx.Packets.Load(),
+			"drops", drops, "errors", c.NICToTAP.Errors.Load()+c.TAPToNIC.Errors.Load(), "kernel_drops", kdrops)
 	}
 }
 

@@ -1,0 +1,345 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/tapfwd/tapfwd/napi"
+)
+
+const napiUsage = `Usage: tapfwd napi COMMAND [flags]
+
+Commands:
+  list   NAPI instances: queues, threaded mode, kthread, IRQ deferral
+  set    change one NAPI instance (one-shot: nothing is restored)
+
+NAPI instances belong to a network namespace: run tapfwd in the device's
+namespace (ip netns exec NS tapfwd napi ...). A veth has NAPI instances
+only with GRO or XDP on. Run "tapfwd napi COMMAND -h" for a command's flags.
+`
+
+func cmdNapi(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, napiUsage)
+		return errUsage
+	}
+	switch args[0] {
+	case "list":
+		return napiList(args[1:], stdout, stderr)
+	case "set":
+		return napiSet(args[1:], stdout, stderr)
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, napiUsage)
+		return flag.ErrHelp
+	}
+	fmt.Fprintf(stderr, "tapfwd napi: unknown command %q\n\n%s", args[0], napiUsage)
+	return errUsage
+}
+
+// napiJSON is one line of napi list --json.
+type napiJSON struct {
+	ID      uint32 `json:"id"`
+	Dev     string `json:"dev"`
+	Ifindex int    `json:"ifindex"`
+	IRQ     *int   `json:"irq,omitempty"`
+	// Queues served, e.g. "rx0"; empty for a veth, whose queues name no NAPI.
+	Queues []string `json:"queues"`
+	// Threaded is absent on kernels without per-NAPI threaded (before 6.17).
+	Threaded            string        `json:"threaded,omitempty"`
+	Kthread             *kthreadJSON  `json:"kthread,omitempty"`
+	DeferHardIRQs       uint32        `json:"defer_hard_irqs"`
+	GROFlushTimeoutNS   time.Duration `json:"gro_flush_timeout_ns"`
+	IRQSuspendTimeoutNS time.Duration `json:"irq_suspend_timeout_ns"`
+}
+
+type kthreadJSON struct {
+	PID      int    `json:"pid"`
+	Name     string `json:"name,omitempty"`
+	CPUs     string `json:"cpus,omitempty"`
+	Policy   string `json:"policy,omitempty"`
+	Priority int    `json:"priority,omitempty"`
+}
+
+func napiList(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("napi list", "napi list [--dev IFACE] [--json]", stderr)
+	dev := fs.String("dev", "", "network device to list, e.g. eth0; empty lists every device in this network namespace")
+	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	ifindex := 0
+	if *dev != "" {
+		ifi, err := net.InterfaceByName(*dev)
+		if err != nil {
+			return fmt.Errorf("napi list: --dev %q: no such network device in this network namespace", *dev)
+		}
+		ifindex = ifi.Index
+	}
+	c, err := napi.Dial()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	list, err := c.List(ifindex)
+	if err != nil {
+		return err
+	}
+	queues, err := c.Queues(ifindex)
+	if err != nil {
+		return err
+	}
+	served := map[uint32][]string{}
+	for _, q := range queues {
+		if q.NAPIID != 0 {
+			served[q.NAPIID] = append(served[q.NAPIID], q.Type.String()+strconv.Itoa(q.ID))
+		}
+	}
+	names := map[int]string{}
+	if ifs, err := net.Interfaces(); err == nil {
+		for _, ifi := range ifs {
+			names[ifi.Index] = ifi.Name
+		}
+	}
+	threaded := c.Features().Threaded
+	rows := make([]napiJSON, 0, len(list))
+	for _, n := range list {
+		r := napiJSON{
+			ID: n.ID, Dev: names[n.Ifindex], Ifindex: n.Ifindex, Queues: served[n.ID],
+			DeferHardIRQs: n.DeferHardIRQs, GROFlushTimeoutNS: n.GROFlushTimeout, IRQSuspendTimeoutNS: n.IRQSuspendTimeout,
+		}
+		if r.Dev == "" {
+			r.Dev = "if" + strconv.Itoa(n.Ifindex)
+		}
+		if r.Queues == nil {
+			r.Queues = []string{}
+		}
+		if n.IRQ >= 0 {
+			r.IRQ = new(n.IRQ)
+		}
+		if threaded {
+			r.Threaded = n.Threaded.String()
+		}
+		if n.PID != 0 {
+			r.Kthread = &kthreadJSON{PID: n.PID}
+			// The kthread may stop between napi-get and here: show the pid.
+			if k, err := napi.ReadKthread(n.PID); err == nil {
+				*r.Kthread = kthreadJSON{PID: k.PID, Name: k.Name, CPUs: k.CPUs, Policy: k.Policy, Priority: k.Priority}
+			}
+		}
+		rows = append(rows, r)
+	}
+	if *asJSON {
+		e := json.NewEncoder(stdout)
+		e.SetIndent("", "  ")
+		return e.Encode(rows)
+	}
+	if len(rows) == 0 {
+		where := "in this network namespace"
+		if *dev != "" {
+			where = "on " + *dev
+		}
+		fmt.Fprintf(stdout, "no NAPI instances %s (a veth has them only with GRO or XDP on)\n", where)
+		return nil
+	}
+	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "ID\tDEV\tIRQ\tQUEUES\tTHREADED\tPID\tKTHREAD CPUS\tSCHED\tDEFER-HARD-IRQS\tGRO-FLUSH-TIMEOUT\tIRQ-SUSPEND-TIMEOUT")
+	for _, r := range rows {
+		irq, qs, th, pid, cpus, sched := "-", "-", "n/a", "-", "-", "-"
+		if r.IRQ != nil {
+			irq = strconv.Itoa(*r.IRQ)
+		}
+		if len(r.Queues) > 0 {
+			qs = strings.Join(r.Queues, ",")
+		}
+		if r.Threaded != "" {
+			th = r.Threaded
+		}
+		if k := r.Kthread; k != nil {
+			pid = strconv.Itoa(k.PID)
+			if k.CPUs != "" {
+				cpus = k.CPUs
+			}
+			if k.Policy != "" {
+				sched = k.Policy
+				if k.Priority != 0 {
+					sched += " " + strconv.Itoa(k.Priority)
+				}
+			}
+		}
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%v\t%v\n", r.ID, r.Dev, irq, qs, th, pid, cpus, sched,
+			r.DeferHardIRQs, r.GROFlushTimeoutNS, r.IRQSuspendTimeoutNS)
+	}
+	return w.Flush()
+}
+
+const napiSetNote = `
+napi set is one-shot: it changes the kernel's settings and exits; nothing is
+restored when it ends (it prints the command that undoes the NAPI settings).
+tapfwd run restores what it changes itself. Disabling threaded stops the
+kthread, and with it any --cpu or --fifo setting.
+`
+
+func napiSet(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("napi set", "napi set --id N [flags]", stderr)
+	usage := fs.Usage
+	fs.Usage = func() { usage(); fmt.Fprint(stderr, napiSetNote) }
+	id := fs.Uint("id", 0, "NAPI instance id, as tapfwd napi list shows it (required)")
+	threadedFlag := fs.String("threaded", "", "polling mode: disabled (softirq), enabled (a napi/DEV-ID kthread polls; Linux 6.17+) or busy-poll (the kthread polls nonstop, one CPU at 100%; Linux 6.19+); empty leaves it unchanged")
+	deferIRQs := fs.Uint("defer-hard-irqs", 0, "number of empty polls before the device's hard IRQs are re-enabled (a count, at most 2147483647); 0 turns deferral off; unchanged when not given")
+	gro := fs.Duration("gro-flush-timeout", 0, "how long GRO may hold packets before a timer flushes them, e.g. 50us (nanosecond resolution); 0 flushes at the end of every poll; unchanged when not given")
+	irqSuspend := fs.Duration("irq-suspend-timeout", 0, "longest time IRQs stay suspended while an epoll busy poller keeps finding events, e.g. 20ms; 0 turns suspension off; unchanged when not given")
+	cpu := fs.Int("cpu", -1, "pin the NAPI's kthread to this CPU number (needs threaded enabled or busy-poll); -1 leaves its CPU affinity unchanged")
+	fifo := fs.Int("fifo", 0, "run the NAPI's kthread under SCHED_FIFO at this real-time priority, 1 to 99 (needs threaded enabled or busy-poll); 0 leaves its scheduling unchanged")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if !given["id"] {
+		fmt.Fprintln(stderr, "tapfwd napi set: --id is required")
+		fs.Usage()
+		return errUsage
+	}
+	if len(given) == 1 {
+		fmt.Fprintln(stderr, "tapfwd napi set: nothing to set: give --threaded, --defer-hard-irqs, --gro-flush-timeout, --irq-suspend-timeout, --cpu or --fifo")
+		fs.Usage()
+		return errUsage
+	}
+	if *id == 0 || *id > 1<<32-1 {
+		return fmt.Errorf("napi set: --id %d: not a NAPI id (tapfwd napi list shows them)", *id)
+	}
+	var a napi.Attrs
+	if given["threaded"] {
+		t, err := napi.ParseThreaded(*threadedFlag)
+		if err != nil {
+			return fmt.Errorf("napi set: --threaded: want disabled, enabled or busy-poll, got %q", *threadedFlag)
+		}
+		a.Threaded = &t
+	}
+	if given["defer-hard-irqs"] {
+		if *deferIRQs > 1<<31-1 {
+			return fmt.Errorf("napi set: --defer-hard-irqs %d: at most 2147483647", *deferIRQs)
+		}
+		a.DeferHardIRQs = new(uint32(*deferIRQs))
+	}
+	if given["gro-flush-timeout"] {
+		if *gro < 0 {
+			return fmt.Errorf("napi set: --gro-flush-timeout %v: must not be negative", *gro)
+		}
+		a.GROFlushTimeout = gro
+	}
+	if given["irq-suspend-timeout"] {
+		if *irqSuspend < 0 {
+			return fmt.Errorf("napi set: --irq-suspend-timeout %v: must not be negative", *irqSuspend)
+		}
+		a.IRQSuspendTimeout = irqSuspend
+	}
+	if *cpu < -1 {
+		return fmt.Errorf("napi set: --cpu %d: want a CPU number, or -1 to leave the affinity alone", *cpu)
+	}
+	if *fifo != 0 && (*fifo < napi.MinFIFOPriority || *fifo > napi.MaxFIFOPriority) {
+		return fmt.Errorf("napi set: --fifo %d: want a priority from %d to %d, or 0 to leave scheduling alone", *fifo, napi.MinFIFOPriority, napi.MaxFIFOPriority)
+	}
+	kthread := *cpu >= 0 || *fifo != 0
+
+	c, err := napi.Dial()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	nid := uint32(*id)
+	before, err := c.Get(nid)
+	if err != nil {
+		return err
+	}
+	mode := before.Threaded
+	if a.Threaded != nil {
+		mode = *a.Threaded
+	}
+	if kthread && mode == napi.ThreadedDisabled {
+		return fmt.Errorf("napi set: --cpu and --fifo act on the NAPI's kthread, and NAPI %d is not threaded: add --threaded enabled", nid)
+	}
+	prev, err := c.Set(nid, a)
+	if err != nil {
+		return err
+	}
+	after, err := c.Get(nid)
+	if err != nil {
+		return err
+	}
+	dev := strconv.Itoa(after.Ifindex)
+	if ifi, err := net.InterfaceByIndex(after.Ifindex); err == nil {
+		dev = ifi.Name
+	}
+	fmt.Fprintf(stdout, "NAPI %d on %s:\n", nid, dev)
+	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	var undo []string
+	if a.Threaded != nil {
+		fmt.Fprintf(w, "  threaded\t%v -> %v\n", prev.Threaded, after.Threaded)
+		undo = append(undo, "--threaded "+prev.Threaded.String())
+	}
+	if a.DeferHardIRQs != nil {
+		fmt.Fprintf(w, "  defer-hard-irqs\t%d -> %d\n", *prev.DeferHardIRQs, after.DeferHardIRQs)
+		undo = append(undo, fmt.Sprintf("--defer-hard-irqs %d", *prev.DeferHardIRQs))
+	}
+	if a.GROFlushTimeout != nil {
+		fmt.Fprintf(w, "  gro-flush-timeout\t%v -> %v\n", *prev.GROFlushTimeout, after.GROFlushTimeout)
+		undo = append(undo, "--gro-flush-timeout "+prev.GROFlushTimeout.String())
+	}
+	if a.IRQSuspendTimeout != nil {
+		fmt.Fprintf(w, "  irq-suspend-timeout\t%v -> %v\n", *prev.IRQSuspendTimeout, after.IRQSuspendTimeout)
+		undo = append(undo, "--irq-suspend-timeout "+prev.IRQSuspendTimeout.String())
+	}
+	var kerr error
+	if after.PID != 0 {
+		k0, err := napi.ReadKthread(after.PID)
+		if err != nil {
+			kerr = err
+		} else {
+			fmt.Fprintf(w, "  kthread\t%s, pid %d\n", k0.Name, k0.PID)
+		}
+		if kerr == nil && *cpu >= 0 {
+			if kerr = napi.PinKthread(after.PID, *cpu); kerr == nil {
+				k, _ := napi.ReadKthread(after.PID)
+				fmt.Fprintf(w, "  kthread CPUs\t%s -> %s\n", k0.CPUs, k.CPUs)
+			}
+		}
+		if kerr == nil && *fifo != 0 {
+			if kerr = napi.SetFIFO(after.PID, *fifo); kerr == nil {
+				k, _ := napi.ReadKthread(after.PID)
+				fmt.Fprintf(w, "  kthread scheduling\t%s -> %s\n", napiSchedName(k0), napiSchedName(k))
+			}
+		}
+	} else if kthread {
+		kerr = fmt.Errorf("napi set: NAPI %d reports no kthread pid", nid)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if len(undo) > 0 {
+		fmt.Fprintf(stdout, "not restored on exit; to undo: tapfwd napi set --id %d %s\n", nid, strings.Join(undo, " "))
+	}
+	if kerr != nil {
+		if errors.Is(kerr, os.ErrNotExist) {
+			kerr = fmt.Errorf("napi set: the kthread of NAPI %d (pid %d) went away: %w", nid, after.PID, kerr)
+		}
+		return kerr
+	}
+	return nil
+}
+
+func napiSchedName(k napi.Kthread) string {
+	if k.Priority != 0 {
+		return k.Policy + " " + strconv.Itoa(k.Priority)
+	}
+	return k.Policy
+}

@@ -1,0 +1,144 @@
+package metrics
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sys/unix"
+
+	"github.com/tapfwd/tapfwd/tap"
+)
+
+const deployDir = "../deploy"
+
+func promtool(t *testing.T, args ...string) string {
+	t.Helper()
+	if _, err := exec.LookPath("promtool"); err != nil {
+		t.Fatal("promtool not found: install it with apt-get install prometheus (scripts/deps.sh does)")
+	}
+	cmd := exec.Command("promtool", args...)
+	cmd.Dir = filepath.Join(deployDir, "prometheus")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+func TestRulesWithPromtool(t *testing.T) {
+	promtool(t, "check", "rules", "rules.yml")
+	promtool(t, "test", "rules", "rules_test.yml")
+	promtool(t, "check", "config", "prometheus.yml")
+}
+
+// exported lists every metric name a tapfwd /metrics page can carry, plus
+// the recording rules' names.
+func exported(t *testing.T) map[string]bool {
+	fw, _, _ := fakeForwarder(t)
+	src := Source{TAP: "tap0", NIC: "eth1", Queues: fw.Queues(), Features: tap.Features{Offloads: unix.TUN_F_CSUM},
+		LinkStats: func(string) (tap.LinkStats, error) { return tap.LinkStats{}, nil }}
+	reg := NewRegistry(NewCollector(src))
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{"up": true}
+	for _, mf := range mfs {
+		n := mf.GetName()
+		names[n] = true
+		if mf.GetType().String() == "HISTOGRAM" {
+			for _, s := range []string{"_bucket", "_sum", "_count"} {
+				names[n+s] = true
+			}
+		}
+	}
+	// Every described metric must also have appeared.
+	ch := make(chan *prometheus.Desc, 64)
+	NewCollector(src).Describe(ch)
+	close(ch)
+	fq := regexp.MustCompile(`fqName: "([^"]+)"`)
+	for d := range ch {
+		m := fq.FindStringSubmatch(d.String())
+		if m == nil || !names[m[1]] {
+			t.Errorf("described but not collected: %s", d)
+		}
+	}
+	rules, err := os.ReadFile(filepath.Join(deployDir, "prometheus", "rules.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range regexp.MustCompile(`record:\s*(\S+)`).FindAllStringSubmatch(string(rules), -1) {
+		names[m[1]] = true
+	}
+	return names
+}
+
+var metricRE = regexp.MustCompile(`\b(tapfwd[_:][a-zA-Z0-9_:]*|process_[a-z_]+|go_[a-z_]+|up)\b`)
+
+func checkNames(t *testing.T, where, text string, names map[string]bool) int {
+	n := 0
+	for _, m := range metricRE.FindAllString(text, -1) {
+		n++
+		if !names[m] {
+			t.Errorf("%s uses %s, which tapfwd does not export", where, m)
+		}
+	}
+	return n
+}
+
+func TestDeployUsesExportedMetrics(t *testing.T) {
+	names := exported(t)
+	rules, _ := os.ReadFile(filepath.Join(deployDir, "prometheus", "rules.yml"))
+	var exprs []string
+	for _, line := range strings.Split(string(rules), "\n") {
+		if strings.Contains(line, "summary:") || strings.Contains(line, "description:") {
+			continue // prose
+		}
+		exprs = append(exprs, line)
+	}
+	if checkNames(t, "rules.yml", strings.Join(exprs, "\n"), names) == 0 {
+		t.Error("rules.yml uses no tapfwd metric")
+	}
+
+	raw, err := os.ReadFile(filepath.Join(deployDir, "grafana", "tapfwd.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Type    string `json:"type"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(raw, &dash); err != nil {
+		t.Fatalf("dashboard JSON: %v", err)
+	}
+	want := map[string]bool{"heatmap": false}
+	napiPanel := false
+	for _, p := range dash.Panels {
+		if len(p.Targets) == 0 {
+			t.Errorf("panel %q has no query", p.Title)
+		}
+		want[p.Type] = true
+		for _, tg := range p.Targets {
+			if checkNames(t, "dashboard panel "+p.Title, tg.Expr, names) == 0 {
+				t.Errorf("panel %q: query %q uses no metric", p.Title, tg.Expr)
+			}
+			if strings.Contains(tg.Expr, "tapfwd_tap_info") && strings.Contains(tg.Expr, "napi") {
+				napiPanel = true
+			}
+		}
+	}
+	if !want["heatmap"] || !napiPanel {
+		t.Errorf("dashboard lacks the batch-size heat map (%v) or the split by napi (%v)", want["heatmap"], napiPanel)
+	}
+}

@@ -1,0 +1,183 @@
+package metrics
+
+import (
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/tapfwd/tapfwd/forward"
+	"github.com/tapfwd/tapfwd/tap"
+)
+
+// Source is what the collector reads.
+type Source struct {
+	TAP, NIC string // device names, the values of the "device" label
+	Features tap.Features
+	Queues   []*forward.Queue
+	// LinkStats reads a device's kernel counters (rtnetlink); nil leaves
+	// out the tapfwd_netdev_* metrics.
+	LinkStats func(device string) (tap.LinkStats, error)
+}
+
+// KernelRing is the drop reason for frames the kernel dropped because a
+// packet socket's receive queue was full (PACKET_STATISTICS tp_drops).
+const KernelRing = "kernel_ring"
+
+// DropReasons lists every value of the "reason" label, in a fixed order.
+func DropReasons() []string {
+	r := []string{KernelRing}
+	for i := forward.DropReason(0); i < forward.NumDropReasons; i++ {
+		r = append(r, i.String())
+	}
+	return r
+}
+
+const ns = "tapfwd"
+
+var (
+	dq = []string{"device", "queue"}
+
+	rxPackets = prometheus.NewDesc(ns+"_receive_packets_total", "Frames tapfwd received from the device (for the TAP: read from it; for the NIC: from its packet socket).", dq, nil)
+	rxBytes   = prometheus.NewDesc(ns+"_receive_bytes_total", "Bytes of Ethernet frames tapfwd received from the device, vnet headers excluded.", dq, nil)
+	txPackets = prometheus.NewDesc(ns+"_transmit_packets_total", "Frames tapfwd handed to the device (GSO super-frames count once; segments count each).", dq, nil)
+	txBytes   = prometheus.NewDesc(ns+"_transmit_bytes_total", "Bytes of Ethernet frames tapfwd handed to the device, vnet headers excluded.", dq, nil)
+	drops     = prometheus.NewDesc(ns+"_drops_total", "Frames received from the device that were not delivered, by reason.", []string{"device", "queue", "reason"}, nil)
+	errs      = prometheus.NewDesc(ns+"_errors_total", "Unexpected syscall errors on the device's fd that did not stop the worker.", dq, nil)
+	gso       = prometheus.NewDesc(ns+"_gso_frames_total", "GSO super-frames received from the device.", dq, nil)
+	segments  = prometheus.NewDesc(ns+"_segments_total", "Frames made by userspace GSO segmentation and written to the device (a TAP without vnet header).", dq, nil)
+	batch     = prometheus.NewDesc(ns+"_batch_frames", "Frames read from the device per wake-up of the queue's worker.", dq, nil)
+	tapInfo   = prometheus.NewDesc(ns+"_tap_info", "What was negotiated with the kernel for the TAP.", []string{"device", "napi", "vnet_hdr", "multi_queue", "offloads"}, nil)
+	queueInfo = prometheus.NewDesc(ns+"_queue_info", "The CPU each queue's worker is pinned to (-1: not pinned).", []string{"device", "queue", "cpu"}, nil)
+	buildInfo = prometheus.NewDesc(ns+"_build_info", "tapfwd's version, VCS revision and Go version.", []string{"version", "revision", "goversion"}, nil)
+	ndRxDrop  = prometheus.NewDesc(ns+"_netdev_receive_drop_total", "The kernel's rx_dropped counter of the device (a frame tapfwd wrote to the TAP but the kernel dropped counts here).", []string{"device"}, nil)
+	ndTxDrop  = prometheus.NewDesc(ns+"_netdev_transmit_drop_total", "The kernel's tx_dropped counter of the device (for the TAP: frames the lab stack sent that tapfwd did not read in time).", []string{"device"}, nil)
+	scrapeErr = prometheus.NewDesc(ns+"_scrape_errors", "Kernel counters that could not be read during this scrape.", nil, nil)
+)
+
+// Collector reads a Source at scrape time. The workers' counters are
+// atomics: a scrape takes no lock a worker ever takes.
+type Collector struct {
+	src     Source
+	reasons []string
+	version [3]string
+}
+
+// NewCollector returns a Collector over src.
+func NewCollector(src Source) *Collector {
+	c := &Collector{src: src, reasons: DropReasons(), version: [3]string{"(devel)", "", ""}}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		c.version[0] = bi.Main.Version
+		c.version[2] = bi.GoVersion
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" {
+				c.version[1] = s.Value
+			}
+		}
+	}
+	return c
+}
+
+// Describe implements prometheus.Collector.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{rxPackets, rxBytes, txPackets, txBytes, drops, errs, gso, segments,
+		batch, tapInfo, queueInfo, buildInfo, ndRxDrop, ndTxDrop, scrapeErr} {
+		ch <- d
+	}
+}
+
+func counter(ch chan<- prometheus.Metric, d *prometheus.Desc, v uint64, labels ...string) {
+	ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+}
+
+// Collect implements prometheus.Collector.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	s := &c.src
+	f := s.Features
+	ch <- prometheus.MustNewConstMetric(tapInfo, prometheus.GaugeValue, 1, s.TAP,
+		strconv.FormatBool(f.NAPI), strconv.FormatBool(f.VnetHdr), strconv.FormatBool(f.MultiQueue), f.OffloadNames())
+	ch <- prometheus.MustNewConstMetric(buildInfo, prometheus.GaugeValue, 1, c.version[:]...)
+	var failed uint64
+	for _, q := range s.Queues {
+		qs := strconv.Itoa(q.ID)
+		cpu := strconv.Itoa(q.CPU)
+		ch <- prometheus.MustNewConstMetric(queueInfo, prometheus.GaugeValue, 1, s.TAP, qs, cpu)
+		ch <- prometheus.MustNewConstMetric(queueInfo, prometheus.GaugeValue, 1, s.NIC, qs, cpu)
+		_, kdrops, err := q.KernelStats()
+		if err != nil {
+			failed++
+		}
+		for _, d := range []struct {
+			from, to string
+			dir      *forward.Dir
+			kernel   uint64
+		}{{s.NIC, s.TAP, &q.C.NICToTAP, kdrops}, {s.TAP, s.NIC, &q.C.TAPToNIC, 0}} {
+			counter(ch, rxPackets, d.dir.Rx.Packets.Load(), d.from, qs)
+			counter(ch, rxBytes, d.dir.Rx.Bytes.Load(), d.from, qs)
+			counter(ch, txPackets, d.dir.Tx.Packets.Load(), d.to, qs)
+			counter(ch, txBytes, d.dir.Tx.Bytes.Load(), d.to, qs)
+			counter(ch, gso, d.dir.GSO.Load(), d.from, qs)
+			counter(ch, errs, d.dir.Errors.Load(), d.from, qs)
+			counter(ch, drops, d.kernel, d.from, qs, KernelRing)
+			for r := forward.DropReason(0); r < forward.NumDropReasons; r++ {
+				counter(ch, drops, d.dir.Drops[r].Load(), d.from, qs, c.reasons[r+1])
+			}
+			ch <- histogram(&d.dir.Batch, d.from, qs)
+		}
+		counter(ch, segments, q.C.Segments.Load(), s.TAP, qs)
+	}
+	if s.LinkStats != nil {
+		for _, dev := range []string{s.TAP, s.NIC} {
+			st, err := s.LinkStats(dev)
+			if err != nil {
+				failed++
+				continue
+			}
+			counter(ch, ndRxDrop, st.RxDropped, dev)
+			counter(ch, ndTxDrop, st.TxDropped, dev)
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(scrapeErr, prometheus.GaugeValue, float64(failed))
+}
+
+func histogram(h *forward.Hist, labels ...string) prometheus.Metric {
+	buckets := make(map[float64]uint64, forward.HistBuckets)
+	var cum uint64
+	for i := 0; i < forward.HistBuckets; i++ {
+		cum += h.Buckets[i].Load()
+		buckets[float64(forward.BucketBound(i))] = cum
+	}
+	// Count is read after the buckets: a batch published in between makes
+	// Count larger than the last bucket, never smaller.
+	count := max(h.Count.Load(), cum)
+	return prometheus.MustNewConstHistogram(batch, count, float64(h.Sum.Load()), buckets, labels...)
+}
+
+// NewRegistry returns a registry with c, the Go and process collectors.
+func NewRegistry(c prometheus.Collector) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c,
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	return reg
+}
+
+// Handler serves reg at /metrics and a short index at /.
+func Handler(reg *prometheus.Registry) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Write([]byte(strings.TrimSpace(`<html><head><title>tapfwd</title></head><body><h1>tapfwd</h1><p><a href="/metrics">metrics</a></p></body></html>`)))
+	})
+	return mux
+}

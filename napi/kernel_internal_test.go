@@ -1,0 +1,76 @@
+package napi
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/tapfwd/tapfwd/bench/testbed"
+)
+
+// Should the policy probe ever claim busy-poll on a kernel that refuses it,
+// the kernel's ERANGE still becomes the one-line FeatureError.
+func TestKernelBusyPollERANGE(t *testing.T) {
+	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
+	if _, err := exec.LookPath("ethtool"); err != nil {
+		t.Fatalf("ethtool not installed (apt-get install ethtool): %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := bed.Run(ctx, bed.FwdNS, "ethtool", "-K", bed.NIC, "gro", "on"); err != nil {
+		t.Fatal(err)
+	}
+	var c *Client
+	var ifindex int
+	err := bed.Do(bed.FwdNS, func() error {
+		ifi, err := net.InterfaceByName(bed.NIC)
+		if err != nil {
+			return err
+		}
+		ifindex = ifi.Index
+		c, err = Dial()
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if !c.feat.Threaded || c.feat.BusyPoll {
+		t.Skipf("skipping: needs a kernel with per-NAPI threaded but without busy-poll (6.17, 6.18); have %+v", c.feat)
+	}
+	list, err := c.List(ifindex)
+	if err != nil || len(list) == 0 {
+		t.Fatalf("NAPIs of %s: %v, %v", bed.NIC, list, err)
+	}
+	c.feat.BusyPoll = true // pretend the probe said yes
+	_, err = c.Set(list[0].ID, Attrs{Threaded: new(ThreadedBusyPoll)})
+	var fe *FeatureError
+	if !errors.As(err, &fe) || fe.Since != "6.19" || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("busy-poll past the probe: %v, want a FeatureError naming 6.19", err)
+	}
+	if n, err := c.Get(list[0].ID); err != nil || n.Threaded != ThreadedDisabled {
+		t.Errorf("after the refused busy-poll: %+v, %v", n, err)
+	}
+}
+
+func TestOpError(t *testing.T) {
+	c := &Client{}
+	err := c.opError("napi-set 7", &netlink.OpError{Op: "receive", Err: unix.EPERM, Message: "nope"})
+	if !errors.Is(err, unix.EPERM) || !strings.Contains(err.Error(), "CAP_NET_ADMIN") || !strings.Contains(err.Error(), "kernel: nope") {
+		t.Errorf("EPERM: %v", err)
+	}
+	err = c.idError("napi-get", 9, &netlink.OpError{Op: "receive", Err: unix.ENOENT})
+	if !errors.Is(err, unix.ENOENT) || !strings.Contains(err.Error(), "napi-get 9: no such NAPI instance") {
+		t.Errorf("ENOENT: %v", err)
+	}
+	if err := c.opError("x", errors.New("boom")); err.Error() != "napi: x: boom" {
+		t.Errorf("plain error: %v", err)
+	}
+}
