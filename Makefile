@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin/tapfwd
 
-.PHONY: all build deps bench test check fuzz clean
+.PHONY: all build deps bench bench-docs test check fuzz soak clean
 
 all: build
 
@@ -15,6 +15,11 @@ deps:
 # The main job: tapfwd against the Linux bridge on the built-in netns test bed.
 bench: deps build
 	./$(BIN) bench throughput $(BENCH_FLAGS)
+
+# The committed throughput report under docs/ (about 7 minutes; run it on a
+# quiet machine).
+bench-docs: deps build
+	./$(BIN) bench throughput --out docs/bench-throughput
 
 # Everything CI runs: vet, the whole test suite under the race detector
 # (privileged tests build their own namespaces; run as root), and a short

@@ -13,7 +13,8 @@ import (
 	"github.com/tapfwd/tapfwd/bench/testbed"
 )
 
-// Forwarder is a `tapfwd run` process started in a bed's fwd namespace.
+// Forwarder is a forwarding process (`tapfwd run`, or the naive baseline)
+// started in a bed's fwd namespace.
 type Forwarder struct {
 	cmd    *exec.Cmd
 	stderr *syncBuffer
@@ -25,18 +26,32 @@ type Forwarder struct {
 // with the TAP named b.LabIf moved into b.LabNS at b.LabAddr, plus extra
 // flags, and waits until the lab answers ping from the wire.
 func StartForwarder(ctx context.Context, b *testbed.Bed, exe string, extra ...string) (*Forwarder, error) {
+	return start(ctx, b, exe, "tapfwd", append([]string{"run"}, forwarderArgs(b, extra)...))
+}
+
+// StartNaiveForwarder runs exe as `tapfwd bench naive-forwarder` (the
+// songgao/water baseline of package naive) the way StartForwarder runs
+// `tapfwd run`.
+func StartNaiveForwarder(ctx context.Context, b *testbed.Bed, exe string) (*Forwarder, error) {
+	return start(ctx, b, exe, "the naive forwarder", append([]string{"bench", "naive-forwarder"}, forwarderArgs(b, nil)...))
+}
+
+func forwarderArgs(b *testbed.Bed, extra []string) []string {
+	return append([]string{"--nic", b.NIC, "--tap", b.LabIf, "--tap-netns", b.LabNS,
+		"--tap-addr", b.LabAddr.String()}, extra...)
+}
+
+func start(ctx context.Context, b *testbed.Bed, exe, what string, args []string) (*Forwarder, error) {
 	if b.Mode != testbed.Forwarder {
 		return nil, fmt.Errorf("bench: bed mode %v has no forwarder", b.Mode)
 	}
-	args := append([]string{"run", "--nic", b.NIC, "--tap", b.LabIf, "--tap-netns", b.LabNS,
-		"--tap-addr", b.LabAddr.String()}, extra...)
 	// Not tied to ctx: Stop ends it with SIGTERM so it can clean up.
 	cmd := b.Command(context.Background(), b.FwdNS, exe, args...)
 	f := &Forwarder{cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
 	cmd.Stderr = f.stderr
 	cmd.Stdout = f.stderr
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("bench: start tapfwd: %w", err)
+		return nil, fmt.Errorf("bench: start %s: %w", what, err)
 	}
 	go func() {
 		f.err = cmd.Wait()
@@ -44,7 +59,11 @@ func StartForwarder(ctx context.Context, b *testbed.Bed, exe string, extra ...st
 	}()
 	if err := b.WaitLabReachable(ctx, 10*time.Second); err != nil {
 		f.Stop()
-		return nil, fmt.Errorf("bench: lab not reachable through tapfwd: %w\ntapfwd said:\n%s", err, f.Output())
+		out := lastLines(f.Output(), 3)
+		if out == "" {
+			out = "(nothing)"
+		}
+		return nil, fmt.Errorf("bench: lab not reachable through %s: %w; %s said: %s", what, err, what, out)
 	}
 	return f, nil
 }

@@ -17,11 +17,12 @@ const (
 	DropNICRefused                   // the packet socket refused the frame (EINVAL, EMSGSIZE)
 	DropNICBusy                      // the NIC queue was full (ENOBUFS, EAGAIN after waiting)
 	DropNICRecv                      // recv consumed a frame it could not deliver (EINVAL)
+	DropSpoofed                      // from the TAP with a source MAC not the TAP's (StrictMAC)
 	NumDropReasons
 )
 
 var dropNames = [NumDropReasons]string{
-	"oversize", "bad_vnet_hdr", "segmentation", "tap_write", "nic_refused", "nic_busy", "nic_recv",
+	"oversize", "bad_vnet_hdr", "segmentation", "tap_write", "nic_refused", "nic_busy", "nic_recv", "spoofed_mac",
 }
 
 func (r DropReason) String() string {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"net"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -291,10 +292,12 @@ func TestRunStops(t *testing.T) {
 	defer unix.Close(tap[1])
 	sock := ring.NewSocketFd(nic[0], 8)
 	defer sock.Close()
+	goroutines := runtime.NumGoroutine()
 	f, err := New([]int{tap[0]}, []*ring.Socket{sock}, Config{Batch: 8, CPUs: []int{0}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer f.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- f.Run(ctx) }()
@@ -319,6 +322,14 @@ func TestRunStops(t *testing.T) {
 		}
 	case <-time.After(time.Second):
 		t.Fatal("Run did not return within 1 s of cancel")
+	}
+	// Every worker is gone once Run has returned.
+	for i := 0; runtime.NumGoroutine() > goroutines; i++ {
+		if i == 100 {
+			buf := make([]byte, 1<<16)
+			t.Fatalf("%d goroutines after Run, %d before:\n%s", runtime.NumGoroutine(), goroutines, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -1,6 +1,7 @@
 package forward
 
 import (
+	"bytes"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -23,10 +24,13 @@ func (q *Queue) nicToTAP() (int, error) {
 			q.C.NICToTAP.Drops[DropNICRecv].Add(1)
 			return 1, nil
 		case unix.ENETDOWN:
-			return 0, q.sockError()
+			return 0, q.nicWentDown()
 		}
 		q.C.NICToTAP.Errors.Add(1)
 		return 0, nil
+	}
+	if n > 0 && q.fw != nil && q.fw.nicDown.Load() {
+		q.linkUp(&q.fw.nicDown, "NIC")
 	}
 	t := &q.tally
 	for i := 0; i < n; i++ {
@@ -113,6 +117,9 @@ func (q *Queue) tapWrite(b []byte, size int) error {
 		case nil:
 			t.txPkts++
 			t.txBytes += uint64(size)
+			if q.fw != nil && q.fw.tapDown.Load() {
+				q.linkUp(&q.fw.tapDown, "TAP")
+			}
 			return nil
 		case unix.EINTR:
 			continue
@@ -124,6 +131,9 @@ func (q *Queue) tapWrite(b []byte, size int) error {
 		// EIO while the TAP is down, EAGAIN/ENOBUFS under pressure,
 		// EINVAL for a frame the TAP refuses: not fatal.
 		t.drop(DropTAPWrite)
+		if err == unix.EIO && q.fw != nil && q.fw.tapDown.CompareAndSwap(false, true) {
+			q.fw.log.Warn("TAP is down: frames from the NIC are dropped (tap_write) until it is up")
+		}
 		return nil
 	}
 }
@@ -165,6 +175,10 @@ func (q *Queue) tapToNIC() (int, error) {
 		frame := buf[headroom : headroom+n]
 		t.rxPkts++
 		t.rxBytes += uint64(n)
+		if q.strict && !bytes.Equal(frame[6:12], q.mac[:]) {
+			t.drop(DropSpoofed)
+			continue
+		}
 		var h vnethdr.Hdr
 		if q.tapVnet {
 			// The TAP's writer (a guest, a lab program) is not trusted.

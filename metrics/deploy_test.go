@@ -42,7 +42,8 @@ func TestRulesWithPromtool(t *testing.T) {
 func exported(t *testing.T) map[string]bool {
 	fw, _, _ := fakeForwarder(t)
 	src := Source{TAP: "tap0", NIC: "eth1", Queues: fw.Queues(), Features: tap.Features{Offloads: unix.TUN_F_CSUM},
-		LinkStats: func(string) (tap.LinkStats, error) { return tap.LinkStats{}, nil }}
+		LinkStats: func(string) (tap.LinkStats, error) { return tap.LinkStats{}, nil },
+		VMPorts:   func() ([]string, error) { return []string{"tfwvm0"}, nil }}
 	reg := NewRegistry(NewCollector(src))
 	mfs, err := reg.Gather()
 	if err != nil {

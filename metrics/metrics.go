@@ -22,6 +22,9 @@ type Source struct {
 	// LinkStats reads a device's kernel counters (rtnetlink); nil leaves
 	// out the tapfwd_netdev_* metrics.
 	LinkStats func(device string) (tap.LinkStats, error)
+	// VMPorts lists the VM ports (macvtap) on the TAP, read with LinkStats;
+	// nil leaves out the tapfwd_vm_port_* metrics.
+	VMPorts func() ([]string, error)
 }
 
 // KernelRing is the drop reason for frames the kernel dropped because a
@@ -56,6 +59,12 @@ var (
 	buildInfo = prometheus.NewDesc(ns+"_build_info", "tapfwd's version, VCS revision and Go version.", []string{"version", "revision", "goversion"}, nil)
 	ndRxDrop  = prometheus.NewDesc(ns+"_netdev_receive_drop_total", "The kernel's rx_dropped counter of the device (a frame tapfwd wrote to the TAP but the kernel dropped counts here).", []string{"device"}, nil)
 	ndTxDrop  = prometheus.NewDesc(ns+"_netdev_transmit_drop_total", "The kernel's tx_dropped counter of the device (for the TAP: frames the lab stack sent that tapfwd did not read in time).", []string{"device"}, nil)
+	dp        = []string{"device", "port"}
+	vmRxPkts  = prometheus.NewDesc(ns+"_vm_port_receive_packets_total", "Frames the VM port (macvtap) took from the TAP toward its guest (the port netdev's rx_packets).", dp, nil)
+	vmRxBytes = prometheus.NewDesc(ns+"_vm_port_receive_bytes_total", "Bytes of those frames.", dp, nil)
+	vmTxPkts  = prometheus.NewDesc(ns+"_vm_port_transmit_packets_total", "Frames the guest sent through its VM port (tx_packets).", dp, nil)
+	vmTxBytes = prometheus.NewDesc(ns+"_vm_port_transmit_bytes_total", "Bytes of those frames.", dp, nil)
+	vmDrops   = prometheus.NewDesc(ns+"_vm_port_drops_total", "Frames the VM port dropped (rx_dropped, tx_dropped), by direction.", []string{"device", "port", "direction"}, nil)
 	scrapeErr = prometheus.NewDesc(ns+"_scrape_errors", "Kernel counters that could not be read during this scrape.", nil, nil)
 )
 
@@ -85,7 +94,7 @@ func NewCollector(src Source) *Collector {
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{rxPackets, rxBytes, txPackets, txBytes, drops, errs, gso, segments,
-		batch, tapInfo, queueInfo, buildInfo, ndRxDrop, ndTxDrop, scrapeErr} {
+		batch, tapInfo, queueInfo, buildInfo, ndRxDrop, ndTxDrop, vmRxPkts, vmRxBytes, vmTxPkts, vmTxBytes, vmDrops, scrapeErr} {
 		ch <- d
 	}
 }
@@ -139,6 +148,25 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			}
 			counter(ch, ndRxDrop, st.RxDropped, dev)
 			counter(ch, ndTxDrop, st.TxDropped, dev)
+		}
+	}
+	if s.VMPorts != nil && s.LinkStats != nil {
+		ports, err := s.VMPorts()
+		if err != nil {
+			failed++
+		}
+		for _, p := range ports {
+			st, err := s.LinkStats(p)
+			if err != nil {
+				failed++
+				continue
+			}
+			counter(ch, vmRxPkts, st.RxPackets, s.TAP, p)
+			counter(ch, vmRxBytes, st.RxBytes, s.TAP, p)
+			counter(ch, vmTxPkts, st.TxPackets, s.TAP, p)
+			counter(ch, vmTxBytes, st.TxBytes, s.TAP, p)
+			counter(ch, vmDrops, st.RxDropped, s.TAP, p, "receive")
+			counter(ch, vmDrops, st.TxDropped, s.TAP, p, "transmit")
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(scrapeErr, prometheus.GaugeValue, float64(failed))

@@ -27,6 +27,10 @@ type Config struct {
 	BufSize int                // SO_RCVBUF/SO_SNDBUF bytes; 0 means DefaultBufBytes
 	MACs    []net.HardwareAddr // unicast addresses to receive (PACKET_MR_UNICAST)
 	Promisc bool               // PACKET_MR_PROMISC instead of unicast membership
+	// FilterMAC, when set, attaches a classic BPF filter that accepts only
+	// frames to this address, broadcast and multicast, so instances that
+	// share a NIC each see only their own unicast.
+	FilterMAC net.HardwareAddr
 }
 
 // Socket is one packet socket of the group. Recv and Send belong to one
@@ -136,6 +140,12 @@ func open(ifindex int, c Config) (_ *Socket, err error) {
 			return nil, fmt.Errorf("ring: %s: %w", o.name, os.NewSyscallError("setsockopt", err))
 		}
 	}
+	if c.FilterMAC != nil {
+		// Before bind: nothing is queued until then.
+		if err := attachMACFilter(fd, c.FilterMAC); err != nil {
+			return nil, err
+		}
+	}
 	sa := &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifindex}
 	if err := unix.Bind(fd, sa); err != nil {
 		return nil, fmt.Errorf("ring: bind to ifindex %d: %w", ifindex, os.NewSyscallError("bind", err))
@@ -223,3 +233,42 @@ func NewSocketFd(fd, batch int) *Socket {
 
 // Ifindex is the interface the socket is bound to (-1 for NewSocketFd).
 func (s *Socket) Ifindex() int { return s.ifindex }
+
+// macFilter is a classic BPF program accepting frames whose destination is
+// mac or a group address (the I/G bit: broadcast and multicast). Packet
+// sockets run it on the frame from its Ethernet header
+// (af_packet.c: packet_rcv pushes back to the MAC header first).
+func macFilter(mac net.HardwareAddr) []unix.SockFilter {
+	hi := uint32(mac[0])<<8 | uint32(mac[1])
+	lo := uint32(mac[2])<<24 | uint32(mac[3])<<16 | uint32(mac[4])<<8 | uint32(mac[5])
+	const (
+		ldb  = unix.BPF_LD | unix.BPF_B | unix.BPF_ABS
+		ldh  = unix.BPF_LD | unix.BPF_H | unix.BPF_ABS
+		ldw  = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
+		jset = unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K
+		jeq  = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
+		ret  = unix.BPF_RET | unix.BPF_K
+	)
+	return []unix.SockFilter{
+		{Code: ldb, K: 0},          // 0: first byte of the destination
+		{Code: jset, Jt: 4, K: 1},  // 1: group address -> accept
+		{Code: ldw, K: 2},          // 2: destination bytes 2..5
+		{Code: jeq, Jf: 3, K: lo},  // 3: no match -> drop
+		{Code: ldh, K: 0},          // 4: destination bytes 0..1
+		{Code: jeq, Jf: 1, K: hi},  // 5: match -> accept, else drop
+		{Code: ret, K: 0xffffffff}, // 6: accept the whole frame
+		{Code: ret, K: 0},          // 7: drop
+	}
+}
+
+func attachMACFilter(fd int, mac net.HardwareAddr) error {
+	if len(mac) != 6 {
+		return fmt.Errorf("ring: filter MAC %s is not an Ethernet address", mac)
+	}
+	prog := macFilter(mac)
+	fp := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+	if err := unix.SetsockoptSockFprog(fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &fp); err != nil {
+		return fmt.Errorf("ring: SO_ATTACH_FILTER: %w", os.NewSyscallError("setsockopt", err))
+	}
+	return nil
+}

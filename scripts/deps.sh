@@ -1,28 +1,46 @@
 #!/usr/bin/env bash
 # Installs what tapfwd's bench and tests need, when it is missing:
-# iperf3 (traffic), iproute2 (ip, ss: the namespace test bed), ping, and
-# Prometheus (promtool checks the rules; the server scrapes tapfwd in a test).
+# iperf3 (traffic), iproute2 (ip, ss: the namespace test bed), ping,
+# ethtool, Prometheus (promtool checks the rules; the server scrapes tapfwd
+# in a test), systemd-analyze (checks the unit), QEMU (the lab-VM test), and
+# the test guest (scripts/vmguest.sh, cached under ~/.cache/tapfwd/vmguest).
 # Debian/Ubuntu packages through apt-get; run as root.
 set -euo pipefail
 
 declare -A pkg=([iperf3]=iperf3 [ip]=iproute2 [ss]=iproute2 [ping]=iputils-ping
-	[promtool]=prometheus [prometheus]=prometheus [setpriv]=util-linux [ethtool]=ethtool)
+	[promtool]=prometheus [prometheus]=prometheus [setpriv]=util-linux [ethtool]=ethtool
+	[systemd-analyze]=systemd [qemu-system-x86_64]=qemu-system-x86)
 missing=()
 for cmd in "${!pkg[@]}"; do
 	command -v "$cmd" >/dev/null 2>&1 || missing+=("${pkg[$cmd]}")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
 
-if ! command -v apt-get >/dev/null 2>&1; then
-	echo "deps: missing ${missing[*]} and no apt-get: install them with your package manager" >&2
-	exit 1
+updated=
+if [ ${#missing[@]} -gt 0 ]; then
+	if ! command -v apt-get >/dev/null 2>&1; then
+		echo "deps: missing ${missing[*]} and no apt-get: install them with your package manager" >&2
+		exit 1
+	fi
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "deps: missing ${missing[*]}: run as root (or: sudo apt-get install ${missing[*]})" >&2
+		exit 1
+	fi
+	mapfile -t uniq < <(printf '%s\n' "${missing[@]}" | sort -u)
+	echo "deps: installing ${uniq[*]}" >&2
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	updated=1
+	apt-get install -y -qq --no-install-recommends "${uniq[@]}" >/dev/null
 fi
-if [ "$(id -u)" -ne 0 ]; then
-	echo "deps: missing ${missing[*]}: run as root (or: sudo apt-get install ${missing[*]})" >&2
-	exit 1
+
+# The guest for the lab-VM test (cmd/tapfwd TestVMGuests).
+vmguest="$(dirname "$0")/vmguest.sh"
+if ! "$vmguest" >/dev/null; then
+	if [ -z "$updated" ] && [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+		apt-get update -qq
+		"$vmguest" >/dev/null
+	else
+		echo "deps: building the VM test guest failed: run apt-get update as root, then scripts/vmguest.sh" >&2
+		exit 1
+	fi
 fi
-mapfile -t uniq < <(printf '%s\n' "${missing[@]}" | sort -u)
-echo "deps: installing ${uniq[*]}" >&2
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${uniq[@]}" >/dev/null

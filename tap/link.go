@@ -204,24 +204,36 @@ type LinkStats struct {
 	RxErrors, TxErrors, RxDropped, TxDropped uint64
 }
 
-// ReadLinkStats reads the counters of device name in network namespace
-// netns ("" for the current one) over rtnetlink (IFLA_STATS64).
-func ReadLinkStats(netns, name string) (LinkStats, error) {
-	var st LinkStats
+// LinkReader reads netdev counters in one network namespace. Its netlink
+// socket is opened once, so reading later needs no privilege (entering
+// another namespace would need CAP_SYS_ADMIN).
+type LinkReader struct{ c *netlink.Conn }
+
+// NewLinkReader opens a reader for namespace netns ("" for the current one).
+func NewLinkReader(netns string) (*LinkReader, error) {
 	cfg := &netlink.Config{}
 	if netns != "" {
 		ns, err := os.Open(filepath.Join("/run/netns", netns))
 		if err != nil {
-			return st, fmt.Errorf("tap: network namespace %q: %w", netns, err)
+			return nil, fmt.Errorf("tap: network namespace %q: %w", netns, err)
 		}
 		defer ns.Close()
 		cfg.NetNS = int(ns.Fd())
 	}
 	c, err := netlink.Dial(unix.NETLINK_ROUTE, cfg)
 	if err != nil {
-		return st, fmt.Errorf("tap: rtnetlink: %w", err)
+		return nil, fmt.Errorf("tap: rtnetlink: %w", err)
 	}
-	defer c.Close()
+	return &LinkReader{c}, nil
+}
+
+// Close closes the reader's socket.
+func (r *LinkReader) Close() error { return r.c.Close() }
+
+// Read returns the counters of device name (IFLA_STATS64).
+func (r *LinkReader) Read(name string) (LinkStats, error) {
+	var st LinkStats
+	c := r.c
 	ae := netlink.NewAttributeEncoder()
 	ae.String(unix.IFLA_IFNAME, name)
 	attrs, err := ae.Encode()
@@ -260,4 +272,27 @@ func ReadLinkStats(netns, name string) (LinkStats, error) {
 		return st, err
 	}
 	return st, fmt.Errorf("tap: link %q: no IFLA_STATS64", name)
+}
+
+// VMPortNames lists the VM ports (macvtap devices) stacked on the TAP named
+// tapName in the reader's namespace. It changes nothing, so it suits
+// scrapes.
+func (r *LinkReader) VMPortNames(tapName string) ([]string, error) {
+	links, err := dumpLinks(r.c)
+	if err != nil {
+		return nil, fmt.Errorf("tap: list links: %w", err)
+	}
+	var tapIndex int32 = -1
+	for _, l := range links {
+		if l.name == tapName {
+			tapIndex = l.index
+		}
+	}
+	var names []string
+	for _, l := range links {
+		if l.kind == "macvtap" && !l.parentNetns && l.parent == tapIndex {
+			names = append(names, l.name)
+		}
+	}
+	return names, nil
 }

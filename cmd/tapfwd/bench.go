@@ -2,64 +2,403 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+	"net/netip"
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/tapfwd/tapfwd/bench"
+	"github.com/tapfwd/tapfwd/bench/naive"
 	"github.com/tapfwd/tapfwd/bench/testbed"
+	"github.com/tapfwd/tapfwd/tap"
 )
 
+const benchUsage = `Usage: tapfwd bench throughput [flags]
+
+Measures iperf3 through tapfwd in several TAP configurations and through
+the baselines (Linux bridge, direct veth, a naive water-based forwarder),
+on network namespaces it builds and removes. Run "tapfwd bench throughput -h"
+for the flags.
+`
+
 func cmdBench(args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "throughput" {
-		fmt.Fprintln(stderr, "Usage: tapfwd bench throughput [flags]")
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
-			return flag.ErrHelp
+	if len(args) > 0 {
+		switch args[0] {
+		case "throughput":
+			return cmdBenchThroughput(args[1:], stdout, stderr)
+		case "naive-forwarder":
+			// Hidden: the naive baseline, started by the bench in a bed.
+			return cmdNaiveForwarder(args[1:], stderr)
 		}
-		return errUsage
+	}
+	fmt.Fprint(stderr, benchUsage)
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
+		return flag.ErrHelp
+	}
+	return errUsage
+}
+
+// Quick mode: a smoke test of the whole bench in well under a minute.
+var (
+	quickConfigs   = []string{bench.NAPIOff, bench.NAPIOn, bench.Bridge, bench.Direct}
+	quickReps      = 2
+	quickDuration  = time.Second
+	quickWorkloads = func() []bench.Workload {
+		w := bench.Workloads([]int{4096}, []int{1}, bench.DefaultDirs, false)
+		return append(w, bench.Workloads([]int{bench.UDPLen}, nil, []string{bench.WireToLab}, true)...)
+	}
+)
+
+func cmdBenchThroughput(args []string, stdout, stderr io.Writer) error {
+	all := bench.Configs(bench.DefaultTAPNAPI)
+	var names []string
+	for _, c := range all {
+		names = append(names, c.Name)
 	}
 	fs := newFlagSet("bench throughput", "bench throughput [flags]", stderr)
-	dur := fs.Duration("duration", 5*time.Second, "length of each iperf3 run (e.g. 5s)")
-	reps := fs.Int("reps", 3, "repetitions per configuration and direction, interleaved")
-	streams := fs.Int("streams", 1, "parallel TCP streams (iperf3 -P)")
-	quick := fs.Bool("quick", false, "one 2 s repetition each: a smoke test, not a measurement")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, `Usage: tapfwd bench throughput [flags]
+
+Builds a fresh wire/fwd/lab namespace test bed for every configuration and
+repetition, runs every workload on it with iperf3, and reports medians with
+95%% bootstrap intervals, the ratio to the Linux bridge, and IFF_NAPI on
+against off with a verdict. Configurations are interleaved (A B C, B C A, ...).
+Needs root and iperf3. Everything it creates is removed, also on Ctrl-C.
+
+Configurations (--configs):
+`)
+		for _, c := range all {
+			fmt.Fprintf(stderr, "  %-15s %s\n", c.Name, c.Description)
+		}
+		fmt.Fprintf(stderr, `
+Default matrix: every configuration; TCP -l 64, 128, 4096 x -P 1, 4 x both
+directions, and UDP 64 B at unlimited rate both ways; 3 repetitions of 1 s
+runs: about %s on a 2-CPU VM (--reps 5: about 12 minutes).
+--quick: configurations %s;
+TCP 4 KB 1 stream both ways and UDP 64 B wire->lab; %d repetitions of %v:
+under a minute, a smoke test, not a measurement. Flags given explicitly
+override what --quick picks.
+
+Flags:
+`, "7 minutes", strings.Join(quickConfigs, ", "), quickReps, quickDuration)
+		fs.PrintDefaults()
+	}
+	reps := fs.Int("reps", 3, "repetitions of every configuration, interleaved (at least 3 for a verdict)")
+	dur := fs.Duration("duration", time.Second, "length of each iperf3 run, rounded up to whole seconds")
+	quick := fs.Bool("quick", false, "smoke test under a minute (see above)")
+	configs := fs.String("configs", strings.Join(names, ","), "comma-separated configurations to run, in report order")
+	sizes := fs.String("sizes", "64,128,4K", "TCP write sizes (iperf3 -l) in bytes; K means 1024")
+	streams := fs.String("streams", "1,4", "TCP parallel stream counts (iperf3 -P)")
+	dirs := fs.String("dirs", "both", "directions: both, wire->lab (w2l) or lab->wire (l2w)")
+	udp := fs.Bool("udp", true, "also run UDP 64 B at unlimited rate (delivered kpps and loss)")
+	groFlush := fs.Duration("gro-flush-timeout", bench.DefaultTAPNAPI.GROFlushTimeout, "the TAP's gro_flush_timeout in the "+bench.NAPIGRO+" configuration")
+	deferIRQs := fs.Int("defer-hard-irqs", bench.DefaultTAPNAPI.DeferHardIRQs, "the TAP's napi_defer_hard_irqs in the "+bench.NAPIGRO+" configuration")
+	seed := fs.Uint64("seed", 1, "bootstrap seed: the same seed and samples give the same intervals")
+	resamples := fs.Int("resamples", bench.DefaultResamples, "bootstrap resamples per interval")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
-	if err := parse(fs, args[1:]); err != nil {
+	asCSV := fs.Bool("csv", false, "print one CSV line per configuration and workload")
+	asMD := fs.Bool("markdown", false, "print the report as Markdown")
+	outDir := fs.String("out", "", "also write the report (throughput.{txt,md,json,csv}) and charts (throughput.{png,svg}, napi.{png,svg}) into this directory; empty writes none")
+	from := fs.String("from", "", "render a report saved with --json (or --out) instead of measuring: tables, --csv, --markdown, --out charts")
+	verbose := fs.Bool("verbose", false, "log each test bed (its namespaces) and every failure to stderr")
+	if err := parse(fs, args); err != nil {
 		return err
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	formats := 0
+	for _, b := range []bool{*asJSON, *asCSV, *asMD} {
+		if b {
+			formats++
+		}
+	}
+	if formats > 1 {
+		return errors.New("--json, --csv and --markdown: pick one")
+	}
+	if *reps < 1 || *reps > 1000 {
+		return fmt.Errorf("--reps %d: want 1 to 1000", *reps)
+	}
+	if *dur < time.Second || *dur > time.Hour {
+		return fmt.Errorf("--duration %v: want 1s to 1h", *dur)
+	}
+	if *resamples < 100 {
+		return fmt.Errorf("--resamples %d: want at least 100", *resamples)
+	}
+	if *groFlush <= 0 || *deferIRQs < 0 {
+		return errors.New("--gro-flush-timeout must be positive and --defer-hard-irqs not negative")
+	}
+	cfgs, err := bench.SelectConfigs(bench.Configs(bench.TAPNAPI{GROFlushTimeout: *groFlush, DeferHardIRQs: *deferIRQs}), splitList(*configs))
+	if err != nil {
+		return fmt.Errorf("--configs: %w", err)
+	}
+	sz, err := parseInts(*sizes, true)
+	if err != nil {
+		return fmt.Errorf("--sizes: %w", err)
+	}
+	st, err := parseInts(*streams, false)
+	if err != nil {
+		return fmt.Errorf("--streams: %w", err)
+	}
+	var dl []string
+	switch *dirs {
+	case "both":
+		dl = bench.DefaultDirs
+	case bench.WireToLab, "w2l":
+		dl = []string{bench.WireToLab}
+	case bench.LabToWire, "l2w":
+		dl = []string{bench.LabToWire}
+	default:
+		return fmt.Errorf("--dirs %q: want both, w2l or l2w", *dirs)
+	}
+	workloads := bench.Workloads(sz, st, dl, *udp)
 	if *quick {
-		*dur, *reps = 2*time.Second, 1
+		if !set["configs"] {
+			cfgs, _ = bench.SelectConfigs(bench.Configs(bench.DefaultTAPNAPI), quickConfigs)
+		}
+		if !set["reps"] {
+			*reps = quickReps
+		}
+		if !set["duration"] {
+			*dur = quickDuration
+		}
+		if !set["sizes"] && !set["streams"] && !set["dirs"] && !set["udp"] {
+			workloads = quickWorkloads()
+		}
+	}
+	if len(workloads) == 0 {
+		return errors.New("no workload: give --sizes and --streams, or --udp")
+	}
+	if *from != "" {
+		rep, err := bench.ReadReport(*from)
+		if err != nil {
+			return err
+		}
+		return render(rep, *outDir, *asJSON, *asCSV, *asMD, stdout)
+	}
+
+	if os.Geteuid() != 0 {
+		return errors.New("bench needs root: it builds network namespaces and TAPs (CAP_NET_ADMIN, CAP_SYS_ADMIN); run it as root, e.g. sudo tapfwd bench throughput")
 	}
 	if err := testbed.Available(); err != nil {
-		return fmt.Errorf("bench needs root: %w", err)
+		return err
 	}
 	if _, err := exec.LookPath("iperf3"); err != nil {
 		return errors.New("iperf3 not found: install it with apt-get install iperf3")
 	}
+	features, err := tap.Probe()
+	if err != nil {
+		return err
+	}
 	exe, err := os.Executable()
 	if err != nil {
-		return err
+		return fmt.Errorf("finding the tapfwd binary: %w", err)
 	}
+	if *outDir != "" {
+		// Fail now rather than after the run.
+		if err := os.MkdirAll(*outDir, 0o755); err != nil {
+			return fmt.Errorf("--out: %w", err)
+		}
+	}
+
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	rep, err := bench.Throughput(ctx, bench.ThroughputOptions{
-		Exe: exe, Duration: *dur, Reps: *reps, Streams: *streams, Progress: stderr,
+	// After the first signal the run cleans up; a second one kills at once.
+	go func() { <-ctx.Done(); stop() }()
+
+	log := slog.New(slog.DiscardHandler)
+	if *verbose {
+		log = slog.New(slog.NewTextHandler(stderr, nil))
+	}
+	// Log lines would break a line redrawn in place.
+	prog := &progress{w: stderr, tty: isTerminal(stderr) && !*verbose}
+	rep, err := bench.Throughput(ctx, bench.Options{
+		Exe: exe, Configs: cfgs, Workloads: workloads, Reps: *reps, Duration: *dur,
+		TUNFeatures: features, Bootstrap: bench.Bootstrap{Seed: *seed, Resamples: *resamples},
+		Progress: prog.update, Log: log,
 	})
+	prog.finish()
+	if err != nil {
+		if errors.Is(err, bench.ErrInterrupted) {
+			return errors.New("bench interrupted: its namespaces, TAPs and processes are removed")
+		}
+		return err
+	}
+	rep.Settings.Quick = *quick
+	for _, c := range rep.Configs {
+		if c.Skipped != "" {
+			fmt.Fprintf(stderr, "tapfwd: bench: skipped %s: %s\n", c.Name, c.Skipped)
+		}
+	}
+	return render(rep, *outDir, *asJSON, *asCSV, *asMD, stdout)
+}
+
+// render writes rep's files into outDir (when set) and rep in the chosen
+// format to stdout.
+func render(rep *bench.Report, outDir string, asJSON, asCSV, asMD bool, stdout io.Writer) error {
+	if outDir != "" {
+		if err := os.MkdirAll(outDir, 0o755); err != nil {
+			return fmt.Errorf("--out: %w", err)
+		}
+		if err := writeOut(outDir, rep); err != nil {
+			return err
+		}
+	}
+	switch {
+	case asJSON:
+		return rep.WriteJSON(stdout)
+	case asCSV:
+		return rep.WriteCSV(stdout)
+	case asMD:
+		return rep.WriteMarkdown(stdout)
+	}
+	return rep.WriteText(stdout)
+}
+
+// writeOut writes every rendering and the charts into dir.
+func writeOut(dir string, rep *bench.Report) error {
+	for name, write := range map[string]func(io.Writer) error{
+		"throughput.txt": rep.WriteText, "throughput.md": rep.WriteMarkdown,
+		"throughput.json": rep.WriteJSON, "throughput.csv": rep.WriteCSV,
+	} {
+		if err := writeFile(filepath.Join(dir, name), write); err != nil {
+			return err
+		}
+	}
+	if err := bench.WriteCharts(rep, dir); err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	return nil
+}
+
+func writeFile(path string, write func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return fmt.Errorf("--out: writing %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// parseInts parses "64,128,4K"; kilo allows a K suffix (x1024). Values
+// must be 1 to 1<<20.
+func parseInts(s string, kilo bool) ([]int, error) {
+	var out []int
+	for _, f := range splitList(s) {
+		mul := 1
+		if kilo && (strings.HasSuffix(f, "K") || strings.HasSuffix(f, "k")) {
+			f, mul = f[:len(f)-1], 1024
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 || n*mul > 1<<20 {
+			return nil, fmt.Errorf("bad value %q: want whole numbers from 1", f)
+		}
+		out = append(out, n*mul)
+	}
+	return out, nil
+}
+
+// progress draws the bench's progress on stderr: a line rewritten in place
+// on a terminal, else one line per configuration visit.
+type progress struct {
+	w    io.Writer
+	tty  bool
+	last string
+	wide int
+}
+
+func (p *progress) update(s bench.Progress) {
+	line := fmt.Sprintf("bench: [%d/%d] %s rep %d/%d: %s, %s left", s.Done+1, s.Total, s.Config, s.Rep, s.Reps, s.Workload, s.Left.Round(time.Second))
+	if p.tty {
+		pad := max(0, p.wide-len(line))
+		p.wide = len(line)
+		fmt.Fprintf(p.w, "\r%s%s", line, strings.Repeat(" ", pad))
+		return
+	}
+	visit := fmt.Sprintf("%s/%d", s.Config, s.Rep)
+	if visit != p.last {
+		p.last = visit
+		fmt.Fprintln(p.w, line)
+	}
+}
+
+func (p *progress) finish() {
+	if p.tty && p.wide > 0 {
+		fmt.Fprintf(p.w, "\r%s\r", strings.Repeat(" ", p.wide))
+	}
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+// cmdNaiveForwarder runs the naive baseline (package naive) until SIGINT or
+// SIGTERM. The bench starts it in a bed's fwd namespace; it is not part of
+// tapfwd's interface.
+func cmdNaiveForwarder(args []string, stderr io.Writer) error {
+	fs := newFlagSet("bench naive-forwarder", "bench naive-forwarder --nic IFACE --tap NAME [flags]", stderr)
+	nic := fs.String("nic", "", "NIC (or veth) for the packet socket; required")
+	tapName := fs.String("tap", "", "TAP name; empty lets the kernel pick")
+	netns := fs.String("tap-netns", "", "move the TAP into this namespace; empty keeps it here")
+	addr := fs.String("tap-addr", "", "address for the TAP in CIDR form; empty assigns none")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	log, err := newLogger(*logLevel, stderr)
 	if err != nil {
 		return err
 	}
-	if *asJSON {
-		e := json.NewEncoder(stdout)
-		e.SetIndent("", "  ")
-		return e.Encode(rep)
+	if *nic == "" {
+		fmt.Fprintln(stderr, "tapfwd bench naive-forwarder: --nic is required")
+		fs.Usage()
+		return errUsage
 	}
-	rep.WriteTable(stdout)
-	return nil
+	c := naive.Config{NIC: *nic, TAP: *tapName, Netns: *netns, Log: log}
+	if *addr != "" {
+		if c.Addr, err = netip.ParsePrefix(*addr); err != nil {
+			return fmt.Errorf("--tap-addr: %w", err)
+		}
+	}
+	f, err := naive.Open(c)
+	if err != nil {
+		return err
+	}
+	log.Info("naive forwarder", "tap", f.TAPName(), "tap_netns", *netns, "nic", *nic)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	err = f.Run(ctx)
+	log.Info("naive totals", "nic_frames", f.C.NICFrames.Load(), "tap_writes", f.C.TAPWrites.Load(),
+		"tap_frames", f.C.TAPFrames.Load(), "nic_writes", f.C.NICWrites.Load(),
+		"drops", f.C.Drops.Load(), "write_errors", f.C.WriteErrors.Load())
+	return err
 }

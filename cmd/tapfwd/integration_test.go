@@ -40,10 +40,16 @@ func needTools(t *testing.T, tools ...string) {
 // removed when t ends.
 func startForwarder(t *testing.T, args ...string) (*testbed.Bed, *bench.Forwarder) {
 	t.Helper()
+	return startForwarderExe(t, exe(t), args...)
+}
+
+// startForwarderExe is startForwarder with a given tapfwd binary.
+func startForwarderExe(t *testing.T, exe string, args ...string) (*testbed.Bed, *bench.Forwarder) {
+	t.Helper()
 	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	fw, err := bench.StartForwarder(ctx, bed, exe(t), args...)
+	fw, err := bench.StartForwarder(ctx, bed, exe, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,5 +341,39 @@ func TestTAPNAPISettings(t *testing.T) {
 	var out, errb bytes.Buffer
 	if code := run([]string{"run", "--nic", "lo", "--napi", "off", "--tap-napi-threaded"}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "need --napi auto or on") {
 		t.Errorf("threaded with --napi off: exit %d, %s", code, errb.String())
+	}
+}
+
+// TestRunVMPorts checks that run --vm-ports makes the ports on the TAP and
+// that they, and their device nodes, are gone after tapfwd exits.
+func TestRunVMPorts(t *testing.T) {
+	if err := testbed.Available(); err != nil {
+		t.Skipf("skipping privileged test: %v", err)
+	}
+	bed, fw := startForwarder(t, "--vm-ports", "2")
+	links := bedRun(t, bed, bed.LabNS, "ip", "-o", "link", "show", "type", "macvtap")
+	if n := strings.Count(strings.TrimSpace(links), "\n") + 1; strings.TrimSpace(links) == "" || n != 2 {
+		t.Fatalf("want 2 macvtap ports in the lab, got:\n%s", links)
+	}
+	nodes, _ := filepath.Glob("/dev/tapfwd/" + bed.LabNS + ":*")
+	if len(nodes) != 2 {
+		t.Errorf("device nodes %v, want 2", nodes)
+	}
+	if !strings.Contains(fw.Output(), "qemu-system-x86_64") {
+		t.Errorf("no QEMU line logged:\n%s", fw.Output())
+	}
+	m := scrape(t, bed)
+	if n := strings.Count(m, "tapfwd_vm_port_receive_packets_total{"); n != 2 {
+		t.Errorf("%d per-port series in /metrics, want 2", n)
+	}
+	if err := fw.Stop(); err != nil {
+		t.Fatalf("%v\n%s", err, fw.Output())
+	}
+	if nodes, _ := filepath.Glob("/dev/tapfwd/" + bed.LabNS + ":*"); len(nodes) != 0 {
+		t.Errorf("device nodes left behind: %v", nodes)
+	}
+	var out, errb bytes.Buffer
+	if code := run([]string{"run", "--nic", "lo", "--vm-ports", "1", "--strict-mac"}, &out, &errb); code != 1 {
+		t.Errorf("--vm-ports with --strict-mac: exit %d, %s", code, errb.String())
 	}
 }

@@ -18,7 +18,8 @@ Usage:
   tapfwd run --nic IFACE [flags]     forward between a new TAP and IFACE
   tapfwd features [--json]           what this kernel offers tapfwd
   tapfwd napi list|set [flags]       NIC NAPI instances: threaded, busy-poll, kthread CPU
-  tapfwd bench throughput [flags]    iperf3 through tapfwd vs the Linux bridge
+  tapfwd vm-port add|list|del ...    VM ports (macvtap) on a TAP for QEMU/libvirt guests
+  tapfwd bench throughput [flags]    IFF_NAPI and TAP modes vs the Linux bridge (iperf3)
                                      on a built-in namespace test bed
 
 Run "tapfwd COMMAND -h" for a command's flags.
@@ -44,6 +45,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmdFeatures(args[1:], stdout, stderr)
 	case "bench":
 		err = cmdBench(args[1:], stdout, stderr)
+	case "vm-port":
+		err = cmdVMPort(args[1:], stdout, stderr)
 	case "napi":
 		err = cmdNapi(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":

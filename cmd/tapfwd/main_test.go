@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -15,7 +16,11 @@ func TestMain(m *testing.M) {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
 	os.Setenv("TAPFWD_TEST_MAIN", "1") // for the children only
-	os.Exit(m.Run())
+	code := m.Run()
+	if plainPath != "" {
+		os.RemoveAll(filepath.Dir(plainPath))
+	}
+	os.Exit(code)
 }
 
 func TestCLIUsageErrors(t *testing.T) {

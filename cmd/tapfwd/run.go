@@ -21,6 +21,7 @@ import (
 
 	"github.com/tapfwd/tapfwd/forward"
 	"github.com/tapfwd/tapfwd/metrics"
+	"github.com/tapfwd/tapfwd/napi"
 	"github.com/tapfwd/tapfwd/ring"
 	"github.com/tapfwd/tapfwd/tap"
 )
@@ -31,7 +32,7 @@ func cmdRun(args []string, stderr io.Writer) error {
 	tapName := fs.String("tap", "", `TAP interface name; empty lets the kernel pick "tapN"`)
 	queues := fs.Int("queues", 1, "number of TAP queues and packet sockets, one worker each")
 	cpus := fs.String("cpus", "", `CPUs for the workers, e.g. "0,1" or "2-3" (queue i takes the i-th, wrapping); "none" disables pinning; empty pins queue i to the i-th allowed CPU`)
-	napi := fs.String("napi", "auto", "IFF_NAPI on the TAP: auto (when the kernel has it), on (fail without it), off")
+	napiWant := fs.String("napi", "auto", "IFF_NAPI on the TAP: auto (when the kernel has it), on (fail without it), off")
 	vnet := fs.String("vnet-hdr", "auto", "IFF_VNET_HDR (virtio-net headers, offloads) on the TAP: auto, on, off")
 	tapNetns := fs.String("tap-netns", "", "move the TAP into this network namespace (a name under /run/netns); empty keeps it here")
 	tapAddr := fs.String("tap-addr", "", `address for the TAP in CIDR form, e.g. "198.18.1.2/24"; empty assigns none`)
@@ -40,8 +41,16 @@ func cmdRun(args []string, stderr io.Writer) error {
 	tapThreaded := fs.Bool("tap-napi-threaded", false, "run the TAP's NAPI poll in a kthread (sysfs threaded=1), so written frames can pile up and merge in GRO; needs IFF_NAPI")
 	tapGROFlush := fs.Duration("tap-gro-flush-timeout", 0, "the TAP's gro_flush_timeout (e.g. 20us): how long GRO may hold frames; 0 leaves the kernel default; needs IFF_NAPI")
 	tapDefer := fs.Int("tap-napi-defer-hard-irqs", 0, "the TAP's napi_defer_hard_irqs: polls to repeat before re-arming; 0 leaves the kernel default; needs IFF_NAPI")
+	tapNapiCPU := fs.Int("tap-napi-cpu", -1, "pin the TAP's NAPI kthreads (napi/TAP-0, with --tap-napi-threaded) to this CPU; -1 leaves them")
+	nicNapiThreaded := fs.String("nic-napi-threaded", "", "set the NIC's NAPI instances threaded over netlink: enabled (a kthread polls on demand) or busy-poll (Linux 6.19+, polls continuously); empty leaves them; restored on exit. A veth has NAPI instances only with GRO on")
+	nicNapiCPU := fs.Int("nic-napi-cpu", -1, "pin the NIC's NAPI kthreads (with --nic-napi-threaded) to this CPU; -1 leaves them")
+	poll := fs.String("poll", "block", "how workers wait: block (sleep in ppoll until a fd is ready) or busy (spin on non-blocking reads: lowest latency, one full CPU per queue)")
 	batch := fs.Int("batch", 64, "most frames moved per direction per wake-up (1-1024)")
 	promisc := fs.Bool("promisc", false, "put the NIC in promiscuous mode instead of asking for the TAP's MAC and all multicast")
+	strictMAC := fs.Bool("strict-mac", false, "drop frames from the TAP whose source MAC is not the TAP's, and accept from the NIC only frames to the TAP's MAC, broadcast and multicast (a BPF filter): lets several instances share one NIC; VM ports with their own MACs need it off")
+	waitNIC := fs.Bool("wait-nic", false, "when the NIC is removed, wait for it to come back and resume instead of exiting (needs CAP_NET_RAW throughout: not with --user)")
+	userName := fs.String("user", "", "after opening every fd, drop to this user: supplementary groups cleared, its uid and primary gid, no capabilities")
+	vmPorts := fs.Int("vm-ports", 0, "VM ports (macvtap, bridge mode) to create on the TAP at start and remove at exit; 0 creates none (see tapfwd vm-port)")
 	metricsAddr := fs.String("metrics-addr", "127.0.0.1:9310", `serve Prometheus metrics at http://HOST:PORT/metrics; empty disables`)
 	statsInterval := fs.Duration("stats-interval", 0, "log a one-line throughput summary per queue this often (e.g. 10s); 0 disables")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
@@ -64,7 +73,7 @@ func cmdRun(args []string, stderr io.Writer) error {
 		return fmt.Errorf("--batch %d: want 1 to 1024", *batch)
 	}
 	tc := tap.Config{Name: *tapName, Queues: *queues, MTU: *tapMTU, Netns: *tapNetns}
-	if tc.NAPI, err = tap.ParseWant(*napi); err != nil {
+	if tc.NAPI, err = tap.ParseWant(*napiWant); err != nil {
 		return fmt.Errorf("--napi: %w", err)
 	}
 	if tc.VnetHdr, err = tap.ParseWant(*vnet); err != nil {
@@ -94,6 +103,38 @@ func cmdRun(args []string, stderr io.Writer) error {
 	if len(tc.Sysfs) > 0 && tc.NAPI == tap.Off {
 		return errors.New("--tap-napi-threaded, --tap-gro-flush-timeout and --tap-napi-defer-hard-irqs act on the TAP's NAPI: they need --napi auto or on")
 	}
+	if *poll != "block" && *poll != "busy" {
+		return fmt.Errorf("--poll: want block or busy, got %q", *poll)
+	}
+	var nicThreaded napi.Threaded
+	if *nicNapiThreaded != "" {
+		if nicThreaded, err = napi.ParseThreaded(*nicNapiThreaded); err != nil || nicThreaded == napi.ThreadedDisabled {
+			return fmt.Errorf("--nic-napi-threaded: want enabled or busy-poll, got %q", *nicNapiThreaded)
+		}
+		if *userName != "" {
+			return errors.New("--nic-napi-threaded is restored at exit, which needs CAP_NET_ADMIN: it cannot be combined with --user")
+		}
+	} else if *nicNapiCPU >= 0 {
+		return errors.New("--nic-napi-cpu needs --nic-napi-threaded")
+	}
+	if *tapNapiCPU >= 0 && !*tapThreaded {
+		return errors.New("--tap-napi-cpu needs --tap-napi-threaded")
+	}
+	if *vmPorts < 0 || *vmPorts > 64 {
+		return fmt.Errorf("--vm-ports %d: want 0 to 64", *vmPorts)
+	}
+	if *vmPorts > 0 && *strictMAC {
+		return errors.New("--strict-mac drops the VM ports' frames (their MACs are not the TAP's): use one or the other")
+	}
+	if *userName != "" && *waitNIC {
+		return errors.New("--wait-nic reopens packet sockets, which needs CAP_NET_RAW: it cannot be combined with --user")
+	}
+	var cred *credential
+	if *userName != "" {
+		if cred, err = lookupUser(*userName); err != nil {
+			return fmt.Errorf("--user: %w", err)
+		}
+	}
 	cpuList, err := workerCPUs(*cpus, *queues)
 	if err != nil {
 		return fmt.Errorf("--cpus: %w", err)
@@ -112,13 +153,33 @@ func cmdRun(args []string, stderr io.Writer) error {
 	}
 	defer dev.Close()
 	f := dev.Features()
-	socks, err := ring.Open(ring.Config{
+	macs := []net.HardwareAddr{dev.MAC()}
+	if *vmPorts > 0 {
+		ports, err := tap.AddVMPorts(dev, *vmPorts)
+		if err != nil {
+			return err
+		}
+		// Before dev.Close: the ports go with the TAP, their /dev nodes not.
+		defer tap.RemoveVMPorts(ports)
+		for _, p := range ports {
+			log.Info("vm-port", "name", p.Name, "dev", p.Dev, "mac", p.MAC.String(), "qemu", qemuLine(p))
+			// A real NIC filters unicast by MAC: ask for the guests' too.
+			macs = append(macs, p.MAC)
+		}
+	}
+	rc := ring.Config{
 		Ifname:  *nic,
 		Queues:  *queues,
 		Batch:   *batch,
-		MACs:    []net.HardwareAddr{dev.MAC()},
+		MACs:    macs,
 		Promisc: *promisc,
-	})
+	}
+	fc := forward.Config{Batch: *batch, CPUs: cpuList, TAPVnetHdr: f.VnetHdr, MTU: tc.MTU, Logger: log, Busy: *poll == "busy"}
+	if *strictMAC {
+		rc.FilterMAC = dev.MAC()
+		fc.StrictMAC = dev.MAC()
+	}
+	socks, err := ring.Open(rc)
 	if err != nil {
 		return err
 	}
@@ -127,21 +188,46 @@ func cmdRun(args []string, stderr io.Writer) error {
 			s.Close()
 		}
 	}()
-	fw, err := forward.New(dev.Fds(), socks, forward.Config{
-		Batch: *batch, CPUs: cpuList, TAPVnetHdr: f.VnetHdr, MTU: tc.MTU, Logger: log,
-	})
+	if *tapNapiCPU >= 0 {
+		pids, err := pinTAPKthreads(dev.Name(), *tapNapiCPU)
+		if err != nil {
+			return err
+		}
+		log.Info("pinned the TAP's NAPI kthreads", "pids", fmt.Sprint(pids), "cpu", *tapNapiCPU)
+	}
+	if nicThreaded != napi.ThreadedDisabled {
+		restore, err := setNICNAPI(log, ifi.Index, *nic, nicThreaded, *nicNapiCPU)
+		if err != nil {
+			return err
+		}
+		defer restore()
+	}
+	fw, err := forward.New(dev.Fds(), socks, fc)
 	if err != nil {
 		return err
 	}
+	defer fw.Close()
 	var httpSrv *http.Server
 	if *metricsAddr != "" {
+		// Opened now: reading the TAP's namespace later needs no privilege.
+		tapLinks, err := tap.NewLinkReader(dev.Netns())
+		if err != nil {
+			return err
+		}
+		defer tapLinks.Close()
+		nicLinks, err := tap.NewLinkReader("")
+		if err != nil {
+			return err
+		}
+		defer nicLinks.Close()
 		src := metrics.Source{TAP: dev.Name(), NIC: *nic, Features: f, Queues: fw.Queues(),
 			LinkStats: func(name string) (tap.LinkStats, error) {
-				if name == dev.Name() {
-					return tap.ReadLinkStats(dev.Netns(), name)
+				if name == *nic {
+					return nicLinks.Read(name)
 				}
-				return tap.ReadLinkStats("", name)
-			}}
+				return tapLinks.Read(name) // the TAP and its VM ports
+			},
+			VMPorts: func() ([]string, error) { return tapLinks.VMPortNames(dev.Name()) }}
 		ln, err := net.Listen("tcp", *metricsAddr)
 		if err != nil {
 			return fmt.Errorf("--metrics-addr: %w (choose another address, or \"\" to disable metrics)", err)
@@ -154,6 +240,13 @@ func cmdRun(args []string, stderr io.Writer) error {
 			httpSrv.Shutdown(sctx)
 		}()
 		log.Info("metrics", "url", "http://"+ln.Addr().String()+"/metrics")
+	}
+	if cred != nil {
+		// Every fd is open: nothing from here on needs privilege.
+		if err := cred.drop(); err != nil {
+			return fmt.Errorf("--user %s: %w", *userName, err)
+		}
+		log.Info("dropped privileges", "user", *userName, "uid", cred.uid, "gid", cred.gid)
 	}
 	log.Info("forwarding", "tap", dev.Name(), "tap_netns", dev.Netns(), "nic", *nic,
 		"queues", *queues, "cpus", fmt.Sprint(cpuList), "napi", f.NAPI, "vnet_hdr", f.VnetHdr,
@@ -175,8 +268,27 @@ func cmdRun(args []string, stderr io.Writer) error {
 	if *statsInterval > 0 {
 		go logStats(ctx, log, fw, *statsInterval)
 	}
-	err = fw.Run(ctx)
+	for {
+		err = fw.Run(ctx)
+		if !*waitNIC || !errors.Is(err, forward.ErrNICGone) || ctx.Err() != nil {
+			break
+		}
+		log.Warn("NIC went away: waiting for it to come back (--wait-nic)", "nic", *nic)
+		for _, s := range socks {
+			s.Close()
+		}
+		if socks, err = reopen(ctx, rc); err != nil {
+			break
+		}
+		if err = fw.Reattach(socks); err != nil {
+			break
+		}
+		log.Info("NIC is back: forwarding again", "nic", *nic)
+	}
 	logTotals(log, fw)
+	if ctx.Err() != nil && errors.Is(err, forward.ErrNICGone) {
+		err = nil // stopped by a signal while waiting
+	}
 	if err != nil {
 		if errors.Is(err, forward.ErrTAPGone) || errors.Is(err, forward.ErrNICGone) {
 			return fmt.Errorf("stopped: %w", err)
@@ -184,6 +296,105 @@ func cmdRun(args []string, stderr io.Writer) error {
 		return err
 	}
 	return nil
+}
+
+// setNICNAPI makes every NAPI instance of the NIC threaded and pins its
+// kthread; the returned function puts everything back.
+func setNICNAPI(log *slog.Logger, ifindex int, nic string, mode napi.Threaded, cpu int) (func(), error) {
+	c, err := napi.Dial()
+	if err != nil {
+		return nil, err
+	}
+	list, err := c.List(ifindex)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	if len(list) == 0 {
+		c.Close()
+		return nil, fmt.Errorf("--nic-napi-threaded: %s has no NAPI instances (a veth has them only with GRO on: ethtool -K %s gro on)", nic, nic)
+	}
+	ch := napi.NewChanges(c)
+	restore := func() {
+		if err := ch.Restore(); err != nil {
+			log.Error("restoring the NIC's NAPI settings", "err", err)
+		}
+		c.Close()
+	}
+	for _, n := range list {
+		m := mode
+		if err := ch.Set(n.ID, napi.Attrs{Threaded: &m}); err != nil {
+			restore()
+			return nil, err
+		}
+		got, err := c.Get(n.ID)
+		if err != nil {
+			restore()
+			return nil, err
+		}
+		if cpu >= 0 && got.PID > 0 {
+			if err := ch.PinKthread(got.PID, cpu); err != nil {
+				restore()
+				return nil, err
+			}
+		}
+		log.Info("NIC NAPI threaded", "nic", nic, "napi_id", n.ID, "mode", m.String(), "kthread_pid", got.PID, "cpu", cpu)
+	}
+	return restore, nil
+}
+
+// pinTAPKthreads pins the TAP's NAPI kthreads ("napi/TAP-0", the command
+// name cut to 15 bytes; a TAP's NAPI has no id, so netlink cannot name
+// them) to cpu.
+func pinTAPKthreads(tapName string, cpu int) ([]int, error) {
+	want := "napi/" + tapName + "-"
+	if len(want) > 15 {
+		want = want[:15]
+	}
+	var pids []int
+	// The kthread starts when threaded is written; give it a moment.
+	for try := 0; try < 50 && len(pids) == 0; try++ {
+		dirs, _ := os.ReadDir("/proc")
+		for _, d := range dirs {
+			pid, err := strconv.Atoi(d.Name())
+			if err != nil {
+				continue
+			}
+			comm, err := os.ReadFile("/proc/" + d.Name() + "/comm")
+			if err != nil || !strings.HasPrefix(strings.TrimSpace(string(comm)), want) {
+				continue
+			}
+			if err := napi.PinKthread(pid, cpu); err != nil {
+				return nil, err
+			}
+			pids = append(pids, pid)
+		}
+		if len(pids) == 0 {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if len(pids) == 0 {
+		return nil, fmt.Errorf("--tap-napi-cpu: no NAPI kthread %q found", want)
+	}
+	return pids, nil
+}
+
+// reopen waits until the NIC exists again and opens its sockets.
+func reopen(ctx context.Context, rc ring.Config) ([]*ring.Socket, error) {
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if _, err := net.InterfaceByName(rc.Ifname); err == nil {
+			if socks, err := ring.Open(rc); err == nil {
+				return socks, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, forward.ErrNICGone
+		case <-t.C:
+		}
+	}
 }
 
 // logStats logs each queue's rates over the last interval until ctx ends.

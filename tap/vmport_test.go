@@ -1,0 +1,222 @@
+package tap
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tapfwd/tapfwd/bench/testbed"
+)
+
+func TestExplainCreate(t *testing.T) {
+	h := &nsHandle{name: "lab"}
+	for _, tc := range []struct {
+		errno error
+		kind  error
+		want  string
+	}{
+		{unix.EOPNOTSUPP, ErrNoMacvtap, "modprobe macvtap"},
+		{unix.EADDRINUSE, ErrMACInUse, "choose another --mac"},
+		{unix.EEXIST, nil, "choose another --name"},
+		{unix.EPERM, unix.EPERM, "CAP_NET_ADMIN"},
+	} {
+		err := explainCreate(h, "tfwvm0", "tap0", tc.errno)
+		if !strings.Contains(err.Error(), tc.want) || (tc.kind != nil && !errors.Is(err, tc.kind)) {
+			t.Errorf("explainCreate(%v) = %v, want %q (is %v)", tc.errno, err, tc.want, tc.kind)
+		}
+	}
+}
+
+func TestNodePath(t *testing.T) {
+	if got := nodePath("", "tfwvm0"); got != "/dev/tapfwd/tfwvm0" {
+		t.Errorf("initial namespace: %s", got)
+	}
+	if got := nodePath("lab", "tfwvm0"); got != "/dev/tapfwd/lab:tfwvm0" {
+		t.Errorf("named namespace: %s", got)
+	}
+	for _, bad := range []string{"", "a:b", "a/b", "a b", "0123456789abcdef"} {
+		if checkIfName(bad) == nil {
+			t.Errorf("checkIfName(%q) accepted it", bad)
+		}
+	}
+}
+
+// labTAP opens a TAP in bed's fwd namespace and moves it into the lab, as
+// tapfwd run --tap-netns does.
+func labTAP(t *testing.T) (*testbed.Bed, *Device) {
+	t.Helper()
+	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
+	d, err := openIn(t, bed, bed.FwdNS, Config{Name: bed.LabIf, VnetHdr: On, Netns: bed.LabNS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bed, d
+}
+
+// checkNode checks p's node against the port's sysfs as seen from its
+// namespace (ip netns exec mounts a sysfs there), and opens it.
+func checkNode(t *testing.T, bed *testbed.Bed, p VMPort) {
+	t.Helper()
+	want := strings.TrimSpace(sh(t, bed, p.Netns, "cat", fmt.Sprintf("/sys/class/net/%s/macvtap/tap%d/dev", p.Name, p.Index)))
+	if got := fmt.Sprintf("%d:%d", p.Major, p.Minor); got != want {
+		t.Errorf("%s: device %s, its sysfs in %s says %s", p.Name, got, p.Netns, want)
+	}
+	if !nodeIs(p.Dev, p.Major, p.Minor) {
+		t.Errorf("%s: %s is not character device %d:%d", p.Name, p.Dev, p.Major, p.Minor)
+	}
+	// The node opens the port's queue: TUNGETIFF on a macvtap fd
+	// (drivers/net/tap.c: tap_ioctl) reports IFF_TAP|IFF_NO_PI|IFF_VNET_HDR.
+	f, err := os.OpenFile(p.Dev, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatalf("open %s: %v", p.Dev, err)
+	}
+	defer f.Close()
+	ifr, _ := unix.NewIfreq("")
+	if err := unix.IoctlIfreq(int(f.Fd()), unix.TUNGETIFF, ifr); err != nil {
+		t.Fatalf("TUNGETIFF on %s: %v", p.Dev, err)
+	}
+	if got := ifr.Uint16(); got&(unix.IFF_TAP|unix.IFF_VNET_HDR) != unix.IFF_TAP|unix.IFF_VNET_HDR {
+		t.Errorf("%s: TUNGETIFF flags %#x", p.Dev, got)
+	}
+	if ifr.Name() != p.Name {
+		t.Errorf("%s opens %q, want %q", p.Dev, ifr.Name(), p.Name)
+	}
+}
+
+func TestVMPortLifecycle(t *testing.T) {
+	bed, d := labTAP(t)
+	mac := net.HardwareAddr{0x02, 0, 0x5e, 0, 0x53, 0x10}
+	a, err := AddVMPort(VMPortConfig{TAP: d.Name(), Netns: bed.LabNS, Name: "vma" + bed.ID[:4], MAC: mac})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { RemoveVMPorts([]VMPort{a}) })
+	b, err := AddVMPort(VMPortConfig{TAP: d.Name(), Netns: bed.LabNS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { RemoveVMPorts([]VMPort{b}) })
+	if a.MAC.String() != mac.String() || a.TAP != d.Name() || a.Netns != bed.LabNS || !a.Up {
+		t.Errorf("port a = %+v", a)
+	}
+	if b.Name != PortPrefix+"0" || b.MAC[0]&3 != 2 || b.Dev != DevDir+"/"+bed.LabNS+":"+b.Name {
+		t.Errorf("port b = %+v: want %s0, a random local unicast MAC, a node named after the namespace", b, PortPrefix)
+	}
+	checkNode(t, bed, a)
+	checkNode(t, bed, b)
+	mode := sh(t, bed, bed.LabNS, "ip", "-d", "-o", "link", "show", "dev", a.Name)
+	if !strings.Contains(mode, "macvtap mode bridge") || !strings.Contains(mode, a.Name+"@"+d.Name()) {
+		t.Errorf("port in the lab: %s", mode)
+	}
+
+	ports, err := VMPorts(bed.LabNS, d.Name())
+	if err != nil || len(ports) != 2 || ports[0].Name != a.Name || ports[1].Name != b.Name || ports[0].Dev != a.Dev || ports[1].Index != b.Index {
+		t.Fatalf("VMPorts = %+v, %v; want %s and %s", ports, err, a.Name, b.Name)
+	}
+
+	_, err = AddVMPort(VMPortConfig{TAP: d.Name(), Netns: bed.LabNS, MAC: mac})
+	if !errors.Is(err, ErrMACInUse) {
+		t.Errorf("same MAC again: %v", err)
+	}
+	_, err = AddVMPort(VMPortConfig{TAP: d.Name(), Netns: bed.LabNS, MAC: d.MAC()})
+	if !errors.Is(err, ErrMACInUse) {
+		t.Errorf("the TAP's own MAC: %v", err)
+	}
+	if _, err = AddVMPort(VMPortConfig{TAP: "nope" + bed.ID, Netns: bed.LabNS}); !errors.Is(err, ErrNoTAP) {
+		t.Errorf("missing TAP: %v", err)
+	}
+	if _, err = AddVMPort(VMPortConfig{TAP: bed.NIC, Netns: bed.FwdNS}); !errors.Is(err, ErrNoTAP) || !strings.Contains(err.Error(), "veth") {
+		t.Errorf("a veth as TAP: %v", err)
+	}
+	if _, err = AddVMPort(VMPortConfig{TAP: d.Name(), Netns: "tfw-none-" + bed.ID}); !errors.Is(err, ErrNoNetns) {
+		t.Errorf("missing namespace: %v", err)
+	}
+	if err := DelVMPort(bed.LabNS, d.Name()); err == nil || !strings.Contains(err.Error(), "not a vm-port") {
+		t.Errorf("DelVMPort on the TAP: %v", err)
+	}
+	if ports, _ := VMPorts(bed.LabNS, ""); len(ports) != 2 {
+		t.Errorf("failed adds left ports: %+v", ports)
+	}
+
+	if err := DelVMPort(bed.LabNS, a.Name); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(a.Dev); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s after DelVMPort: %v", a.Dev, err)
+	}
+	if err := DelVMPort(bed.LabNS, a.Name); !errors.Is(err, ErrNoPort) {
+		t.Errorf("second DelVMPort: %v", err)
+	}
+
+	// A port deleted behind tapfwd's back leaves a stale node; the next
+	// list sweeps it.
+	sh(t, bed, bed.LabNS, "ip", "link", "del", "dev", b.Name)
+	if ports, err := VMPorts(bed.LabNS, ""); err != nil || len(ports) != 0 {
+		t.Errorf("VMPorts after ip link del = %+v, %v", ports, err)
+	}
+	if _, err := os.Stat(b.Dev); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("stale %s not swept: %v", b.Dev, err)
+	}
+}
+
+// TestVMPortsGoWithTAP is the tapfwd run --vm-ports path: the ports go
+// with the TAP, RemoveVMPorts then removes their nodes without an error.
+func TestVMPortsGoWithTAP(t *testing.T) {
+	bed, d := labTAP(t)
+	ports, err := AddVMPorts(d, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { RemoveVMPorts(ports) })
+	seen := map[string]bool{}
+	for _, p := range ports {
+		checkNode(t, bed, p)
+		seen[p.MAC.String()] = true
+	}
+	if len(seen) != 3 {
+		t.Errorf("MACs not distinct: %+v", ports)
+	}
+	d.Close()
+	if out := sh(t, bed, bed.LabNS, "ip", "-o", "link", "show"); strings.Count(strings.TrimSpace(out), "\n") != 0 {
+		t.Errorf("after the TAP closed the lab holds:\n%s", out)
+	}
+	if err := RemoveVMPorts(ports); err != nil {
+		t.Errorf("RemoveVMPorts after the TAP went: %v", err)
+	}
+	for _, p := range ports {
+		if _, err := os.Stat(p.Dev); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s left: %v", p.Dev, err)
+		}
+	}
+}
+
+// TestVMPortNodesPerNamespace puts a port of the same name on TAPs in two
+// namespaces, where the ifindex (so the kernel's /dev/tapIFINDEX) may well
+// be the same too: each node must open its own port.
+func TestVMPortNodesPerNamespace(t *testing.T) {
+	var ports []VMPort
+	var beds []*testbed.Bed
+	for i := 0; i < 2; i++ {
+		bed, d := labTAP(t)
+		beds = append(beds, bed)
+		p, err := AddVMPort(VMPortConfig{TAP: d.Name(), Netns: bed.LabNS, Name: PortPrefix + "0"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { RemoveVMPorts([]VMPort{p}) })
+		ports = append(ports, p)
+	}
+	t.Logf("ports: %s ifindex %d dev %d:%d; %s ifindex %d dev %d:%d", ports[0].Dev, ports[0].Index, ports[0].Major, ports[0].Minor,
+		ports[1].Dev, ports[1].Index, ports[1].Major, ports[1].Minor)
+	if ports[0].Dev == ports[1].Dev || ports[0].Minor == ports[1].Minor {
+		t.Fatalf("two ports share a node or minor: %+v", ports)
+	}
+	for i, p := range ports {
+		checkNode(t, beds[i], p)
+	}
+}
