@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -52,6 +53,7 @@ func cmdRun(args []string, stderr io.Writer) error {
 	userName := fs.String("user", "", "after opening every fd, drop to this user: supplementary groups cleared, its uid and primary gid, no capabilities")
 	vmPorts := fs.Int("vm-ports", 0, "VM ports (macvtap, bridge mode) to create on the TAP at start and remove at exit; 0 creates none (see tapfwd vm-port)")
 	metricsAddr := fs.String("metrics-addr", "127.0.0.1:9310", `serve Prometheus metrics at http://HOST:PORT/metrics; empty disables`)
+	pprofOn := fs.Bool("pprof", false, "also serve Go's profiler at /debug/pprof/ on --metrics-addr (for profiling the data path)")
 	statsInterval := fs.Duration("stats-interval", 0, "log a one-line throughput summary per queue this often (e.g. 10s); 0 disables")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	if err := parse(fs, args); err != nil {
@@ -232,7 +234,17 @@ func cmdRun(args []string, stderr io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("--metrics-addr: %w (choose another address, or \"\" to disable metrics)", err)
 		}
-		httpSrv = &http.Server{Handler: metrics.Handler(metrics.NewRegistry(metrics.NewCollector(src))), ReadHeaderTimeout: 5 * time.Second}
+		handler := metrics.Handler(metrics.NewRegistry(metrics.NewCollector(src)))
+		if *pprofOn {
+			mux := http.NewServeMux()
+			mux.Handle("/", handler)
+			mux.HandleFunc("/debug/pprof/", pprof.Index)
+			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+			mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+			mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+			handler = mux
+		}
+		httpSrv = &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}
 		go httpSrv.Serve(ln)
 		defer func() {
 			sctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
