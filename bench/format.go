@@ -17,6 +17,9 @@ type section struct {
 	title string
 	head  []string
 	rows  [][]string
+	// notes, when there is no head, are written as a list instead of a
+	// table.
+	notes []string
 }
 
 // Num formats a figure with three significant digits, as the reference
@@ -119,6 +122,29 @@ func (r *Report) sections() []section {
 		}
 		out = append(out, s)
 	}
+	// What forwarding cost: the forwarder's CPU per gigabit delivered.
+	cpu := section{title: "Forwarder CPU per gigabit delivered (CPU seconds / Gbit, median; from /proc/PID/stat)", head: []string{"config"}}
+	var cpuW []Workload
+	for _, w := range r.Workloads {
+		if w.Proto == "udp" || w.Len >= 4096 {
+			cpuW = append(cpuW, w)
+			cpu.head = append(cpu.head, w.Name)
+		}
+	}
+	for _, c := range r.Configs {
+		if c.Skipped != "" || (c.Kind != KindTapfwd && c.Kind != KindNaive) {
+			continue
+		}
+		row := []string{c.Name}
+		for _, w := range cpuW {
+			v := r.Cell(c.Name, w.Name).ForwarderCPUPerGbit
+			row = append(row, strconv.FormatFloat(v, 'f', 3, 64))
+		}
+		cpu.rows = append(cpu.rows, row)
+	}
+	if len(cpu.rows) > 0 && len(cpuW) > 0 {
+		out = append(out, cpu)
+	}
 	// The other TAP NAPI modes, each against IFF_NAPI off.
 	var cmp []string
 	for _, ab := range comparisons {
@@ -197,13 +223,25 @@ func (r *Report) summary() []string {
 
 // WriteText writes the report as aligned plain-text tables.
 func (r *Report) WriteText(w io.Writer) error {
+	return writeText(w, "tapfwd bench throughput", r.summary(), r.sections())
+}
+
+// writeText writes a title, summary lines and sections as aligned
+// plain-text tables.
+func writeText(w io.Writer, title string, summary []string, sections []section) error {
 	bw := &errWriter{w: w}
-	fmt.Fprintln(bw, "tapfwd bench throughput")
-	for _, l := range r.summary() {
+	fmt.Fprintln(bw, title)
+	for _, l := range summary {
 		fmt.Fprintln(bw, l)
 	}
-	for _, s := range r.sections() {
+	for _, s := range sections {
 		fmt.Fprintf(bw, "\n%s\n", s.title)
+		if len(s.head) == 0 {
+			for _, n := range s.notes {
+				fmt.Fprintf(bw, "- %s\n", n)
+			}
+			continue
+		}
 		tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, strings.Join(s.head, "\t"))
 		for _, row := range s.rows {
@@ -216,14 +254,26 @@ func (r *Report) WriteText(w io.Writer) error {
 
 // WriteMarkdown writes the report as Markdown (GitHub tables).
 func (r *Report) WriteMarkdown(w io.Writer) error {
+	return writeMarkdown(w, "tapfwd bench throughput", r.summary(), r.sections())
+}
+
+// writeMarkdown writes a title, summary lines and sections as Markdown
+// (GitHub tables).
+func writeMarkdown(w io.Writer, title string, summary []string, sections []section) error {
 	bw := &errWriter{w: w}
-	fmt.Fprintln(bw, "## tapfwd bench throughput")
+	fmt.Fprintln(bw, "## "+title)
 	fmt.Fprintln(bw)
-	for _, l := range r.summary() {
+	for _, l := range summary {
 		fmt.Fprintf(bw, "%s  \n", l)
 	}
-	for _, s := range r.sections() {
+	for _, s := range sections {
 		fmt.Fprintf(bw, "\n### %s\n\n", s.title)
+		if len(s.head) == 0 {
+			for _, n := range s.notes {
+				fmt.Fprintf(bw, "- %s\n", n)
+			}
+			continue
+		}
 		fmt.Fprintf(bw, "| %s |\n", strings.Join(s.head, " | "))
 		fmt.Fprintf(bw, "|%s\n", strings.Repeat("---|", len(s.head)))
 		for _, row := range s.rows {

@@ -90,6 +90,10 @@ type Cell struct {
 	SenderCPU   float64 `json:"sender_cpu_median"`
 	ReceiverCPU float64 `json:"receiver_cpu_median"`
 	LossPercent float64 `json:"loss_percent_median,omitempty"`
+	// ForwarderCPUPerGbit is the median CPU time the forwarding process
+	// (tapfwd or the naive forwarder) used per gigabit it delivered, in
+	// seconds, from /proc/PID/stat; 0 for the bridge and direct veth.
+	ForwarderCPUPerGbit float64 `json:"forwarder_cpu_seconds_per_gbit,omitempty"`
 	// Failures lists runs that gave no value, as "rep N: reason".
 	Failures []string `json:"failures,omitempty"`
 }
@@ -169,7 +173,7 @@ func (r *Report) analyze(bs Bootstrap) {
 		}
 		for _, w := range r.Workloads {
 			cell := Cell{Config: c.Name, Workload: w.Name, Unit: w.Unit, Samples: []float64{}}
-			var retr, scpu, rcpu, loss []float64
+			var retr, scpu, rcpu, loss, fcpu []float64
 			for _, run := range r.runs {
 				if run.Config != c.Name || run.Workload != w.Name {
 					continue
@@ -183,12 +187,18 @@ func (r *Report) analyze(bs Bootstrap) {
 				scpu = append(scpu, run.SenderCPU)
 				rcpu = append(rcpu, run.ReceiverCPU)
 				loss = append(loss, run.LossPercent)
+				if run.FwdCPUPerGbit > 0 {
+					fcpu = append(fcpu, run.FwdCPUPerGbit)
+				}
 			}
 			cell.Reps = len(cell.Samples)
 			if cell.Reps > 0 {
 				lo, hi := bs.MedianCI(c.Name+"/"+w.Name, cell.Samples)
 				cell.Value = &Estimate{Median(cell.Samples), lo, hi}
 				cell.Retransmits, cell.SenderCPU, cell.ReceiverCPU = Median(retr), Median(scpu), Median(rcpu)
+				if len(fcpu) > 0 {
+					cell.ForwarderCPUPerGbit = Median(fcpu)
+				}
 				if w.Proto == "udp" {
 					cell.LossPercent = Median(loss)
 				}

@@ -1,10 +1,12 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -244,7 +246,9 @@ type sample struct {
 	SenderCPU   float64
 	ReceiverCPU float64
 	LossPercent float64
-	Err         string // set when the run gave no value
+	// FwdCPUPerGbit is the forwarder's CPU seconds per gigabit delivered.
+	FwdCPUPerGbit float64
+	Err           string // set when the run gave no value
 }
 
 // ErrInterrupted is returned (wrapped) when ctx ends mid-run.
@@ -419,6 +423,10 @@ func visit(ctx context.Context, o Options, c *Config, rep int, m *meter) ([]samp
 		}
 		m.report(c, rep, w)
 		run := sample{Config: c.Name, Workload: w.Name, Rep: rep}
+		var cpu0 float64
+		if fw != nil {
+			cpu0 = procCPU(fw.Pid())
+		}
 		res, err := iperf.Run(ctx, bed, iperf.Options{
 			Duration: o.Duration, Len: w.Len, Streams: w.Streams,
 			Reverse: w.Direction == LabToWire, UDP: w.Proto == "udp", Bitrate: bitrate(w),
@@ -438,6 +446,9 @@ func visit(ctx context.Context, o Options, c *Config, rep int, m *meter) ([]samp
 			run.Retransmits = res.Retransmits
 			run.SenderCPU, run.ReceiverCPU = res.SenderCPU, res.ReceiverCPU
 			run.LossPercent = res.LostPercent
+			if fw != nil && res.Bytes > 0 {
+				run.FwdCPUPerGbit = (procCPU(fw.Pid()) - cpu0) / (float64(res.Bytes) * 8 / 1e9)
+			}
 		}
 		runs = append(runs, run)
 	}
@@ -484,4 +495,25 @@ func tunFlagNames(bits uint32) []string {
 		s = append(s, fmt.Sprintf("%#x", bits))
 	}
 	return s
+}
+
+// procCPU is the user plus system CPU time of process pid in seconds
+// (/proc/PID/stat fields 14 and 15, in clock ticks of 1/100 s); 0 when it
+// cannot be read.
+func procCPU(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (u + st) / 100
 }
