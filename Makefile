@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin/tapfwd
 
-.PHONY: all build deps bench bench-docs test check fuzz soak clean
+.PHONY: all build deps deps-bench bench bench-docs test check fuzz soak clean
 
 all: build
 
@@ -10,15 +10,18 @@ build:
 	$(GO) build -o $(BIN) ./cmd/tapfwd
 
 deps:
-	./scripts/deps.sh
+	./scripts/deps.sh test
+
+deps-bench:
+	./scripts/deps.sh bench
 
 # The main job: tapfwd against the Linux bridge on the built-in netns test bed.
-bench: deps build
+bench: deps-bench build
 	./$(BIN) bench throughput $(BENCH_FLAGS)
 
 # The committed throughput report under docs/ (about 7 minutes; run it on a
 # quiet machine).
-bench-docs: deps build
+bench-docs: deps-bench build
 	./$(BIN) bench throughput --out docs/bench-throughput
 
 # Everything CI runs: vet, the whole test suite under the race detector

@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
-# Installs what tapfwd's bench and tests need, when it is missing:
-# iperf3 (traffic), iproute2 (ip, ss: the namespace test bed), ping,
-# ethtool, Prometheus (promtool checks the rules; the server scrapes tapfwd
-# in a test), systemd-analyze (checks the unit), QEMU (the lab-VM test), and
-# the test guest (scripts/vmguest.sh, cached under ~/.cache/tapfwd/vmguest).
+# Installs what tapfwd's bench (deps.sh bench) or its tests (deps.sh test,
+# the default) need, when it is missing. The bench: iperf3 (traffic) and
+# iproute2 (ip, ss: the namespace test bed). The tests also: ping, ethtool,
+# Prometheus (promtool checks the rules; the server scrapes tapfwd in a
+# test), systemd-analyze (checks the unit), QEMU (the lab-VM test) and the
+# test guest (scripts/vmguest.sh, cached under ~/.cache/tapfwd/vmguest).
 # Debian/Ubuntu packages through apt-get; run as root.
 set -euo pipefail
 
-declare -A pkg=([iperf3]=iperf3 [ip]=iproute2 [ss]=iproute2 [ping]=iputils-ping
-	[promtool]=prometheus [prometheus]=prometheus [setpriv]=util-linux [ethtool]=ethtool
-	[systemd-analyze]=systemd [qemu-system-x86_64]=qemu-system-x86)
+what=${1:-test}
+declare -A pkg=([iperf3]=iperf3 [ip]=iproute2 [ss]=iproute2)
+if [ "$what" = test ]; then
+	pkg+=([ping]=iputils-ping [promtool]=prometheus [prometheus]=prometheus [setpriv]=util-linux
+		[ethtool]=ethtool [systemd-analyze]=systemd [qemu-system-x86_64]=qemu-system-x86)
+fi
 missing=()
 for cmd in "${!pkg[@]}"; do
 	command -v "$cmd" >/dev/null 2>&1 || missing+=("${pkg[$cmd]}")
@@ -32,6 +36,8 @@ if [ ${#missing[@]} -gt 0 ]; then
 	updated=1
 	apt-get install -y -qq --no-install-recommends "${uniq[@]}" >/dev/null
 fi
+
+[ "$what" = test ] || exit 0
 
 # The guest for the lab-VM test (cmd/tapfwd TestVMGuests).
 vmguest="$(dirname "$0")/vmguest.sh"
