@@ -68,9 +68,10 @@ type Dir struct {
 type Counters struct {
 	NICToTAP, TAPToNIC Dir
 	// Segments counts the frames userspace segmentation made (TAP without
-	// a vnet header).
-	Segments atomic.Uint64
-	_        [64]byte // keep the next queue's counters off this cache line
+	// a vnet header); Merged the frames userspace GRO folded into an earlier
+	// frame of their flow.
+	Segments, Merged atomic.Uint64
+	_                [64]byte // keep the next queue's counters off this cache line
 }
 
 func bucket(n int) int {
@@ -84,7 +85,7 @@ func bucket(n int) int {
 // tally accumulates one batch locally before it is published.
 type tally struct {
 	rxPkts, rxBytes, txPkts, txBytes uint64
-	gso, segs                        uint64
+	gso, segs, merged                uint64
 	drops                            [NumDropReasons]uint64
 	errors                           uint64
 }
@@ -107,6 +108,9 @@ func (t *tally) publish(d *Dir, c *Counters, batch int) {
 	}
 	if t.segs != 0 {
 		c.Segments.Add(t.segs)
+	}
+	if t.merged != 0 {
+		c.Merged.Add(t.merged)
 	}
 	for i, n := range t.drops {
 		if n != 0 {

@@ -36,6 +36,10 @@ type Config struct {
 	// queue. Neither fd has kernel busy polling (a packet socket carries no
 	// NAPI id, a TUN fd none at all), so this is tapfwd's own spinning.
 	Busy bool
+	// GRO coalesces consecutive TCP segments of a flow received from the
+	// NIC into one GSO frame before writing them to the TAP (needs
+	// TAPVnetHdr; vnethdr.GRO).
+	GRO bool
 	// StrictMAC, when set, drops frames from the TAP whose source address
 	// is not this one (DropSpoofed).
 	StrictMAC net.HardwareAddr
@@ -82,6 +86,8 @@ type Queue struct {
 
 	nicBufs  [][]byte
 	nicMeta  []ring.Meta
+	frames   []vnethdr.Frame // the batch being forwarded NIC -> TAP
+	gro      *vnethdr.GRO
 	tapBufs  [][]byte
 	txFrames [][]byte
 	segBufs  [][]byte
@@ -136,6 +142,10 @@ func newQueue(id, cpu, tapFd int, sock *ring.Socket, stopFd int, stop *atomic.Bo
 	}
 	q.nicBufs = makeBufs(c.Batch, headroom+frameCap)
 	q.nicMeta = make([]ring.Meta, c.Batch)
+	q.frames = make([]vnethdr.Frame, 0, c.Batch)
+	if c.GRO && c.TAPVnetHdr {
+		q.gro = vnethdr.NewGRO(c.Batch)
+	}
 	q.tapBufs = makeBufs(c.Batch, headroom+frameCap)
 	q.txFrames = make([][]byte, c.Batch)
 	if !c.TAPVnetHdr {

@@ -64,14 +64,27 @@ func (q *Queue) nicToTAP() (int, error) {
 			t.drop(DropBadHdr)
 			continue
 		}
-		gso := h.IsGSO()
-		if gso {
+		if h.IsGSO() {
 			t.gso++
 		}
-		if err := q.writeTAP(h, buf, start, end, gso); err != nil {
+		q.frames = append(q.frames, vnethdr.Frame{Buf: buf, Start: start, End: end, Hdr: h})
+	}
+	if q.gro != nil && len(q.frames) > 1 {
+		// Userspace GRO: consecutive segments of a flow become one GSO
+		// frame, one TAP write instead of many.
+		t.merged += uint64(q.gro.Coalesce(q.frames))
+	}
+	for i := range q.frames {
+		f := &q.frames[i]
+		if f.Merged {
+			continue
+		}
+		if err := q.writeTAP(f.Hdr, f.Buf, f.Start, f.End, f.Hdr.IsGSO()); err != nil {
+			q.frames = q.frames[:0]
 			return n, err
 		}
 	}
+	q.frames = q.frames[:0]
 	t.publish(&q.C.NICToTAP, &q.C, n)
 	return n, nil
 }

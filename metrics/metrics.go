@@ -53,6 +53,7 @@ var (
 	errs      = prometheus.NewDesc(ns+"_errors_total", "Unexpected syscall errors on the device's fd that did not stop the worker.", dq, nil)
 	gso       = prometheus.NewDesc(ns+"_gso_frames_total", "GSO super-frames received from the device.", dq, nil)
 	segments  = prometheus.NewDesc(ns+"_segments_total", "Frames made by userspace GSO segmentation and written to the device (a TAP without vnet header).", dq, nil)
+	merged    = prometheus.NewDesc(ns+"_gro_merged_frames_total", "Frames received from the device that userspace GRO folded into an earlier frame of their flow (one TAP write for many).", dq, nil)
 	batch     = prometheus.NewDesc(ns+"_batch_frames", "Frames read from the device per wake-up of the queue's worker.", dq, nil)
 	tapInfo   = prometheus.NewDesc(ns+"_tap_info", "What was negotiated with the kernel for the TAP.", []string{"device", "napi", "vnet_hdr", "multi_queue", "offloads"}, nil)
 	queueInfo = prometheus.NewDesc(ns+"_queue_info", "The CPU each queue's worker is pinned to (-1: not pinned).", []string{"device", "queue", "cpu"}, nil)
@@ -94,7 +95,7 @@ func NewCollector(src Source) *Collector {
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{rxPackets, rxBytes, txPackets, txBytes, drops, errs, gso, segments,
-		batch, tapInfo, queueInfo, buildInfo, ndRxDrop, ndTxDrop, vmRxPkts, vmRxBytes, vmTxPkts, vmTxBytes, vmDrops, scrapeErr} {
+		batch, merged, tapInfo, queueInfo, buildInfo, ndRxDrop, ndTxDrop, vmRxPkts, vmRxBytes, vmTxPkts, vmTxBytes, vmDrops, scrapeErr} {
 		ch <- d
 	}
 }
@@ -138,6 +139,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- histogram(&d.dir.Batch, d.from, qs)
 		}
 		counter(ch, segments, q.C.Segments.Load(), s.TAP, qs)
+		counter(ch, merged, q.C.Merged.Load(), s.NIC, qs)
 	}
 	if s.LinkStats != nil {
 		for _, dev := range []string{s.TAP, s.NIC} {

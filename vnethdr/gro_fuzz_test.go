@@ -1,0 +1,332 @@
+package vnethdr
+
+import (
+	"bytes"
+	"encoding/binary"
+	"testing"
+)
+
+// fuzzBytes hands out fuzz input a byte at a time, zeros once it is spent.
+type fuzzBytes []byte
+
+func (b *fuzzBytes) next() byte {
+	if len(*b) == 0 {
+		return 0
+	}
+	c := (*b)[0]
+	*b = (*b)[1:]
+	return c
+}
+
+// Actions of FuzzCoalesce, one per generated frame; a segment is the
+// flow's next one unless the action says otherwise.
+const (
+	actClean      = iota // 0..29: in order, full size
+	actShort      = 30   // 30..33: short payload
+	actPSH        = 34   // 34..35
+	actPureACK    = 36
+	actGap        = 37 // the sender skips ahead
+	actRetransmit = 38
+	actTOS        = 39 // this segment only
+	actTTL        = 40
+	actACK        = 41 // from here on
+	actWindow     = 42
+	actTSval      = 43
+	actFlags      = 44
+	actBadCsum    = 45 // corrupt, no flag: must not merge
+	actIDSkip     = 46
+	actIDRepeat   = 47
+	actUDP        = 48 // a frame of no flow
+	actGSO        = 49 // a GSO frame of the flow
+	actOptions    = 50 // IPv4 options / IPv6 extension headers
+	actBadIPCsum  = 51 // IPv4 header corrupt, FlagDataValid: must not merge
+	actDF         = 52 // DF flipped / flow label changed
+	actCsumStart  = 53 // FlagNeedsCsum pointing elsewhere
+	actNoRoom     = 54
+)
+
+// FuzzCoalesce builds a batch from four flows (two with the same 5-tuple on
+// different VLANs), mostly in-order MTU segments with perturbations the fuzzer
+// picks, and checks what Coalesce makes of it: frames it does not merge into
+// are unchanged (all of their Buf), merged frames are untouched, corrupt ones
+// are never merged, every super-frame passes Fixup and its checksum verifies
+// once completed, and, per flow, the frames in output order (super-frames
+// split by Segment, with verifying checksums) are the input frames byte for
+// byte (checksums finished).
+func FuzzCoalesce(f *testing.F) {
+	clean := []byte{0x11, 0, 0, 0, 0, 0}
+	for i := 0; i < 24; i++ {
+		clean = append(clean, byte(i&3), byte(7*3), 0) // 4 flows interleaved, big room, full checksums
+	}
+	f.Add(clean)
+	mixed := []byte{0x43, 0x21, 0x80, 0xf0, 7, 0}
+	for i, a := range []byte{0, 0, 30, 0, 0, 34, 0, 36, 0, 37, 0, 38, 0, 45, 0, 0, 46, 0, 47, 0, 48, 49, 0, 50, 0, 51, 52, 53, 0, 54, 0, 41, 0, 42, 0, 43, 0, 44, 39, 0, 40, 0} {
+		mixed = append(mixed, a<<2|byte(i%2), byte(i), byte(i*37))
+	}
+	f.Add(mixed)
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 1, 4, 1, 1, 5, 1, 1, 6, 1, 1, 7, 1})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		in := fuzzBytes(data)
+		type gen struct {
+			base groSeg
+			mss  int
+			seq  uint32
+			id   uint16
+		}
+		flows := [4]gen{
+			{base: groSeg{ts: true}},
+			{base: groSeg{v6: true, flowLabel: 5}},
+			{base: groSeg{vlan: true}}, // flow 0's 5-tuple on a VLAN
+			{base: groSeg{v6: true, qinq: true, vlan: true, ts: true, srcPort: 40001}},
+		}
+		cfg := in.next()
+		for k := range flows {
+			flows[k].mss = [...]int{1448, 7, 100, 1, 536, 1448, 1000, 1428}[(int(cfg)>>(2*k)+k)&7]
+			flows[k].seq = uint32(in.next()) << 24
+			flows[k].id = 0xfff0 + uint16(k)
+		}
+		maxBatch := 32
+		if in.next()&0x80 != 0 {
+			maxBatch = 2 // the table fills up
+		}
+		var (
+			frames []Frame
+			flowOf []int // flow of each frame, -1 for none
+			bad    []bool
+		)
+		for n := 0; n < 48 && len(in) > 0; n++ {
+			op, arg, arg2 := in.next(), in.next(), in.next()
+			k, act := int(op&3), int(op>>2)
+			fl := &flows[k]
+			s := fl.base
+			s.seq, s.id = fl.seq, fl.id
+			size := fl.mss
+			mode := csumMode(arg % 3)
+			room := [...]int{0, fl.mss / 2, fl.mss, 2 * fl.mss, 4 * fl.mss, 16 * fl.mss, 45 * fl.mss, bigRoom}[(arg/3)&7]
+			isBad := false
+			switch {
+			case act >= actShort && act < actPSH:
+				size = 1 + int(arg2)%fl.mss
+			case act >= actPSH && act < actPureACK:
+				s.flags = tcpACK | tcpPSH
+			case act == actPureACK:
+				size = 0
+			case act == actGap:
+				s.seq += 1 + uint32(arg2)
+			case act == actRetransmit:
+				s.seq -= uint32(fl.mss)
+			case act == actTOS:
+				s.tos = arg2 | 1
+			case act == actTTL:
+				s.ttl = arg2 | 1
+			case act == actACK:
+				fl.base.ack++
+				s.ack++
+			case act == actWindow:
+				fl.base.win = 1000 + uint16(arg2)
+				s.win = fl.base.win
+			case act == actTSval:
+				fl.base.tsval++
+				s.tsval++
+			case act == actFlags:
+				s.flags = tcpACK | [...]byte{tcpFIN, 0x02, 0x04, 0x20, 0x40, tcpCWR, 0}[arg2%7]
+				if arg2%7 == 6 {
+					s.flags = tcpPSH
+				}
+			case act == actBadCsum:
+				mode, isBad = csumFull, true
+			case act == actIDSkip:
+				s.id++
+			case act == actIDRepeat:
+				s.id--
+			case act == actOptions:
+				s.ipOpts, s.ext = !s.v6, s.v6
+			case act == actBadIPCsum:
+				mode, isBad = csumValid, !s.v6
+			case act == actDF:
+				s.noDF = true
+				s.flowLabel++
+			case act == actCsumStart:
+				mode = csumPartial
+			case act == actNoRoom:
+				room = 0
+			case act == actGSO:
+				size = 2 * fl.mss
+				mode = csumPartial
+			}
+			if act == actUDP {
+				h, b := superFrame(t, spec{udp: true, v6: arg2&1 != 0, vlan: arg2&2 != 0, payload: pattern(int(arg2), arg)}, 0)
+				h.GSOType = GSONone
+				fr := toFrame(s, b, csumFull, room)
+				fr.Hdr = h
+				frames, flowOf, bad = append(frames, fr), append(flowOf, -1), append(bad, false)
+				continue
+			}
+			s.payload = pattern(size, byte(n))
+			fr := segFrame(t, s, mode, room)
+			switch act {
+			case actBadCsum:
+				fr.Buf[fr.End-1-int(arg2)%max(size, 1)] ^= 1 << (arg2 % 8)
+			case actBadIPCsum:
+				if !s.v6 {
+					fr.Buf[fr.Start+s.l3()+10] ^= 0x40
+				}
+			case actCsumStart:
+				fr.Hdr.CsumStart = uint16(s.l3() + int(arg2)%20)
+			case actGSO:
+				fr.Hdr.GSOType, fr.Hdr.GSOSize = GSOTCPv4, uint16(fl.mss)
+				if s.v6 {
+					fr.Hdr.GSOType = GSOTCPv6
+				}
+			}
+			frames, flowOf, bad = append(frames, fr), append(flowOf, k), append(bad, isBad)
+			// The sender moves on as a real one would.
+			if act != actRetransmit {
+				fl.seq = s.seq + uint32(size)
+			}
+			fl.id = s.id + 1
+			if act == actGSO {
+				fl.id++
+			}
+		}
+
+		orig := cloneFrames(frames)
+		n := NewGRO(maxBatch).Coalesce(frames)
+
+		merged := 0
+		var got, want [4][][]byte
+		for i, fr := range frames {
+			if fr.Merged {
+				merged++
+			}
+			same := unchanged(fr, orig[i])
+			switch {
+			case fr.Merged && (!same || flowOf[i] < 0):
+				t.Fatalf("frame %d: merged but changed, or of no flow", i)
+			case bad[i] && (fr.Merged || !same):
+				t.Fatalf("frame %d: corrupt, but merged or changed", i)
+			case !same && (orig[i].Hdr.IsGSO() || !fr.Hdr.IsGSO() || flowOf[i] < 0):
+				t.Fatalf("frame %d: changed, but not into a super-frame: %+v -> %+v", i, orig[i].Hdr, fr.Hdr)
+			case !same && !bytes.Equal(fr.Buf[:fr.Start], orig[i].Buf[:fr.Start]):
+				t.Fatalf("frame %d: written before Start", i)
+			}
+			k := flowOf[i]
+			if k < 0 {
+				continue
+			}
+			want[k] = append(want[k], canonical(orig[i]))
+			switch {
+			case fr.Merged:
+			case same:
+				got[k] = append(got[k], canonical(fr))
+			default:
+				got[k] = append(got[k], expand(t, fr)...)
+			}
+		}
+		if n != merged {
+			t.Fatalf("Coalesce returned %d, %d frames Merged", n, merged)
+		}
+		for k := range got {
+			if len(got[k]) != len(want[k]) {
+				t.Fatalf("flow %d: %d segments out, %d in", k, len(got[k]), len(want[k]))
+			}
+			for i := range got[k] {
+				if !bytes.Equal(got[k][i], want[k][i]) {
+					t.Fatalf("flow %d: segment %d differs:\n got %x\nwant %x", k, i, got[k][i], want[k][i])
+				}
+			}
+		}
+	})
+}
+
+// FuzzCoalesceRaw gives Coalesce arbitrary frames and headers. It must not
+// panic; frames other than heads are untouched (Merged ones too), and each
+// super-frame passes Fixup and splits back, checksums apart, into its head
+// and frames marked Merged after it, each used once.
+func FuzzCoalesceRaw(f *testing.F) {
+	// Input: a table size byte, then per frame a 10-byte vnet header, a
+	// 2-byte length, a room byte (x64 bytes), and the frame.
+	add := func(fs ...Frame) {
+		b := []byte{byte(len(fs))}
+		for _, fr := range fs {
+			var h [Len]byte
+			fr.Hdr.Encode(h[:])
+			b = append(b, h[:]...)
+			b = binary.BigEndian.AppendUint16(b, uint16(fr.End-fr.Start))
+			b = append(b, 255)
+			b = append(b, fr.Buf[fr.Start:fr.End]...)
+		}
+		f.Add(b)
+	}
+	seg := func(s groSeg, m csumMode) Frame { return segFrame(f, s, m, 0) }
+	a := run(groSeg{}, 3, 64, 0, 1)
+	b := run(groSeg{v6: true, ts: true, vlan: true}, 3, 40, 9, 2)
+	add(seg(a[0], csumValid), seg(b[0], csumPartial), seg(a[1], csumFull), seg(b[1], csumValid), seg(a[2], csumPartial), seg(b[2], csumFull))
+	add(seg(a[0], csumFull), seg(a[2], csumFull), seg(a[1], csumFull))
+	// Trusted checksums: mutated payloads still merge.
+	add(seg(b[0], csumValid), seg(a[0], csumValid), seg(b[1], csumValid), seg(a[1], csumValid), seg(b[2], csumValid))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		in := fuzzBytes(data)
+		maxBatch := int(in.next()%16) + 1
+		var frames []Frame
+		for len(in) >= Len+3 && len(frames) < 16 {
+			var h Hdr
+			_ = h.Decode(in)
+			in = in[Len:]
+			n := int(in.next())<<8 | int(in.next())
+			room := int(in.next()) * 64
+			n = min(n%2048, len(in))
+			buf := make([]byte, groHeadroom+n, groHeadroom+n+room)
+			copy(buf[groHeadroom:], in[:n])
+			in = in[n:]
+			frames = append(frames, Frame{Buf: buf, Start: groHeadroom, End: groHeadroom + n, Hdr: h})
+		}
+		orig := cloneFrames(frames)
+		n := NewGRO(maxBatch).Coalesce(frames)
+		used := make([]bool, len(frames))
+		matched := 0
+		for i, fr := range frames {
+			same := unchanged(fr, orig[i])
+			if fr.Merged && !same {
+				t.Fatalf("frame %d: merged and changed", i)
+			}
+			if same || fr.Merged {
+				continue
+			}
+			if orig[i].Hdr.IsGSO() || !fr.Hdr.IsGSO() || !bytes.Equal(fr.Buf[:fr.Start], orig[i].Buf[:fr.Start]) {
+				t.Fatalf("frame %d: changed, but not into a super-frame: %+v -> %+v", i, orig[i].Hdr, fr.Hdr)
+			}
+			segs := expand(t, fr)
+			if !sameSegment(segs[0], orig[i]) {
+				t.Fatalf("frame %d: first segment is not the head", i)
+			}
+			j := i
+			for _, s := range segs[1:] {
+				for j++; j < len(frames) && (used[j] || !frames[j].Merged || !sameSegment(s, orig[j])); j++ {
+				}
+				if j == len(frames) {
+					t.Fatalf("frame %d: a segment of the super-frame is no merged frame after it", i)
+				}
+				used[j] = true
+				matched++
+			}
+		}
+		if matched != n {
+			t.Fatalf("Coalesce returned %d, %d merged frames found in super-frames", n, matched)
+		}
+	})
+}
+
+// sameSegment reports whether seg, emitted by Segment, is the frame orig
+// apart from the TCP checksum (Segment computes it; orig's may be partial
+// or trusted) and Ethernet padding.
+func sameSegment(seg []byte, orig Frame) bool {
+	o := orig.Buf[orig.Start:orig.End]
+	o = o[:ipEnd(o)]
+	l, err := parse(seg)
+	if err != nil || l.proto != protoTCP || len(o) != len(seg) {
+		return false
+	}
+	c := l.l4 + tcpCsumOff
+	return bytes.Equal(seg[:c], o[:c]) && bytes.Equal(seg[c+2:], o[c+2:])
+}
