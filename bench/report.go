@@ -289,10 +289,14 @@ type group struct {
 	Proto     string
 	Direction string
 	Streams   int
+	WireMTU   bool
 	Workloads []Workload // ascending Len
 }
 
 func (g group) title() string {
+	if g.WireMTU {
+		return fmt.Sprintf("TCP %s, 1 stream, MTU-sized frames from the wire (TSO and GSO off on its veth): Gbit/s", g.Direction)
+	}
 	if g.Proto == "udp" {
 		return fmt.Sprintf("UDP %s, %s, 1 stream, unlimited rate: datagrams delivered, kpps", SizeName(g.Workloads[0].Len), g.Direction)
 	}
@@ -307,10 +311,10 @@ func (r *Report) groups() []group {
 	var gs []group
 	for _, w := range r.Workloads {
 		i := slices.IndexFunc(gs, func(g group) bool {
-			return g.Proto == w.Proto && g.Direction == w.Direction && g.Streams == w.Streams
+			return g.Proto == w.Proto && g.Direction == w.Direction && g.Streams == w.Streams && g.WireMTU == w.WireMTU
 		})
 		if i < 0 {
-			gs = append(gs, group{Proto: w.Proto, Direction: w.Direction, Streams: w.Streams})
+			gs = append(gs, group{Proto: w.Proto, Direction: w.Direction, Streams: w.Streams, WireMTU: w.WireMTU})
 			i = len(gs) - 1
 		}
 		gs[i].Workloads = append(gs[i].Workloads, w)

@@ -151,6 +151,18 @@ type Workload struct {
 	Streams   int    `json:"streams"`   // iperf3 -P
 	Direction string `json:"direction"` // WireToLab or LabToWire (iperf3 -R)
 	Unit      string `json:"unit"`      // Gbps or Kpps
+	// WireMTU turns TSO and GSO off on the wire's veth for this workload,
+	// so the forwarder receives MTU-sized frames instead of GSO
+	// super-frames (what a real NIC without LRO/GRO hands over).
+	WireMTU bool `json:"wire_mtu,omitempty"`
+}
+
+// MTUWorkload is TCP wire->lab, one stream, iperf3's default write size,
+// with TSO and GSO off on the wire's veth: every frame arrives MTU-sized,
+// so forwarding it costs a TAP write per segment unless tapfwd coalesces
+// (userspace GRO).
+func MTUWorkload() Workload {
+	return Workload{Name: "tcp-mtu-P1-w2l", Proto: "tcp", Streams: 1, Direction: WireToLab, Unit: Gbps, WireMTU: true}
 }
 
 // UDPLen is the datagram payload of the small-packet workload.
@@ -185,8 +197,12 @@ func dirShort(d string) string {
 	return "w2l"
 }
 
-// SizeName writes a message size the way the reference table does: 64B, 4KB.
+// SizeName writes a message size the way the reference table does: 64B,
+// 4KB; 0 (iperf3's default) is "default".
 func SizeName(n int) string {
+	if n == 0 {
+		return "default"
+	}
 	if n >= 1024 && n%1024 == 0 {
 		return strconv.Itoa(n/1024) + "KB"
 	}
@@ -270,7 +286,7 @@ func Throughput(ctx context.Context, o Options) (*Report, error) {
 		o.Configs = Configs(DefaultTAPNAPI)
 	}
 	if o.Workloads == nil {
-		o.Workloads = Workloads(DefaultSizes, DefaultStreams, DefaultDirs, true)
+		o.Workloads = append(Workloads(DefaultSizes, DefaultStreams, DefaultDirs, true), MTUWorkload())
 	}
 	if o.Reps <= 0 {
 		o.Reps = 3
@@ -427,10 +443,18 @@ func visit(ctx context.Context, o Options, c *Config, rep int, m *meter) ([]samp
 		if fw != nil {
 			cpu0 = procCPU(fw.Pid())
 		}
+		if w.WireMTU {
+			if _, err := bed.Run(ctx, bed.WireNS, "ethtool", "-K", bed.WireIf, "tso", "off", "gso", "off"); err != nil {
+				return runs, fmt.Errorf("turning TSO/GSO off on the wire: %w", err)
+			}
+		}
 		res, err := iperf.Run(ctx, bed, iperf.Options{
 			Duration: o.Duration, Len: w.Len, Streams: w.Streams,
 			Reverse: w.Direction == LabToWire, UDP: w.Proto == "udp", Bitrate: bitrate(w),
 		})
+		if w.WireMTU {
+			bed.Run(context.Background(), bed.WireNS, "ethtool", "-K", bed.WireIf, "tso", "on", "gso", "on")
+		}
 		if ctx.Err() != nil {
 			return runs, ctx.Err()
 		}
