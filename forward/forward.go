@@ -40,6 +40,10 @@ type Config struct {
 	// NIC into one GSO frame before writing them to the TAP (needs
 	// TAPVnetHdr; vnethdr.GRO).
 	GRO bool
+	// UDPGRO lets GRO also merge same-size UDP datagrams of a flow into one
+	// USO frame; only when the TAP took the USO offloads (Linux 6.2+, which
+	// also accepts USO writes), else such a write is refused.
+	UDPGRO bool
 	// StrictMAC, when set, drops frames from the TAP whose source address
 	// is not this one (DropSpoofed).
 	StrictMAC net.HardwareAddr
@@ -145,6 +149,7 @@ func newQueue(id, cpu, tapFd int, sock *ring.Socket, stopFd int, stop *atomic.Bo
 	q.frames = make([]vnethdr.Frame, 0, c.Batch)
 	if c.GRO && c.TAPVnetHdr {
 		q.gro = vnethdr.NewGRO(c.Batch)
+		q.gro.SetUDP(c.UDPGRO)
 	}
 	q.tapBufs = makeBufs(c.Batch, headroom+frameCap)
 	q.txFrames = make([][]byte, c.Batch)

@@ -412,6 +412,42 @@ func newGROPair(t testing.TB, batch int) *pair {
 	return p
 }
 
+// TestNICToTAPUDPGRO: 32 datagrams of one flow reach the TAP as one USO
+// frame; with UDP merging off, as 32 frames.
+func TestNICToTAPUDPGRO(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		p := newGROPair(t, 64)
+		p.q.gro.SetUDP(on)
+		setNonblock(t, p.tapPeer)
+		for i := 0; i < 32; i++ {
+			eth := &layers.Ethernet{SrcMAC: macA, DstMAC: macB, EthernetType: layers.EthernetTypeIPv4}
+			ip := &layers.IPv4{Version: 4, TTL: 64, Protocol: layers.IPProtocolUDP, SrcIP: ipA, DstIP: ipB, Id: uint16(7 + i)}
+			udp := &layers.UDP{SrcPort: 5000, DstPort: 5201}
+			udp.SetNetworkLayerForChecksum(ip)
+			buf := gopacket.NewSerializeBuffer()
+			gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true},
+				eth, ip, udp, gopacket.Payload(bytes.Repeat([]byte{byte(i)}, 64)))
+			mustWrite(t, p.nicPeer, withHdr(vnethdr.Hdr{}, buf.Bytes()))
+		}
+		p.q.nicToTAP()
+		got := readAll(t, p.tapPeer)
+		want := 1
+		if !on {
+			want = 32
+		}
+		if len(got) != want {
+			t.Fatalf("UDP GRO %v: TAP got %d frames, want %d", on, len(got), want)
+		}
+		if on {
+			var h vnethdr.Hdr
+			h.Decode(got[0])
+			if h.GSOType != vnethdr.GSOUDPL4 || h.GSOSize != 64 {
+				t.Errorf("USO header %+v", h)
+			}
+		}
+	}
+}
+
 // TestNICToTAPGRO: eight MTU segments in one batch reach the TAP as one
 // GSO frame that segments back into the same eight.
 func TestNICToTAPGRO(t *testing.T) {

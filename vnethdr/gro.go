@@ -6,15 +6,16 @@ import (
 	"hash/maphash"
 )
 
-// Userspace GRO: TCP segments that arrive MTU-sized from the wire are merged
-// into one GSO super-frame per flow and batch, so a TAP with a vnet header
-// takes one write (and one trip through its stack) for up to 64 KiB instead
-// of one per segment. The rules are the kernel's (net/core/gro.c:
-// dev_gro_receive, net/ipv4/af_inet.c: inet_gro_receive,
-// net/ipv6/ip6_offload.c: ipv6_gro_receive, net/ipv4/tcp_offload.c:
-// tcp_gro_receive), as wireguard-go applies them to its TUN
+// Userspace GRO: TCP segments that arrive MTU-sized from the wire, and
+// same-size UDP datagrams of a flow, are merged into one GSO super-frame per
+// flow and batch, so a TAP with a vnet header takes one write (and one trip
+// through its stack) for up to 64 KiB instead of one per frame. The rules are
+// the kernel's (net/core/gro.c: dev_gro_receive, net/ipv4/af_inet.c:
+// inet_gro_receive, net/ipv6/ip6_offload.c: ipv6_gro_receive,
+// net/ipv4/tcp_offload.c: tcp_gro_receive, net/ipv4/udp_offload.c:
+// udp_gro_receive_segment), as wireguard-go applies them to its TUN
 // (tun/offload_linux.go), with a few fields more held equal so that Segment
-// of a merged frame gives back the original segments byte for byte.
+// of a merged frame gives back the original frames byte for byte.
 
 const (
 	// groMaxIPLen bounds a merged IP packet, IPv6 header included, like
@@ -48,6 +49,7 @@ type GRO struct {
 	mask  uint32
 	gen   uint32    // a slot is in use in this batch if its gen is this
 	flows []groFlow // capacity maxBatch; never grows
+	noUDP bool      // SetUDP(false): UDP frames are left alone
 }
 
 type groSlot struct {
@@ -55,9 +57,10 @@ type groSlot struct {
 	flow int32
 }
 
-// groKey names a flow: the length of the L2 header, the L2 header itself
-// (MAC addresses, VLAN tags, EtherType), the IP addresses and the TCP
-// ports, zero-padded. At most 1 + 22 + 32 + 4 bytes.
+// groKey names a flow: the length of the L2 header, the L4 protocol (TCP
+// and UDP flows are apart even on the same ports), the L2 header itself (MAC
+// addresses, VLAN tags, EtherType), the IP addresses and the ports,
+// zero-padded. At most 2 + 22 + 32 + 4 bytes.
 type groKey [64]byte
 
 // groFlow is a flow seen in this batch and its open super-frame, if any.
@@ -69,18 +72,19 @@ type groFlow struct {
 	// packet ends now.
 	l3, l4, payload, end int
 	ipv6                 bool
+	proto                uint8 // protoTCP or protoUDP
 
 	gsoSize int    // payload of the head segment: every merged one but the last has as much
 	segs    int    // segments merged into the head
-	nextSeq uint32 // sequence number the next segment must have
+	nextSeq uint32 // TCP: sequence number the next segment must have
 	nextID  uint16 // IPv4 ID the next segment must have
 	checked bool   // the head's checksums were verified
-	psh     bool   // the last merged segment had PSH
+	psh     bool   // TCP: the last merged segment had PSH
 }
 
-// NewGRO returns a flow table for batches of up to maxBatch frames. Larger
-// batches work, but once maxBatch flows are tracked the frames of further
-// flows are left as they are.
+// NewGRO returns a flow table for batches of up to maxBatch frames; it merges
+// TCP and UDP (see SetUDP). Larger batches work, but once maxBatch flows are
+// tracked the frames of further flows are left as they are.
 func NewGRO(maxBatch int) *GRO {
 	maxBatch = max(maxBatch, 1)
 	n := 1
@@ -95,47 +99,76 @@ func NewGRO(maxBatch int) *GRO {
 	}
 }
 
-// Coalesce merges, in place, TCP segments (IPv4 and IPv6, optionally VLAN
-// tagged) of one flow that follow each other in sequence into the earliest
-// frame of that run, which becomes a GSO super-frame; the others are marked
-// Merged. It returns how many frames were merged away. It does not allocate.
+// SetUDP turns merging UDP datagrams into USO super-frames on (the default)
+// or off. Turn it off when the TAP's kernel cannot take a
+// VIRTIO_NET_HDR_GSO_UDP_L4 write: USO in virtio_net_hdr_to_skb came with
+// TUN_F_USO4/TUN_F_USO6 in Linux 6.2, so a TAP whose TUNSETOFFLOAD refused
+// them would reject every super-frame (EINVAL) and lose its datagrams.
+func (g *GRO) SetUDP(on bool) { g.noUDP = !on }
+
+// Coalesce merges, in place, TCP segments and UDP datagrams (IPv4 and IPv6,
+// optionally VLAN tagged) of one flow that follow each other into the
+// earliest frame of that run, which becomes a GSO super-frame; the others
+// are marked Merged. It returns how many frames were merged away. It does not
+// allocate. The frames of a flow keep their order; merged frames move ahead
+// of other flows' frames that were between them.
 //
-// Segments merge when, as in the kernel's GRO, they have the same L2 header
-// (addresses, VLAN tags), IP addresses, ports, IPv4 TOS, TTL and DF (no
-// options, no fragments) or IPv6 first word (traffic class, flow label) and
-// hop limit (no extension headers), the same ACK number, window, urgent
-// pointer, data offset and TCP option bytes (timestamps included), flags ACK
-// or ACK|PSH, the next sequence number and a payload of 1..GSOSize bytes,
-// where GSOSize is the head's payload. IPv4 IDs must be consecutive (head
-// ID + n for the nth merged segment): that is what Linux senders and the
-// kernel's GSO emit, and it makes Segment, which numbers IDs the same way,
-// give back the original headers. Fixed IDs (the kernel's SKB_GSO_TCP_FIXEDID
-// case, which a virtio header cannot express) are not merged. A merged
-// segment with PSH, or shorter than GSOSize, ends the run, and the
-// super-frame carries its PSH. Any other TCP frame of the flow (pure ACK,
-// other flags, out of order, GSO, ...) ends the run too, so the frames of a
-// flow stay in their order; such a frame may start the next run.
+// Frames merge when, as in the kernel's GRO, they have the same L2 header
+// (addresses, VLAN tags), IP addresses, L4 protocol and ports, IPv4 TOS, TTL
+// and DF (no options, no fragments) or IPv6 first word (traffic class, flow
+// label) and hop limit (no extension headers), and a payload of 1..GSOSize
+// bytes, where GSOSize is the head's payload. IPv4 IDs must be consecutive
+// (head ID + n for the nth merged frame): that is what Linux senders and the
+// kernel's GSO emit (connected sockets number per socket,
+// include/net/ip.h: ip_select_ident_segs), and it makes Segment, which
+// numbers IDs the same way, give back the original headers. Fixed IDs (the
+// kernel's SKB_GSO_TCP_FIXEDID case, which a virtio header cannot express;
+// unconnected UDP sockets with DF send ID 0) are not merged. A frame shorter
+// than GSOSize ends the run. Any other frame of the flow (for TCP a pure ACK,
+// other flags, out of order; a GSO frame; one that breaks a rule) ends the
+// run too, so the frames of a flow stay in their order; such a frame may
+// start the next run.
 //
-// Checksums: a segment is merged only if its checksum is known good: Hdr has
+// TCP, in addition: the same ACK number, window, urgent pointer, data offset
+// and TCP option bytes (timestamps included), flags ACK or ACK|PSH, and the
+// next sequence number. A merged segment with PSH ends the run, and the
+// super-frame carries its PSH.
+//
+// UDP, in addition (net/ipv4/udp_offload.c: udp_gro_receive_segment): the
+// UDP length must be the IP payload length, the check field must not be 0,
+// and a super-frame holds at most UDP_MAX_SEGMENTS (128) datagrams, the most
+// virtio_net_hdr_to_skb takes. A check field of 0 over IPv4 means the sender
+// sent no checksum (RFC 768; over IPv6 it is illegal, RFC 8200 section 8.1):
+// such datagrams are never merged, because the super-frame gets a real
+// checksum and the receiver would see bytes the sender never sent (the
+// kernel's GRO refuses them too, "for symmetry with GSO"). Zero-length
+// datagrams are never merged either.
+//
+// Checksums: a frame is merged only if its checksum is known good: Hdr has
 // FlagDataValid (the receiving device checked it), or FlagNeedsCsum with
-// CsumStart at the TCP header and CsumOffset at its check field (a local
+// CsumStart at the TCP/UDP header and CsumOffset at its check field (a local
 // sender left it to offload; the field holds the pseudo-header sum), or, with
-// neither flag, Coalesce verifies the pseudo-header and segment sum itself:
-// one pass over each segment it merges, as costly as CompleteChecksum (about
+// neither flag, Coalesce verifies the pseudo-header and frame sum itself:
+// one pass over each frame it merges, as costly as CompleteChecksum (about
 // 100 ns per 1500-byte segment on the 2-vCPU test VM, which nearly doubles
 // the cost of merging it: BenchmarkCoalesce). The IPv4 header checksum is
-// always verified. A segment that fails is left alone, so a corrupt segment
-// never becomes part of a frame whose checksum is then computed afresh.
+// always verified. A frame that fails is left alone, so a corrupt frame
+// never becomes part of one whose checksum is then computed afresh.
 //
 // The head becomes: IP total length (IPv4, with a new header checksum) or
-// payload length (IPv6) of the whole, PSH if the last merged segment had it,
+// payload length (IPv6) of the whole, and the pseudo-header sum over the
+// whole L4 length in the check field, as the kernel leaves a
+// CHECKSUM_PARTIAL frame; for TCP PSH if the last merged segment had it and
 // Hdr = {FlagNeedsCsum, GSOTCPv4 or GSOTCPv6, HdrLen = headers, GSOSize,
-// CsumStart = TCP header, CsumOffset = 16}, and the pseudo-header sum in the
-// TCP check field, as the kernel leaves a CHECKSUM_PARTIAL frame; Fixup
-// accepts it unchanged. The merged IP packet stays within 65535 bytes and
-// cap(Buf) of the head. Every frame that is not a head of a merge is left
-// exactly as it was (bytes and Hdr), and only Buf[Start:cap(Buf)] of a head
-// is written.
+// CsumStart = TCP header, CsumOffset = 16}; for UDP the UDP length of the
+// whole (as net/ipv4/udp.c: udp_send_skb leaves a GSO skb) and Hdr =
+// {FlagNeedsCsum, GSOUDPL4, HdrLen = headers, GSOSize, CsumStart = UDP
+// header, CsumOffset = 6}. Fixup accepts it unchanged, and the receiving
+// kernel splits a UDP one back into datagrams before a socket without UDP_GRO
+// sees them (net/ipv4/udp.c: udp_queue_rcv_skb, udp_rcv_segment). The merged
+// IP packet stays within 65535 bytes and cap(Buf) of the head. Every frame
+// that is not a head of a merge is left exactly as it was (bytes and Hdr),
+// and only Buf[Start:cap(Buf)] of a head is written.
 //
 // Call it on frames whose VLAN tags are back in the frame (InsertVLAN), so
 // that frames of different VLANs are told apart.
@@ -155,8 +188,8 @@ func (g *GRO) Coalesce(frames []Frame) int {
 		}
 		frame := f.Buf[f.Start:f.End]
 		l, err := parse(frame)
-		if err != nil || l.proto != protoTCP {
-			continue // not TCP, malformed, a fragment: not part of any flow
+		if err != nil || (l.proto != protoTCP && (l.proto != protoUDP || g.noUDP)) {
+			continue // not TCP or UDP, malformed, a fragment: not part of any flow
 		}
 		fl := g.lookup(frame, &l)
 		if fl == nil {
@@ -175,12 +208,12 @@ func (g *GRO) Coalesce(frames []Frame) int {
 	return merged
 }
 
-// lookup returns the flow of a TCP frame, adding it if it is new in this
-// batch, or nil when the table is full.
+// lookup returns the flow of a TCP or UDP frame, adding it if it is new in
+// this batch, or nil when the table is full.
 func (g *GRO) lookup(frame []byte, l *layout) *groFlow {
 	var k groKey
-	k[0] = byte(l.l3)
-	n := 1 + copy(k[1:], frame[:l.l3])
+	k[0], k[1] = byte(l.l3), l.proto
+	n := 2 + copy(k[2:], frame[:l.l3])
 	if l.ipv6 {
 		n += copy(k[n:], frame[l.l3+8:l.l3+40])
 	} else {
@@ -205,18 +238,18 @@ func (g *GRO) lookup(frame []byte, l *layout) *groFlow {
 	}
 }
 
-// mergeable reports whether a TCP frame may be part of a super-frame at all,
-// as its head or appended to one; checksums are checked later, only when a
-// merge happens.
+// mergeable reports whether a TCP or UDP frame may be part of a super-frame
+// at all, as its head or appended to one; checksums are checked later, only
+// when a merge happens.
 func mergeable(h *Hdr, frame []byte, l *layout) bool {
 	if h.GSOType != GSONone {
 		return false
 	}
-	if h.Flags&FlagNeedsCsum != 0 && (int(h.CsumStart) != l.l4 || h.CsumOffset != tcpCsumOff) {
+	if h.Flags&FlagNeedsCsum != 0 && (int(h.CsumStart) != l.l4 || int(h.CsumOffset) != l4CsumOff(l.proto)) {
 		return false
 	}
 	if l.ipv6 {
-		if frame[l.l3+6] != protoTCP { // extension headers
+		if frame[l.l3+6] != l.proto { // extension headers
 			return false
 		}
 	} else if frame[l.l3] != 0x45 { // options
@@ -224,6 +257,13 @@ func mergeable(h *Hdr, frame []byte, l *layout) bool {
 	}
 	if l.end == l.payload || l.end-l.l3 > groMaxIPLen {
 		return false
+	}
+	if l.proto == protoUDP {
+		// net/ipv4/udp_offload.c: udp_gro_receive_segment: the UDP length
+		// is the IP payload (no trailer inside the IP packet), and a
+		// check field of 0 (no checksum) is not merged.
+		return int(binary.BigEndian.Uint16(frame[l.l4+4:])) == l.end-l.l4 &&
+			binary.BigEndian.Uint16(frame[l.l4+udpCsumOff:]) != 0
 	}
 	flags := frame[l.l4+13]
 	return flags == tcpACK || flags == tcpACK|tcpPSH
@@ -234,17 +274,19 @@ func (fl *groFlow) open(frames []Frame, i int, l *layout) {
 	f := &frames[i]
 	frame := f.Buf[f.Start:f.End]
 	fl.head = -1
-	if !mergeable(&f.Hdr, frame, l) || frame[l.l4+13]&tcpPSH != 0 {
+	if !mergeable(&f.Hdr, frame, l) || (l.proto == protoTCP && frame[l.l4+13]&tcpPSH != 0) {
 		return
 	}
 	*fl = groFlow{
 		key:  fl.key,
 		head: i,
 		l3:   l.l3, l4: l.l4, payload: l.payload, end: l.end,
-		ipv6:    l.ipv6,
+		ipv6: l.ipv6, proto: l.proto,
 		gsoSize: l.end - l.payload,
-		nextSeq: binary.BigEndian.Uint32(frame[l.l4+4:]) + uint32(l.end-l.payload),
 		nextID:  binary.BigEndian.Uint16(frame[l.l3+4:]) + 1,
+	}
+	if l.proto == protoTCP {
+		fl.nextSeq = binary.BigEndian.Uint32(frame[l.l4+4:]) + uint32(l.end-l.payload)
 	}
 }
 
@@ -255,13 +297,14 @@ func (fl *groFlow) append(frames []Frame, i int, l *layout) bool {
 	if !mergeable(&c.Hdr, cf, l) {
 		return false
 	}
-	// The flow key fixes the L2 length; 0x45 or no extension headers fix
-	// the IP header length; the data offset (compared below) the rest.
+	// The flow key fixes the L2 length and the protocol; 0x45 or no
+	// extension headers fix the IP header length; for TCP the data offset
+	// (compared below) the rest.
 	if l.l4 != fl.l4 || l.payload != fl.payload {
 		return false
 	}
 	pay := l.end - l.payload
-	if pay > fl.gsoSize || binary.BigEndian.Uint32(cf[l.l4+4:]) != fl.nextSeq {
+	if pay > fl.gsoSize {
 		return false
 	}
 	hf := h.Buf[h.Start : h.Start+fl.payload] // the head's headers, not yet rewritten
@@ -278,10 +321,18 @@ func (fl *groFlow) append(frames []Frame, i int, l *layout) bool {
 			return false
 		}
 	}
-	// ACK number and data offset; window; urgent pointer; options. Flags
-	// are ACK or ACK|PSH on both (mergeable, open).
-	if !bytes.Equal(cf[l4+8:l4+13], hf[l4+8:l4+13]) || !bytes.Equal(cf[l4+14:l4+16], hf[l4+14:l4+16]) ||
-		!bytes.Equal(cf[l4+18:l.payload], hf[l4+18:l.payload]) {
+	if fl.proto == protoTCP {
+		// Sequence number; ACK number and data offset; window; urgent
+		// pointer; options. Flags are ACK or ACK|PSH on both (mergeable,
+		// open).
+		if binary.BigEndian.Uint32(cf[l4+4:]) != fl.nextSeq ||
+			!bytes.Equal(cf[l4+8:l4+13], hf[l4+8:l4+13]) || !bytes.Equal(cf[l4+14:l4+16], hf[l4+14:l4+16]) ||
+			!bytes.Equal(cf[l4+18:l.payload], hf[l4+18:l.payload]) {
+			return false
+		}
+	} else if fl.segs+2 > udpMaxSegments {
+		// The head and segs datagrams are in; ports are in the key, and
+		// length and checksum are per datagram.
 		return false
 	}
 	end := fl.end + pay
@@ -289,7 +340,7 @@ func (fl *groFlow) append(frames []Frame, i int, l *layout) bool {
 		return false
 	}
 	if !fl.checked {
-		hl := layout{l3: l3, l4: l4, payload: fl.payload, end: fl.end, ipv6: fl.ipv6}
+		hl := layout{l3: l3, l4: l4, payload: fl.payload, end: fl.end, ipv6: fl.ipv6, proto: fl.proto}
 		if !csumKnownGood(&h.Hdr, h.Buf[h.Start:h.Start+fl.end], &hl) {
 			return false
 		}
@@ -302,21 +353,26 @@ func (fl *groFlow) append(frames []Frame, i int, l *layout) bool {
 	copy(h.Buf[h.Start+fl.end:h.Start+end], cf[l.payload:l.end])
 	fl.end = end
 	h.End = h.Start + end // a padded head loses its padding here
-	fl.nextSeq += uint32(pay)
 	fl.nextID++
 	fl.segs++
 	c.Merged = true
-	if cf[l4+13]&tcpPSH != 0 || pay < fl.gsoSize {
-		fl.psh = cf[l4+13]&tcpPSH != 0
+	if fl.proto == protoTCP {
+		fl.nextSeq += uint32(pay)
+		if cf[l4+13]&tcpPSH != 0 || pay < fl.gsoSize {
+			fl.psh = cf[l4+13]&tcpPSH != 0
+			fl.close(frames)
+		}
+	} else if pay < fl.gsoSize {
 		fl.close(frames)
 	}
 	return true
 }
 
-// csumKnownGood reports whether a segment's checksums can be trusted: the
-// IPv4 header checksum always verifies, and the TCP checksum was checked by
-// the device (FlagDataValid), is left to offload (FlagNeedsCsum, whose
-// placement mergeable checked) or verifies here.
+// csumKnownGood reports whether a frame's checksums can be trusted: the
+// IPv4 header checksum always verifies, and the TCP or UDP checksum was
+// checked by the device (FlagDataValid), is left to offload (FlagNeedsCsum,
+// whose placement mergeable checked) or verifies here (a UDP check field of
+// 0, no checksum, never gets here: mergeable).
 func csumKnownGood(h *Hdr, frame []byte, l *layout) bool {
 	if !l.ipv6 && fold(sum(frame[l.l3:l.l3+ipv4MinLen], 0)) != 0xffff {
 		return false
@@ -325,7 +381,7 @@ func csumKnownGood(h *Hdr, frame []byte, l *layout) bool {
 		return true
 	}
 	acc, _ := addrSum(frame, l) // no routing header: always ok
-	return fold(sum(frame[l.l4:l.end], acc+protoTCP+uint64(l.end-l.l4))) == 0xffff
+	return fold(sum(frame[l.l4:l.end], acc+uint64(l.proto)+uint64(l.end-l.l4))) == 0xffff
 }
 
 // close ends the flow's open run; if segments were merged, it turns the
@@ -353,11 +409,15 @@ func (fl *groFlow) finish(f *Frame) {
 		binary.BigEndian.PutUint16(frame[l3+10:], ^fold(sum(frame[l3:l3+ipv4MinLen], 0)))
 		f.Hdr.GSOType = GSOTCPv4
 	}
-	if fl.psh {
+	switch {
+	case fl.proto == protoUDP:
+		f.Hdr.GSOType = GSOUDPL4
+	case fl.psh:
 		frame[fl.l4+13] |= tcpPSH
 	}
-	l := layout{l3: l3, l4: fl.l4, payload: fl.payload, end: fl.end, ipv6: fl.ipv6, proto: protoTCP}
-	// Sets FlagNeedsCsum, CsumStart, CsumOffset and the pseudo-header sum;
-	// it fails only for a routing header, which a head never has.
+	l := layout{l3: l3, l4: fl.l4, payload: fl.payload, end: fl.end, ipv6: fl.ipv6, proto: fl.proto}
+	// Sets FlagNeedsCsum, CsumStart, CsumOffset, the pseudo-header sum and,
+	// for UDP, the length of the whole; it fails only for a routing
+	// header, which a head never has.
 	_ = partialize(&f.Hdr, frame, &l)
 }

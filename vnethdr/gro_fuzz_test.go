@@ -36,7 +36,7 @@ const (
 	actBadCsum    = 45 // corrupt, no flag: must not merge
 	actIDSkip     = 46
 	actIDRepeat   = 47
-	actUDP        = 48 // a frame of no flow
+	actUDP        = 48 // a UDP datagram of one of four flows (v4/v6, VLAN or not)
 	actGSO        = 49 // a GSO frame of the flow
 	actOptions    = 50 // IPv4 options / IPv6 extension headers
 	actBadIPCsum  = 51 // IPv4 header corrupt, FlagDataValid: must not merge
@@ -45,9 +45,11 @@ const (
 	actNoRoom     = 54
 )
 
-// FuzzCoalesce builds a batch from four flows (two with the same 5-tuple on
-// different VLANs), mostly in-order MTU segments with perturbations the fuzzer
-// picks, and checks what Coalesce makes of it: frames it does not merge into
+// FuzzCoalesce builds a batch from four TCP flows (two with the same 5-tuple
+// on different VLANs), mostly in-order MTU segments with perturbations the
+// fuzzer picks, and UDP datagrams of four more flows between them (all with
+// IPv4 ID 0, so only the IPv6 ones merge; FuzzCoalesceUDP covers UDP), and
+// checks what Coalesce makes of it: frames it does not merge into
 // are unchanged (all of their Buf), merged frames are untouched, corrupt ones
 // are never merged, every super-frame passes Fixup and its checksum verifies
 // once completed, and, per flow, the frames in output order (super-frames
@@ -91,7 +93,7 @@ func FuzzCoalesce(f *testing.F) {
 		}
 		var (
 			frames []Frame
-			flowOf []int // flow of each frame, -1 for none
+			flowOf []int // flow of each frame: 0..3 TCP, 4..7 UDP
 			bad    []bool
 		)
 		for n := 0; n < 48 && len(in) > 0; n++ {
@@ -159,7 +161,7 @@ func FuzzCoalesce(f *testing.F) {
 				h.GSOType = GSONone
 				fr := toFrame(s, b, csumFull, room)
 				fr.Hdr = h
-				frames, flowOf, bad = append(frames, fr), append(flowOf, -1), append(bad, false)
+				frames, flowOf, bad = append(frames, fr), append(flowOf, 4+int(arg2&3)), append(bad, false)
 				continue
 			}
 			s.payload = pattern(size, byte(n))
@@ -194,7 +196,7 @@ func FuzzCoalesce(f *testing.F) {
 		n := NewGRO(maxBatch).Coalesce(frames)
 
 		merged := 0
-		var got, want [4][][]byte
+		var got, want [8][][]byte
 		for i, fr := range frames {
 			if fr.Merged {
 				merged++
@@ -239,7 +241,8 @@ func FuzzCoalesce(f *testing.F) {
 	})
 }
 
-// FuzzCoalesceRaw gives Coalesce arbitrary frames and headers. It must not
+// FuzzCoalesceRaw gives Coalesce arbitrary frames and headers (seeded with
+// TCP segments and UDP datagrams). It must not
 // panic; frames other than heads are untouched (Merged ones too), and each
 // super-frame passes Fixup and splits back, checksums apart, into its head
 // and frames marked Merged after it, each used once.
@@ -265,6 +268,11 @@ func FuzzCoalesceRaw(f *testing.F) {
 	add(seg(a[0], csumFull), seg(a[2], csumFull), seg(a[1], csumFull))
 	// Trusted checksums: mutated payloads still merge.
 	add(seg(b[0], csumValid), seg(a[0], csumValid), seg(b[1], csumValid), seg(a[1], csumValid), seg(b[2], csumValid))
+	// UDP datagrams, v4 and v6 on a VLAN, between TCP segments.
+	u := udpRun(groSeg{}, 3, 40, 9, 3)
+	v := udpRun(groSeg{v6: true, vlan: true}, 3, 18, 0, 4)
+	add(seg(u[0], csumValid), seg(a[0], csumFull), seg(v[0], csumPartial), seg(u[1], csumPartial), seg(v[1], csumFull),
+		seg(a[1], csumFull), seg(u[2], csumFull), seg(v[2], csumValid))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		in := fuzzBytes(data)
 		maxBatch := int(in.next()%16) + 1
@@ -318,15 +326,15 @@ func FuzzCoalesceRaw(f *testing.F) {
 }
 
 // sameSegment reports whether seg, emitted by Segment, is the frame orig
-// apart from the TCP checksum (Segment computes it; orig's may be partial
-// or trusted) and Ethernet padding.
+// apart from the TCP or UDP checksum (Segment computes it; orig's may be
+// partial or trusted) and Ethernet padding.
 func sameSegment(seg []byte, orig Frame) bool {
 	o := orig.Buf[orig.Start:orig.End]
 	o = o[:ipEnd(o)]
 	l, err := parse(seg)
-	if err != nil || l.proto != protoTCP || len(o) != len(seg) {
+	if err != nil || (l.proto != protoTCP && l.proto != protoUDP) || len(o) != len(seg) {
 		return false
 	}
-	c := l.l4 + tcpCsumOff
+	c := l.l4 + l4CsumOff(l.proto)
 	return bytes.Equal(seg[:c], o[:c]) && bytes.Equal(seg[c+2:], o[c+2:])
 }

@@ -10,9 +10,14 @@ import (
 	"github.com/google/gopacket/layers"
 )
 
-// groSeg describes one TCP segment for the GRO tests; zero values give a
-// plain IPv4 segment with ACK, DF, TTL 64, window 512.
+// groSeg describes one TCP segment or UDP datagram for the GRO tests; zero
+// values give a plain IPv4 TCP segment with ACK, DF, TTL 64, window 512.
 type groSeg struct {
+	udp            bool   // a UDP datagram: the TCP fields are ignored
+	dstPort        uint16 // 0 means 5201
+	noCsum         bool   // UDP: send no checksum (check field 0)
+	srcIP, dstIP   net.IP // nil means src4/dst4 or src6/dst6
+	dstMAC         net.HardwareAddr
 	v6, vlan, qinq bool
 	vid            uint16 // VLAN id when vlan; 0 means 100
 	ts             bool   // NOP NOP timestamps option (doff 8)
@@ -54,6 +59,9 @@ func (s groSeg) l4() int {
 }
 
 func (s groSeg) hdrLen() int {
+	if s.udp {
+		return s.l4() + 8
+	}
 	if s.ts {
 		return s.l4() + 32
 	}
@@ -61,10 +69,28 @@ func (s groSeg) hdrLen() int {
 }
 
 func (s groSeg) addrs() (src, dst net.IP) {
-	if s.v6 {
+	switch {
+	case s.srcIP != nil:
+		return s.srcIP, s.dstIP
+	case s.v6:
 		return src6, dst6
 	}
 	return src4, dst4
+}
+
+func (s groSeg) proto() byte {
+	if s.udp {
+		return protoUDP
+	}
+	return protoTCP
+}
+
+// csumOff is the offset of the L4 check field from the L4 header.
+func (s groSeg) csumOff() int {
+	if s.udp {
+		return udpCsumOff
+	}
+	return tcpCsumOff
 }
 
 // buildSeg serializes s with gopacket, lengths and checksums computed by it.
@@ -77,6 +103,14 @@ func buildSeg(tb testing.TB, s groSeg) []byte {
 	eth := &layers.Ethernet{
 		SrcMAC: net.HardwareAddr{0x02, 0, 0, 0, 0, mac},
 		DstMAC: net.HardwareAddr{0x02, 0, 0, 0, 0, 2},
+	}
+	if s.dstMAC != nil {
+		eth.DstMAC = s.dstMAC
+	}
+	src, dst := s.addrs()
+	l4proto := layers.IPProtocolTCP
+	if s.udp {
+		l4proto = layers.IPProtocolUDP
 	}
 	ls := []gopacket.SerializableLayer{eth}
 	next := &eth.EthernetType
@@ -104,17 +138,17 @@ func buildSeg(tb testing.TB, s groSeg) []byte {
 	if s.v6 {
 		*next = layers.EthernetTypeIPv6
 		ip := &layers.IPv6{Version: 6, TrafficClass: s.tos, FlowLabel: s.flowLabel, HopLimit: ttl,
-			SrcIP: src6, DstIP: dst6, NextHeader: layers.IPProtocolTCP}
+			SrcIP: src, DstIP: dst, NextHeader: l4proto}
 		ls = append(ls, ip)
 		if s.ext {
 			ip.NextHeader = layers.IPProtocolIPv6HopByHop
 			ls = append(ls, rawLayer{60, 0, 1, 4, 0, 0, 0, 0})
-			ls = append(ls, rawLayer{6, 1, 1, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
+			ls = append(ls, rawLayer{byte(l4proto), 1, 1, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
 		}
 		nl = ip
 	} else {
 		*next = layers.EthernetTypeIPv4
-		ip := &layers.IPv4{Version: 4, TOS: s.tos, TTL: ttl, Id: s.id, SrcIP: src4, DstIP: dst4, Protocol: layers.IPProtocolTCP}
+		ip := &layers.IPv4{Version: 4, TOS: s.tos, TTL: ttl, Id: s.id, SrcIP: src, DstIP: dst, Protocol: l4proto}
 		if !s.noDF {
 			ip.Flags |= layers.IPv4DontFragment
 		}
@@ -138,11 +172,18 @@ func buildSeg(tb testing.TB, s groSeg) []byte {
 	if port == 0 {
 		port = 40000
 	}
+	dport := s.dstPort
+	if dport == 0 {
+		dport = 5201
+	}
+	if s.udp {
+		return buildUDP(tb, s, ls, nl, port, dport)
+	}
 	win := s.win
 	if win == 0 {
 		win = 512
 	}
-	tc := &layers.TCP{SrcPort: layers.TCPPort(port), DstPort: 5201, Seq: s.seq, Ack: s.ack, Window: win, Urgent: s.urg,
+	tc := &layers.TCP{SrcPort: layers.TCPPort(port), DstPort: layers.TCPPort(dport), Seq: s.seq, Ack: s.ack, Window: win, Urgent: s.urg,
 		FIN: f&0x01 != 0, SYN: f&0x02 != 0, RST: f&0x04 != 0, PSH: f&0x08 != 0,
 		ACK: f&0x10 != 0, URG: f&0x20 != 0, ECE: f&0x40 != 0, CWR: f&0x80 != 0}
 	if s.ts {
@@ -158,6 +199,32 @@ func buildSeg(tb testing.TB, s groSeg) []byte {
 		tb.Fatal(err)
 	}
 	ls = append(ls, tc, gopacket.Payload(s.payload))
+	return serializeSeg(tb, s, ls)
+}
+
+// buildUDP finishes buildSeg for a datagram.
+func buildUDP(tb testing.TB, s groSeg, ls []gopacket.SerializableLayer, nl gopacket.NetworkLayer, sport, dport uint16) []byte {
+	tb.Helper()
+	u := &layers.UDP{SrcPort: layers.UDPPort(sport), DstPort: layers.UDPPort(dport)}
+	if err := u.SetNetworkLayerForChecksum(nl); err != nil {
+		tb.Fatal(err)
+	}
+	ls = append(ls, u, gopacket.Payload(s.payload))
+	b := serializeSeg(tb, s, ls)
+	c := b[s.l4()+udpCsumOff:]
+	switch {
+	case s.noCsum:
+		c[0], c[1] = 0, 0
+	case c[0] == 0 && c[1] == 0:
+		// gopacket leaves a computed 0 as 0, which means "no checksum"
+		// (RFC 768); a sender writes 0xffff.
+		c[0], c[1] = 0xff, 0xff
+	}
+	return b
+}
+
+func serializeSeg(tb testing.TB, s groSeg, ls []gopacket.SerializableLayer) []byte {
+	tb.Helper()
 	buf := gopacket.NewSerializeBuffer()
 	if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{ComputeChecksums: true, FixLengths: true}, ls...); err != nil {
 		tb.Fatal(err)
@@ -204,8 +271,8 @@ func toFrame(s groSeg, f []byte, mode csumMode, room int) Frame {
 	case csumPartial:
 		src, dst := s.addrs()
 		l4Len := len(f) - s.l4()
-		binary.BigEndian.PutUint16(buf[groHeadroom+s.l4()+16:], refSum(pseudo(src, dst, 6, l4Len)))
-		fr.Hdr = Hdr{Flags: FlagNeedsCsum, HdrLen: uint16(s.hdrLen()), CsumStart: uint16(s.l4()), CsumOffset: 16}
+		binary.BigEndian.PutUint16(buf[groHeadroom+s.l4()+s.csumOff():], refSum(pseudo(src, dst, s.proto(), l4Len)))
+		fr.Hdr = Hdr{Flags: FlagNeedsCsum, HdrLen: uint16(s.hdrLen()), CsumStart: uint16(s.l4()), CsumOffset: uint16(s.csumOff())}
 	}
 	return fr
 }
@@ -231,9 +298,10 @@ func cloneFrames(frames []Frame) []Frame {
 }
 
 // canonical is what a segment means on the wire: its IP packet with the
-// TCP checksum finished when it was left to offload, and written 0xffff
-// rather than 0, the other form of the same one's complement number, which
-// Segment never emits (gopacket does).
+// TCP or UDP checksum finished when it was left to offload, and a TCP one
+// written 0xffff rather than 0, the other form of the same one's complement
+// number, which Segment never emits (gopacket does). A UDP check field of 0
+// means "no checksum" and stays.
 func canonical(f Frame) []byte {
 	b := append([]byte(nil), f.Buf[f.Start:f.End]...)
 	h := f.Hdr
@@ -265,7 +333,21 @@ func expand(tb testing.TB, f Frame) [][]byte {
 		return [][]byte{canonical(f)}
 	}
 	h := f.Hdr
-	if h.Flags != FlagNeedsCsum || (h.GSOType != GSOTCPv4 && h.GSOType != GSOTCPv6) || h.CsumOffset != 16 || h.GSOSize == 0 {
+	switch {
+	case h.Flags != FlagNeedsCsum || h.GSOSize == 0:
+		tb.Fatalf("super-frame header %+v", h)
+	case h.GSOType == GSOTCPv4 || h.GSOType == GSOTCPv6:
+		if h.CsumOffset != tcpCsumOff {
+			tb.Fatalf("super-frame header %+v", h)
+		}
+	case h.GSOType == GSOUDPL4:
+		if h.CsumOffset != udpCsumOff {
+			tb.Fatalf("super-frame header %+v", h)
+		}
+		if n := (len(frame) - int(h.HdrLen) + int(h.GSOSize) - 1) / int(h.GSOSize); n > udpMaxSegments {
+			tb.Fatalf("USO super-frame of %d segments", n)
+		}
+	default:
 		tb.Fatalf("super-frame header %+v", h)
 	}
 	if len(frame) > int(h.HdrLen)+65535 {

@@ -46,7 +46,7 @@ func cmdRun(args []string, stderr io.Writer) error {
 	nicNapiThreaded := fs.String("nic-napi-threaded", "", "set the NIC's NAPI instances threaded over netlink: enabled (a kthread polls on demand) or busy-poll (Linux 6.19+, polls continuously); empty leaves them; restored on exit. A veth has NAPI instances only with GRO on")
 	nicNapiCPU := fs.Int("nic-napi-cpu", -1, "pin the NIC's NAPI kthreads (with --nic-napi-threaded) to this CPU; -1 leaves them")
 	poll := fs.String("poll", "block", "how workers wait: block (sleep in ppoll until a fd is ready) or busy (spin on non-blocking reads: lowest latency, one full CPU per queue)")
-	gro := fs.Bool("gro", true, "userspace GRO: merge consecutive TCP segments of a flow from the NIC into one GSO frame per TAP write (needs the TAP's vnet header)")
+	gro := fs.Bool("gro", true, "userspace GRO: merge consecutive TCP segments of a flow from the NIC into one GSO frame per TAP write, and same-size UDP datagrams into one USO frame when the TAP takes USO (needs the TAP's vnet header)")
 	batch := fs.Int("batch", 64, "most frames moved per direction per wake-up (1-1024)")
 	promisc := fs.Bool("promisc", false, "put the NIC in promiscuous mode instead of asking for the TAP's MAC and all multicast")
 	strictMAC := fs.Bool("strict-mac", false, "drop frames from the TAP whose source MAC is not the TAP's, and accept from the NIC only frames to the TAP's MAC, broadcast and multicast (a BPF filter): lets several instances share one NIC; VM ports with their own MACs need it off")
@@ -177,7 +177,8 @@ func cmdRun(args []string, stderr io.Writer) error {
 		MACs:    macs,
 		Promisc: *promisc,
 	}
-	fc := forward.Config{Batch: *batch, CPUs: cpuList, TAPVnetHdr: f.VnetHdr, MTU: tc.MTU, Logger: log, Busy: *poll == "busy", GRO: *gro}
+	fc := forward.Config{Batch: *batch, CPUs: cpuList, TAPVnetHdr: f.VnetHdr, MTU: tc.MTU, Logger: log, Busy: *poll == "busy", GRO: *gro,
+		UDPGRO: f.Offloads&(unix.TUN_F_USO4|unix.TUN_F_USO6) == unix.TUN_F_USO4|unix.TUN_F_USO6}
 	if *strictMAC {
 		rc.FilterMAC = dev.MAC()
 		fc.StrictMAC = dev.MAC()

@@ -1,0 +1,254 @@
+package vnethdr
+
+import (
+	"bytes"
+	"encoding/binary"
+	"testing"
+)
+
+// Actions of FuzzCoalesceUDP, one per generated frame; a datagram is the
+// flow's next one (next IPv4 ID, the flow's size) unless the action says
+// otherwise. The TCP flow takes only clean, short and PSH segments.
+const (
+	uactClean     = iota // 0..23
+	uactShort     = 24   // 24..27: shorter, ends the run
+	uactLarger    = 28   // larger than the flow's size
+	uactEmpty     = 29
+	uactIDSkip    = 30
+	uactIDRepeat  = 31
+	uactTOS       = 32 // this datagram only
+	uactTTL       = 33
+	uactDF        = 34 // DF flipped / flow label changed
+	uactNoCsum    = 35 // check field 0: must not merge
+	uactBadCsum   = 36 // corrupt, no flag: must not merge
+	uactBadIPCsum = 37 // IPv4 header corrupt, FlagDataValid: must not merge
+	uactULen      = 38 // UDP length short of the IP payload: must not merge
+	uactCsumStart = 39 // FlagNeedsCsum pointing elsewhere
+	uactGSO       = 40 // a USO frame of the flow
+	uactNoRoom    = 41
+	uactOptions   = 42 // IPv4 options / IPv6 extension headers
+	uactPort      = 43 // another destination port: a flow of its own
+	uactFragment  = 44 // IPv4 MF: no flow at all
+	uactSize      = 45 // the flow changes its datagram size from here on
+	numUacts      = 46
+)
+
+// udpFuzzFlows is how many flows FuzzCoalesceUDP generates: four UDP ones
+// (two with the same addresses and ports on different VLANs) and a TCP one
+// on the first UDP flow's addresses and ports.
+const udpFuzzFlows = 5
+
+// FuzzCoalesceUDP builds a batch of up to 160 frames from four UDP flows and
+// a TCP flow on the same addresses and ports as the first, with
+// perturbations the fuzzer picks, and checks what Coalesce makes of it:
+// frames it does not merge into are unchanged (all of their Buf), merged
+// frames are untouched, bad ones are never merged, every super-frame passes
+// Fixup, holds at most UDP_MAX_SEGMENTS datagrams and its checksum verifies
+// once completed, and, per flow, the frames in output order (super-frames
+// split by Segment, with verifying checksums) are the input frames byte for
+// byte (checksums finished).
+func FuzzCoalesceUDP(f *testing.F) {
+	clean := []byte{0x00, 0, 0}
+	for i := 0; i < 40; i++ {
+		clean = append(clean, byte(i%udpFuzzFlows), 6*3, 0)
+	}
+	f.Add(clean)
+	long := []byte{0x00, 0, 0}
+	for i := 0; i < 150; i++ {
+		long = append(long, 0, 6*3+1, 0) // 150 datagrams of one flow: the segment cap
+	}
+	f.Add(long)
+	mixed := []byte{0x6b, 0x80, 0}
+	for i := 0; i < numUacts; i++ {
+		mixed = append(mixed, byte(i*udpFuzzFlows+i%udpFuzzFlows), byte(i*5), byte(i*37), 0, byte(i%3), 0)
+	}
+	f.Add(mixed)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		in := fuzzBytes(data)
+		type gen struct {
+			base groSeg
+			size int
+			id   uint16
+			seq  uint32
+		}
+		flows := [udpFuzzFlows]gen{
+			{base: groSeg{udp: true}},
+			{base: groSeg{udp: true, v6: true, flowLabel: 5}},
+			{base: groSeg{udp: true, vlan: true}}, // flow 0's 5-tuple on a VLAN
+			{base: groSeg{udp: true, v6: true, qinq: true, vlan: true, srcPort: 40001}},
+			{base: groSeg{}}, // TCP on flow 0's addresses and ports
+		}
+		sizes := [...]int{18, 1, 64, 1472, 7, 100, 536, 1000}
+		cfg := in.next()
+		for k := range flows {
+			flows[k].size = sizes[(int(cfg)>>k+k)&7]
+			flows[k].id = 0xffe0 + uint16(k)
+		}
+		flows[4].seq = uint32(in.next()) << 24
+		maxBatch := 160
+		if in.next()&0x80 != 0 {
+			maxBatch = 2 // the table fills up
+		}
+		var (
+			frames []Frame
+			flowOf []int // flow of each frame; 5+k for flow k's other port; -1 for none
+			bad    []bool
+		)
+		for n := 0; n < 160 && len(in) > 0; n++ {
+			op, arg, arg2 := in.next(), in.next(), in.next()
+			k, act := int(op)%udpFuzzFlows, int(op)/udpFuzzFlows%numUacts
+			fl := &flows[k]
+			s := fl.base
+			s.id = fl.id
+			size := fl.size
+			mode := csumMode(arg % 3)
+			// Room for a head to grow: none, a datagram or two, a few
+			// more, the most a super-frame can take; capped at 64 KiB,
+			// since every frame of a batch this large makes fuzzing slow.
+			room := min(65536, [...]int{0, fl.size / 2, fl.size, 2 * fl.size, 16 * fl.size, 44 * fl.size,
+				udpMaxSegments * fl.size, (udpMaxSegments + 1) * fl.size}[(arg/3)&7])
+			flow, isBad := k, false
+			if k == 4 { // TCP
+				s.seq = fl.seq
+				switch {
+				case act >= uactShort && act < uactLarger:
+					size = 1 + int(arg2)%size
+				case act == uactLarger:
+					s.flags = tcpACK | tcpPSH
+				}
+				s.payload = pattern(size, byte(n))
+				frames = append(frames, segFrame(t, s, mode, room))
+				flowOf, bad = append(flowOf, flow), append(bad, false)
+				fl.seq += uint32(size)
+				fl.id++
+				continue
+			}
+			switch act {
+			case uactShort, uactShort + 1, uactShort + 2, uactShort + 3:
+				size = 1 + int(arg2)%size
+			case uactLarger:
+				size += 1 + int(arg2)%64
+			case uactEmpty:
+				size = 0
+			case uactIDSkip:
+				s.id++
+			case uactIDRepeat:
+				s.id--
+			case uactTOS:
+				s.tos = arg2 | 1
+			case uactTTL:
+				s.ttl = arg2 | 1
+			case uactDF:
+				s.noDF = true
+				s.flowLabel++
+			case uactNoCsum:
+				mode, s.noCsum, isBad = csumValid, true, true
+			case uactBadCsum:
+				mode, isBad = csumFull, true
+			case uactBadIPCsum:
+				mode, isBad = csumValid, !s.v6
+			case uactULen:
+				mode, isBad = csumValid, true
+			case uactCsumStart:
+				mode = csumPartial
+			case uactGSO:
+				size = 2 * fl.size
+				mode = csumPartial
+			case uactNoRoom:
+				room = 0
+			case uactOptions:
+				s.ipOpts, s.ext = !s.v6, s.v6
+			case uactPort:
+				s.dstPort = 5202
+				flow = udpFuzzFlows + k
+			case uactFragment:
+				if !s.v6 {
+					s.mf, flow = true, -1
+				}
+			case uactSize:
+				fl.size = sizes[arg2&7]
+				size = fl.size
+			}
+			s.payload = pattern(size, byte(n))
+			fr := segFrame(t, s, mode, room)
+			l4 := fr.Start + s.l4()
+			switch act {
+			case uactBadCsum:
+				// A payload byte or the check field; not the ports, which
+				// would make it another flow's datagram.
+				if at := int(arg2) % (size + 2); at < size {
+					fr.Buf[fr.End-1-at] ^= 1 << (arg2 % 8)
+				} else {
+					fr.Buf[l4+udpCsumOff+at-size] ^= 1 << (arg2 % 8)
+				}
+			case uactBadIPCsum:
+				if !s.v6 {
+					fr.Buf[fr.Start+s.l3()+10] ^= 0x40
+				}
+			case uactULen:
+				binary.BigEndian.PutUint16(fr.Buf[l4+4:], uint16(8+size-1-int(arg2)%max(size, 1)))
+			case uactCsumStart:
+				fr.Hdr.CsumStart = uint16(s.l3() + int(arg2)%20)
+			case uactGSO:
+				fr.Hdr.GSOType, fr.Hdr.GSOSize = GSOUDPL4, uint16(fl.size)
+			}
+			frames, flowOf, bad = append(frames, fr), append(flowOf, flow), append(bad, isBad)
+			// The sender moves on as a real one would.
+			fl.id = s.id + 1
+			if act == uactGSO {
+				fl.id++
+			}
+		}
+
+		orig := cloneFrames(frames)
+		g := NewGRO(maxBatch)
+		n := g.Coalesce(frames)
+
+		merged := 0
+		var got, want [2 * udpFuzzFlows][][]byte
+		for i, fr := range frames {
+			if fr.Merged {
+				merged++
+			}
+			same := unchanged(fr, orig[i])
+			switch {
+			case fr.Merged && (!same || flowOf[i] < 0):
+				t.Fatalf("frame %d: merged but changed, or of no flow", i)
+			case bad[i] && (fr.Merged || !same):
+				t.Fatalf("frame %d: bad, but merged or changed", i)
+			case !same && (orig[i].Hdr.IsGSO() || !fr.Hdr.IsGSO() || flowOf[i] < 0):
+				t.Fatalf("frame %d: changed, but not into a super-frame: %+v -> %+v", i, orig[i].Hdr, fr.Hdr)
+			case !same && !bytes.Equal(fr.Buf[:fr.Start], orig[i].Buf[:fr.Start]):
+				t.Fatalf("frame %d: written before Start", i)
+			}
+			k := flowOf[i]
+			if k < 0 {
+				continue
+			}
+			if !same && (fr.Hdr.GSOType == GSOUDPL4) != (k%udpFuzzFlows != 4) {
+				t.Fatalf("frame %d of flow %d: super-frame of GSO type %d", i, k, fr.Hdr.GSOType)
+			}
+			want[k] = append(want[k], canonical(orig[i]))
+			switch {
+			case fr.Merged:
+			case same:
+				got[k] = append(got[k], canonical(fr))
+			default:
+				got[k] = append(got[k], expand(t, fr)...)
+			}
+		}
+		if n != merged {
+			t.Fatalf("Coalesce returned %d, %d frames Merged", n, merged)
+		}
+		for k := range got {
+			if len(got[k]) != len(want[k]) {
+				t.Fatalf("flow %d: %d frames out, %d in", k, len(got[k]), len(want[k]))
+			}
+			for i := range got[k] {
+				if !bytes.Equal(got[k][i], want[k][i]) {
+					t.Fatalf("flow %d: frame %d differs:\n got %x\nwant %x", k, i, got[k][i], want[k][i])
+				}
+			}
+		}
+	})
+}
