@@ -42,5 +42,10 @@ fuzz:
 		done; \
 	done
 
+# Issue 7's long runs: the 60 s overload and the 5-minute soak, without the
+# race detector so tapfwd's memory is that of a normal build.
+soak: deps
+	TAPFWD_SOAK=1 $(GO) test -count=1 -timeout 20m -v -run '^(TestOverload|TestSoak)$$' ./cmd/tapfwd
+
 clean:
 	rm -rf bin

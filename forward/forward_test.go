@@ -226,6 +226,32 @@ func TestTAPToNICAddsHeader(t *testing.T) {
 	if d := p.q.C.TAPToNIC.Drops[DropBadHdr].Load(); d != 1 {
 		t.Errorf("bad header drops = %d, want 1", d)
 	}
+	// Every frame read counts as received: received = transmitted + drops.
+	if rx, tx := p.q.C.TAPToNIC.Rx.Packets.Load(), p.q.C.TAPToNIC.Tx.Packets.Load(); rx != 2 || tx != 1 {
+		t.Errorf("received %d, transmitted %d; want 2 and 1", rx, tx)
+	}
+}
+
+// TestNICToTAPAccounting: a frame too large for its buffer and a runt are
+// received and dropped; received = transmitted + drops.
+func TestNICToTAPAccounting(t *testing.T) {
+	p := newPair(t, true, 8)
+	setNonblock(t, p.tapPeer)
+	mustWrite(t, p.nicPeer, withHdr(vnethdr.Hdr{}, make([]byte, headroom+frameCap+100)))
+	mustWrite(t, p.nicPeer, make([]byte, vnethdr.Len+10))
+	mustWrite(t, p.nicPeer, withHdr(vnethdr.Hdr{}, tcpFrame(t, 100)))
+	if n, err := p.q.nicToTAP(); err != nil || n != 3 {
+		t.Fatalf("nicToTAP = %d, %v", n, err)
+	}
+	d := &p.q.C.NICToTAP
+	var drops uint64
+	for i := range d.Drops {
+		drops += d.Drops[i].Load()
+	}
+	if d.Rx.Packets.Load() != 3 || d.Tx.Packets.Load() != 1 || drops != 2 || d.Drops[DropOversize].Load() != 1 {
+		t.Errorf("received %d, transmitted %d, drops %d (oversize %d); want 3, 1, 2 (1)",
+			d.Rx.Packets.Load(), d.Tx.Packets.Load(), drops, d.Drops[DropOversize].Load())
+	}
 }
 
 func TestBadVnetHdrFromTAPDropped(t *testing.T) {

@@ -21,6 +21,7 @@ func (q *Queue) nicToTAP() (int, error) {
 		case unix.EINVAL:
 			// The frame was consumed: its GSO type has no vnet header
 			// form (af_packet.c: packet_rcv_vnet).
+			q.C.NICToTAP.Rx.Packets.Add(1)
 			q.C.NICToTAP.Drops[DropNICRecv].Add(1)
 			return 1, nil
 		case unix.ENETDOWN:
@@ -36,6 +37,15 @@ func (q *Queue) nicToTAP() (int, error) {
 	for i := 0; i < n; i++ {
 		m := &q.nicMeta[i]
 		buf := q.nicBufs[i]
+		// Every frame counts as received, so that received = transmitted
+		// + merged + drops holds for whatever happens to it next.
+		t.rxPkts++
+		if size := m.Len - hdrLen; size > 0 {
+			t.rxBytes += uint64(size)
+			if m.VLAN {
+				t.rxBytes += 4 // the tag the kernel stripped
+			}
+		}
 		if m.Truncated {
 			t.drop(DropOversize)
 			continue
@@ -58,8 +68,6 @@ func (q *Queue) nicToTAP() (int, error) {
 			}
 		}
 		frame := buf[start:end]
-		t.rxPkts++
-		t.rxBytes += uint64(len(frame))
 		if vnethdr.Fixup(&h, frame) != nil {
 			t.drop(DropBadHdr)
 			continue
@@ -181,13 +189,15 @@ func (q *Queue) tapToNIC() (int, error) {
 			break
 		}
 		read++
+		t.rxPkts++
+		if n > 0 {
+			t.rxBytes += uint64(n)
+		}
 		if n < 14 {
 			t.drop(DropBadHdr)
 			continue
 		}
 		frame := buf[headroom : headroom+n]
-		t.rxPkts++
-		t.rxBytes += uint64(n)
 		if q.strict && !bytes.Equal(frame[6:12], q.mac[:]) {
 			t.drop(DropSpoofed)
 			continue
