@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -25,12 +26,15 @@ import (
 	"github.com/tapfwd/tapfwd/tap"
 )
 
-const benchUsage = `Usage: tapfwd bench throughput [flags]
+const benchUsage = `Usage: tapfwd bench throughput|latency [flags]
 
-Measures iperf3 through tapfwd in several TAP configurations and through
-the baselines (Linux bridge, direct veth, a naive water-based forwarder),
-on network namespaces it builds and removes. Run "tapfwd bench throughput -h"
-for the flags.
+throughput: iperf3 through tapfwd in several TAP configurations and through
+the baselines (Linux bridge, direct veth, a naive water-based forwarder).
+latency: UDP request/response round-trip times at fixed rates and
+application delays (the xsk_rr method) through tapfwd's polling modes and
+the Linux bridge.
+Both build their network namespaces and remove them. Run
+"tapfwd bench throughput -h" or "tapfwd bench latency -h" for the flags.
 `
 
 func cmdBench(args []string, stdout, stderr io.Writer) error {
@@ -38,6 +42,8 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		switch args[0] {
 		case "throughput":
 			return cmdBenchThroughput(args[1:], stdout, stderr)
+		case "latency":
+			return cmdBenchLatency(args[1:], stdout, stderr)
 		case "naive-forwarder":
 			// Hidden: the naive baseline, started by the bench in a bed.
 			return cmdNaiveForwarder(args[1:], stderr)
@@ -103,6 +109,7 @@ Flags:
 	streams := fs.String("streams", "1,4", "TCP parallel stream counts (iperf3 -P)")
 	dirs := fs.String("dirs", "both", "directions: both, wire->lab (w2l) or lab->wire (l2w)")
 	udp := fs.Bool("udp", true, "also run UDP 64 B at unlimited rate (delivered kpps and loss)")
+	wireMTU := fs.Bool("wire-mtu", true, "also run TCP wire->lab with TSO and GSO off on the wire's veth, so MTU-sized frames reach the forwarder (where userspace GRO matters)")
 	groFlush := fs.Duration("gro-flush-timeout", bench.DefaultTAPNAPI.GROFlushTimeout, "the TAP's gro_flush_timeout in the "+bench.NAPIGRO+" configuration")
 	deferIRQs := fs.Int("defer-hard-irqs", bench.DefaultTAPNAPI.DeferHardIRQs, "the TAP's napi_defer_hard_irqs in the "+bench.NAPIGRO+" configuration")
 	seed := fs.Uint64("seed", 1, "bootstrap seed: the same seed and samples give the same intervals")
@@ -163,6 +170,9 @@ Flags:
 		return fmt.Errorf("--dirs %q: want both, w2l or l2w", *dirs)
 	}
 	workloads := bench.Workloads(sz, st, dl, *udp)
+	if *wireMTU && slices.Contains(dl, bench.WireToLab) {
+		workloads = append(workloads, bench.MTUWorkload())
+	}
 	if *quick {
 		if !set["configs"] {
 			cfgs, _ = bench.SelectConfigs(bench.Configs(bench.DefaultTAPNAPI), quickConfigs)
@@ -173,7 +183,7 @@ Flags:
 		if !set["duration"] {
 			*dur = quickDuration
 		}
-		if !set["sizes"] && !set["streams"] && !set["dirs"] && !set["udp"] {
+		if !set["sizes"] && !set["streams"] && !set["dirs"] && !set["udp"] && !set["wire-mtu"] {
 			workloads = quickWorkloads()
 		}
 	}
@@ -333,13 +343,20 @@ type progress struct {
 
 func (p *progress) update(s bench.Progress) {
 	line := fmt.Sprintf("bench: [%d/%d] %s rep %d/%d: %s, %s left", s.Done+1, s.Total, s.Config, s.Rep, s.Reps, s.Workload, s.Left.Round(time.Second))
+	if s.Reps == 0 {
+		// A step outside the repetitions (the latency bench's calibration).
+		line = fmt.Sprintf("bench: %s: %s, then %s", s.Config, s.Workload, s.Left.Round(time.Second))
+	}
 	if p.tty {
 		pad := max(0, p.wide-len(line))
 		p.wide = len(line)
 		fmt.Fprintf(p.w, "\r%s%s", line, strings.Repeat(" ", pad))
 		return
 	}
-	visit := fmt.Sprintf("%s/%d", s.Config, s.Rep)
+	visit := fmt.Sprintf("%s/%d/%s", s.Config, s.Rep, s.Workload)
+	if s.Reps > 0 {
+		visit = fmt.Sprintf("%s/%d", s.Config, s.Rep)
+	}
 	if visit != p.last {
 		p.last = visit
 		fmt.Fprintln(p.w, line)
@@ -401,4 +418,208 @@ func cmdNaiveForwarder(args []string, stderr io.Writer) error {
 		"tap_frames", f.C.TAPFrames.Load(), "nic_writes", f.C.NICWrites.Load(),
 		"drops", f.C.Drops.Load(), "write_errors", f.C.WriteErrors.Load())
 	return err
+}
+
+// Quick latency run: a smoke test well under a minute.
+var (
+	quickLatConfigs  = []string{bench.LatBlock, bench.LatBusy, bench.Bridge}
+	quickLatPoints   = "12K/0us"
+	quickLatReps     = 2
+	quickLatDuration = 2 * time.Second
+)
+
+func cmdBenchLatency(args []string, stdout, stderr io.Writer) error {
+	all := bench.LatencyConfigs()
+	var defPoints []string
+	for _, p := range bench.ReferencePoints {
+		defPoints = append(defPoints, p.Name)
+	}
+	fs := newFlagSet("bench latency", "bench latency [flags]", stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, `Usage: tapfwd bench latency [flags]
+
+Request/response latency in the manner of the kernel's xsk_rr: a UDP echo
+server in the lab namespace, a client in the wire namespace that sends
+requests open-loop at a fixed rate (send time and sequence number in each),
+busy-waits the application delay after each reply, and records round-trip
+times in a histogram (1 ns up to 2 us, then 1/1024 of the value: at most
+64 ns up to 131 us). Reports min, p5, p50, p95, p99, p99.9, max, the rate
+achieved and the loss per configuration and rate/delay point: medians of
+the repetitions with 95%% bootstrap intervals, interleaved like the
+throughput bench, and verdicts for the polling modes against each other
+and tapfwd against the bridge. Before the matrix, each point's rate is
+probed on --calibrate and capped where this machine cannot sustain it.
+Needs root. Everything it creates is removed, also on Ctrl-C.
+
+Configurations (--configs; default all but direct):
+`)
+		for _, c := range all {
+			fmt.Fprintf(stderr, "  %-19s %s\n", c.Name, c.Description)
+		}
+		fmt.Fprintf(stderr, `
+Default matrix: the reference's points %s (RATE/DELAY) x the
+configurations, %d repetitions of 2 s runs: about 5 minutes on a 2-CPU VM.
+--quick: configurations %s; point %s; %d repetitions of %v;
+no calibration: under 40 s, a smoke test, not a measurement. Flags given
+explicitly override what --quick picks.
+
+Flags:
+`, strings.Join(defPoints, ", "), 3, strings.Join(quickLatConfigs, ", "), quickLatPoints, quickLatReps, quickLatDuration)
+		fs.PrintDefaults()
+	}
+	reps := fs.Int("reps", 3, "repetitions of every configuration, interleaved (at least 3 for a verdict)")
+	dur := fs.Duration("duration", 2*time.Second, "measured length of each run (after the warm-up)")
+	warmup := fs.Duration("warmup", 200*time.Millisecond, "requests sent before each run's measured part and not counted")
+	quick := fs.Bool("quick", false, "smoke test under 40 s (see above)")
+	configs := fs.String("configs", strings.Join(bench.DefaultLatencyConfigs, ","), "comma-separated configurations to run, in report order")
+	points := fs.String("points", strings.Join(defPoints, ","), "comma-separated RATE/DELAY points: requests per second (K = 1000) and the application delay (us when no unit)")
+	size := fs.Int("size", bench.DefaultRRPayload, "UDP payload of a request and its reply, bytes (24 to 1400)")
+	calibrate := fs.String("calibrate", bench.LatBlock, `configuration each point's rate is checked on before the matrix (capped where not sustained); "none" runs the rates as asked`)
+	seed := fs.Uint64("seed", 1, "bootstrap seed: the same seed and samples give the same intervals")
+	resamples := fs.Int("resamples", bench.DefaultResamples, "bootstrap resamples per interval")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	asMD := fs.Bool("markdown", false, "print the report as Markdown")
+	outDir := fs.String("out", "", "also write the report (latency.{txt,md,json}) into this directory; empty writes none")
+	from := fs.String("from", "", "render a report saved with --json (or --out) instead of measuring")
+	verbose := fs.Bool("verbose", false, "log each test bed (its namespaces), each calibration probe and every failure to stderr")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *asJSON && *asMD {
+		return errors.New("--json and --markdown: pick one")
+	}
+	if *reps < 1 || *reps > 1000 {
+		return fmt.Errorf("--reps %d: want 1 to 1000", *reps)
+	}
+	if *dur < 100*time.Millisecond || *dur > time.Hour {
+		return fmt.Errorf("--duration %v: want 100ms to 1h", *dur)
+	}
+	if *warmup < 0 || *warmup > time.Minute {
+		return fmt.Errorf("--warmup %v: want 0 to 1m", *warmup)
+	}
+	if *size < 24 || *size > 1400 {
+		return fmt.Errorf("--size %d: want 24 to 1400", *size)
+	}
+	if *resamples < 100 {
+		return fmt.Errorf("--resamples %d: want at least 100", *resamples)
+	}
+	cfgs, err := bench.SelectLatencyConfigs(all, splitList(*configs))
+	if err != nil {
+		return fmt.Errorf("--configs: %w", err)
+	}
+	pts, err := bench.ParsePoints(*points)
+	if err != nil {
+		return fmt.Errorf("--points: %w", err)
+	}
+	cal := *calibrate
+	if *quick {
+		if !set["configs"] {
+			cfgs, _ = bench.SelectLatencyConfigs(all, quickLatConfigs)
+		}
+		if !set["points"] {
+			pts, _ = bench.ParsePoints(quickLatPoints)
+		}
+		if !set["reps"] {
+			*reps = quickLatReps
+		}
+		if !set["duration"] {
+			*dur = quickLatDuration
+		}
+		if !set["calibrate"] {
+			cal = "none"
+		}
+	}
+	if cal == "none" {
+		cal = ""
+	} else if _, err := bench.SelectLatencyConfigs(all, []string{cal}); err != nil {
+		return fmt.Errorf("--calibrate: %w", err)
+	}
+	if *from != "" {
+		rep, err := bench.ReadLatencyReport(*from)
+		if err != nil {
+			return err
+		}
+		return renderLatency(rep, *outDir, *asJSON, *asMD, stdout)
+	}
+
+	if os.Geteuid() != 0 {
+		return errors.New("bench needs root: it builds network namespaces and TAPs (CAP_NET_ADMIN, CAP_SYS_ADMIN); run it as root, e.g. sudo tapfwd bench latency")
+	}
+	if err := testbed.Available(); err != nil {
+		return err
+	}
+	features, err := tap.Probe()
+	if err != nil {
+		return err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("finding the tapfwd binary: %w", err)
+	}
+	if *outDir != "" {
+		if err := os.MkdirAll(*outDir, 0o755); err != nil {
+			return fmt.Errorf("--out: %w", err)
+		}
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	// After the first signal the run cleans up; a second one kills at once.
+	go func() { <-ctx.Done(); stop() }()
+
+	log := slog.New(slog.DiscardHandler)
+	if *verbose {
+		log = slog.New(slog.NewTextHandler(stderr, nil))
+	}
+	prog := &progress{w: stderr, tty: isTerminal(stderr) && !*verbose}
+	rep, err := bench.Latency(ctx, bench.LatencyOptions{
+		Exe: exe, Configs: cfgs, Points: pts, Reps: *reps, Duration: *dur, Warmup: *warmup, Payload: *size,
+		Calibrate: cal, TUNFeatures: features, Bootstrap: bench.Bootstrap{Seed: *seed, Resamples: *resamples},
+		Progress: prog.update, Log: log,
+	})
+	prog.finish()
+	if err != nil {
+		if errors.Is(err, bench.ErrInterrupted) {
+			return errors.New("bench interrupted: its namespaces, TAPs and processes are removed")
+		}
+		return err
+	}
+	rep.Settings.Quick = *quick
+	for _, c := range rep.Configs {
+		if c.Skipped != "" {
+			fmt.Fprintf(stderr, "tapfwd: bench: skipped %s: %s\n", c.Name, c.Skipped)
+		}
+	}
+	for _, p := range rep.Points {
+		if p.Capped != "" {
+			fmt.Fprintf(stderr, "tapfwd: bench: %s: %s\n", p.Name, p.Capped)
+		}
+	}
+	return renderLatency(rep, *outDir, *asJSON, *asMD, stdout)
+}
+
+// renderLatency writes rep's files into outDir (when set) and rep in the
+// chosen format to stdout.
+func renderLatency(rep *bench.LatencyReport, outDir string, asJSON, asMD bool, stdout io.Writer) error {
+	if outDir != "" {
+		if err := os.MkdirAll(outDir, 0o755); err != nil {
+			return fmt.Errorf("--out: %w", err)
+		}
+		for name, write := range map[string]func(io.Writer) error{
+			"latency.txt": rep.WriteText, "latency.md": rep.WriteMarkdown, "latency.json": rep.WriteJSON,
+		} {
+			if err := writeFile(filepath.Join(outDir, name), write); err != nil {
+				return err
+			}
+		}
+	}
+	switch {
+	case asJSON:
+		return rep.WriteJSON(stdout)
+	case asMD:
+		return rep.WriteMarkdown(stdout)
+	}
+	return rep.WriteText(stdout)
 }

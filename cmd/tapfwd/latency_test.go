@@ -1,0 +1,339 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tapfwd/tapfwd/bench"
+	"github.com/tapfwd/tapfwd/bench/testbed"
+)
+
+// latencyJSON is the --json report as a consumer reads it: plain fields,
+// not bench.LatencyReport.
+type latencyJSON struct {
+	Schema   string `json:"schema"`
+	Settings struct {
+		Reps       int     `json:"reps"`
+		RunSeconds float64 `json:"run_seconds"`
+		Quick      bool    `json:"quick"`
+	} `json:"settings"`
+	Host struct {
+		Kernel string `json:"kernel"`
+		CPUs   int    `json:"cpus"`
+	} `json:"host"`
+	Notes   []string            `json:"notes"`
+	Configs []latencyConfigJSON `json:"configs"`
+	Points  []struct {
+		Name      string `json:"name"`
+		Rate      int    `json:"rate"`
+		AskedRate int    `json:"asked_rate"`
+		DelayNS   int64  `json:"delay_ns"`
+	} `json:"points"`
+	Cells       []latencyCellJSON `json:"cells"`
+	Comparisons []struct {
+		Point, Stat, A, B, Verdict string
+	} `json:"comparisons"`
+}
+
+type latencyConfigJSON struct {
+	Name    string   `json:"name"`
+	Kind    string   `json:"kind"`
+	Args    []string `json:"args"`
+	Skipped string   `json:"skipped"`
+}
+
+type latencyCellJSON struct {
+	Config      string                         `json:"config"`
+	Point       string                         `json:"point"`
+	Reps        int                            `json:"reps"`
+	RTT         map[string]map[string]*float64 `json:"rtt_ns"`
+	Rate        map[string]*float64            `json:"rate"`
+	LossPercent map[string]*float64            `json:"loss_percent"`
+	Samples     []struct {
+		Sent     uint64             `json:"sent"`
+		Received uint64             `json:"received"`
+		RTT      map[string]float64 `json:"rtt_ns"`
+	} `json:"samples"`
+}
+
+// TestBenchLatencyQuickJSON runs `tapfwd bench latency --quick --json`, as
+// CI does, and checks the report's structure, and that the bridge and
+// tapfwd rows have positive, ordered round-trip percentiles with intervals,
+// a rate and a loss.
+func TestBenchLatencyQuickJSON(t *testing.T) {
+	if err := testbed.Available(); err != nil {
+		t.Skipf("skipping privileged test: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	cmd := benchCmd(t, ctx, "latency", "--quick", "--json")
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("bench latency --quick --json: %v\nstderr:\n%s", err, stderr.String())
+	}
+	t.Logf("--quick took %v", time.Since(start).Round(time.Second))
+	if !strings.Contains(stderr.String(), "left") {
+		t.Errorf("no progress line on stderr:\n%s", stderr.String())
+	}
+	var r latencyJSON
+	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, stdout.String())
+	}
+	if r.Schema != bench.LatencySchema || !r.Settings.Quick || r.Settings.Reps != 2 || r.Settings.RunSeconds != 2 || r.Host.Kernel == "" || r.Host.CPUs == 0 {
+		t.Errorf("schema %q, settings %+v, host %+v", r.Schema, r.Settings, r.Host)
+	}
+	if len(r.Points) != 1 || r.Points[0].Name != "12K/0us" || r.Points[0].Rate != 12000 || r.Points[0].DelayNS != 0 {
+		t.Errorf("points %+v", r.Points)
+	}
+	if len(r.Notes) == 0 {
+		t.Error("no notes")
+	}
+	var ran []string
+	for _, c := range r.Configs {
+		if c.Skipped != "" {
+			t.Logf("skipped %s: %s", c.Name, c.Skipped)
+			continue
+		}
+		ran = append(ran, c.Name)
+	}
+	for _, must := range []string{bench.LatBlock, bench.Bridge} {
+		if !slices.Contains(ran, must) {
+			t.Errorf("configuration %s did not run: %v", must, r.Configs)
+		}
+	}
+	if !slices.ContainsFunc(r.Configs, func(c latencyConfigJSON) bool { return c.Name == bench.LatBusy }) {
+		t.Errorf("%s not in the quick run", bench.LatBusy)
+	}
+	for _, c := range ran {
+		for _, p := range r.Points {
+			i := slices.IndexFunc(r.Cells, func(x latencyCellJSON) bool { return x.Config == c && x.Point == p.Name })
+			if i < 0 {
+				t.Errorf("no cell for %s / %s", c, p.Name)
+				continue
+			}
+			cell := r.Cells[i]
+			if cell.Reps != r.Settings.Reps || len(cell.Samples) != cell.Reps {
+				t.Errorf("%s: %d repetitions, %d samples, want %d", c, cell.Reps, len(cell.Samples), r.Settings.Reps)
+			}
+			prev := 0.0
+			for _, st := range bench.Stats {
+				e := cell.RTT[st]
+				med, lo, hi := e["median"], e["ci_low"], e["ci_high"]
+				if med == nil || lo == nil || hi == nil {
+					t.Errorf("%s: rtt_ns.%s lacks median or interval: %v", c, st, e)
+					continue
+				}
+				if *med <= 0 || !(*lo <= *med && *med <= *hi) || *med < prev {
+					t.Errorf("%s: rtt_ns.%s %v [%v, %v]: want positive, inside its interval, not below the percentile before (%v)", c, st, *med, *lo, *hi, prev)
+				}
+				prev = *med
+			}
+			if cell.Rate["median"] == nil || *cell.Rate["median"] <= 0 || cell.LossPercent["median"] == nil {
+				t.Errorf("%s: rate %v loss %v", c, cell.Rate, cell.LossPercent)
+			}
+			for _, s := range cell.Samples {
+				if s.Sent == 0 || s.Received == 0 || s.Received > s.Sent || s.RTT["p50"] <= 0 {
+					t.Errorf("%s: sample %+v", c, s)
+				}
+			}
+			t.Logf("%s %s: p50 %.1f us, p99 %.1f us, %.0f requests/s, %.2f%% lost", c, p.Name,
+				*cell.RTT["p50"]["median"]/1e3, *cell.RTT["p99"]["median"]/1e3, *cell.Rate["median"], *cell.LossPercent["median"])
+		}
+	}
+	n := 0
+	for _, c := range r.Comparisons {
+		if c.A == bench.LatBlock && c.B == bench.Bridge {
+			n++
+			if c.Verdict != bench.TooFewSamples {
+				t.Errorf("tapfwd-block against the bridge with 2 repetitions: verdict %q, want %q", c.Verdict, bench.TooFewSamples)
+			}
+		}
+	}
+	if n != 2 {
+		t.Errorf("%d block/bridge comparisons, want p50 and p99", n)
+	}
+
+	// --from renders the saved report again; --out writes every format.
+	saved := filepath.Join(t.TempDir(), "latency.json")
+	if err := os.WriteFile(saved, stdout.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	var md, errb bytes.Buffer
+	if code := run([]string{"bench", "latency", "--from", saved, "--markdown", "--out", out}, &md, &errb); code != 0 {
+		t.Fatalf("--from: exit %d: %s", code, errb.String())
+	}
+	if !strings.Contains(md.String(), "| rate + delay | "+bench.LatBlock) || !strings.Contains(md.String(), "12 Kpkt/s + 0 us") {
+		t.Errorf("--from --markdown:\n%s", md.String())
+	}
+	for _, f := range []string{"latency.txt", "latency.md", "latency.json"} {
+		if fi, err := os.Stat(filepath.Join(out, f)); err != nil || fi.Size() == 0 {
+			t.Errorf("--out: %s: %v", f, err)
+		}
+	}
+}
+
+// TestBenchLatencyInterrupt sends SIGINT to a latency bench while requests
+// flow through tapfwd, and checks that it exits promptly and leaves no
+// namespace, interface or process of its own behind.
+func TestBenchLatencyInterrupt(t *testing.T) {
+	if err := testbed.Available(); err != nil {
+		t.Skipf("skipping privileged test: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := benchCmd(t, ctx, "latency", "--quick", "--verbose", "--configs", bench.LatBlock+","+bench.Bridge, "--reps", "3")
+	stderrR, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	t.Cleanup(func() { cmd.Process.Kill() })
+
+	var log bytes.Buffer
+	lines := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(io.TeeReader(stderrR, &log))
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	// Wait for the first run through tapfwd: its bed is up, the forwarder
+	// forwards, and the progress line comes just before the requests.
+	ids := map[string]bool{}
+	seen := map[int]procID{}
+	deadline := time.After(60 * time.Second)
+	running := false
+	for !running {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("bench ended before it was interrupted:\n%s", log.String())
+			}
+			if m := bedIDRE.FindStringSubmatch(l); m != nil {
+				ids[m[2]] = true
+			}
+			running = strings.HasPrefix(l, "bench: [1/") && strings.Contains(l, bench.LatBlock)
+		case <-deadline:
+			t.Fatalf("no run through tapfwd within 60 s:\n%s", log.String())
+		}
+		for p, id := range descendants(pid) {
+			seen[p] = id
+		}
+	}
+	time.Sleep(700 * time.Millisecond) // mid-run
+	for p, id := range descendants(pid) {
+		seen[p] = id
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	sent := time.Now()
+	go func() {
+		for range lines { // drain
+		}
+	}()
+	err = cmd.Wait()
+	took := time.Since(sent)
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Errorf("exit after SIGINT: %v, want status 1", err)
+	}
+	if took > 10*time.Second {
+		t.Errorf("took %v to exit after SIGINT", took)
+	}
+	if !strings.Contains(log.String(), "bench interrupted") {
+		t.Errorf("no interruption message:\n%s", log.String())
+	}
+	t.Logf("exited %v after SIGINT; beds %v; processes seen %v", took.Round(time.Millisecond), ids, seen)
+	if len(ids) == 0 {
+		t.Fatalf("no bed in the log:\n%s", log.String())
+	}
+	forwarder := false
+	for p, id := range seen {
+		forwarder = forwarder || strings.HasPrefix(id.comm, "tapfwd")
+		if now, ok := procIdentity(p); ok && now == id {
+			t.Errorf("process %d (%s) from the bench is still running", p, id.comm)
+		}
+	}
+	if !forwarder {
+		t.Errorf("never saw tapfwd run under the bench: %v", seen)
+	}
+	ip := "ip"
+	if _, err := exec.LookPath(ip); err != nil {
+		ip = "/usr/sbin/ip"
+	}
+	netns, err := exec.Command(ip, "netns", "list").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	links, err := exec.Command(ip, "-o", "link", "show").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id := range ids {
+		if strings.Contains(string(netns), "tfw-"+id) {
+			t.Errorf("namespaces of bed %s left behind:\n%s", id, netns)
+		}
+		if strings.Contains(string(links), id) {
+			t.Errorf("an interface of bed %s is in the root namespace:\n%s", id, links)
+		}
+	}
+}
+
+// TestBenchLatencyErrors checks the one-line errors of flag mistakes, and
+// the help text.
+func TestBenchLatencyErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"bench"}, 2, "Usage: tapfwd bench throughput|latency"},
+		{[]string{"bench", "latency", "--json", "--markdown"}, 1, "pick one"},
+		{[]string{"bench", "latency", "--configs", "tapfwd-maybe"}, 1, `unknown configuration "tapfwd-maybe"`},
+		{[]string{"bench", "latency", "--points", "12K"}, 1, "--points: bad point"},
+		{[]string{"bench", "latency", "--calibrate", "nowhere"}, 1, "--calibrate: unknown configuration"},
+		{[]string{"bench", "latency", "--size", "8"}, 1, "--size 8"},
+		{[]string{"bench", "latency", "--reps", "0"}, 1, "--reps 0"},
+		{[]string{"bench", "latency", "extra"}, 2, `unexpected argument "extra"`},
+		{[]string{"bench", "latency", "-h"}, 0, "--quick: configurations tapfwd-block, tapfwd-busy, bridge"},
+		{[]string{"bench", "latency", "--from", "/nonexistent/latency.json"}, 1, "no such file"},
+	} {
+		var out, errb bytes.Buffer
+		code := run(tc.args, &out, &errb)
+		if code != tc.code || !strings.Contains(out.String()+errb.String(), tc.want) {
+			t.Errorf("tapfwd %q: exit %d, want %d with %q; got:\n%s%s", tc.args, code, tc.code, tc.want, out.String(), errb.String())
+		}
+		if code == 1 && strings.Count(strings.TrimSpace(errb.String()), "\n") != 0 {
+			t.Errorf("tapfwd %q: error is not one line:\n%s", tc.args, errb.String())
+		}
+	}
+	if _, err := exec.LookPath("setpriv"); err == nil && testbed.Available() == nil {
+		cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
+			exe(t), "bench", "latency", "--quick")
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "bench needs root") {
+			t.Errorf("not root: %v\n%s", err, out)
+		}
+	}
+}
