@@ -30,9 +30,13 @@ bench-docs: deps-bench build
 test: deps
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
-	$(MAKE) fuzz FUZZTIME=3s
+	$(MAKE) fuzz FUZZTIME=20000x
 
 # Fuzz each target in turn (go test -fuzz takes one target at a time).
+# CI's short pass counts executions (20000x) rather than time: with a
+# duration, Go 1.26's fuzz coordinator can report "context deadline
+# exceeded" as the time runs out (golang/go#75804, fixed in Go 1.27), a
+# failure that is not a finding.
 FUZZTIME ?= 60s
 fuzz:
 	@for pkg in $$($(GO) list ./...); do \
