@@ -434,7 +434,7 @@ func (r *LatencyReport) summary() []string {
 		lines = append(lines, fmt.Sprintf("Rates checked on %s before the matrix (%v probes: a rate holds with at least %.0f%% of it sent, "+
 			"at most %s%% lost, a median round trip at most %d times the unloaded one (%s us at %s/s), and the sender thread "+
 			"using at most %.0f%% of a CPU); a point whose rate does not hold runs at %.0f%% of the highest rate that did.",
-			s.CalibratedOn, probeLength, 100*sustainRate, Num(sustainLoss), sustainP50x, us(s.UnloadedP50), RateName(baselineRate),
+			s.CalibratedOn, probeLength, 100*sustainRate, strconv.FormatFloat(sustainLoss, 'g', -1, 64), sustainP50x, us(s.UnloadedP50), RateName(baselineRate),
 			100*sustainSenderCPU, 100*capHeadroom))
 	}
 	if s.Quick {

@@ -21,6 +21,7 @@ Usage:
   tapfwd vm-port add|list|del ...    VM ports (macvtap) on a TAP for QEMU/libvirt guests
   tapfwd bench throughput [flags]    IFF_NAPI and TAP modes vs the Linux bridge (iperf3)
                                      on a built-in namespace test bed
+  tapfwd bench latency [flags]       request/response latency at fixed rates (xsk_rr style)
 
 Run "tapfwd COMMAND -h" for a command's flags.
 `
