@@ -24,11 +24,7 @@ func TestMain(m *testing.M) {
 }
 
 func TestCLIUsageErrors(t *testing.T) {
-	for _, tc := range []struct {
-		args []string
-		code int
-		want string
-	}{
+	checkCLI(t, []cliCase{
 		{nil, 2, "Usage:"},
 		{[]string{"frobnicate"}, 2, `unknown command "frobnicate"`},
 		{[]string{"run"}, 2, "--nic is required"},
@@ -41,19 +37,7 @@ func TestCLIUsageErrors(t *testing.T) {
 		{[]string{"run", "--nic", "x", "extra"}, 2, `unexpected argument "extra"`},
 		{[]string{"help"}, 0, ""},
 		{[]string{"run", "-h"}, 0, "TAP MTU in bytes"},
-	} {
-		var out, errb bytes.Buffer
-		code := run(tc.args, &out, &errb)
-		if code != tc.code {
-			t.Errorf("tapfwd %q: exit %d, want %d; stderr: %s", tc.args, code, tc.code, errb.String())
-		}
-		if !strings.Contains(out.String()+errb.String(), tc.want) {
-			t.Errorf("tapfwd %q: output lacks %q:\n%s%s", tc.args, tc.want, out.String(), errb.String())
-		}
-		if code == 1 && strings.Count(strings.TrimSpace(errb.String()), "\n") != 0 {
-			t.Errorf("tapfwd %q: error is not one line:\n%s", tc.args, errb.String())
-		}
-	}
+	})
 }
 
 func TestParseCPUList(t *testing.T) {
@@ -68,5 +52,32 @@ func TestParseCPUList(t *testing.T) {
 	cpus, _ = workerCPUs("none", 2)
 	if cpus[0] != -1 || cpus[1] != -1 {
 		t.Fatalf("none: %v", cpus)
+	}
+}
+
+// cliCase is one command line run in process: its exit status and a
+// string its output must contain.
+type cliCase struct {
+	args []string
+	code int
+	want string
+}
+
+// checkCLI runs each case through run and checks the status, the output,
+// and that an error (status 1) is one line.
+func checkCLI(t *testing.T, cases []cliCase) {
+	t.Helper()
+	for _, tc := range cases {
+		var out, errb bytes.Buffer
+		code := run(tc.args, &out, &errb)
+		if code != tc.code {
+			t.Errorf("tapfwd %q: exit %d, want %d; stderr: %s", tc.args, code, tc.code, errb.String())
+		}
+		if !strings.Contains(out.String()+errb.String(), tc.want) {
+			t.Errorf("tapfwd %q: output lacks %q:\n%s%s", tc.args, tc.want, out.String(), errb.String())
+		}
+		if code == 1 && strings.Count(strings.TrimSpace(errb.String()), "\n") != 0 {
+			t.Errorf("tapfwd %q: error is not one line:\n%s", tc.args, errb.String())
+		}
 	}
 }

@@ -20,11 +20,7 @@ import (
 )
 
 func TestNapiCLIUsage(t *testing.T) {
-	for _, tc := range []struct {
-		args []string
-		code int
-		want string
-	}{
+	checkCLI(t, []cliCase{
 		{[]string{"napi"}, 2, "Usage: tapfwd napi COMMAND"},
 		{[]string{"napi", "frob"}, 2, `unknown command "frob"`},
 		{[]string{"napi", "help"}, 0, "list   NAPI instances"},
@@ -40,19 +36,7 @@ func TestNapiCLIUsage(t *testing.T) {
 		{[]string{"napi", "set", "--id", "3", "--gro-flush-timeout", "-1s"}, 1, "must not be negative"},
 		{[]string{"napi", "set", "--id", "3", "--defer-hard-irqs", "2147483648"}, 1, "at most 2147483647"},
 		{[]string{"napi", "set", "--id", "0", "--threaded", "enabled"}, 1, "not a NAPI id"},
-	} {
-		var out, errb bytes.Buffer
-		code := run(tc.args, &out, &errb)
-		if code != tc.code {
-			t.Errorf("tapfwd %q: exit %d, want %d; stderr: %s", tc.args, code, tc.code, errb.String())
-		}
-		if !strings.Contains(out.String()+errb.String(), tc.want) {
-			t.Errorf("tapfwd %q: output lacks %q:\n%s%s", tc.args, tc.want, out.String(), errb.String())
-		}
-		if code == 1 && strings.Count(strings.TrimSpace(errb.String()), "\n") != 0 {
-			t.Errorf("tapfwd %q: error is not one line:\n%s", tc.args, errb.String())
-		}
-	}
+	})
 }
 
 // napiBed builds a Forwarder bed with GRO on for w1, which gives the veth

@@ -30,11 +30,7 @@ import (
 )
 
 func TestVMPortCLIUsage(t *testing.T) {
-	for _, tc := range []struct {
-		args []string
-		code int
-		want string
-	}{
+	checkCLI(t, []cliCase{
 		{[]string{"vm-port"}, 2, "Commands:"},
 		{[]string{"vm-port", "frob"}, 2, `unknown command "frob"`},
 		{[]string{"vm-port", "add"}, 2, "--tap is required"},
@@ -44,16 +40,7 @@ func TestVMPortCLIUsage(t *testing.T) {
 		{[]string{"vm-port", "list", "extra"}, 2, `unexpected argument "extra"`},
 		{[]string{"vm-port", "help"}, 0, "Commands:"},
 		{[]string{"vm-port", "add", "-h"}, 0, "the guest's Ethernet address"},
-	} {
-		var out, errb bytes.Buffer
-		code := run(tc.args, &out, &errb)
-		if code != tc.code {
-			t.Errorf("tapfwd %q: exit %d, want %d; stderr: %s", tc.args, code, tc.code, errb.String())
-		}
-		if !strings.Contains(out.String()+errb.String(), tc.want) {
-			t.Errorf("tapfwd %q: output lacks %q:\n%s%s", tc.args, tc.want, out.String(), errb.String())
-		}
-	}
+	})
 }
 
 // vmRun runs the tapfwd CLI in this process (root namespace) and returns its
