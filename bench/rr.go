@@ -253,15 +253,11 @@ func runRR(ctx context.Context, client, server int, o RROptions) (*RRResult, err
 		runtime.GOMAXPROCS(runtime.NumCPU() + 4)
 		defer runtime.GOMAXPROCS(p)
 	}
-	r := &rrRun{o: o, client: client, server: server, base: time.Now(),
+	r := &rrRun{o: o, client: client, server: server,
 		res: &RRResult{Duration: o.Duration, RTT: new(Histogram), SendLag: new(Histogram)}}
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
-		return nil, os.NewSyscallError("clock_gettime", err)
+	if r.base, r.baseMono, err = monoBase(); err != nil {
+		return nil, err
 	}
-	// Go's monotonic clock is CLOCK_MONOTONIC: the two readings differ by
-	// the time between them, which only shifts the send slots.
-	r.baseMono = ts.Nano()
 	r.run = rand.Uint32() &^ 1 // warm-up requests carry run, measured ones run|1
 	stopAll := context.AfterFunc(ctx, func() { r.stop.Store(true) })
 	defer stopAll()
@@ -290,6 +286,30 @@ func runRR(ctx context.Context, client, server int, o RROptions) (*RRResult, err
 	r.res.Received = r.received.Load()
 	r.res.Arrived = r.arrived.Load()
 	return r.res, nil
+}
+
+// monoBase reads Go's clock and CLOCK_MONOTONIC (the clock the sender
+// sleeps on) at one instant, as nearly as it can: Go's monotonic clock is
+// CLOCK_MONOTONIC, but it does not give its reading, so base is taken
+// between two clock_gettime calls and baseMono is their midpoint. Of a few
+// tries the closest pair wins; an error in baseMono would show as a
+// constant send lag.
+func monoBase() (base time.Time, baseMono int64, err error) {
+	gap := int64(-1)
+	for range 5 {
+		var t0, t1 unix.Timespec
+		if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &t0); err != nil {
+			return base, 0, os.NewSyscallError("clock_gettime", err)
+		}
+		b := time.Now()
+		if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &t1); err != nil {
+			return base, 0, os.NewSyscallError("clock_gettime", err)
+		}
+		if g := t1.Nano() - t0.Nano(); gap < 0 || g < gap {
+			gap, base, baseMono = g, b, t0.Nano()+g/2
+		}
+	}
+	return base, baseMono, nil
 }
 
 type rrRun struct {
