@@ -77,7 +77,7 @@ func TestCompleteChecksumUDPZero(t *testing.T) {
 	binary.BigEndian.PutUint16(f[len(f)-2:], 0)
 	field := binary.BigEndian.Uint16(f[s.l4()+6:])
 	binary.BigEndian.PutUint16(f[s.l4()+6:], 0)
-	x := refSum(s.pseudo(10), f[s.l4():])
+	x := refSum(s.seg().pseudo(10), f[s.l4():])
 	binary.BigEndian.PutUint16(f[len(f)-2:], ^x)
 	binary.BigEndian.PutUint16(f[s.l4()+6:], field)
 	if err := CompleteChecksum(&h, f); err != nil {

@@ -3,6 +3,8 @@ package vnethdr
 import (
 	"bytes"
 	"encoding/binary"
+	"maps"
+	"slices"
 	"testing"
 )
 
@@ -49,12 +51,7 @@ const (
 // on different VLANs), mostly in-order MTU segments with perturbations the
 // fuzzer picks, and UDP datagrams of four more flows between them (all with
 // IPv4 ID 0, so only the IPv6 ones merge; FuzzCoalesceUDP covers UDP), and
-// checks what Coalesce makes of it: frames it does not merge into
-// are unchanged (all of their Buf), merged frames are untouched, corrupt ones
-// are never merged, every super-frame passes Fixup and its checksum verifies
-// once completed, and, per flow, the frames in output order (super-frames
-// split by Segment, with verifying checksums) are the input frames byte for
-// byte (checksums finished).
+// checks what Coalesce makes of it (fuzzBatch.check).
 func FuzzCoalesce(f *testing.F) {
 	clean := []byte{0x11, 0, 0, 0, 0, 0}
 	for i := 0; i < 24; i++ {
@@ -91,11 +88,7 @@ func FuzzCoalesce(f *testing.F) {
 		if in.next()&0x80 != 0 {
 			maxBatch = 2 // the table fills up
 		}
-		var (
-			frames []Frame
-			flowOf []int // flow of each frame: 0..3 TCP, 4..7 UDP
-			bad    []bool
-		)
+		var batch fuzzBatch // flows 0..3 TCP, 4..7 UDP
 		for n := 0; n < 48 && len(in) > 0; n++ {
 			op, arg, arg2 := in.next(), in.next(), in.next()
 			k, act := int(op&3), int(op>>2)
@@ -157,11 +150,8 @@ func FuzzCoalesce(f *testing.F) {
 				mode = csumPartial
 			}
 			if act == actUDP {
-				h, b := superFrame(t, spec{udp: true, v6: arg2&1 != 0, vlan: arg2&2 != 0, payload: pattern(int(arg2), arg)}, 0)
-				h.GSOType = GSONone
-				fr := toFrame(s, b, csumFull, room)
-				fr.Hdr = h
-				frames, flowOf, bad = append(frames, fr), append(flowOf, 4+int(arg2&3)), append(bad, false)
+				u := spec{udp: true, v6: arg2&1 != 0, vlan: arg2&2 != 0, payload: pattern(int(arg2), arg)}
+				batch.add(segFrame(t, u.seg(), csumPartial, room), 4+int(arg2&3), false)
 				continue
 			}
 			s.payload = pattern(size, byte(n))
@@ -176,12 +166,9 @@ func FuzzCoalesce(f *testing.F) {
 			case actCsumStart:
 				fr.Hdr.CsumStart = uint16(s.l3() + int(arg2)%20)
 			case actGSO:
-				fr.Hdr.GSOType, fr.Hdr.GSOSize = GSOTCPv4, uint16(fl.mss)
-				if s.v6 {
-					fr.Hdr.GSOType = GSOTCPv6
-				}
+				fr.Hdr.GSOType, fr.Hdr.GSOSize = s.gsoType(), uint16(fl.mss)
 			}
-			frames, flowOf, bad = append(frames, fr), append(flowOf, k), append(bad, isBad)
+			batch.add(fr, k, isBad)
 			// The sender moves on as a real one would.
 			if act != actRetransmit {
 				fl.seq = s.seq + uint32(size)
@@ -191,54 +178,76 @@ func FuzzCoalesce(f *testing.F) {
 				fl.id++
 			}
 		}
-
-		orig := cloneFrames(frames)
-		n := NewGRO(maxBatch).Coalesce(frames)
-
-		merged := 0
-		var got, want [8][][]byte
-		for i, fr := range frames {
-			if fr.Merged {
-				merged++
-			}
-			same := unchanged(fr, orig[i])
-			switch {
-			case fr.Merged && (!same || flowOf[i] < 0):
-				t.Fatalf("frame %d: merged but changed, or of no flow", i)
-			case bad[i] && (fr.Merged || !same):
-				t.Fatalf("frame %d: corrupt, but merged or changed", i)
-			case !same && (orig[i].Hdr.IsGSO() || !fr.Hdr.IsGSO() || flowOf[i] < 0):
-				t.Fatalf("frame %d: changed, but not into a super-frame: %+v -> %+v", i, orig[i].Hdr, fr.Hdr)
-			case !same && !bytes.Equal(fr.Buf[:fr.Start], orig[i].Buf[:fr.Start]):
-				t.Fatalf("frame %d: written before Start", i)
-			}
-			k := flowOf[i]
-			if k < 0 {
-				continue
-			}
-			want[k] = append(want[k], canonical(orig[i]))
-			switch {
-			case fr.Merged:
-			case same:
-				got[k] = append(got[k], canonical(fr))
-			default:
-				got[k] = append(got[k], expand(t, fr)...)
-			}
-		}
-		if n != merged {
-			t.Fatalf("Coalesce returned %d, %d frames Merged", n, merged)
-		}
-		for k := range got {
-			if len(got[k]) != len(want[k]) {
-				t.Fatalf("flow %d: %d segments out, %d in", k, len(got[k]), len(want[k]))
-			}
-			for i := range got[k] {
-				if !bytes.Equal(got[k][i], want[k][i]) {
-					t.Fatalf("flow %d: segment %d differs:\n got %x\nwant %x", k, i, got[k][i], want[k][i])
-				}
-			}
-		}
+		batch.check(t, maxBatch, func(k int) bool { return k >= 4 })
 	})
+}
+
+// fuzzBatch is a batch a GRO fuzz target made: each frame with its flow (-1
+// for none) and whether it is bad, which must not merge.
+type fuzzBatch struct {
+	frames []Frame
+	flowOf []int
+	bad    []bool
+}
+
+func (b *fuzzBatch) add(fr Frame, flow int, bad bool) {
+	b.frames, b.flowOf, b.bad = append(b.frames, fr), append(b.flowOf, flow), append(b.bad, bad)
+}
+
+// check coalesces the batch with a table of maxBatch flows and checks what
+// Coalesce makes of it: frames it does not merge into are unchanged (all of
+// their Buf), merged frames are untouched, bad ones are never merged, every
+// super-frame passes Fixup and its checksum verifies once completed
+// (expand), it is USO just when its flow is UDP (udp(flow)), and, per flow,
+// the frames in output order (super-frames split by Segment, with verifying
+// checksums) are the input frames byte for byte (checksums finished).
+func (b *fuzzBatch) check(t *testing.T, maxBatch int, udp func(flow int) bool) {
+	t.Helper()
+	orig := cloneFrames(b.frames)
+	n := NewGRO(maxBatch).Coalesce(b.frames)
+	merged := 0
+	got, want := map[int][][]byte{}, map[int][][]byte{}
+	for i, fr := range b.frames {
+		if fr.Merged {
+			merged++
+		}
+		same, k := unchanged(fr, orig[i]), b.flowOf[i]
+		switch {
+		case fr.Merged && (!same || k < 0):
+			t.Fatalf("frame %d: merged but changed, or of no flow", i)
+		case b.bad[i] && (fr.Merged || !same):
+			t.Fatalf("frame %d: bad, but merged or changed", i)
+		case !same && (orig[i].Hdr.IsGSO() || !fr.Hdr.IsGSO() || k < 0):
+			t.Fatalf("frame %d: changed, but not into a super-frame: %+v -> %+v", i, orig[i].Hdr, fr.Hdr)
+		case !same && !bytes.Equal(fr.Buf[:fr.Start], orig[i].Buf[:fr.Start]):
+			t.Fatalf("frame %d: written before Start", i)
+		case !same && (fr.Hdr.GSOType == GSOUDPL4) != udp(k):
+			t.Fatalf("frame %d of flow %d: super-frame of GSO type %d", i, k, fr.Hdr.GSOType)
+		case k < 0:
+			continue
+		}
+		want[k] = append(want[k], canonical(orig[i]))
+		switch {
+		case fr.Merged:
+		case same:
+			got[k] = append(got[k], canonical(fr))
+		default:
+			got[k] = append(got[k], expand(t, fr)...)
+		}
+	}
+	if n != merged {
+		t.Fatalf("Coalesce returned %d, %d frames Merged", n, merged)
+	}
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		if len(got[k]) != len(want[k]) {
+			t.Fatalf("flow %d: %d frames out, %d in", k, len(got[k]), len(want[k]))
+		}
+		for i := range got[k] {
+			if !bytes.Equal(got[k][i], want[k][i]) {
+				t.Fatalf("flow %d: frame %d differs:\n got %x\nwant %x", k, i, got[k][i], want[k][i])
+			}
+		}
+	}
 }
 
 // FuzzCoalesceRaw gives Coalesce arbitrary frames and headers (seeded with
@@ -269,8 +278,8 @@ func FuzzCoalesceRaw(f *testing.F) {
 	// Trusted checksums: mutated payloads still merge.
 	add(seg(b[0], csumValid), seg(a[0], csumValid), seg(b[1], csumValid), seg(a[1], csumValid), seg(b[2], csumValid))
 	// UDP datagrams, v4 and v6 on a VLAN, between TCP segments.
-	u := udpRun(groSeg{}, 3, 40, 9, 3)
-	v := udpRun(groSeg{v6: true, vlan: true}, 3, 18, 0, 4)
+	u := run(groSeg{udp: true}, 3, 40, 9, 3)
+	v := run(groSeg{udp: true, v6: true, vlan: true}, 3, 18, 0, 4)
 	add(seg(u[0], csumValid), seg(a[0], csumFull), seg(v[0], csumPartial), seg(u[1], csumPartial), seg(v[1], csumFull),
 		seg(a[1], csumFull), seg(u[2], csumFull), seg(v[2], csumValid))
 	f.Fuzz(func(t *testing.T, data []byte) {

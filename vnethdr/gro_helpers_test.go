@@ -93,6 +93,22 @@ func (s groSeg) csumOff() int {
 	return tcpCsumOff
 }
 
+func (s groSeg) gsoType() uint8 {
+	switch {
+	case s.udp:
+		return GSOUDPL4
+	case s.v6:
+		return GSOTCPv6
+	}
+	return GSOTCPv4
+}
+
+// pseudo is s's pseudo-header for l4Len bytes of TCP or UDP.
+func (s groSeg) pseudo(l4Len int) []byte {
+	src, dst := s.addrs()
+	return pseudo(src, dst, s.proto(), l4Len)
+}
+
 // buildSeg serializes s with gopacket, lengths and checksums computed by it.
 func buildSeg(tb testing.TB, s groSeg) []byte {
 	tb.Helper()
@@ -269,9 +285,7 @@ func toFrame(s groSeg, f []byte, mode csumMode, room int) Frame {
 	case csumValid:
 		fr.Hdr.Flags = FlagDataValid
 	case csumPartial:
-		src, dst := s.addrs()
-		l4Len := len(f) - s.l4()
-		binary.BigEndian.PutUint16(buf[groHeadroom+s.l4()+s.csumOff():], refSum(pseudo(src, dst, s.proto(), l4Len)))
+		binary.BigEndian.PutUint16(buf[groHeadroom+s.l4()+s.csumOff():], refSum(s.pseudo(len(f)-s.l4())))
 		fr.Hdr = Hdr{Flags: FlagNeedsCsum, HdrLen: uint16(s.hdrLen()), CsumStart: uint16(s.l4()), CsumOffset: uint16(s.csumOff())}
 	}
 	return fr
@@ -350,8 +364,8 @@ func expand(tb testing.TB, f Frame) [][]byte {
 	default:
 		tb.Fatalf("super-frame header %+v", h)
 	}
-	if len(frame) > int(h.HdrLen)+65535 {
-		tb.Fatalf("super-frame of %d bytes", len(frame))
+	if l, err := parse(frame); err != nil || len(frame)-l.l3 > 65535 {
+		tb.Fatalf("super-frame of %d bytes: %v", len(frame), err)
 	}
 	// Fixup takes it as it is.
 	fh := h

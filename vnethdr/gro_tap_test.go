@@ -54,7 +54,10 @@ func TestUSOIntoTAP(t *testing.T) {
 	}
 }
 
-func testUSOIntoTAP(t *testing.T, bed *testbed.Bed, napi tap.Want, offloads int) {
+// openUSO opens the bed's lab TAP with a vnet header, closed when tb
+// ends, and skips tb if the TAP cannot take USO writes.
+func openUSO(tb testing.TB, bed *testbed.Bed, napi tap.Want) *tap.Device {
+	tb.Helper()
 	var d *tap.Device
 	err := bed.Do(bed.LabNS, func() error {
 		var err error
@@ -62,10 +65,22 @@ func testUSOIntoTAP(t *testing.T, bed *testbed.Bed, napi tap.Want, offloads int)
 		return err
 	})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	defer d.Close()
-	requireUSO(t, d)
+	tb.Cleanup(func() { d.Close() })
+	requireUSO(tb, d)
+	return d
+}
+
+// wire is f as written into a TAP: the vnet header, then the frame.
+func wire(f Frame) []byte {
+	b := make([]byte, Len, Len+f.End-f.Start)
+	f.Hdr.Encode(b)
+	return append(b, f.Buf[f.Start:f.End]...)
+}
+
+func testUSOIntoTAP(t *testing.T, bed *testbed.Bed, napi tap.Want, offloads int) {
+	d := openUSO(t, bed, napi)
 	fd := d.Fds()[0]
 	if offloads != 0 {
 		if err := unix.IoctlSetInt(fd, unix.TUNSETOFFLOAD, offloads); err != nil {
@@ -116,21 +131,9 @@ func testUSOIntoTAP(t *testing.T, bed *testbed.Bed, napi tap.Want, offloads int)
 						bind = net.IPv4zero
 					}
 					s := udpSocket(t, bed, bed.LabNS, bind, base.dstPort, groSock)
-					segs := udpRun(base, sz.n, sz.size, sz.last, byte(sz.size))
-					fs := make([]Frame, len(segs))
-					for i, sg := range segs {
-						fs[i] = segFrame(t, sg, csumMode(i%int(numCsumModes)), bigRoom)
-					}
-					in, n := coalesce(t, fs)
-					g := make([]int, len(fs))
-					for i := range g {
-						g[i] = i
-					}
-					checkGroups(t, fs, in, n, [][]int{g})
-					f := fs[0]
-					buf := make([]byte, Len+f.End-f.Start)
-					f.Hdr.Encode(buf)
-					copy(buf[Len:], f.Buf[f.Start:f.End])
+					segs := run(base, sz.n, sz.size, sz.last, byte(sz.size))
+					f := coalesceSegs(t, segs, mixedModes, groups(sz.n, sz.n))[0]
+					buf := wire(f)
 					before := udpStats(t, bed, v6)
 					if _, err := unix.Write(fd, buf); err != nil {
 						t.Fatalf("writing the %d-byte super-frame %+v: %v", len(buf), f.Hdr, err)
@@ -155,10 +158,7 @@ func testUSOIntoTAP(t *testing.T, bed *testbed.Bed, napi tap.Want, offloads int)
 	// ever merges is refused at the write.
 	for _, segs := range []int{udpMaxSegments, udpMaxSegments + 1} {
 		h, frame := superFrame(t, spec{udp: true, payload: pattern(18*segs, 9)}, 18)
-		buf := make([]byte, Len+len(frame))
-		h.Encode(buf)
-		copy(buf[Len:], frame)
-		_, err := unix.Write(fd, buf)
+		_, err := unix.Write(fd, wire(Frame{Buf: frame, End: len(frame), Hdr: h}))
 		switch {
 		case segs <= udpMaxSegments && err != nil:
 			t.Errorf("a USO frame of %d segments: %v", segs, err)
@@ -301,57 +301,34 @@ func udpStats(t *testing.T, bed *testbed.Bed, v6 bool) [3]int64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var out [3]int64
+	file, prefix := "/proc/net/snmp", "Udp"
 	if v6 {
-		s, err := bed.Run(ctx, bed.LabNS, "cat", "/proc/net/snmp6")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, line := range strings.Split(s, "\n") {
-			f := strings.Fields(line)
-			if len(f) != 2 {
-				continue
-			}
-			v, _ := strconv.ParseInt(f[1], 10, 64)
-			switch f[0] {
-			case "Udp6InDatagrams":
-				out[0] = v
-			case "Udp6InErrors":
-				out[1] = v
-			case "Udp6InCsumErrors":
-				out[2] = v
-			}
-		}
-		return out
+		file, prefix = "/proc/net/snmp6", "Udp6"
 	}
-	s, err := bed.Run(ctx, bed.LabNS, "cat", "/proc/net/snmp")
+	s, err := bed.Run(ctx, bed.LabNS, "cat", file)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// snmp6 has a line per counter ("Udp6InErrors 0"), snmp a line of
+	// names ("Udp: InDatagrams ...") and then one of values.
+	vals := map[string]string{}
 	var names []string
 	for _, line := range strings.Split(s, "\n") {
-		f := strings.Fields(line)
-		if len(f) == 0 || f[0] != "Udp:" {
-			continue
-		}
-		if names == nil {
+		switch f := strings.Fields(line); {
+		case v6 && len(f) == 2:
+			vals[f[0]] = f[1]
+		case v6 || len(f) == 0 || f[0] != "Udp:":
+		case names == nil:
 			names = f
-			continue
-		}
-		for i, n := range names {
-			if i >= len(f) {
-				break
-			}
-			v, _ := strconv.ParseInt(f[i], 10, 64)
-			switch n {
-			case "InDatagrams":
-				out[0] = v
-			case "InErrors":
-				out[1] = v
-			case "InCsumErrors":
-				out[2] = v
+		default:
+			for i := 1; i < min(len(f), len(names)); i++ {
+				vals["Udp"+names[i]] = f[i]
 			}
 		}
+	}
+	var out [3]int64
+	for i, name := range []string{"InDatagrams", "InErrors", "InCsumErrors"} {
+		out[i], _ = strconv.ParseInt(vals[prefix+name], 10, 64)
 	}
 	return out
 }
@@ -366,38 +343,23 @@ func udpStats(t *testing.T, bed *testbed.Bed, v6 bool) [3]int64 {
 func BenchmarkTAPWriteUSO(b *testing.B) {
 	bed := testbed.NewForTest(b, testbed.Config{Mode: testbed.Forwarder})
 	for k, napi := range []tap.Want{tap.Off, tap.On} {
-		var d *tap.Device
-		err := bed.Do(bed.LabNS, func() error {
-			var err error
-			d, err = tap.Open(tap.Config{Name: bed.LabIf, NAPI: napi, VnetHdr: tap.On, Addr: bed.LabAddr})
-			return err
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer d.Close()
-		requireUSO(b, d)
+		d := openUSO(b, bed, napi)
 		fd := d.Fds()[0]
 		port := uint16(7001 + k)
 		base := groSeg{udp: true, dstPort: port, dstMAC: d.MAC(),
 			srcIP: net.IP(bed.WireAddr.Addr().AsSlice()), dstIP: net.IP(bed.LabAddr.Addr().AsSlice())}
 		udpSocket(b, bed, bed.LabNS, base.dstIP, port, false)
-		segs := udpRun(base, 64, 64, 0, 1)
+		segs := run(base, 64, 64, 0, 1)
 		var single [][]byte
 		fs := make([]Frame, len(segs))
 		for i, s := range segs {
 			fs[i] = segFrame(b, s, csumValid, bigRoom)
-			w := make([]byte, Len+fs[i].End-fs[i].Start)
-			fs[i].Hdr.Encode(w)
-			copy(w[Len:], fs[i].Buf[fs[i].Start:fs[i].End])
-			single = append(single, w)
+			single = append(single, wire(fs[i]))
 		}
 		if NewGRO(len(fs)).Coalesce(fs) != len(fs)-1 {
 			b.Fatal("the batch did not merge into one frame")
 		}
-		uso := make([]byte, Len+fs[0].End-fs[0].Start)
-		fs[0].Hdr.Encode(uso)
-		copy(uso[Len:], fs[0].Buf[fs[0].Start:fs[0].End])
+		uso := wire(fs[0])
 		name := "napi=" + napi.String()
 		write := func(b *testing.B, w []byte) {
 			for {
@@ -410,7 +372,7 @@ func BenchmarkTAPWriteUSO(b *testing.B) {
 				}
 			}
 		}
-		run := func(b *testing.B, batch func(b *testing.B)) {
+		measure := func(b *testing.B, batch func(b *testing.B)) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
@@ -419,14 +381,14 @@ func BenchmarkTAPWriteUSO(b *testing.B) {
 			b.ReportMetric(float64(len(segs))*float64(b.N)/b.Elapsed().Seconds(), "pps")
 		}
 		b.Run(name+"/datagrams", func(b *testing.B) {
-			run(b, func(b *testing.B) {
+			measure(b, func(b *testing.B) {
 				for _, w := range single {
 					write(b, w)
 				}
 			})
 		})
 		b.Run(name+"/uso", func(b *testing.B) {
-			run(b, func(b *testing.B) { write(b, uso) })
+			measure(b, func(b *testing.B) { write(b, uso) })
 		})
 		d.Close()
 	}
@@ -451,17 +413,7 @@ func requireUSO(tb testing.TB, d *tap.Device) {
 // (net/core/dev.c: validate_xmit_skb -> skb_gso_segment).
 func TestUSOForwarded(t *testing.T) {
 	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
-	var d *tap.Device
-	err := bed.Do(bed.LabNS, func() error {
-		var err error
-		d, err = tap.Open(tap.Config{Name: bed.LabIf, VnetHdr: tap.On, Addr: bed.LabAddr})
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	requireUSO(t, d)
+	d := openUSO(t, bed, tap.Auto)
 	// lab f0 198.19.X.2/24 <-> wire f1 198.19.X.1/24: the second half of
 	// the benchmarking range, in the bed's own namespaces.
 	x := bed.LabAddr.Addr().As4()[2]
@@ -494,15 +446,12 @@ func TestUSOForwarded(t *testing.T) {
 			// address arriving on f1 is a martian there.
 			base := groSeg{udp: true, dstPort: port, dstMAC: d.MAC(), id: 100,
 				srcIP: net.IPv4(198, 18, x, 3).To4(), dstIP: far}
-			segs := udpRun(base, 64, 64, 20, 7)
+			segs := run(base, 64, 64, 20, 7)
 			fs := frames(t, segs, allModes(csumValid), bigRoom)
 			if n := NewGRO(len(fs)).Coalesce(fs); n != len(fs)-1 {
 				t.Fatalf("merged %d of %d", n, len(fs))
 			}
-			f := fs[0]
-			buf := make([]byte, Len+f.End-f.Start)
-			f.Hdr.Encode(buf)
-			copy(buf[Len:], f.Buf[f.Start:f.End])
+			buf := wire(fs[0])
 			before := rxPackets(t, bed, bed.WireNS, "f1")
 			if _, err := unix.Write(fd, buf); err != nil {
 				t.Fatal(err)

@@ -7,24 +7,38 @@ import (
 	"testing"
 )
 
-// run makes n in-order segments of base with mss bytes of payload each (the
-// last one last bytes if not 0), numbered from base.seq and base.id.
-func run(base groSeg, n, mss, last int, seed byte) []groSeg {
+// run makes n in-order segments (or datagrams) of base with size bytes of
+// payload each (the last one last bytes if not 0), numbered from base.seq
+// and base.id.
+func run(base groSeg, n, size, last int, seed byte) []groSeg {
 	segs := make([]groSeg, n)
 	seq, id := base.seq, base.id
 	for i := range segs {
 		s := base
-		size := mss
+		sz := size
 		if i == n-1 && last != 0 {
-			size = last
+			sz = last
 		}
 		s.seq, s.id = seq, id
-		s.payload = pattern(size, seed+byte(i))
-		seq += uint32(size)
+		s.payload = pattern(sz, seed+byte(i))
+		seq += uint32(sz)
 		id++
 		segs[i] = s
 	}
 	return segs
+}
+
+// groups is frames 0..n-1 in runs of per, the last one shorter if need be.
+func groups(n, per int) [][]int {
+	var want [][]int
+	for i := 0; i < n; i += per {
+		var g []int
+		for j := i; j < min(i+per, n); j++ {
+			g = append(g, j)
+		}
+		want = append(want, g)
+	}
+	return want
 }
 
 // checkGroups checks a coalesced batch against the input it came from:
@@ -109,86 +123,204 @@ func frames(t *testing.T, segs []groSeg, mode func(i int) csumMode, room int) []
 
 func allModes(m csumMode) func(int) csumMode { return func(int) csumMode { return m } }
 
-func TestCoalesce(t *testing.T) {
-	type tc struct {
-		name         string
-		base         groSeg
-		n, mss, last int
-		lastPSH      bool
+// mixedModes gives the segments of a run different checksum states.
+func mixedModes(i int) csumMode { return csumMode(i % int(numCsumModes)) }
+
+// coalesceSegs frames segs in the checksum states mode gives, coalesces
+// them and checks that they merge into the groups want.
+func coalesceSegs(t *testing.T, segs []groSeg, mode func(int) csumMode, want [][]int) []Frame {
+	t.Helper()
+	fs := frames(t, segs, mode, bigRoom)
+	in, n := coalesce(t, fs)
+	checkGroups(t, fs, in, n, want)
+	return fs
+}
+
+// checkHead checks the header, lengths, check field and (TCP) PSH flag of
+// the super-frame f that segs merged into.
+func checkHead(t *testing.T, f Frame, segs []groSeg) {
+	t.Helper()
+	s := segs[0]
+	want := Hdr{Flags: FlagNeedsCsum, GSOType: s.gsoType(), HdrLen: uint16(s.hdrLen()), GSOSize: uint16(len(s.payload)),
+		CsumStart: uint16(s.l4()), CsumOffset: uint16(s.csumOff())}
+	if f.Hdr != want {
+		t.Errorf("header %+v, want %+v", f.Hdr, want)
 	}
-	tests := []tc{
-		{name: "tcp4 two", base: groSeg{}, n: 2, mss: 1460},
-		{name: "tcp4 eight timestamps", base: groSeg{ts: true, tsval: 99}, n: 8, mss: 1448},
-		{name: "tcp4 short last", base: groSeg{ts: true}, n: 5, mss: 1448, last: 100},
-		{name: "tcp4 psh last", base: groSeg{}, n: 4, mss: 1460, lastPSH: true},
-		{name: "tcp4 short psh last", base: groSeg{ts: true}, n: 4, mss: 1448, last: 7, lastPSH: true},
-		{name: "tcp4 no DF", base: groSeg{noDF: true, id: 0x1234}, n: 3, mss: 1000},
-		{name: "tcp4 seq and id wrap", base: groSeg{seq: 0xffffffff - 2000, id: 0xfffe}, n: 6, mss: 1000},
-		{name: "tcp4 tos ttl ack window", base: groSeg{tos: 0xb8, ttl: 3, ack: 0xdeadbeef, win: 65535}, n: 3, mss: 1460},
-		{name: "tcp4 full 64k", base: groSeg{ts: true}, n: 45, mss: 1448},
-		{name: "tcp4 one-byte segments", base: groSeg{}, n: 10, mss: 1},
-		{name: "tcp4 odd mss", base: groSeg{}, n: 7, mss: 1001, last: 3},
-		{name: "tcp4 vlan", base: groSeg{vlan: true}, n: 6, mss: 1456},
-		{name: "tcp4 qinq timestamps", base: groSeg{qinq: true, vlan: true, ts: true}, n: 6, mss: 1440},
-		{name: "tcp6", base: groSeg{v6: true, flowLabel: 0x12345}, n: 10, mss: 1440},
-		{name: "tcp6 timestamps", base: groSeg{v6: true, ts: true, tos: 0x28}, n: 10, mss: 1428},
-		{name: "tcp6 vlan short last", base: groSeg{v6: true, vlan: true, ts: true}, n: 3, mss: 1428, last: 1},
-		{name: "tcp6 full 64k", base: groSeg{v6: true}, n: 65495 / 1440, mss: 1440},
+	b := f.Buf[f.Start:f.End]
+	if s.v6 {
+		if got := int(binary.BigEndian.Uint16(b[s.l3()+4:])); got != len(b)-s.l3()-40 {
+			t.Errorf("IPv6 payload length %d, frame has %d", got, len(b)-s.l3()-40)
+		}
+	} else {
+		if got := int(binary.BigEndian.Uint16(b[s.l3()+2:])); got != len(b)-s.l3() {
+			t.Errorf("IPv4 total length %d, frame has %d", got, len(b)-s.l3())
+		}
+		if refSum(b[s.l3():s.l3()+20]) != 0xffff {
+			t.Error("IPv4 header checksum does not verify")
+		}
 	}
+	l4Len := len(b) - s.l4()
+	if got, want := binary.BigEndian.Uint16(b[s.l4()+s.csumOff():]), refSum(s.pseudo(l4Len)); got != want {
+		t.Errorf("check field %#04x, want the pseudo-header sum %#04x", got, want)
+	}
+	if s.udp {
+		if got := int(binary.BigEndian.Uint16(b[s.l4()+4:])); got != l4Len {
+			t.Errorf("UDP length %d, want the whole %d (udp_send_skb)", got, l4Len)
+		}
+	} else if psh, want := b[s.l4()+13]&tcpPSH != 0, segs[len(segs)-1].flags&tcpPSH != 0; psh != want {
+		t.Errorf("PSH %v, want %v", psh, want)
+	}
+}
+
+// coalesceCase is n in-order segments of base with size bytes of payload
+// each (the last one last bytes if not 0), which must merge into one
+// super-frame in every checksum state.
+type coalesceCase struct {
+	name          string
+	base          groSeg
+	n, size, last int
+	lastPSH       bool // TCP: PSH on the last segment
+}
+
+func testCoalesceRuns(t *testing.T, udp bool, tests []coalesceCase) {
 	for _, tt := range tests {
+		tt.base.udp = udp
 		for m := csumMode(0); m < numCsumModes; m++ {
 			t.Run(fmt.Sprintf("%s/%v", tt.name, m), func(t *testing.T) {
-				segs := run(tt.base, tt.n, tt.mss, tt.last, 1)
+				segs := run(tt.base, tt.n, tt.size, tt.last, 1)
 				if tt.lastPSH {
 					segs[len(segs)-1].flags = tcpACK | tcpPSH
 				}
-				fs := frames(t, segs, allModes(m), bigRoom)
-				in, n := coalesce(t, fs)
-				g := make([]int, tt.n)
-				for i := range g {
-					g[i] = i
-				}
-				checkGroups(t, fs, in, n, [][]int{g})
-				h, s := fs[0].Hdr, segs[0]
-				want := Hdr{Flags: FlagNeedsCsum, GSOType: GSOTCPv4, HdrLen: uint16(s.hdrLen()), GSOSize: uint16(tt.mss),
-					CsumStart: uint16(s.l4()), CsumOffset: 16}
-				if s.v6 {
-					want.GSOType = GSOTCPv6
-				}
-				if h != want {
-					t.Errorf("header %+v, want %+v", h, want)
-				}
-				f := fs[0].Buf[fs[0].Start:fs[0].End]
-				if s.v6 {
-					if got := int(binary.BigEndian.Uint16(f[s.l3()+4:])); got != len(f)-s.l3()-40 {
-						t.Errorf("IPv6 payload length %d, frame has %d", got, len(f)-s.l3()-40)
-					}
-				} else {
-					if got := int(binary.BigEndian.Uint16(f[s.l3()+2:])); got != len(f)-s.l3() {
-						t.Errorf("IPv4 total length %d, frame has %d", got, len(f)-s.l3())
-					}
-					if refSum(f[s.l3():s.l3()+20]) != 0xffff {
-						t.Error("IPv4 header checksum does not verify")
-					}
-				}
-				src, dst := s.addrs()
-				if got, want := binary.BigEndian.Uint16(f[s.l4()+16:]), refSum(pseudo(src, dst, 6, len(f)-s.l4())); got != want {
-					t.Errorf("TCP check field %#04x, want the pseudo-header sum %#04x", got, want)
-				}
-				if psh := f[s.l4()+13]&tcpPSH != 0; psh != tt.lastPSH {
-					t.Errorf("PSH %v, want %v", psh, tt.lastPSH)
-				}
+				fs := coalesceSegs(t, segs, allModes(m), groups(tt.n, tt.n))
+				checkHead(t, fs[0], segs)
 			})
 		}
 	}
 }
 
+// refuseCase is a pair that must not merge: two segments (datagrams) in
+// order, then next changes them and frame their frames. The pair without
+// the changes must merge.
+type refuseCase struct {
+	name  string
+	base  groSeg
+	next  func(a, b *groSeg)
+	frame func(a, b *Frame)
+	mode  csumMode
+}
+
+// testRefuses runs the rules TCP and UDP share, then tests.
+func testRefuses(t *testing.T, udp bool, tests []refuseCase) {
+	csum := tcpCsumOff
+	if udp {
+		csum = udpCsumOff
+	}
+	common := []refuseCase{
+		{name: "ipv4 id skip", next: func(a, b *groSeg) { b.id++ }},
+		{name: "ipv4 id backwards", next: func(a, b *groSeg) { b.id -= 2 }},
+		{name: "tos", next: func(a, b *groSeg) { b.tos = 1 }},
+		{name: "tos ecn ce", next: func(a, b *groSeg) { b.tos = 3 }},
+		{name: "ttl", next: func(a, b *groSeg) { b.ttl = 63 }},
+		{name: "df", next: func(a, b *groSeg) { b.noDF = true }},
+		{name: "ipv4 options", next: func(a, b *groSeg) { a.ipOpts, b.ipOpts = true, true }},
+		{name: "ipv4 options on one", next: func(a, b *groSeg) { b.ipOpts = true }},
+		{name: "ipv4 fragment", next: func(a, b *groSeg) { b.mf = true }},
+		{name: "ipv6 traffic class", base: groSeg{v6: true}, next: func(a, b *groSeg) { b.tos = 4 }},
+		{name: "ipv6 flow label", base: groSeg{v6: true}, next: func(a, b *groSeg) { b.flowLabel = 7 }},
+		{name: "ipv6 hop limit", base: groSeg{v6: true}, next: func(a, b *groSeg) { b.ttl = 1 }},
+		{name: "ipv6 extension headers", base: groSeg{v6: true}, next: func(a, b *groSeg) { a.ext, b.ext = true, true }},
+		{name: "ipv6 extension headers on one", base: groSeg{v6: true}, next: func(a, b *groSeg) { b.ext = true }},
+		{name: "larger than the first", next: func(a, b *groSeg) { b.payload = pattern(1001, 9) }},
+		{name: "other source port", next: func(a, b *groSeg) { b.srcPort = 40001 }},
+		{name: "other destination port", next: func(a, b *groSeg) { b.dstPort = 5202 }},
+		{name: "other source mac", next: func(a, b *groSeg) { b.srcMAC = 9 }},
+		{name: "other vlan", base: groSeg{vlan: true}, next: func(a, b *groSeg) { b.vid = 101 }},
+		{name: "tagged and untagged", next: func(a, b *groSeg) { b.vlan = true }},
+		{name: "ipv4 and ipv6", next: func(a, b *groSeg) { b.v6 = true }},
+		{name: "bad checksum on the second", frame: func(a, b *Frame) { b.Buf[b.End-1]++ }},
+		{name: "bad checksum on the first", frame: func(a, b *Frame) { a.Buf[a.End-1]++ }},
+		{name: "bad checksum in the check field", frame: func(a, b *Frame) { b.Buf[b.Start+34+csum]++ }},
+		{name: "bad ipv4 header checksum, data valid", mode: csumValid, frame: func(a, b *Frame) { b.Buf[b.Start+14+10]++ }},
+		{name: "bad ipv4 header checksum on the first, partial", mode: csumPartial, frame: func(a, b *Frame) { a.Buf[a.Start+14+10]++ }},
+		{name: "partial checksum elsewhere", mode: csumPartial, frame: func(a, b *Frame) { b.Hdr.CsumStart = 14 }},
+		{name: "capacity one byte short", frame: func(a, b *Frame) { a.Buf = a.Buf[: len(a.Buf) : a.End+999] }},
+		{name: "no capacity", frame: func(a, b *Frame) { a.Buf = a.Buf[:len(a.Buf):a.End] }},
+		{name: "bad frame bounds", frame: func(a, b *Frame) { b.End = cap(b.Buf) + 1 }},
+		{name: "second not IP", frame: func(a, b *Frame) { b.Buf[b.Start+12], b.Buf[b.Start+13] = 0x08, 0x06 }},
+	}
+	for _, tt := range append(common, tests...) {
+		t.Run(tt.name, func(t *testing.T) {
+			a := tt.base
+			a.udp, a.seq, a.id, a.payload = udp, 1000, 10, pattern(1000, 1)
+			b := a
+			b.seq, b.id, b.payload = a.seq+1000, a.id+1, pattern(1000, 2)
+			a0, b0 := a, b
+			if tt.next != nil {
+				tt.next(&a, &b)
+			}
+			fs := []Frame{segFrame(t, a, tt.mode, bigRoom), segFrame(t, b, tt.mode, bigRoom)}
+			if tt.frame != nil {
+				tt.frame(&fs[0], &fs[1])
+			}
+			in, n := coalesce(t, fs)
+			for i := range fs {
+				if fs[i].Merged || !unchanged(fs[i], in[i]) {
+					t.Errorf("frame %d changed or merged (Merged %v)", i, fs[i].Merged)
+				}
+			}
+			if n != 0 {
+				t.Errorf("Coalesce returned %d", n)
+			}
+			// The control: the pair without the changes merges.
+			fs = []Frame{segFrame(t, a0, tt.mode, 1000), segFrame(t, b0, tt.mode, bigRoom)}
+			in, n = coalesce(t, fs)
+			checkGroups(t, fs, in, n, [][]int{{0, 1}})
+		})
+	}
+}
+
+// batchCase is a batch with more than one run and the groups Coalesce must
+// make of it.
+type batchCase struct {
+	name  string
+	batch []Frame
+	want  [][]int
+}
+
+func testBatches(t *testing.T, tests []batchCase) {
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in, n := coalesce(t, tt.batch)
+			checkGroups(t, tt.batch, in, n, tt.want)
+		})
+	}
+}
+
+func TestCoalesce(t *testing.T) {
+	testCoalesceRuns(t, false, []coalesceCase{
+		{name: "tcp4 two", base: groSeg{}, n: 2, size: 1460},
+		{name: "tcp4 eight timestamps", base: groSeg{ts: true, tsval: 99}, n: 8, size: 1448},
+		{name: "tcp4 short last", base: groSeg{ts: true}, n: 5, size: 1448, last: 100},
+		{name: "tcp4 psh last", base: groSeg{}, n: 4, size: 1460, lastPSH: true},
+		{name: "tcp4 short psh last", base: groSeg{ts: true}, n: 4, size: 1448, last: 7, lastPSH: true},
+		{name: "tcp4 no DF", base: groSeg{noDF: true, id: 0x1234}, n: 3, size: 1000},
+		{name: "tcp4 seq and id wrap", base: groSeg{seq: 0xffffffff - 2000, id: 0xfffe}, n: 6, size: 1000},
+		{name: "tcp4 tos ttl ack window", base: groSeg{tos: 0xb8, ttl: 3, ack: 0xdeadbeef, win: 65535}, n: 3, size: 1460},
+		{name: "tcp4 full 64k", base: groSeg{ts: true}, n: 45, size: 1448},
+		{name: "tcp4 one-byte segments", base: groSeg{}, n: 10, size: 1},
+		{name: "tcp4 odd mss", base: groSeg{}, n: 7, size: 1001, last: 3},
+		{name: "tcp4 vlan", base: groSeg{vlan: true}, n: 6, size: 1456},
+		{name: "tcp4 qinq timestamps", base: groSeg{qinq: true, vlan: true, ts: true}, n: 6, size: 1440},
+		{name: "tcp6", base: groSeg{v6: true, flowLabel: 0x12345}, n: 10, size: 1440},
+		{name: "tcp6 timestamps", base: groSeg{v6: true, ts: true, tos: 0x28}, n: 10, size: 1428},
+		{name: "tcp6 vlan short last", base: groSeg{v6: true, vlan: true, ts: true}, n: 3, size: 1428, last: 1},
+		{name: "tcp6 full 64k", base: groSeg{v6: true}, n: 65495 / 1440, size: 1440},
+	})
+}
+
 // Segments of one run may arrive with different checksum states.
 func TestCoalesceMixedChecksums(t *testing.T) {
-	segs := run(groSeg{ts: true}, 9, 1448, 0, 3)
-	fs := frames(t, segs, func(i int) csumMode { return csumMode(i % 3) }, bigRoom)
-	in, n := coalesce(t, fs)
-	checkGroups(t, fs, in, n, [][]int{{0, 1, 2, 3, 4, 5, 6, 7, 8}})
+	coalesceSegs(t, run(groSeg{ts: true}, 9, 1448, 0, 3), mixedModes, [][]int{{0, 1, 2, 3, 4, 5, 6, 7, 8}})
 }
 
 // Tiny segments come padded to 60 bytes from a real wire; the super-frame
@@ -210,131 +342,31 @@ func TestCoalescePadded(t *testing.T) {
 // Every rule that keeps two segments apart: the second is the first's
 // successor with one thing changed, and nothing is merged.
 func TestCoalesceRefuses(t *testing.T) {
-	type tc struct {
-		name string
-		base groSeg
-		// next changes the second segment; frame its frame afterwards.
-		next  func(*groSeg)
-		frame func(t *testing.T, a, b *Frame)
-		mode  csumMode
-		// baseRefused: base itself never merges; otherwise the pair
-		// without the change is checked to merge.
-		baseRefused bool
-	}
-	none := func(*groSeg) {}
-	tests := []tc{
-		{name: "seq gap", next: func(s *groSeg) { s.seq++ }},
-		{name: "seq retransmit", next: func(s *groSeg) { s.seq -= 1000 }},
-		{name: "seq before", next: func(s *groSeg) { s.seq -= 2000 }},
-		{name: "ipv4 id skip", next: func(s *groSeg) { s.id++ }},
-		{name: "ipv4 id fixed with DF", next: func(s *groSeg) { s.id-- }},
-		{name: "ipv4 id backwards", next: func(s *groSeg) { s.id -= 2 }},
-		{name: "tos", next: func(s *groSeg) { s.tos = 1 }},
-		{name: "tos ecn ce", next: func(s *groSeg) { s.tos = 3 }},
-		{name: "ttl", next: func(s *groSeg) { s.ttl = 63 }},
-		{name: "df", next: func(s *groSeg) { s.noDF = true }},
-		{name: "ipv4 options", base: groSeg{ipOpts: true}, next: none, baseRefused: true},
-		{name: "ipv4 options on one", next: func(s *groSeg) { s.ipOpts = true }},
-		{name: "ipv4 fragment", next: func(s *groSeg) { s.mf = true }},
-		{name: "ipv6 traffic class", base: groSeg{v6: true}, next: func(s *groSeg) { s.tos = 4 }},
-		{name: "ipv6 flow label", base: groSeg{v6: true}, next: func(s *groSeg) { s.flowLabel = 7 }},
-		{name: "ipv6 hop limit", base: groSeg{v6: true}, next: func(s *groSeg) { s.ttl = 1 }},
-		{name: "ipv6 extension headers", base: groSeg{v6: true, ext: true}, next: none, baseRefused: true},
-		{name: "ack number", next: func(s *groSeg) { s.ack++ }},
-		{name: "window", next: func(s *groSeg) { s.win = 1000 }},
-		{name: "urgent pointer", next: func(s *groSeg) { s.urg = 1 }},
-		{name: "timestamp value", base: groSeg{ts: true}, next: func(s *groSeg) { s.tsval++ }},
-		{name: "timestamps on one", next: func(s *groSeg) { s.ts = true }},
-		{name: "timestamps off on one", base: groSeg{ts: true}, next: func(s *groSeg) { s.ts = false }},
-		{name: "syn", next: func(s *groSeg) { s.flags = tcpACK | 0x02 }},
-		{name: "fin", next: func(s *groSeg) { s.flags = tcpACK | tcpFIN }},
-		{name: "rst", next: func(s *groSeg) { s.flags = tcpACK | 0x04 }},
-		{name: "urg", next: func(s *groSeg) { s.flags = tcpACK | 0x20 }},
-		{name: "ece", next: func(s *groSeg) { s.flags = tcpACK | 0x40 }},
-		{name: "cwr", next: func(s *groSeg) { s.flags = tcpACK | tcpCWR }},
-		{name: "no ack", next: func(s *groSeg) { s.flags = tcpPSH }},
-		{name: "pure ack", next: func(s *groSeg) { s.payload = nil }},
-		{name: "larger than the first", next: func(s *groSeg) { s.payload = pattern(1001, 9) }},
-		{name: "psh on the first", base: groSeg{flags: tcpACK | tcpPSH}, next: func(s *groSeg) { s.flags = tcpACK }, baseRefused: true},
-		{name: "other source port", next: func(s *groSeg) { s.srcPort = 40001 }},
-		{name: "other source mac", next: func(s *groSeg) { s.srcMAC = 9 }},
-		{name: "other vlan", base: groSeg{vlan: true}, next: func(s *groSeg) { s.vid = 101 }},
-		{name: "tagged and untagged", next: func(s *groSeg) { s.vlan = true }},
-		{name: "ipv4 and ipv6", next: func(s *groSeg) { s.v6 = true }},
-		{name: "bad checksum on the second", next: none, frame: func(t *testing.T, a, b *Frame) {
-			b.Buf[b.End-1]++
-		}},
-		{name: "bad checksum on the first", next: none, frame: func(t *testing.T, a, b *Frame) {
-			a.Buf[a.End-1]++
-		}},
-		{name: "bad checksum in the check field", next: none, frame: func(t *testing.T, a, b *Frame) {
-			b.Buf[b.Start+34+16]++
-		}},
-		{name: "bad ipv4 header checksum, data valid", mode: csumValid, next: none, frame: func(t *testing.T, a, b *Frame) {
-			b.Buf[b.Start+14+10]++
-		}},
-		{name: "bad ipv4 header checksum on the first, partial", mode: csumPartial, next: none, frame: func(t *testing.T, a, b *Frame) {
-			a.Buf[a.Start+14+10]++
-		}},
-		{name: "partial checksum elsewhere", mode: csumPartial, next: none, frame: func(t *testing.T, a, b *Frame) {
-			b.Hdr.CsumStart = 14
-		}},
-		{name: "partial checksum offset", mode: csumPartial, next: none, frame: func(t *testing.T, a, b *Frame) {
-			b.Hdr.CsumOffset = 6
-		}},
-		{name: "gso second", mode: csumPartial, next: none, frame: func(t *testing.T, a, b *Frame) {
-			b.Hdr.GSOType, b.Hdr.GSOSize = GSOTCPv4, 500
-		}},
-		{name: "gso first", mode: csumPartial, next: none, frame: func(t *testing.T, a, b *Frame) {
-			a.Hdr.GSOType, a.Hdr.GSOSize = GSOTCPv4, 500
-		}},
-		{name: "ecn bit alone", mode: csumPartial, next: none, frame: func(t *testing.T, a, b *Frame) {
-			b.Hdr.GSOType = GSOECN
-		}},
-		{name: "capacity one byte short", next: none, frame: func(t *testing.T, a, b *Frame) {
-			a.Buf = a.Buf[: len(a.Buf) : a.End+999]
-		}},
-		{name: "no capacity", next: none, frame: func(t *testing.T, a, b *Frame) {
-			a.Buf = a.Buf[:len(a.Buf):a.End]
-		}},
-		{name: "bad frame bounds", next: none, frame: func(t *testing.T, a, b *Frame) {
-			b.End = cap(b.Buf) + 1
-		}},
-		{name: "second not IP", next: none, frame: func(t *testing.T, a, b *Frame) {
-			b.Buf[b.Start+12] = 0x08
-			b.Buf[b.Start+13] = 0x06
-		}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			a := tt.base
-			a.seq, a.id, a.payload = 1000, 10, pattern(1000, 1)
-			b := a
-			b.seq, b.id, b.payload = a.seq+1000, a.id+1, pattern(1000, 2)
-			b0 := b
-			tt.next(&b)
-			fs := []Frame{segFrame(t, a, tt.mode, bigRoom), segFrame(t, b, tt.mode, bigRoom)}
-			if tt.frame != nil {
-				tt.frame(t, &fs[0], &fs[1])
-			}
-			in, n := coalesce(t, fs)
-			for i := range fs {
-				if fs[i].Merged || !unchanged(fs[i], in[i]) {
-					t.Errorf("frame %d changed or merged (Merged %v)", i, fs[i].Merged)
-				}
-			}
-			if n != 0 {
-				t.Errorf("Coalesce returned %d", n)
-			}
-			if tt.baseRefused {
-				return
-			}
-			// The control: the pair without the change merges.
-			fs = []Frame{segFrame(t, a, tt.mode, 1000), segFrame(t, b0, tt.mode, bigRoom)}
-			in, n = coalesce(t, fs)
-			checkGroups(t, fs, in, n, [][]int{{0, 1}})
-		})
-	}
+	testRefuses(t, false, []refuseCase{
+		{name: "seq gap", next: func(a, b *groSeg) { b.seq++ }},
+		{name: "seq retransmit", next: func(a, b *groSeg) { b.seq -= 1000 }},
+		{name: "seq before", next: func(a, b *groSeg) { b.seq -= 2000 }},
+		{name: "ipv4 id fixed with DF", next: func(a, b *groSeg) { b.id-- }},
+		{name: "ack number", next: func(a, b *groSeg) { b.ack++ }},
+		{name: "window", next: func(a, b *groSeg) { b.win = 1000 }},
+		{name: "urgent pointer", next: func(a, b *groSeg) { b.urg = 1 }},
+		{name: "timestamp value", base: groSeg{ts: true}, next: func(a, b *groSeg) { b.tsval++ }},
+		{name: "timestamps on one", next: func(a, b *groSeg) { b.ts = true }},
+		{name: "timestamps off on one", base: groSeg{ts: true}, next: func(a, b *groSeg) { b.ts = false }},
+		{name: "syn", next: func(a, b *groSeg) { b.flags = tcpACK | 0x02 }},
+		{name: "fin", next: func(a, b *groSeg) { b.flags = tcpACK | tcpFIN }},
+		{name: "rst", next: func(a, b *groSeg) { b.flags = tcpACK | 0x04 }},
+		{name: "urg", next: func(a, b *groSeg) { b.flags = tcpACK | 0x20 }},
+		{name: "ece", next: func(a, b *groSeg) { b.flags = tcpACK | 0x40 }},
+		{name: "cwr", next: func(a, b *groSeg) { b.flags = tcpACK | tcpCWR }},
+		{name: "no ack", next: func(a, b *groSeg) { b.flags = tcpPSH }},
+		{name: "pure ack", next: func(a, b *groSeg) { b.payload = nil }},
+		{name: "psh on the first", next: func(a, b *groSeg) { a.flags = tcpACK | tcpPSH }},
+		{name: "partial checksum offset", mode: csumPartial, frame: func(a, b *Frame) { b.Hdr.CsumOffset = udpCsumOff }},
+		{name: "gso second", mode: csumPartial, frame: func(a, b *Frame) { b.Hdr.GSOType, b.Hdr.GSOSize = GSOTCPv4, 500 }},
+		{name: "gso first", mode: csumPartial, frame: func(a, b *Frame) { a.Hdr.GSOType, a.Hdr.GSOSize = GSOTCPv4, 500 }},
+		{name: "ecn bit alone", mode: csumPartial, frame: func(a, b *Frame) { b.Hdr.GSOType = GSOECN }},
+	})
 }
 
 // Batches with more than one run: which frames end up together.
@@ -345,91 +377,50 @@ func TestCoalesceBatches(t *testing.T) {
 	d := run(groSeg{srcPort: 40001, vlan: true, vid: 7}, 8, 1460, 0, 4)
 	reverse := groSeg{srcPort: 40000, ack: 12345, flags: tcpACK}
 	reverse.srcMAC = 2
-	udp := func(t *testing.T) Frame {
-		h, f := superFrame(t, spec{udp: true, payload: pattern(200, 7)}, 0)
-		h.GSOType = GSONone
-		buf := make([]byte, groHeadroom+len(f), groHeadroom+len(f)+bigRoom)
-		copy(buf[groHeadroom:], f)
-		return Frame{Buf: buf, Start: groHeadroom, End: len(buf), Hdr: h}
-	}
+	f := func(s groSeg) Frame { return segFrame(t, s, csumFull, bigRoom) }
+	u := spec{udp: true, payload: pattern(200, 7)}.seg() // IPv4 ID 0: never merges
+	udp := func() Frame { return segFrame(t, u, csumPartial, bigRoom) }
 	psh := func(s groSeg) groSeg { s.flags = tcpACK | tcpPSH; return s }
 	short := func(s groSeg) groSeg { s.payload = s.payload[:100]; return s }
-	bad := func(f Frame) Frame { f.Buf[f.End-1]++; return f }
-	f := func(s groSeg) func(*testing.T) Frame {
-		return func(t *testing.T) Frame { return segFrame(t, s, csumFull, bigRoom) }
-	}
-	type tc struct {
-		name  string
-		batch []func(*testing.T) Frame
-		want  [][]int
-	}
-	tests := []tc{
-		{"psh in the middle ends the run", []func(*testing.T) Frame{f(a[0]), f(a[1]), f(psh(a[2])), f(a[3]), f(a[4])},
+	bad := func(s groSeg) Frame { fr := f(s); fr.Buf[fr.End-1]++; return fr }
+	testBatches(t, []batchCase{
+		{"psh in the middle ends the run", []Frame{f(a[0]), f(a[1]), f(psh(a[2])), f(a[3]), f(a[4])},
 			[][]int{{0, 1, 2}, {3, 4}}},
-		{"short in the middle ends the run", []func(*testing.T) Frame{f(a[0]), f(a[1]), f(short(a[2])), f(a[3]), f(a[4])},
+		{"short in the middle ends the run", []Frame{f(a[0]), f(a[1]), f(short(a[2])), f(a[3]), f(a[4])},
 			[][]int{{0, 1, 2}, {3, 4}}}, // a[3] starts the next run
-		{"nothing follows a short one", []func(*testing.T) Frame{f(a[0]), f(short(a[1])), f(groSeg{ts: true, seq: a[1].seq + 100, id: 2, payload: pattern(100, 9)})},
+		{"nothing follows a short one", []Frame{f(a[0]), f(short(a[1])), f(groSeg{ts: true, seq: a[1].seq + 100, id: 2, payload: pattern(100, 9)})},
 			[][]int{{0, 1}, {2}}},
-		{"out of order", []func(*testing.T) Frame{f(a[0]), f(a[2]), f(a[1]), f(a[3]), f(a[4])},
+		{"out of order", []Frame{f(a[0]), f(a[2]), f(a[1]), f(a[3]), f(a[4])},
 			[][]int{{0}, {1}, {2}, {3, 4}}},
-		{"swapped pair in a run", []func(*testing.T) Frame{f(a[0]), f(a[1]), f(a[3]), f(a[2]), f(a[4]), f(a[5])},
+		{"swapped pair in a run", []Frame{f(a[0]), f(a[1]), f(a[3]), f(a[2]), f(a[4]), f(a[5])},
 			[][]int{{0, 1}, {2}, {3}, {4, 5}}},
-		{"two flows interleaved", []func(*testing.T) Frame{f(a[0]), f(b[0]), f(a[1]), f(b[1]), f(a[2]), f(b[2])},
+		{"two flows interleaved", []Frame{f(a[0]), f(b[0]), f(a[1]), f(b[1]), f(a[2]), f(b[2])},
 			[][]int{{0, 2, 4}, {1, 3, 5}}},
-		{"four flows, udp and another flow's acks between", []func(*testing.T) Frame{
-			f(a[0]), f(b[0]), f(c[0]), f(d[0]), udp, f(a[1]), f(reverse), f(b[1]), f(c[1]), f(d[1]),
-			f(a[2]), udp, f(b[2]), f(c[2]), f(reverse), f(d[2]), f(d[3])},
+		{"four flows, udp and another flow's acks between", []Frame{
+			f(a[0]), f(b[0]), f(c[0]), f(d[0]), udp(), f(a[1]), f(reverse), f(b[1]), f(c[1]), f(d[1]),
+			f(a[2]), udp(), f(b[2]), f(c[2]), f(reverse), f(d[2]), f(d[3])},
 			[][]int{{0, 5, 10}, {1, 7, 12}, {2, 8, 13}, {3, 9, 15, 16}}},
-		{"pure ack of the flow ends the run", []func(*testing.T) Frame{f(a[0]), f(a[1]), f(groSeg{ts: true, seq: a[2].seq}), f(a[2]), f(a[3])},
+		{"pure ack of the flow ends the run", []Frame{f(a[0]), f(a[1]), f(groSeg{ts: true, seq: a[2].seq}), f(a[2]), f(a[3])},
 			[][]int{{0, 1}, {3, 4}}},
-		{"bad checksum in the middle", []func(*testing.T) Frame{f(a[0]), f(a[1]),
-			func(t *testing.T) Frame { return bad(segFrame(t, a[2], csumFull, bigRoom)) }, f(a[3]), f(a[4])},
+		{"bad checksum in the middle", []Frame{f(a[0]), f(a[1]), bad(a[2]), f(a[3]), f(a[4])},
 			[][]int{{0, 1}, {3, 4}}},
-		{"retransmit after a bad one", []func(*testing.T) Frame{f(a[0]),
-			func(t *testing.T) Frame { return bad(segFrame(t, a[1], csumFull, bigRoom)) }, f(a[1]), f(a[2])},
+		{"retransmit after a bad one", []Frame{f(a[0]), bad(a[1]), f(a[1]), f(a[2])},
 			[][]int{{2, 3}}},
-		{"bad head", []func(*testing.T) Frame{func(t *testing.T) Frame { return bad(segFrame(t, a[0], csumFull, bigRoom)) },
-			f(a[1]), f(a[2])},
+		{"bad head", []Frame{bad(a[0]), f(a[1]), f(a[2])},
 			[][]int{{1, 2}}},
-		{"capacity ends the run", []func(*testing.T) Frame{
-			func(t *testing.T) Frame { return segFrame(t, a[0], csumValid, 2*1448) }, f(a[1]), f(a[2]), f(a[3]), f(a[4])},
+		{"capacity ends the run", []Frame{segFrame(t, a[0], csumValid, 2*1448), f(a[1]), f(a[2]), f(a[3]), f(a[4])},
 			[][]int{{0, 1, 2}, {3, 4}}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			fs := make([]Frame, len(tt.batch))
-			for i, mk := range tt.batch {
-				fs[i] = mk(t)
-			}
-			in, n := coalesce(t, fs)
-			checkGroups(t, fs, in, n, tt.want)
-		})
-	}
+	})
 }
 
-// A 64 KiB IP packet caps a run; the next segment starts the next one.
+// A 64 KiB IP packet caps a run; the next segment starts the next one
+// (expand checks the size).
 func TestCoalesceSizeCap(t *testing.T) {
 	for _, v6 := range []bool{false, true} {
 		base := groSeg{v6: v6, ts: true}
-		segs := run(base, 64, 1448, 0, 1)
-		fs := frames(t, segs, allModes(csumValid), bigRoom)
-		in, n := coalesce(t, fs)
 		// 20 (or 40) + 32 + 45 * 1448 <= 65535 < ... + 46 * 1448
 		per := (65535 - (base.hdrLen() - base.l3())) / 1448
-		var want [][]int
-		for i := 0; i < 64; i += per {
-			var g []int
-			for j := i; j < min(i+per, 64); j++ {
-				g = append(g, j)
-			}
-			want = append(want, g)
-		}
-		checkGroups(t, fs, in, n, want)
-		for _, g := range want {
-			if l := fs[g[0]].End - fs[g[0]].Start - base.l3(); l > 65535 {
-				t.Errorf("v6 %v: IP packet of %d bytes", v6, l)
-			}
-		}
+		coalesceSegs(t, run(base, 64, 1448, 0, 1), allModes(csumValid), groups(64, per))
 	}
 }
 
@@ -484,28 +475,30 @@ func (b *batchState) reset() {
 	}
 }
 
-// benchBatch is n MTU segments (timestamps on, 1448 bytes of payload each,
-// 1514-byte frames) of flows flows, interleaved.
-func benchBatch(tb testing.TB, n, flows int, mode csumMode) []Frame {
-	fs := make([]Frame, n)
-	per := n / flows
+// benchBatch is 64 segments of base with size bytes of payload each, of
+// flows flows, interleaved.
+func benchBatch(tb testing.TB, base groSeg, flows, size int, mode csumMode) []Frame {
+	fs := make([]Frame, 64)
 	for k := 0; k < flows; k++ {
-		segs := run(groSeg{ts: true, srcPort: uint16(40000 + k), seq: uint32(k) << 20}, per, 1448, 0, byte(k))
-		for i, s := range segs {
+		b := base
+		b.srcPort, b.seq, b.id = uint16(40000+k), uint32(k)<<20, uint16(k)<<12
+		for i, s := range run(b, 64/flows, size, 0, byte(k)) {
 			fs[i*flows+k] = segFrame(tb, s, mode, bigRoom)
 		}
 	}
 	return fs
 }
 
-func TestCoalesceZeroAllocs(t *testing.T) {
+// testZeroAllocs checks that Coalesce allocates nothing on batches of base,
+// of which it merges merged[flows].
+func testZeroAllocs(t *testing.T, base groSeg, size int, merged map[int]int) {
 	for _, flows := range []int{1, 4} {
 		for m := csumMode(0); m < numCsumModes; m++ {
-			fs := benchBatch(t, 64, flows, m)
+			fs := benchBatch(t, base, flows, size, m)
 			b := newBatchState(fs)
 			g := NewGRO(64)
 			want := g.Coalesce(fs)
-			if want != map[int]int{1: 62, 4: 60}[flows] {
+			if want != merged[flows] {
 				t.Fatalf("%d flows, %v: merged %d", flows, m, want)
 			}
 			allocs := testing.AllocsPerRun(100, func() {
@@ -521,41 +514,58 @@ func TestCoalesceZeroAllocs(t *testing.T) {
 	}
 }
 
-// BenchmarkCoalesce merges a batch of 64 MTU segments: one flow (two
-// super-frames: 45 + 19 segments) or four interleaved flows (four of 16),
-// with each checksum state. Each iteration restores the batch's headers
-// first (64 copies of 66 bytes); BenchmarkCoalesce/reset measures that
-// alone.
-func BenchmarkCoalesce(b *testing.B) {
+func TestCoalesceZeroAllocs(t *testing.T) {
+	testZeroAllocs(t, groSeg{ts: true}, 1448, map[int]int{1: 62, 4: 60})
+}
+
+// benchCoalesce merges batches of base: one flow or four interleaved, with
+// each checksum state. Each iteration restores the batch first;
+// "reset" measures that alone.
+func benchCoalesce(b *testing.B, base groSeg, size int) {
 	for _, flows := range []int{1, 4} {
 		for m := csumMode(0); m < numCsumModes; m++ {
 			b.Run(fmt.Sprintf("flows=%d/%v", flows, m), func(b *testing.B) {
-				fs := benchBatch(b, 64, flows, m)
-				st := newBatchState(fs)
-				g := NewGRO(64)
-				var size int64
-				for _, f := range fs {
-					size += int64(f.End - f.Start)
-				}
-				b.SetBytes(size)
-				b.ReportAllocs()
-				b.ResetTimer()
-				for i := 0; i < b.N; i++ {
-					st.reset()
-					if g.Coalesce(fs) == 0 {
-						b.Fatal("nothing merged")
-					}
-				}
-				b.ReportMetric(float64(len(fs))*float64(b.N)/b.Elapsed().Seconds(), "pps")
+				benchRun(b, benchBatch(b, base, flows, size, m), true)
 			})
 		}
 	}
 	b.Run("reset", func(b *testing.B) {
-		st := newBatchState(benchBatch(b, 64, 1, csumValid))
+		st := newBatchState(benchBatch(b, base, 1, size, csumValid))
 		b.ReportAllocs()
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
 			st.reset()
 		}
 	})
+}
+
+// benchRun coalesces fs b.N times with SetUDP(merge), which must merge
+// something only if merge is set.
+func benchRun(b *testing.B, fs []Frame, merge bool) {
+	st := newBatchState(fs)
+	g := NewGRO(len(fs))
+	g.SetUDP(merge)
+	var size int64
+	for _, f := range fs {
+		size += int64(f.End - f.Start)
+	}
+	b.SetBytes(size)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		st.reset()
+		if n := g.Coalesce(fs); (n == 0) == merge {
+			b.Fatalf("merged %d", n)
+		}
+	}
+	b.ReportMetric(float64(len(fs))*float64(b.N)/b.Elapsed().Seconds(), "pps")
+}
+
+// BenchmarkCoalesce merges a batch of 64 MTU segments: one flow (two
+// super-frames: 45 + 19 segments) or four interleaved flows (four of 16),
+// with each checksum state. Each iteration restores the batch's headers
+// first (64 copies of 66 bytes); BenchmarkCoalesce/reset measures that
+// alone.
+func BenchmarkCoalesce(b *testing.B) {
+	benchCoalesce(b, groSeg{ts: true}, 1448)
 }

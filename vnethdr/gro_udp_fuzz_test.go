@@ -1,7 +1,6 @@
 package vnethdr
 
 import (
-	"bytes"
 	"encoding/binary"
 	"testing"
 )
@@ -40,13 +39,9 @@ const udpFuzzFlows = 5
 
 // FuzzCoalesceUDP builds a batch of up to 160 frames from four UDP flows and
 // a TCP flow on the same addresses and ports as the first, with
-// perturbations the fuzzer picks, and checks what Coalesce makes of it:
-// frames it does not merge into are unchanged (all of their Buf), merged
-// frames are untouched, bad ones are never merged, every super-frame passes
-// Fixup, holds at most UDP_MAX_SEGMENTS datagrams and its checksum verifies
-// once completed, and, per flow, the frames in output order (super-frames
-// split by Segment, with verifying checksums) are the input frames byte for
-// byte (checksums finished).
+// perturbations the fuzzer picks, and checks what Coalesce makes of it
+// (fuzzBatch.check; expand checks that a USO super-frame holds at most
+// UDP_MAX_SEGMENTS datagrams).
 func FuzzCoalesceUDP(f *testing.F) {
 	clean := []byte{0x00, 0, 0}
 	for i := 0; i < 40; i++ {
@@ -89,11 +84,7 @@ func FuzzCoalesceUDP(f *testing.F) {
 		if in.next()&0x80 != 0 {
 			maxBatch = 2 // the table fills up
 		}
-		var (
-			frames []Frame
-			flowOf []int // flow of each frame; 5+k for flow k's other port; -1 for none
-			bad    []bool
-		)
+		var batch fuzzBatch // flow 5+k: flow k's other port
 		for n := 0; n < 160 && len(in) > 0; n++ {
 			op, arg, arg2 := in.next(), in.next(), in.next()
 			k, act := int(op)%udpFuzzFlows, int(op)/udpFuzzFlows%numUacts
@@ -117,8 +108,7 @@ func FuzzCoalesceUDP(f *testing.F) {
 					s.flags = tcpACK | tcpPSH
 				}
 				s.payload = pattern(size, byte(n))
-				frames = append(frames, segFrame(t, s, mode, room))
-				flowOf, bad = append(flowOf, flow), append(bad, false)
+				batch.add(segFrame(t, s, mode, room), flow, false)
 				fl.seq += uint32(size)
 				fl.id++
 				continue
@@ -192,63 +182,13 @@ func FuzzCoalesceUDP(f *testing.F) {
 			case uactGSO:
 				fr.Hdr.GSOType, fr.Hdr.GSOSize = GSOUDPL4, uint16(fl.size)
 			}
-			frames, flowOf, bad = append(frames, fr), append(flowOf, flow), append(bad, isBad)
+			batch.add(fr, flow, isBad)
 			// The sender moves on as a real one would.
 			fl.id = s.id + 1
 			if act == uactGSO {
 				fl.id++
 			}
 		}
-
-		orig := cloneFrames(frames)
-		g := NewGRO(maxBatch)
-		n := g.Coalesce(frames)
-
-		merged := 0
-		var got, want [2 * udpFuzzFlows][][]byte
-		for i, fr := range frames {
-			if fr.Merged {
-				merged++
-			}
-			same := unchanged(fr, orig[i])
-			switch {
-			case fr.Merged && (!same || flowOf[i] < 0):
-				t.Fatalf("frame %d: merged but changed, or of no flow", i)
-			case bad[i] && (fr.Merged || !same):
-				t.Fatalf("frame %d: bad, but merged or changed", i)
-			case !same && (orig[i].Hdr.IsGSO() || !fr.Hdr.IsGSO() || flowOf[i] < 0):
-				t.Fatalf("frame %d: changed, but not into a super-frame: %+v -> %+v", i, orig[i].Hdr, fr.Hdr)
-			case !same && !bytes.Equal(fr.Buf[:fr.Start], orig[i].Buf[:fr.Start]):
-				t.Fatalf("frame %d: written before Start", i)
-			}
-			k := flowOf[i]
-			if k < 0 {
-				continue
-			}
-			if !same && (fr.Hdr.GSOType == GSOUDPL4) != (k%udpFuzzFlows != 4) {
-				t.Fatalf("frame %d of flow %d: super-frame of GSO type %d", i, k, fr.Hdr.GSOType)
-			}
-			want[k] = append(want[k], canonical(orig[i]))
-			switch {
-			case fr.Merged:
-			case same:
-				got[k] = append(got[k], canonical(fr))
-			default:
-				got[k] = append(got[k], expand(t, fr)...)
-			}
-		}
-		if n != merged {
-			t.Fatalf("Coalesce returned %d, %d frames Merged", n, merged)
-		}
-		for k := range got {
-			if len(got[k]) != len(want[k]) {
-				t.Fatalf("flow %d: %d frames out, %d in", k, len(got[k]), len(want[k]))
-			}
-			for i := range got[k] {
-				if !bytes.Equal(got[k][i], want[k][i]) {
-					t.Fatalf("flow %d: frame %d differs:\n got %x\nwant %x", k, i, got[k][i], want[k][i])
-				}
-			}
-		}
+		batch.check(t, maxBatch, func(k int) bool { return k%udpFuzzFlows != 4 })
 	})
 }
