@@ -171,11 +171,7 @@ func (r *Report) sections() []section {
 	}
 	s := section{title: "Configurations", head: []string{"config", "what"}}
 	for _, c := range r.Configs {
-		what := c.Description
-		if c.Skipped != "" {
-			what += " -- SKIPPED: " + c.Skipped
-		}
-		s.rows = append(s.rows, []string{c.Name, what})
+		s.rows = append(s.rows, []string{c.Name, configWhat(c.Description, c.Skipped)})
 	}
 	out = append(out, s)
 	var fails [][]string
@@ -184,11 +180,25 @@ func (r *Report) sections() []section {
 			fails = append(fails, []string{c.Config, c.Workload, f})
 		}
 	}
-	if len(fails) > 0 {
-		out = append(out, section{title: "Failed runs (left out of the figures)",
-			head: []string{"config", "workload", "failure"}, rows: fails})
+	return append(out, failedRuns("workload", fails)...)
+}
+
+// configWhat is a configuration's "what" column: its description, and why
+// it was skipped.
+func configWhat(desc, skipped string) string {
+	if skipped != "" {
+		return desc + " -- SKIPPED: " + skipped
 	}
-	return out
+	return desc
+}
+
+// failedRuns is the table of the runs left out of the figures (config,
+// what ran, failure); none when no run failed.
+func failedRuns(what string, rows [][]string) []section {
+	if len(rows) == 0 {
+		return nil
+	}
+	return []section{{title: "Failed runs (left out of the figures)", head: []string{"config", what, "failure"}, rows: rows}}
 }
 
 func sizeHead(g group) string {

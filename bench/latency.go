@@ -104,30 +104,7 @@ func LatencyConfigs() []LatencyConfig {
 // DefaultLatencyConfigs are the configurations run when none are named.
 var DefaultLatencyConfigs = []string{LatBlock, LatBusy, LatTAPThreaded, LatNICGRO, LatNICThreaded, LatNICBusyPoll, Bridge}
 
-// SelectLatencyConfigs returns the configurations of all named in names,
-// in all's order; an unknown name is an error.
-func SelectLatencyConfigs(all []LatencyConfig, names []string) ([]LatencyConfig, error) {
-	known := map[string]bool{}
-	var list []string
-	for _, c := range all {
-		known[c.Name] = true
-		list = append(list, c.Name)
-	}
-	want := map[string]bool{}
-	for _, n := range names {
-		if !known[n] {
-			return nil, fmt.Errorf("unknown configuration %q (known: %s)", n, strings.Join(list, ", "))
-		}
-		want[n] = true
-	}
-	var out []LatencyConfig
-	for _, c := range all {
-		if want[c.Name] {
-			out = append(out, c)
-		}
-	}
-	return out, nil
-}
+func (c LatencyConfig) name() string { return c.Name }
 
 // LatencyPoint is a request rate and an application delay.
 type LatencyPoint struct {
@@ -273,7 +250,7 @@ const senderFIFO = 50
 // ErrInterrupted.
 func Latency(ctx context.Context, o LatencyOptions) (*LatencyReport, error) {
 	if o.Configs == nil {
-		o.Configs, _ = SelectLatencyConfigs(LatencyConfigs(), DefaultLatencyConfigs)
+		o.Configs, _ = SelectConfigs(LatencyConfigs(), DefaultLatencyConfigs)
 	}
 	if o.Points == nil {
 		o.Points = ReferencePoints

@@ -549,15 +549,11 @@ func (r *LatencyReport) sections() []section {
 
 	s := section{title: "Configurations", head: []string{"config", "what", "tapfwd run flags; set-up"}}
 	for _, c := range r.Configs {
-		what := c.Description
-		if c.Skipped != "" {
-			what += " -- SKIPPED: " + c.Skipped
-		}
 		how := strings.Join(c.Args, " ")
 		for _, st := range c.Setup {
 			how += "; " + strings.ReplaceAll(strings.Join(st, " "), NICToken, "w1")
 		}
-		s.rows = append(s.rows, []string{c.Name, what, strings.TrimPrefix(how, "; ")})
+		s.rows = append(s.rows, []string{c.Name, configWhat(c.Description, c.Skipped), strings.TrimPrefix(how, "; ")})
 	}
 	out = append(out, s)
 	var fails [][]string
@@ -566,11 +562,7 @@ func (r *LatencyReport) sections() []section {
 			fails = append(fails, []string{c.Config, c.Point, f})
 		}
 	}
-	if len(fails) > 0 {
-		out = append(out, section{title: "Failed runs (left out of the figures)",
-			head: []string{"config", "point", "failure"}, rows: fails})
-	}
-	return out
+	return append(out, failedRuns("point", fails)...)
 }
 
 // p50p99 is a cell of the main table: "47.1 / 78.2", with the loss when

@@ -81,7 +81,7 @@ func TestNAPISupports(t *testing.T) {
 // and nic-napi-busy-poll skipped.
 func syntheticLatency(t *testing.T) *LatencyReport {
 	t.Helper()
-	cfgs, err := SelectLatencyConfigs(LatencyConfigs(), []string{LatBlock, LatBusy, LatNICBusyPoll, Bridge})
+	cfgs, err := SelectConfigs(LatencyConfigs(), []string{LatBlock, LatBusy, LatNICBusyPoll, Bridge})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +238,7 @@ func TestLatencyCalibrates(t *testing.T) {
 		t.Skip("-short: a 10 s privileged run")
 	}
 	needBeds(t)
-	cfgs, _ := SelectLatencyConfigs(LatencyConfigs(), []string{Direct})
+	cfgs, _ := SelectConfigs(LatencyConfigs(), []string{Direct})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	pts, _ := ParsePoints("2000K/0us")
@@ -274,12 +274,12 @@ func TestRunFlags(t *testing.T) {
 	if len(flags) != 2 || !flags["napi"] || !flags["tap-napi-threaded"] {
 		t.Errorf("runFlags = %v", flags)
 	}
-	cs, _ := SelectLatencyConfigs(LatencyConfigs(), []string{LatBlock, LatTAPThreaded, Bridge})
+	cs, _ := SelectConfigs(LatencyConfigs(), []string{LatBlock, LatTAPThreaded, Bridge})
 	checkLatencyConfigs(cs, LatencyOptions{Exe: exe, TUNFeatures: 0x7173})
 	if cs[0].Skipped != "this tapfwd's run command has no --poll flag" || cs[2].Skipped != "" {
 		t.Errorf("skipped: %q, %q, %q", cs[0].Skipped, cs[1].Skipped, cs[2].Skipped)
 	}
-	cs, _ = SelectLatencyConfigs(LatencyConfigs(), []string{LatTAPThreaded})
+	cs, _ = SelectConfigs(LatencyConfigs(), []string{LatTAPThreaded})
 	checkLatencyConfigs(cs, LatencyOptions{Exe: exe, TUNFeatures: 0x7163})
 	if !strings.Contains(cs[0].Skipped, "the kernel lacks IFF_NAPI") {
 		t.Errorf("without IFF_NAPI: %q", cs[0].Skipped)

@@ -104,27 +104,27 @@ func usec(d time.Duration) string {
 	return d.String()
 }
 
-// SelectConfigs returns the configurations of all named in names, in
-// all's order; an unknown name is an error.
-func SelectConfigs(all []Config, names []string) ([]Config, error) {
+func (c Config) name() string { return c.Name }
+
+// SelectConfigs returns the configurations of all (those of either bench)
+// named in names, in all's order; an unknown name is an error.
+func SelectConfigs[C interface{ name() string }](all []C, names []string) ([]C, error) {
+	known := map[string]bool{}
+	var list []string
+	for _, c := range all {
+		known[c.name()] = true
+		list = append(list, c.name())
+	}
 	want := map[string]bool{}
 	for _, n := range names {
-		found := false
-		for _, c := range all {
-			found = found || c.Name == n
-		}
-		if !found {
-			var known []string
-			for _, c := range all {
-				known = append(known, c.Name)
-			}
-			return nil, fmt.Errorf("unknown configuration %q (known: %s)", n, strings.Join(known, ", "))
+		if !known[n] {
+			return nil, fmt.Errorf("unknown configuration %q (known: %s)", n, strings.Join(list, ", "))
 		}
 		want[n] = true
 	}
-	var out []Config
+	var out []C
 	for _, c := range all {
-		if want[c.Name] {
+		if want[c.name()] {
 			out = append(out, c)
 		}
 	}

@@ -38,22 +38,12 @@ Both build their network namespaces and remove them. Run
 `
 
 func cmdBench(args []string, stdout, stderr io.Writer) error {
-	if len(args) > 0 {
-		switch args[0] {
-		case "throughput":
-			return cmdBenchThroughput(args[1:], stdout, stderr)
-		case "latency":
-			return cmdBenchLatency(args[1:], stdout, stderr)
-		case "naive-forwarder":
-			// Hidden: the naive baseline, started by the bench in a bed.
-			return cmdNaiveForwarder(args[1:], stderr)
-		}
-	}
-	fmt.Fprint(stderr, benchUsage)
-	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
-		return flag.ErrHelp
-	}
-	return errUsage
+	return dispatch("tapfwd bench", benchUsage, args, map[string]command{
+		"throughput": func(a []string) error { return cmdBenchThroughput(a, stdout, stderr) },
+		"latency":    func(a []string) error { return cmdBenchLatency(a, stdout, stderr) },
+		// Hidden: the naive baseline, started by the bench in a bed.
+		"naive-forwarder": func(a []string) error { return cmdNaiveForwarder(a, stderr) },
+	}, stdout, stderr)
 }
 
 // Quick mode: a smoke test of the whole bench in well under a minute.
@@ -101,7 +91,8 @@ Flags:
 `, "7 minutes", strings.Join(quickConfigs, ", "), quickReps, quickDuration)
 		fs.PrintDefaults()
 	}
-	reps := fs.Int("reps", 3, "repetitions of every configuration, interleaved (at least 3 for a verdict)")
+	bf := addBenchFlags(fs, "throughput.{txt,md,json,csv}) and charts (throughput.{png,svg}, napi.{png,svg}",
+		"tables, --csv, --markdown, --out charts", "log each test bed (its namespaces) and every failure to stderr")
 	dur := fs.Duration("duration", time.Second, "length of each iperf3 run, rounded up to whole seconds")
 	quick := fs.Bool("quick", false, "smoke test under a minute (see above)")
 	configs := fs.String("configs", strings.Join(names, ","), "comma-separated configurations to run, in report order")
@@ -112,36 +103,16 @@ Flags:
 	wireMTU := fs.Bool("wire-mtu", true, "also run TCP wire->lab with TSO and GSO off on the wire's veth, so MTU-sized frames reach the forwarder (where userspace GRO matters)")
 	groFlush := fs.Duration("gro-flush-timeout", bench.DefaultTAPNAPI.GROFlushTimeout, "the TAP's gro_flush_timeout in the "+bench.NAPIGRO+" configuration")
 	deferIRQs := fs.Int("defer-hard-irqs", bench.DefaultTAPNAPI.DeferHardIRQs, "the TAP's napi_defer_hard_irqs in the "+bench.NAPIGRO+" configuration")
-	seed := fs.Uint64("seed", 1, "bootstrap seed: the same seed and samples give the same intervals")
-	resamples := fs.Int("resamples", bench.DefaultResamples, "bootstrap resamples per interval")
-	asJSON := fs.Bool("json", false, "print the report as JSON")
 	asCSV := fs.Bool("csv", false, "print one CSV line per configuration and workload")
-	asMD := fs.Bool("markdown", false, "print the report as Markdown")
-	outDir := fs.String("out", "", "also write the report (throughput.{txt,md,json,csv}) and charts (throughput.{png,svg}, napi.{png,svg}) into this directory; empty writes none")
-	from := fs.String("from", "", "render a report saved with --json (or --out) instead of measuring: tables, --csv, --markdown, --out charts")
-	verbose := fs.Bool("verbose", false, "log each test bed (its namespaces) and every failure to stderr")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	formats := 0
-	for _, b := range []bool{*asJSON, *asCSV, *asMD} {
-		if b {
-			formats++
-		}
-	}
-	if formats > 1 {
-		return errors.New("--json, --csv and --markdown: pick one")
-	}
-	if *reps < 1 || *reps > 1000 {
-		return fmt.Errorf("--reps %d: want 1 to 1000", *reps)
+	set, err := bf.check(fs, asCSV)
+	if err != nil {
+		return err
 	}
 	if *dur < time.Second || *dur > time.Hour {
 		return fmt.Errorf("--duration %v: want 1s to 1h", *dur)
-	}
-	if *resamples < 100 {
-		return fmt.Errorf("--resamples %d: want at least 100", *resamples)
 	}
 	if *groFlush <= 0 || *deferIRQs < 0 {
 		return errors.New("--gro-flush-timeout must be positive and --defer-hard-irqs not negative")
@@ -178,7 +149,7 @@ Flags:
 			cfgs, _ = bench.SelectConfigs(bench.Configs(bench.DefaultTAPNAPI), quickConfigs)
 		}
 		if !set["reps"] {
-			*reps = quickReps
+			*bf.reps = quickReps
 		}
 		if !set["duration"] {
 			*dur = quickDuration
@@ -190,79 +161,47 @@ Flags:
 	if len(workloads) == 0 {
 		return errors.New("no workload: give --sizes and --streams, or --udp")
 	}
-	if *from != "" {
-		rep, err := bench.ReadReport(*from)
+	if *bf.from != "" {
+		rep, err := bench.ReadReport(*bf.from)
 		if err != nil {
 			return err
 		}
-		return render(rep, *outDir, *asJSON, *asCSV, *asMD, stdout)
+		return render(rep, *bf.outDir, *bf.asJSON, *asCSV, *bf.asMD, stdout)
 	}
 
-	if os.Geteuid() != 0 {
-		return errors.New("bench needs root: it builds network namespaces and TAPs (CAP_NET_ADMIN, CAP_SYS_ADMIN); run it as root, e.g. sudo tapfwd bench throughput")
-	}
-	if err := testbed.Available(); err != nil {
-		return err
-	}
-	if _, err := exec.LookPath("iperf3"); err != nil {
-		return errors.New("iperf3 not found: install it with apt-get install iperf3")
-	}
-	features, err := tap.Probe()
+	env, err := startBench("throughput", *bf.outDir, *bf.verbose, stderr, "iperf3")
 	if err != nil {
 		return err
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("finding the tapfwd binary: %w", err)
-	}
-	if *outDir != "" {
-		// Fail now rather than after the run.
-		if err := os.MkdirAll(*outDir, 0o755); err != nil {
-			return fmt.Errorf("--out: %w", err)
-		}
-	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	// After the first signal the run cleans up; a second one kills at once.
-	go func() { <-ctx.Done(); stop() }()
-
-	log := slog.New(slog.DiscardHandler)
-	if *verbose {
-		log = slog.New(slog.NewTextHandler(stderr, nil))
-	}
-	// Log lines would break a line redrawn in place.
-	prog := &progress{w: stderr, tty: isTerminal(stderr) && !*verbose}
-	rep, err := bench.Throughput(ctx, bench.Options{
-		Exe: exe, Configs: cfgs, Workloads: workloads, Reps: *reps, Duration: *dur,
-		TUNFeatures: features, Bootstrap: bench.Bootstrap{Seed: *seed, Resamples: *resamples},
-		Progress: prog.update, Log: log,
+	defer env.stop()
+	rep, err := bench.Throughput(env.ctx, bench.Options{
+		Exe: env.exe, Configs: cfgs, Workloads: workloads, Reps: *bf.reps, Duration: *dur,
+		TUNFeatures: env.features, Bootstrap: bench.Bootstrap{Seed: *bf.seed, Resamples: *bf.resamples},
+		Progress: env.prog.update, Log: env.log,
 	})
-	prog.finish()
-	if err != nil {
-		if errors.Is(err, bench.ErrInterrupted) {
-			return errors.New("bench interrupted: its namespaces, TAPs and processes are removed")
-		}
+	if err := env.finish(err); err != nil {
 		return err
 	}
 	rep.Settings.Quick = *quick
 	for _, c := range rep.Configs {
-		if c.Skipped != "" {
-			fmt.Fprintf(stderr, "tapfwd: bench: skipped %s: %s\n", c.Name, c.Skipped)
-		}
+		env.skipped(c.Name, c.Skipped)
 	}
-	return render(rep, *outDir, *asJSON, *asCSV, *asMD, stdout)
+	return render(rep, *bf.outDir, *bf.asJSON, *asCSV, *bf.asMD, stdout)
 }
 
 // render writes rep's files into outDir (when set) and rep in the chosen
 // format to stdout.
 func render(rep *bench.Report, outDir string, asJSON, asCSV, asMD bool, stdout io.Writer) error {
 	if outDir != "" {
-		if err := os.MkdirAll(outDir, 0o755); err != nil {
-			return fmt.Errorf("--out: %w", err)
-		}
-		if err := writeOut(outDir, rep); err != nil {
+		err := writeOut(outDir, map[string]func(io.Writer) error{
+			"throughput.txt": rep.WriteText, "throughput.md": rep.WriteMarkdown,
+			"throughput.json": rep.WriteJSON, "throughput.csv": rep.WriteCSV,
+		})
+		if err != nil {
 			return err
+		}
+		if err := bench.WriteCharts(rep, outDir); err != nil {
+			return fmt.Errorf("--out: %w", err)
 		}
 	}
 	switch {
@@ -276,22 +215,6 @@ func render(rep *bench.Report, outDir string, asJSON, asCSV, asMD bool, stdout i
 	return rep.WriteText(stdout)
 }
 
-// writeOut writes every rendering and the charts into dir.
-func writeOut(dir string, rep *bench.Report) error {
-	for name, write := range map[string]func(io.Writer) error{
-		"throughput.txt": rep.WriteText, "throughput.md": rep.WriteMarkdown,
-		"throughput.json": rep.WriteJSON, "throughput.csv": rep.WriteCSV,
-	} {
-		if err := writeFile(filepath.Join(dir, name), write); err != nil {
-			return err
-		}
-	}
-	if err := bench.WriteCharts(rep, dir); err != nil {
-		return fmt.Errorf("--out: %w", err)
-	}
-	return nil
-}
-
 func writeFile(path string, write func(io.Writer) error) error {
 	f, err := os.Create(path)
 	if err != nil {
@@ -302,6 +225,147 @@ func writeFile(path string, write func(io.Writer) error) error {
 		return fmt.Errorf("--out: writing %s: %w", path, err)
 	}
 	return f.Close()
+}
+
+// benchFlags are the flags both benches share.
+type benchFlags struct {
+	reps, resamples *int
+	seed            *uint64
+	asJSON, asMD    *bool
+	outDir, from    *string
+	verbose         *bool
+}
+
+// addBenchFlags defines the shared flags on fs; outFiles names what --out
+// writes, fromAlso what --from can render besides tables, verbose what
+// --verbose logs.
+func addBenchFlags(fs *flag.FlagSet, outFiles, fromAlso, verbose string) *benchFlags {
+	from := "render a report saved with --json (or --out) instead of measuring"
+	if fromAlso != "" {
+		from += ": " + fromAlso
+	}
+	return &benchFlags{
+		reps:      fs.Int("reps", 3, "repetitions of every configuration, interleaved (at least 3 for a verdict)"),
+		seed:      fs.Uint64("seed", 1, "bootstrap seed: the same seed and samples give the same intervals"),
+		resamples: fs.Int("resamples", bench.DefaultResamples, "bootstrap resamples per interval"),
+		asJSON:    fs.Bool("json", false, "print the report as JSON"),
+		asMD:      fs.Bool("markdown", false, "print the report as Markdown"),
+		outDir:    fs.String("out", "", "also write the report ("+outFiles+") into this directory; empty writes none"),
+		from:      fs.String("from", "", from),
+		verbose:   fs.Bool("verbose", false, verbose),
+	}
+}
+
+// check checks the shared flags after parsing (asCSV is the throughput
+// bench's third format, nil for none) and returns the names of the flags
+// given, so that --quick leaves them alone.
+func (b *benchFlags) check(fs *flag.FlagSet, asCSV *bool) (map[string]bool, error) {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	formats, names := 0, []string{"--json", "--markdown"}
+	for _, on := range []bool{*b.asJSON, *b.asMD, asCSV != nil && *asCSV} {
+		if on {
+			formats++
+		}
+	}
+	if asCSV != nil {
+		names = []string{"--json", "--csv", "--markdown"}
+	}
+	if formats > 1 {
+		return nil, fmt.Errorf("%s and %s: pick one", strings.Join(names[:len(names)-1], ", "), names[len(names)-1])
+	}
+	if *b.reps < 1 || *b.reps > 1000 {
+		return nil, fmt.Errorf("--reps %d: want 1 to 1000", *b.reps)
+	}
+	if *b.resamples < 100 {
+		return nil, fmt.Errorf("--resamples %d: want at least 100", *b.resamples)
+	}
+	return set, nil
+}
+
+// benchEnv is what a measuring bench run needs once its flags are checked:
+// the tapfwd binary the beds start, the kernel's TUN features, a context
+// that ends on the first SIGINT or SIGTERM (a second one kills at once),
+// the log and the progress line.
+type benchEnv struct {
+	exe      string
+	features uint32
+	ctx      context.Context
+	stop     context.CancelFunc
+	log      *slog.Logger
+	prog     *progress
+	stderr   io.Writer
+}
+
+// startBench checks what every bench needs (root, namespaces, the tools
+// named), creates outDir now rather than fail after the run, and sets up
+// signals, logging and progress. The caller defers env.stop.
+func startBench(kind, outDir string, verbose bool, stderr io.Writer, tools ...string) (*benchEnv, error) {
+	if os.Geteuid() != 0 {
+		return nil, fmt.Errorf("bench needs root: it builds network namespaces and TAPs (CAP_NET_ADMIN, CAP_SYS_ADMIN); run it as root, e.g. sudo tapfwd bench %s", kind)
+	}
+	if err := testbed.Available(); err != nil {
+		return nil, err
+	}
+	for _, t := range tools {
+		if _, err := exec.LookPath(t); err != nil {
+			return nil, fmt.Errorf("%s not found: install it with apt-get install %s", t, t)
+		}
+	}
+	features, err := tap.Probe()
+	if err != nil {
+		return nil, err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("finding the tapfwd binary: %w", err)
+	}
+	if outDir != "" {
+		if err := os.MkdirAll(outDir, 0o755); err != nil {
+			return nil, fmt.Errorf("--out: %w", err)
+		}
+	}
+	env := &benchEnv{exe: exe, features: features, stderr: stderr,
+		log: slog.New(slog.DiscardHandler),
+		// Log lines would break a line redrawn in place.
+		prog: &progress{w: stderr, tty: isTerminal(stderr) && !verbose}}
+	if verbose {
+		env.log = slog.New(slog.NewTextHandler(stderr, nil))
+	}
+	env.ctx, env.stop = signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	// After the first signal the run cleans up; a second one kills at once.
+	go func() { <-env.ctx.Done(); env.stop() }()
+	return env, nil
+}
+
+// finish ends the progress line and turns the run's error into what the
+// user reads.
+func (e *benchEnv) finish(err error) error {
+	e.prog.finish()
+	if errors.Is(err, bench.ErrInterrupted) {
+		return errors.New("bench interrupted: its namespaces, TAPs and processes are removed")
+	}
+	return err
+}
+
+// skipped tells the user about a configuration that did not run.
+func (e *benchEnv) skipped(name, why string) {
+	if why != "" {
+		fmt.Fprintf(e.stderr, "tapfwd: bench: skipped %s: %s\n", name, why)
+	}
+}
+
+// writeOut writes each rendering into dir under its file name.
+func writeOut(dir string, files map[string]func(io.Writer) error) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	for name, write := range files {
+		if err := writeFile(filepath.Join(dir, name), write); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func splitList(s string) []string {
@@ -467,7 +531,8 @@ Flags:
 `, strings.Join(defPoints, ", "), 3, strings.Join(quickLatConfigs, ", "), quickLatPoints, quickLatReps, quickLatDuration)
 		fs.PrintDefaults()
 	}
-	reps := fs.Int("reps", 3, "repetitions of every configuration, interleaved (at least 3 for a verdict)")
+	bf := addBenchFlags(fs, "latency.{txt,md,json}", "",
+		"log each test bed (its namespaces), each calibration probe and every failure to stderr")
 	dur := fs.Duration("duration", 2*time.Second, "measured length of each run (after the warm-up)")
 	warmup := fs.Duration("warmup", 200*time.Millisecond, "requests sent before each run's measured part and not counted")
 	quick := fs.Bool("quick", false, "smoke test under 40 s (see above)")
@@ -475,23 +540,12 @@ Flags:
 	points := fs.String("points", strings.Join(defPoints, ","), "comma-separated RATE/DELAY points: requests per second (K = 1000) and the application delay (us when no unit)")
 	size := fs.Int("size", bench.DefaultRRPayload, "UDP payload of a request and its reply, bytes (24 to 1400)")
 	calibrate := fs.String("calibrate", bench.LatBlock, `configuration each point's rate is checked on before the matrix (capped where not sustained); "none" runs the rates as asked`)
-	seed := fs.Uint64("seed", 1, "bootstrap seed: the same seed and samples give the same intervals")
-	resamples := fs.Int("resamples", bench.DefaultResamples, "bootstrap resamples per interval")
-	asJSON := fs.Bool("json", false, "print the report as JSON")
-	asMD := fs.Bool("markdown", false, "print the report as Markdown")
-	outDir := fs.String("out", "", "also write the report (latency.{txt,md,json}) into this directory; empty writes none")
-	from := fs.String("from", "", "render a report saved with --json (or --out) instead of measuring")
-	verbose := fs.Bool("verbose", false, "log each test bed (its namespaces), each calibration probe and every failure to stderr")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if *asJSON && *asMD {
-		return errors.New("--json and --markdown: pick one")
-	}
-	if *reps < 1 || *reps > 1000 {
-		return fmt.Errorf("--reps %d: want 1 to 1000", *reps)
+	set, err := bf.check(fs, nil)
+	if err != nil {
+		return err
 	}
 	if *dur < 100*time.Millisecond || *dur > time.Hour {
 		return fmt.Errorf("--duration %v: want 100ms to 1h", *dur)
@@ -502,10 +556,7 @@ Flags:
 	if *size < 24 || *size > 1400 {
 		return fmt.Errorf("--size %d: want 24 to 1400", *size)
 	}
-	if *resamples < 100 {
-		return fmt.Errorf("--resamples %d: want at least 100", *resamples)
-	}
-	cfgs, err := bench.SelectLatencyConfigs(all, splitList(*configs))
+	cfgs, err := bench.SelectConfigs(all, splitList(*configs))
 	if err != nil {
 		return fmt.Errorf("--configs: %w", err)
 	}
@@ -516,13 +567,13 @@ Flags:
 	cal := *calibrate
 	if *quick {
 		if !set["configs"] {
-			cfgs, _ = bench.SelectLatencyConfigs(all, quickLatConfigs)
+			cfgs, _ = bench.SelectConfigs(all, quickLatConfigs)
 		}
 		if !set["points"] {
 			pts, _ = bench.ParsePoints(quickLatPoints)
 		}
 		if !set["reps"] {
-			*reps = quickLatReps
+			*bf.reps = quickLatReps
 		}
 		if !set["duration"] {
 			*dur = quickLatDuration
@@ -533,86 +584,51 @@ Flags:
 	}
 	if cal == "none" {
 		cal = ""
-	} else if _, err := bench.SelectLatencyConfigs(all, []string{cal}); err != nil {
+	} else if _, err := bench.SelectConfigs(all, []string{cal}); err != nil {
 		return fmt.Errorf("--calibrate: %w", err)
 	}
-	if *from != "" {
-		rep, err := bench.ReadLatencyReport(*from)
+	if *bf.from != "" {
+		rep, err := bench.ReadLatencyReport(*bf.from)
 		if err != nil {
 			return err
 		}
-		return renderLatency(rep, *outDir, *asJSON, *asMD, stdout)
+		return renderLatency(rep, *bf.outDir, *bf.asJSON, *bf.asMD, stdout)
 	}
 
-	if os.Geteuid() != 0 {
-		return errors.New("bench needs root: it builds network namespaces and TAPs (CAP_NET_ADMIN, CAP_SYS_ADMIN); run it as root, e.g. sudo tapfwd bench latency")
-	}
-	if err := testbed.Available(); err != nil {
-		return err
-	}
-	features, err := tap.Probe()
+	env, err := startBench("latency", *bf.outDir, *bf.verbose, stderr)
 	if err != nil {
 		return err
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("finding the tapfwd binary: %w", err)
-	}
-	if *outDir != "" {
-		if err := os.MkdirAll(*outDir, 0o755); err != nil {
-			return fmt.Errorf("--out: %w", err)
-		}
-	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	// After the first signal the run cleans up; a second one kills at once.
-	go func() { <-ctx.Done(); stop() }()
-
-	log := slog.New(slog.DiscardHandler)
-	if *verbose {
-		log = slog.New(slog.NewTextHandler(stderr, nil))
-	}
-	prog := &progress{w: stderr, tty: isTerminal(stderr) && !*verbose}
-	rep, err := bench.Latency(ctx, bench.LatencyOptions{
-		Exe: exe, Configs: cfgs, Points: pts, Reps: *reps, Duration: *dur, Warmup: *warmup, Payload: *size,
-		Calibrate: cal, TUNFeatures: features, Bootstrap: bench.Bootstrap{Seed: *seed, Resamples: *resamples},
-		Progress: prog.update, Log: log,
+	defer env.stop()
+	rep, err := bench.Latency(env.ctx, bench.LatencyOptions{
+		Exe: env.exe, Configs: cfgs, Points: pts, Reps: *bf.reps, Duration: *dur, Warmup: *warmup, Payload: *size,
+		Calibrate: cal, TUNFeatures: env.features, Bootstrap: bench.Bootstrap{Seed: *bf.seed, Resamples: *bf.resamples},
+		Progress: env.prog.update, Log: env.log,
 	})
-	prog.finish()
-	if err != nil {
-		if errors.Is(err, bench.ErrInterrupted) {
-			return errors.New("bench interrupted: its namespaces, TAPs and processes are removed")
-		}
+	if err := env.finish(err); err != nil {
 		return err
 	}
 	rep.Settings.Quick = *quick
 	for _, c := range rep.Configs {
-		if c.Skipped != "" {
-			fmt.Fprintf(stderr, "tapfwd: bench: skipped %s: %s\n", c.Name, c.Skipped)
-		}
+		env.skipped(c.Name, c.Skipped)
 	}
 	for _, p := range rep.Points {
 		if p.Capped != "" {
 			fmt.Fprintf(stderr, "tapfwd: bench: %s: %s\n", p.Name, p.Capped)
 		}
 	}
-	return renderLatency(rep, *outDir, *asJSON, *asMD, stdout)
+	return renderLatency(rep, *bf.outDir, *bf.asJSON, *bf.asMD, stdout)
 }
 
 // renderLatency writes rep's files into outDir (when set) and rep in the
 // chosen format to stdout.
 func renderLatency(rep *bench.LatencyReport, outDir string, asJSON, asMD bool, stdout io.Writer) error {
 	if outDir != "" {
-		if err := os.MkdirAll(outDir, 0o755); err != nil {
-			return fmt.Errorf("--out: %w", err)
-		}
-		for name, write := range map[string]func(io.Writer) error{
+		err := writeOut(outDir, map[string]func(io.Writer) error{
 			"latency.txt": rep.WriteText, "latency.md": rep.WriteMarkdown, "latency.json": rep.WriteJSON,
-		} {
-			if err := writeFile(filepath.Join(outDir, name), write); err != nil {
-				return err
-			}
+		})
+		if err != nil {
+			return err
 		}
 	}
 	switch {

@@ -1,18 +1,13 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -191,122 +186,26 @@ func TestBenchLatencyQuickJSON(t *testing.T) {
 // flow through tapfwd, and checks that it exits promptly and leaves no
 // namespace, interface or process of its own behind.
 func TestBenchLatencyInterrupt(t *testing.T) {
-	if err := testbed.Available(); err != nil {
-		t.Skipf("skipping privileged test: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := benchCmd(t, ctx, "latency", "--quick", "--verbose", "--configs", bench.LatBlock+","+bench.Bridge, "--reps", "3")
-	stderrR, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	pid := cmd.Process.Pid
-	t.Cleanup(func() { cmd.Process.Kill() })
-
-	var log bytes.Buffer
-	lines := make(chan string, 100)
-	go func() {
-		sc := bufio.NewScanner(io.TeeReader(stderrR, &log))
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
-	// Wait for the first run through tapfwd: its bed is up, the forwarder
-	// forwards, and the progress line comes just before the requests.
-	ids := map[string]bool{}
-	seen := map[int]procID{}
-	deadline := time.After(60 * time.Second)
-	running := false
-	for !running {
-		select {
-		case l, ok := <-lines:
-			if !ok {
-				t.Fatalf("bench ended before it was interrupted:\n%s", log.String())
-			}
-			if m := bedIDRE.FindStringSubmatch(l); m != nil {
-				ids[m[2]] = true
-			}
-			running = strings.HasPrefix(l, "bench: [1/") && strings.Contains(l, bench.LatBlock)
-		case <-deadline:
-			t.Fatalf("no run through tapfwd within 60 s:\n%s", log.String())
-		}
-		for p, id := range descendants(pid) {
-			seen[p] = id
-		}
-	}
-	time.Sleep(700 * time.Millisecond) // mid-run
-	for p, id := range descendants(pid) {
-		seen[p] = id
-	}
-	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
-	sent := time.Now()
-	go func() {
-		for range lines { // drain
-		}
-	}()
-	err = cmd.Wait()
-	took := time.Since(sent)
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
-		t.Errorf("exit after SIGINT: %v, want status 1", err)
-	}
-	if took > 10*time.Second {
-		t.Errorf("took %v to exit after SIGINT", took)
-	}
-	if !strings.Contains(log.String(), "bench interrupted") {
-		t.Errorf("no interruption message:\n%s", log.String())
-	}
-	t.Logf("exited %v after SIGINT; beds %v; processes seen %v", took.Round(time.Millisecond), ids, seen)
-	if len(ids) == 0 {
-		t.Fatalf("no bed in the log:\n%s", log.String())
-	}
+	started := false
+	seen := interruptBench(t, []string{"latency", "--configs", bench.LatBlock + "," + bench.Bridge},
+		700*time.Millisecond, func(line string, _ map[int]procID) bool {
+			// The progress line comes just before the requests.
+			started = started || strings.HasPrefix(line, "bench: [1/") && strings.Contains(line, bench.LatBlock)
+			return started
+		})
 	forwarder := false
-	for p, id := range seen {
+	for _, id := range seen {
 		forwarder = forwarder || strings.HasPrefix(id.comm, "tapfwd")
-		if now, ok := procIdentity(p); ok && now == id {
-			t.Errorf("process %d (%s) from the bench is still running", p, id.comm)
-		}
 	}
 	if !forwarder {
 		t.Errorf("never saw tapfwd run under the bench: %v", seen)
-	}
-	ip := "ip"
-	if _, err := exec.LookPath(ip); err != nil {
-		ip = "/usr/sbin/ip"
-	}
-	netns, err := exec.Command(ip, "netns", "list").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	links, err := exec.Command(ip, "-o", "link", "show").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for id := range ids {
-		if strings.Contains(string(netns), "tfw-"+id) {
-			t.Errorf("namespaces of bed %s left behind:\n%s", id, netns)
-		}
-		if strings.Contains(string(links), id) {
-			t.Errorf("an interface of bed %s is in the root namespace:\n%s", id, links)
-		}
 	}
 }
 
 // TestBenchLatencyErrors checks the one-line errors of flag mistakes, and
 // the help text.
 func TestBenchLatencyErrors(t *testing.T) {
-	for _, tc := range []struct {
-		args []string
-		code int
-		want string
-	}{
+	checkCLI(t, []cliCase{
 		{[]string{"bench"}, 2, "Usage: tapfwd bench throughput|latency"},
 		{[]string{"bench", "latency", "--json", "--markdown"}, 1, "pick one"},
 		{[]string{"bench", "latency", "--configs", "tapfwd-maybe"}, 1, `unknown configuration "tapfwd-maybe"`},
@@ -317,23 +216,8 @@ func TestBenchLatencyErrors(t *testing.T) {
 		{[]string{"bench", "latency", "extra"}, 2, `unexpected argument "extra"`},
 		{[]string{"bench", "latency", "-h"}, 0, "--quick: configurations tapfwd-block, tapfwd-busy, bridge"},
 		{[]string{"bench", "latency", "--from", "/nonexistent/latency.json"}, 1, "no such file"},
-	} {
-		var out, errb bytes.Buffer
-		code := run(tc.args, &out, &errb)
-		if code != tc.code || !strings.Contains(out.String()+errb.String(), tc.want) {
-			t.Errorf("tapfwd %q: exit %d, want %d with %q; got:\n%s%s", tc.args, code, tc.code, tc.want, out.String(), errb.String())
-		}
-		if code == 1 && strings.Count(strings.TrimSpace(errb.String()), "\n") != 0 {
-			t.Errorf("tapfwd %q: error is not one line:\n%s", tc.args, errb.String())
-		}
-	}
-	if _, err := exec.LookPath("setpriv"); err == nil && testbed.Available() == nil {
-		cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
-			exe(t), "bench", "latency", "--quick")
-		out, err := cmd.CombinedOutput()
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "bench needs root") {
-			t.Errorf("not root: %v\n%s", err, out)
-		}
+	})
+	if testbed.Available() == nil {
+		asNobody(t, "bench needs root", "bench", "latency", "--quick")
 	}
 }

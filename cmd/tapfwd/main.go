@@ -34,29 +34,13 @@ func main() {
 var errUsage = errors.New("usage")
 
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return 2
-	}
-	var err error
-	switch args[0] {
-	case "run":
-		err = cmdRun(args[1:], stderr)
-	case "features":
-		err = cmdFeatures(args[1:], stdout, stderr)
-	case "bench":
-		err = cmdBench(args[1:], stdout, stderr)
-	case "vm-port":
-		err = cmdVMPort(args[1:], stdout, stderr)
-	case "napi":
-		err = cmdNapi(args[1:], stdout, stderr)
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stdout, usage)
-		return 0
-	default:
-		fmt.Fprintf(stderr, "tapfwd: unknown command %q\n\n%s", args[0], usage)
-		return 2
-	}
+	err := dispatch("tapfwd", usage, args, map[string]command{
+		"run":      func(a []string) error { return cmdRun(a, stderr) },
+		"features": func(a []string) error { return cmdFeatures(a, stdout, stderr) },
+		"bench":    func(a []string) error { return cmdBench(a, stdout, stderr) },
+		"vm-port":  func(a []string) error { return cmdVMPort(a, stdout, stderr) },
+		"napi":     func(a []string) error { return cmdNapi(a, stdout, stderr) },
+	}, stdout, stderr)
 	switch {
 	case err == nil:
 		return 0
@@ -67,6 +51,28 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "tapfwd: %v\n", err)
 	return 1
+}
+
+// A command runs with the arguments after its name.
+type command func(args []string) error
+
+// dispatch runs the command of cmds that args[0] names. Without one, or
+// with an unknown one, it prints usage to stderr and returns errUsage; for
+// help, usage goes to stdout and it returns flag.ErrHelp.
+func dispatch(name, usage string, args []string, cmds map[string]command, stdout, stderr io.Writer) error {
+	if len(args) > 0 {
+		if cmd, ok := cmds[args[0]]; ok {
+			return cmd(args[1:])
+		}
+		switch args[0] {
+		case "-h", "-help", "--help", "help":
+			fmt.Fprint(stdout, usage)
+			return flag.ErrHelp
+		}
+		fmt.Fprintf(stderr, "%s: unknown command %q\n\n", name, args[0])
+	}
+	fmt.Fprint(stderr, usage)
+	return errUsage
 }
 
 // newFlagSet makes a subcommand's flag set that reports errors, not exits.

@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -80,4 +82,27 @@ func checkCLI(t *testing.T, cases []cliCase) {
 			t.Errorf("tapfwd %q: error is not one line:\n%s", tc.args, errb.String())
 		}
 	}
+}
+
+// oneLineError runs cmd and checks that it exits 1 with a one-line message
+// containing want.
+func oneLineError(t *testing.T, name string, cmd *exec.Cmd, want string) {
+	t.Helper()
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Errorf("%s: %v, want exit status 1\n%s", name, err, out)
+	}
+	if s := strings.TrimSpace(string(out)); strings.Contains(s, "\n") || !strings.Contains(s, want) {
+		t.Errorf("%s: want one line containing %q, got:\n%s", name, want, s)
+	}
+}
+
+// asNobody runs tapfwd args as user nobody without capabilities (the test
+// runs as root) and checks for a one-line error containing want.
+func asNobody(t *testing.T, want string, args ...string) {
+	t.Helper()
+	needTools(t, "setpriv")
+	cmd := exec.Command("setpriv", append([]string{"--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", exe(t)}, args...)...)
+	oneLineError(t, "tapfwd "+strings.Join(args, " ")+" as nobody", cmd, want)
 }

@@ -28,21 +28,10 @@ only with GRO or XDP on. Run "tapfwd napi COMMAND -h" for a command's flags.
 `
 
 func cmdNapi(args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, napiUsage)
-		return errUsage
-	}
-	switch args[0] {
-	case "list":
-		return napiList(args[1:], stdout, stderr)
-	case "set":
-		return napiSet(args[1:], stdout, stderr)
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stdout, napiUsage)
-		return flag.ErrHelp
-	}
-	fmt.Fprintf(stderr, "tapfwd napi: unknown command %q\n\n%s", args[0], napiUsage)
-	return errUsage
+	return dispatch("tapfwd napi", napiUsage, args, map[string]command{
+		"list": func(a []string) error { return napiList(a, stdout, stderr) },
+		"set":  func(a []string) error { return napiSet(a, stdout, stderr) },
+	}, stdout, stderr)
 }
 
 // napiJSON is one line of napi list --json.

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -27,23 +26,11 @@ flags.
 `
 
 func cmdVMPort(args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, vmPortUsage)
-		return errUsage
-	}
-	switch args[0] {
-	case "add":
-		return vmPortAdd(args[1:], stdout, stderr)
-	case "list":
-		return vmPortList(args[1:], stdout, stderr)
-	case "del":
-		return vmPortDel(args[1:], stderr)
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stdout, vmPortUsage)
-		return flag.ErrHelp
-	}
-	fmt.Fprintf(stderr, "tapfwd vm-port: unknown command %q\n\n%s", args[0], vmPortUsage)
-	return errUsage
+	return dispatch("tapfwd vm-port", vmPortUsage, args, map[string]command{
+		"add":  func(a []string) error { return vmPortAdd(a, stdout, stderr) },
+		"list": func(a []string) error { return vmPortList(a, stdout, stderr) },
+		"del":  func(a []string) error { return vmPortDel(a, stderr) },
+	}, stdout, stderr)
 }
 
 // vmPortJSON is one port in --json output.
