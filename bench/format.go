@@ -100,23 +100,24 @@ func (r *Report) sections() []section {
 			s.head = append(s.head, SizeName(w.Len), "/bridge")
 		}
 		if g.Proto == "udp" {
-			s.head = append(s.head, "loss %")
+			s.head = append(s.head, "loss %", "of it at the receiver %")
 		}
 		for _, c := range r.Configs {
 			if c.Skipped != "" {
 				continue
 			}
 			row := []string{c.Name}
-			var loss string
+			var loss, rcvbuf string
 			for _, w := range g.Workloads {
 				cell := r.Cell(c.Name, w.Name)
 				row = append(row, est(cell.Value), ratio(cell.RatioToBridge))
 				if cell.Value != nil {
 					loss = strconv.FormatFloat(cell.LossPercent, 'f', 1, 64)
+					rcvbuf = strconv.FormatFloat(cell.RcvbufPercent, 'f', 1, 64)
 				}
 			}
 			if g.Proto == "udp" {
-				row = append(row, loss)
+				row = append(row, loss, rcvbuf)
 			}
 			s.rows = append(s.rows, row)
 		}
@@ -300,7 +301,7 @@ func writeMarkdown(w io.Writer, title string, summary []string, sections []secti
 var CSVHeader = []string{"config", "kind", "workload", "proto", "len", "streams", "direction", "unit",
 	"reps", "median", "ci_low", "ci_high", "ratio_to_bridge", "ratio_ci_low", "ratio_ci_high",
 	"napi_on_vs_off_diff", "napi_on_vs_off_verdict",
-	"retransmits_median", "sender_cpu_median", "receiver_cpu_median", "loss_percent_median", "samples", "failures"}
+	"retransmits_median", "sender_cpu_median", "receiver_cpu_median", "loss_percent_median", "rcvbuf_drop_percent_median", "samples", "failures"}
 
 // WriteCSV writes one line per cell; the napi columns are filled on the
 // napi-on rows.
@@ -312,7 +313,7 @@ func (r *Report) WriteCSV(w io.Writer) error {
 		cfg, wl := r.Config(c.Config), r.workload(c.Workload)
 		rec := []string{c.Config, cfg.Kind, c.Workload, wl.Proto, strconv.Itoa(wl.Len), strconv.Itoa(wl.Streams), wl.Direction, c.Unit,
 			strconv.Itoa(c.Reps), "", "", "", "", "", "", "", "",
-			f(c.Retransmits), f(c.SenderCPU), f(c.ReceiverCPU), f(c.LossPercent), "", strings.Join(c.Failures, "; ")}
+			f(c.Retransmits), f(c.SenderCPU), f(c.ReceiverCPU), f(c.LossPercent), f(c.RcvbufPercent), "", strings.Join(c.Failures, "; ")}
 		if c.Value != nil {
 			rec[9], rec[10], rec[11] = f(c.Value.Median), f(c.Value.Low), f(c.Value.High)
 		}
@@ -326,7 +327,7 @@ func (r *Report) WriteCSV(w io.Writer) error {
 		for i, v := range c.Samples {
 			s[i] = f(v)
 		}
-		rec[21] = strings.Join(s, " ")
+		rec[22] = strings.Join(s, " ")
 		cw.Write(rec)
 	}
 	cw.Flush()

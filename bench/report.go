@@ -90,6 +90,11 @@ type Cell struct {
 	SenderCPU   float64 `json:"sender_cpu_median"`
 	ReceiverCPU float64 `json:"receiver_cpu_median"`
 	LossPercent float64 `json:"loss_percent_median,omitempty"`
+	// RcvbufPercent is the median share of the datagrams sent that the
+	// receiving socket dropped with its buffer full (Udp RcvbufErrors in
+	// the receiver's namespace): loss caused by the receiver falling
+	// behind, part of LossPercent; UDP only.
+	RcvbufPercent float64 `json:"rcvbuf_drop_percent_median,omitempty"`
 	// ForwarderCPUPerGbit is the median CPU time the forwarding process
 	// (tapfwd or the naive forwarder) used per gigabit it delivered, in
 	// seconds, from /proc/PID/stat; 0 for the bridge and direct veth.
@@ -173,7 +178,7 @@ func (r *Report) analyze(bs Bootstrap) {
 		}
 		for _, w := range r.Workloads {
 			cell := Cell{Config: c.Name, Workload: w.Name, Unit: w.Unit, Samples: []float64{}}
-			var retr, scpu, rcpu, loss, fcpu []float64
+			var retr, scpu, rcpu, loss, rcvbuf, fcpu []float64
 			for _, run := range r.runs {
 				if run.Config != c.Name || run.Workload != w.Name {
 					continue
@@ -187,6 +192,7 @@ func (r *Report) analyze(bs Bootstrap) {
 				scpu = append(scpu, run.SenderCPU)
 				rcpu = append(rcpu, run.ReceiverCPU)
 				loss = append(loss, run.LossPercent)
+				rcvbuf = append(rcvbuf, run.RcvbufPercent)
 				if run.FwdCPUPerGbit > 0 {
 					fcpu = append(fcpu, run.FwdCPUPerGbit)
 				}
@@ -200,7 +206,7 @@ func (r *Report) analyze(bs Bootstrap) {
 					cell.ForwarderCPUPerGbit = Median(fcpu)
 				}
 				if w.Proto == "udp" {
-					cell.LossPercent = Median(loss)
+					cell.LossPercent, cell.RcvbufPercent = Median(loss), Median(rcvbuf)
 				}
 			}
 			br := values(Bridge, w.Name)

@@ -181,7 +181,7 @@ func TestFormats(t *testing.T) {
 		if rec[0] == NAPIOn && rec[16] != Faster {
 			t.Errorf("CSV napi-on row without its verdict: %v", rec)
 		}
-		if rec[0] == Naive && rec[2] == "udp-64B-l2w" && !strings.Contains(rec[22], "rep 2") {
+		if rec[0] == Naive && rec[2] == "udp-64B-l2w" && !strings.Contains(rec[23], "rep 2") {
 			t.Errorf("CSV naive UDP row without its failure: %v", rec)
 		}
 	}

@@ -262,6 +262,10 @@ type sample struct {
 	SenderCPU   float64
 	ReceiverCPU float64
 	LossPercent float64
+	// RcvbufPercent is the part of LossPercent dropped at the receiving
+	// socket (its buffer full: the receiver fell behind), in percent of
+	// the datagrams sent; UDP only.
+	RcvbufPercent float64
 	// FwdCPUPerGbit is the forwarder's CPU seconds per gigabit delivered.
 	FwdCPUPerGbit float64
 	Err           string // set when the run gave no value
@@ -448,6 +452,18 @@ func visit(ctx context.Context, o Options, c *Config, rep int, m *meter) ([]samp
 				return runs, fmt.Errorf("turning TSO/GSO off on the wire: %w", err)
 			}
 		}
+		// Where UDP datagrams are lost: the receiver's socket buffer, or
+		// on the way.
+		rcvNS := bed.LabNS
+		if w.Direction == LabToWire {
+			rcvNS = bed.WireNS
+		}
+		var rcvbuf0 uint64
+		if w.Proto == "udp" {
+			if rcvbuf0, err = udpRcvbufErrors(bed, rcvNS); err != nil {
+				return runs, err
+			}
+		}
 		res, err := iperf.Run(ctx, bed, iperf.Options{
 			Duration: o.Duration, Len: w.Len, Streams: w.Streams,
 			Reverse: w.Direction == LabToWire, UDP: w.Proto == "udp", Bitrate: bitrate(w),
@@ -470,6 +486,13 @@ func visit(ctx context.Context, o Options, c *Config, rep int, m *meter) ([]samp
 			run.Retransmits = res.Retransmits
 			run.SenderCPU, run.ReceiverCPU = res.SenderCPU, res.ReceiverCPU
 			run.LossPercent = res.LostPercent
+			if w.Proto == "udp" && res.Packets > 0 {
+				rcvbuf1, err := udpRcvbufErrors(bed, rcvNS)
+				if err != nil {
+					return runs, err
+				}
+				run.RcvbufPercent = 100 * float64(rcvbuf1-rcvbuf0) / float64(res.Packets)
+			}
 			if fw != nil && res.Bytes > 0 {
 				run.FwdCPUPerGbit = (procCPU(fw.Pid()) - cpu0) / (float64(res.Bytes) * 8 / 1e9)
 			}

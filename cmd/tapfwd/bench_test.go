@@ -112,6 +112,11 @@ func TestBenchQuickJSON(t *testing.T) {
 			if cell.Reps != r.Settings.Reps {
 				t.Errorf("%s / %s: %d repetitions, want %d", c, w.Name, cell.Reps, r.Settings.Reps)
 			}
+			// The receiver's socket drops are part of the loss iperf3
+			// counts (medians of each, so with some slack).
+			if cell.Rcvbuf < 0 || cell.Rcvbuf > cell.Loss+2 || cell.Loss > 100 {
+				t.Errorf("%s / %s: loss %.1f%%, of it at the receiver's socket %.1f%%", c, w.Name, cell.Loss, cell.Rcvbuf)
+			}
 			for what, m := range map[string]map[string]*float64{"value": cell.Value, "ratio_to_bridge": cell.Ratio} {
 				med, lo, hi := m["median"], m["ci_low"], m["ci_high"]
 				if med == nil || lo == nil || hi == nil {
@@ -145,6 +150,8 @@ type quickCell struct {
 	Reps     int                 `json:"reps"`
 	Value    map[string]*float64 `json:"value"`
 	Ratio    map[string]*float64 `json:"ratio_to_bridge"`
+	Loss     float64             `json:"loss_percent_median"`
+	Rcvbuf   float64             `json:"rcvbuf_drop_percent_median"`
 }
 
 // TestBenchMatchesPlainIperf3 checks the bench's figure for one
