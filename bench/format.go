@@ -100,7 +100,7 @@ func (r *Report) sections() []section {
 			s.head = append(s.head, SizeName(w.Len), "/bridge")
 		}
 		if g.Proto == "udp" {
-			s.head = append(s.head, "loss %", "of it at the receiver %")
+			s.head = append(s.head, "loss %", "dropped by the receiving socket %")
 		}
 		for _, c := range r.Configs {
 			if c.Skipped != "" {
@@ -225,6 +225,9 @@ func (r *Report) summary() []string {
 			ran, len(r.Workloads), r.Settings.Reps, r.Settings.RunSeconds, r.Finished.Sub(r.Started).Round(1e9)),
 		fmt.Sprintf("Medians with %.0f%% percentile-bootstrap intervals (%d resamples, seed %d). A verdict needs the whole interval of the difference on one side of 0 and at least %d repetitions each.",
 			r.Settings.Level*100, r.Settings.Resamples, r.Settings.Seed, MinVerdictReps),
+	}
+	if p := r.Settings.IperfPin; p != nil {
+		lines = append(lines, fmt.Sprintf("iperf3 pinned: the wire side (client) to CPU %d, the lab side (server) to CPU %d.", p.Wire, p.Lab))
 	}
 	if r.Settings.Quick {
 		lines = append(lines, "QUICK RUN: a smoke test of the bench, not a measurement.")

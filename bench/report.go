@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tapfwd/tapfwd/bench/iperf"
 	"github.com/tapfwd/tapfwd/tap"
 )
 
@@ -60,6 +61,9 @@ type Settings struct {
 	Resamples  int     `json:"bootstrap_resamples"`
 	Level      float64 `json:"confidence_level"`
 	Quick      bool    `json:"quick,omitempty"`
+	// IperfPin is where the iperf3 processes were pinned; nil when the
+	// scheduler placed them.
+	IperfPin *iperf.Pinning `json:"iperf_cpus,omitempty"`
 }
 
 // Estimate is a median (or a difference or ratio of medians) with its 95%
@@ -90,10 +94,11 @@ type Cell struct {
 	SenderCPU   float64 `json:"sender_cpu_median"`
 	ReceiverCPU float64 `json:"receiver_cpu_median"`
 	LossPercent float64 `json:"loss_percent_median,omitempty"`
-	// RcvbufPercent is the median share of the datagrams sent that the
-	// receiving socket dropped with its buffer full (Udp RcvbufErrors in
-	// the receiver's namespace): loss caused by the receiver falling
-	// behind, part of LossPercent; UDP only.
+	// RcvbufPercent is the median share of the datagrams reaching the
+	// receiving socket that it dropped with its buffer full (Udp
+	// RcvbufErrors against InDatagrams in the receiver's namespace, over
+	// the whole run): loss caused by the receiver falling behind, not by
+	// the path. Close to LossPercent, the receiver lost them; UDP only.
 	RcvbufPercent float64 `json:"rcvbuf_drop_percent_median,omitempty"`
 	// ForwarderCPUPerGbit is the median CPU time the forwarding process
 	// (tapfwd or the naive forwarder) used per gigabit it delivered, in

@@ -9,12 +9,19 @@ import (
 	"github.com/tapfwd/tapfwd/bench/testbed"
 )
 
-// udpRcvbufErrors reads the Udp RcvbufErrors counter of namespace ns: UDP
-// datagrams that reached a socket in ns and were dropped because its
-// receive buffer was full. In a UDP flood this is the receiving
-// application falling behind, not the path losing frames.
-func udpRcvbufErrors(b *testbed.Bed, ns string) (uint64, error) {
-	var n uint64
+// udpCounters are a namespace's UDP receive counters.
+type udpCounters struct {
+	// In counts datagrams delivered to a socket; Rcvbuf those that reached
+	// a socket and were dropped because its receive buffer was full. In a
+	// UDP flood the latter is the receiving application falling behind,
+	// not the path losing frames.
+	In, Rcvbuf uint64
+}
+
+// udpStats reads the Udp InDatagrams and RcvbufErrors counters of
+// namespace ns.
+func udpStats(b *testbed.Bed, ns string) (udpCounters, error) {
+	var c udpCounters
 	err := b.Do(ns, func() error {
 		// thread-self: /proc/self/net is the namespace of the process's
 		// main thread, not of this one.
@@ -22,10 +29,23 @@ func udpRcvbufErrors(b *testbed.Bed, ns string) (uint64, error) {
 		if err != nil {
 			return err
 		}
-		n, err = snmpCounter(string(raw), "Udp", "RcvbufErrors")
+		if c.In, err = snmpCounter(string(raw), "Udp", "InDatagrams"); err != nil {
+			return err
+		}
+		c.Rcvbuf, err = snmpCounter(string(raw), "Udp", "RcvbufErrors")
 		return err
 	})
-	return n, err
+	return c, err
+}
+
+// rcvbufPercent is the share of the datagrams that reached a socket
+// between c0 and c1 that the socket dropped, in percent.
+func rcvbufPercent(c0, c1 udpCounters) float64 {
+	in, drop := c1.In-c0.In, c1.Rcvbuf-c0.Rcvbuf
+	if in+drop == 0 {
+		return 0
+	}
+	return 100 * float64(drop) / float64(in+drop)
 }
 
 // snmpCounter finds a counter in /proc/net/snmp's layout: for each

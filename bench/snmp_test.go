@@ -65,11 +65,11 @@ func TestUDPRcvbufErrors(t *testing.T) {
 	if err := connectPair(client, server); err != nil {
 		t.Fatal(err)
 	}
-	lab0, err := udpRcvbufErrors(bed, bed.LabNS)
+	lab0, err := udpStats(bed, bed.LabNS)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wire0, err := udpRcvbufErrors(bed, bed.WireNS)
+	wire0, err := udpStats(bed, bed.WireNS)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,23 +79,42 @@ func TestUDPRcvbufErrors(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var lab1, wire1 uint64
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if lab1, err = udpRcvbufErrors(bed, bed.LabNS); err != nil {
+	// Read what the socket kept (InDatagrams counts a datagram when it is
+	// read); the rest it dropped. Wait until all n are accounted for.
+	var lab1 udpCounters
+	read := uint64(0)
+	buf := make([]byte, 128)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		for {
+			if _, err := unix.Read(server, buf); err != nil {
+				break // EAGAIN after the receive timeout: nothing queued
+			}
+			read++
+		}
+		if lab1, err = udpStats(bed, bed.LabNS); err != nil {
 			t.Fatal(err)
 		}
-		if lab1-lab0 >= n-20 {
+		if lab1.In-lab0.In+lab1.Rcvbuf-lab0.Rcvbuf >= n || time.Now().After(deadline) {
 			break
 		}
 	}
-	if wire1, err = udpRcvbufErrors(bed, bed.WireNS); err != nil {
+	wire1, err := udpStats(bed, bed.WireNS)
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%d datagrams at a full socket: %d counted in the lab, %d in the wire namespace", n, lab1-lab0, wire1-wire0)
-	if d := lab1 - lab0; d < n-20 || d > n {
-		t.Errorf("lab RcvbufErrors went up by %d for %d datagrams sent at a socket that holds a few", d, n)
+	in, drop := lab1.In-lab0.In, lab1.Rcvbuf-lab0.Rcvbuf
+	t.Logf("%d datagrams at a small socket: %d read, lab InDatagrams +%d RcvbufErrors +%d (%.1f%%); wire %+v -> %+v",
+		n, read, in, drop, rcvbufPercent(lab0, lab1), wire0, wire1)
+	if in != read || in+drop != n || drop < n/2 {
+		t.Errorf("lab counters: +%d delivered, +%d dropped for %d datagrams sent, %d read", in, drop, n, read)
 	}
-	if wire1 != wire0 {
-		t.Errorf("wire RcvbufErrors moved by %d: the counter is not per namespace", wire1-wire0)
+	if want := 100 * float64(drop) / n; rcvbufPercent(lab0, lab1) != want {
+		t.Errorf("rcvbufPercent %v, want %v", rcvbufPercent(lab0, lab1), want)
+	}
+	if wire1.Rcvbuf != wire0.Rcvbuf {
+		t.Errorf("wire RcvbufErrors moved by %d: the counters are not read per namespace", wire1.Rcvbuf-wire0.Rcvbuf)
+	}
+	if rcvbufPercent(wire0, wire0) != 0 {
+		t.Error("no datagrams, yet a share")
 	}
 }

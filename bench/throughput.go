@@ -228,6 +228,11 @@ type Options struct {
 	TUNFeatures uint32
 	// Bootstrap seeds the intervals.
 	Bootstrap Bootstrap
+	// IperfPin, when set, pins the iperf3 client (wire namespace) and
+	// server (lab namespace) to CPUs in every run; nil leaves them to the
+	// scheduler. On a machine with few CPUs where they run decides
+	// small-packet results (docs/performance.md).
+	IperfPin *iperf.Pinning
 	// Progress, when set, is called before each iperf3 run.
 	Progress func(Progress)
 	// Log receives one line per bed and per failure; nil discards.
@@ -262,9 +267,9 @@ type sample struct {
 	SenderCPU   float64
 	ReceiverCPU float64
 	LossPercent float64
-	// RcvbufPercent is the part of LossPercent dropped at the receiving
-	// socket (its buffer full: the receiver fell behind), in percent of
-	// the datagrams sent; UDP only.
+	// RcvbufPercent is the share of the datagrams reaching the receiving
+	// socket that it dropped with its buffer full (the receiver fell
+	// behind), in percent; UDP only.
 	RcvbufPercent float64
 	// FwdCPUPerGbit is the forwarder's CPU seconds per gigabit delivered.
 	FwdCPUPerGbit float64
@@ -311,7 +316,7 @@ func Throughput(ctx context.Context, o Options) (*Report, error) {
 		Workloads: o.Workloads,
 		Settings: Settings{
 			Reps: o.Reps, RunSeconds: iperfSeconds(o.Duration), Seed: o.Bootstrap.Seed,
-			Resamples: o.Bootstrap.resamples(), Level: Level,
+			Resamples: o.Bootstrap.resamples(), Level: Level, IperfPin: o.IperfPin,
 		},
 	}
 	r.Host = hostInfo(o.TUNFeatures)
@@ -458,15 +463,15 @@ func visit(ctx context.Context, o Options, c *Config, rep int, m *meter) ([]samp
 		if w.Direction == LabToWire {
 			rcvNS = bed.WireNS
 		}
-		var rcvbuf0 uint64
+		var udp0 udpCounters
 		if w.Proto == "udp" {
-			if rcvbuf0, err = udpRcvbufErrors(bed, rcvNS); err != nil {
+			if udp0, err = udpStats(bed, rcvNS); err != nil {
 				return runs, err
 			}
 		}
 		res, err := iperf.Run(ctx, bed, iperf.Options{
 			Duration: o.Duration, Len: w.Len, Streams: w.Streams,
-			Reverse: w.Direction == LabToWire, UDP: w.Proto == "udp", Bitrate: bitrate(w),
+			Reverse: w.Direction == LabToWire, UDP: w.Proto == "udp", Bitrate: bitrate(w), Pin: o.IperfPin,
 		})
 		if w.WireMTU {
 			bed.Run(context.Background(), bed.WireNS, "ethtool", "-K", bed.WireIf, "tso", "on", "gso", "on")
@@ -486,12 +491,12 @@ func visit(ctx context.Context, o Options, c *Config, rep int, m *meter) ([]samp
 			run.Retransmits = res.Retransmits
 			run.SenderCPU, run.ReceiverCPU = res.SenderCPU, res.ReceiverCPU
 			run.LossPercent = res.LostPercent
-			if w.Proto == "udp" && res.Packets > 0 {
-				rcvbuf1, err := udpRcvbufErrors(bed, rcvNS)
+			if w.Proto == "udp" {
+				udp1, err := udpStats(bed, rcvNS)
 				if err != nil {
 					return runs, err
 				}
-				run.RcvbufPercent = 100 * float64(rcvbuf1-rcvbuf0) / float64(res.Packets)
+				run.RcvbufPercent = rcvbufPercent(udp0, udp1)
 			}
 			if fw != nil && res.Bytes > 0 {
 				run.FwdCPUPerGbit = (procCPU(fw.Pid()) - cpu0) / (float64(res.Bytes) * 8 / 1e9)

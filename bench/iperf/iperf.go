@@ -36,6 +36,16 @@ type Options struct {
 	Bitrate string
 	// Port of the server; 0 picks one at random in 20000..60000.
 	Port int
+	// Pin, when set, pins the iperf3 processes to CPUs (-A); nil leaves
+	// them to the scheduler.
+	Pin *Pinning
+}
+
+// Pinning names the CPU of the iperf3 process in each namespace: the
+// client in the wire namespace and the server in the lab namespace.
+type Pinning struct {
+	Wire int `json:"wire"`
+	Lab  int `json:"lab"`
 }
 
 // Result of one run, from the client's JSON report.
@@ -89,7 +99,11 @@ func Run(ctx context.Context, b *testbed.Bed, opt Options) (Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(secs)*time.Second+30*time.Second)
 	defer cancel()
 
-	srv := b.Command(ctx, b.LabNS, path, "-s", "-1", "-B", addr, "-p", port)
+	srvArgs := []string{"-s", "-1", "-B", addr, "-p", port}
+	if opt.Pin != nil {
+		srvArgs = append(srvArgs, "-A", strconv.Itoa(opt.Pin.Lab))
+	}
+	srv := b.Command(ctx, b.LabNS, path, srvArgs...)
 	var srvOut bytes.Buffer
 	srv.Stdout, srv.Stderr = &srvOut, &srvOut
 	if err := srv.Start(); err != nil {
@@ -123,6 +137,11 @@ func Run(ctx context.Context, b *testbed.Bed, opt Options) (Result, error) {
 	}
 	if opt.Bitrate != "" {
 		args = append(args, "-b", opt.Bitrate)
+	}
+	if opt.Pin != nil {
+		// -A n,m would also pin the server, but the server was started
+		// with its own -A already.
+		args = append(args, "-A", strconv.Itoa(opt.Pin.Wire))
 	}
 	cli := b.Command(ctx, b.WireNS, path, args...)
 	var stderr bytes.Buffer
@@ -216,7 +235,12 @@ func parse(raw []byte) (Result, error) {
 		res.Retransmits = r.End.SumSent.Retransmits
 	case "UDP":
 		// end.sum is the sender's count with the receiver's loss merged in;
-		// end.sum_received (present in iperf3 3.12) is what arrived.
+		// end.sum_received (present in iperf3 3.12) is what arrived, and
+		// its packets and lost_packets cover the receiver's own window.
+		// The two windows differ with -R: the server keeps sending until
+		// the client's stop reaches it (3.1 s of sending for a 2 s test in
+		// testdata/udp_reverse.json), so end.sum divides the loss in the
+		// receiver's window by everything sent.
 		s := r.End.Sum
 		if s == nil {
 			return Result{}, errors.New("iperf3 JSON: UDP report without end.sum")
@@ -224,6 +248,10 @@ func parse(raw []byte) (Result, error) {
 		res.Packets, res.LostPackets, res.LostPercent = s.Packets, s.LostPackets, s.LostPercent
 		if rs := r.End.SumReceived; rs != nil {
 			res.Bytes, res.BitsPerSecond = rs.Bytes, rs.BitsPerSecond
+			if rs.Packets > 0 {
+				res.Packets, res.LostPackets = rs.Packets, rs.LostPackets
+				res.LostPercent = 100 * float64(rs.LostPackets) / float64(rs.Packets)
+			}
 		} else if s.Packets > 0 {
 			// Older reports: scale the sent figures by the share that arrived.
 			got := float64(s.Packets-s.LostPackets) / float64(s.Packets)

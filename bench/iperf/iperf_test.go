@@ -43,6 +43,7 @@ func TestParseSamples(t *testing.T) {
 		{file: "tcp.json"},
 		{file: "tcp_reverse.json", reverse: true},
 		{file: "udp.json", udp: true},
+		{file: "udp_reverse.json", udp: true, reverse: true},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			raw, err := os.ReadFile(filepath.Join("testdata", tc.file))
@@ -78,11 +79,15 @@ func TestParseSamples(t *testing.T) {
 				t.Errorf("SenderCPU %v ReceiverCPU %v, want %v %v", r.SenderCPU, r.ReceiverCPU, host, remote)
 			}
 			if tc.udp {
-				if got, want := r.Packets, int64(lookup(t, doc, "end", "sum", "packets")); got != want || got <= 0 {
-					t.Errorf("Packets %d, want end.sum %d (> 0)", got, want)
+				// The receiver's window, in both directions.
+				if got, want := r.Packets, int64(lookup(t, doc, "end", "sum_received", "packets")); got != want || got <= 0 {
+					t.Errorf("Packets %d, want end.sum_received %d (> 0)", got, want)
 				}
-				if got, want := r.LostPackets, int64(lookup(t, doc, "end", "sum", "lost_packets")); got != want {
+				if got, want := r.LostPackets, int64(lookup(t, doc, "end", "sum_received", "lost_packets")); got != want {
 					t.Errorf("LostPackets %d, want %d", got, want)
+				}
+				if sent := int64(lookup(t, doc, "end", "sum", "packets")); tc.reverse && sent <= r.Packets {
+					t.Errorf("reverse sample: the sender's count %d is not above the receiver's window %d; the sample no longer shows why sum_received is used", sent, r.Packets)
 				}
 				if want := 100 * float64(r.LostPackets) / float64(r.Packets); math.Abs(r.LostPercent-want) > 1e-9 {
 					t.Errorf("LostPercent %v, want %v", r.LostPercent, want)
@@ -234,5 +239,61 @@ func TestRunNoIperf(t *testing.T) {
 	_, err := Run(context.Background(), &testbed.Bed{}, Options{})
 	if err == nil || err.Error() != "iperf3 not found: install it with apt-get install iperf3" {
 		t.Errorf("Run without iperf3: %v", err)
+	}
+}
+
+// TestRunPinned checks that Pin puts the client and the server on the CPUs
+// asked, as a user would check: Cpus_allowed_list of the iperf3 processes
+// in each namespace while the test runs.
+func TestRunPinned(t *testing.T) {
+	needIperf(t)
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs 2 CPUs to tell the two sides apart")
+	}
+	b := testbed.NewForTest(t, testbed.Config{Mode: testbed.Direct})
+	ctx := context.Background()
+	if err := b.WaitLabReachable(ctx, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	ip, err := exec.LookPath("ip")
+	if err != nil {
+		ip = "/usr/sbin/ip"
+	}
+	pin := &Pinning{Wire: 1, Lab: 0}
+	seen := map[string]string{} // namespace -> Cpus_allowed_list of its iperf3
+	done := make(chan error, 1)
+	go func() {
+		_, err := Run(ctx, b, Options{Duration: 2 * time.Second, UDP: true, Len: 64, Bitrate: "10M", Pin: pin})
+		done <- err
+	}()
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			if seen[b.WireNS] != "1" || seen[b.LabNS] != "0" {
+				t.Errorf("iperf3 CPUs by namespace: %v; want the wire side on 1, the lab side on 0", seen)
+			}
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+		for _, ns := range []string{b.WireNS, b.LabNS} {
+			out, err := exec.Command(ip, "netns", "pids", ns).Output()
+			if err != nil {
+				continue
+			}
+			for _, pid := range strings.Fields(string(out)) {
+				status, err := os.ReadFile("/proc/" + pid + "/status")
+				if err != nil || !strings.Contains(string(status), "Name:\tiperf3\n") {
+					continue
+				}
+				for _, l := range strings.Split(string(status), "\n") {
+					if v, ok := strings.CutPrefix(l, "Cpus_allowed_list:\t"); ok {
+						seen[ns] = v
+					}
+				}
+			}
+		}
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tapfwd/tapfwd/bench"
+	"github.com/tapfwd/tapfwd/bench/iperf"
 	"github.com/tapfwd/tapfwd/bench/naive"
 	"github.com/tapfwd/tapfwd/bench/testbed"
 	"github.com/tapfwd/tapfwd/tap"
@@ -104,6 +105,7 @@ Flags:
 	groFlush := fs.Duration("gro-flush-timeout", bench.DefaultTAPNAPI.GROFlushTimeout, "the TAP's gro_flush_timeout in the "+bench.NAPIGRO+" configuration")
 	deferIRQs := fs.Int("defer-hard-irqs", bench.DefaultTAPNAPI.DeferHardIRQs, "the TAP's napi_defer_hard_irqs in the "+bench.NAPIGRO+" configuration")
 	asCSV := fs.Bool("csv", false, "print one CSV line per configuration and workload")
+	iperfCPUs := fs.String("iperf-cpus", "", "pin iperf3 in every run: WIRE,LAB are the CPUs of the client (wire namespace) and the server (lab namespace), e.g. 1,0; empty leaves them to the scheduler. With few CPUs, where they run decides small-packet results")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -113,6 +115,10 @@ Flags:
 	}
 	if *dur < time.Second || *dur > time.Hour {
 		return fmt.Errorf("--duration %v: want 1s to 1h", *dur)
+	}
+	pin, err := parseIperfCPUs(*iperfCPUs)
+	if err != nil {
+		return err
 	}
 	if *groFlush <= 0 || *deferIRQs < 0 {
 		return errors.New("--gro-flush-timeout must be positive and --defer-hard-irqs not negative")
@@ -177,7 +183,7 @@ Flags:
 	rep, err := bench.Throughput(env.ctx, bench.Options{
 		Exe: env.exe, Configs: cfgs, Workloads: workloads, Reps: *bf.reps, Duration: *dur,
 		TUNFeatures: env.features, Bootstrap: bench.Bootstrap{Seed: *bf.seed, Resamples: *bf.resamples},
-		Progress: env.prog.update, Log: env.log,
+		IperfPin: pin, Progress: env.prog.update, Log: env.log,
 	})
 	if err := env.finish(err); err != nil {
 		return err
@@ -225,6 +231,31 @@ func writeFile(path string, write func(io.Writer) error) error {
 		return fmt.Errorf("--out: writing %s: %w", path, err)
 	}
 	return f.Close()
+}
+
+// parseIperfCPUs parses --iperf-cpus: empty, or WIRE,LAB with CPUs this
+// process may run on.
+func parseIperfCPUs(s string) (*iperf.Pinning, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return nil, fmt.Errorf("--iperf-cpus: reading this process's CPUs: %w", err)
+	}
+	f := strings.Split(s, ",")
+	cpus := make([]int, len(f))
+	for i, v := range f {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 0 || n >= 1024 || !set.IsSet(n) {
+			return nil, fmt.Errorf("--iperf-cpus %q: %q is not a CPU this process may use (%d allowed)", s, v, set.Count())
+		}
+		cpus[i] = n
+	}
+	if len(cpus) != 2 {
+		return nil, fmt.Errorf("--iperf-cpus %q: want WIRE,LAB, two CPU numbers", s)
+	}
+	return &iperf.Pinning{Wire: cpus[0], Lab: cpus[1]}, nil
 }
 
 // benchFlags are the flags both benches share.

@@ -112,8 +112,9 @@ func TestBenchQuickJSON(t *testing.T) {
 			if cell.Reps != r.Settings.Reps {
 				t.Errorf("%s / %s: %d repetitions, want %d", c, w.Name, cell.Reps, r.Settings.Reps)
 			}
-			// The receiver's socket drops are part of the loss iperf3
-			// counts (medians of each, so with some slack).
+			// The receiving socket's drops are part of the loss, and
+			// their share of what arrived cannot exceed the loss's share
+			// of what was sent (medians of each, so with some slack).
 			if cell.Rcvbuf < 0 || cell.Rcvbuf > cell.Loss+2 || cell.Loss > 100 {
 				t.Errorf("%s / %s: loss %.1f%%, of it at the receiver's socket %.1f%%", c, w.Name, cell.Loss, cell.Rcvbuf)
 			}
@@ -460,6 +461,9 @@ func TestBenchErrors(t *testing.T) {
 		{[]string{"bench", "throughput", "--configs", "napi-maybe"}, 1, `unknown configuration "napi-maybe"`},
 		{[]string{"bench", "throughput", "--sizes", "64,x"}, 1, "--sizes"},
 		{[]string{"bench", "throughput", "--dirs", "sideways"}, 1, "--dirs"},
+		{[]string{"bench", "throughput", "--iperf-cpus", "0"}, 1, "want WIRE,LAB"},
+		{[]string{"bench", "throughput", "--iperf-cpus", "0,4096"}, 1, `"4096" is not a CPU this process may use`},
+		{[]string{"bench", "throughput", "--iperf-cpus", "x,0"}, 1, `"x" is not a CPU`},
 		{[]string{"bench", "throughput", "-h"}, 0, "--quick: configurations napi-off, napi-on, bridge, direct"},
 		{[]string{"bench", "naive-forwarder"}, 2, "--nic is required"},
 	})
