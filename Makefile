@@ -19,10 +19,10 @@ deps-bench:
 bench: deps-bench build
 	./$(BIN) bench throughput $(BENCH_FLAGS)
 
-# The committed throughput report under docs/ (about 7 minutes; run it on a
-# quiet machine).
+# The committed throughput report under docs/ (5 repetitions, about 12
+# minutes; run it on a quiet machine).
 bench-docs: deps-bench build
-	./$(BIN) bench throughput --out docs/bench-throughput
+	./$(BIN) bench throughput --reps 5 --out docs/bench-throughput
 
 # Everything CI runs: vet, the whole test suite under the race detector
 # (privileged tests build their own namespaces; run as root), and a short
