@@ -37,25 +37,18 @@ const (
 )
 
 // LatencyConfig is one path between the wire and the lab for the latency
-// bench: a kind (tapfwd, bridge, direct), `tapfwd run` flags, and commands
-// run in the fwd namespace before the forwarder starts.
+// bench: a Config (kind, `tapfwd run` flags, needs, skipped) plus commands
+// run in the fwd namespace before the forwarder starts and the NIC's NAPI
+// mode. Its JSON form is Config's with "setup" added.
 type LatencyConfig struct {
-	Name        string   `json:"name"`
-	Kind        string   `json:"kind"`
-	Description string   `json:"description"`
-	Args        []string `json:"args,omitempty"` // `tapfwd run` flags (KindTapfwd)
+	Config
 	// Setup are commands run in the fwd namespace after the bed is built
 	// and before the forwarder starts; NICToken in an argument stands for
 	// the NIC's name.
 	Setup [][]string `json:"setup,omitempty"`
-	// Needs lists the TUNGETFEATURES bits (unix.IFF_*) it cannot run
-	// without.
-	Needs uint32 `json:"-"`
 	// NICNAPI is the per-NAPI threaded mode it sets on the NIC (checked
 	// against the kernel's netdev family before the run); 0 for none.
 	NICNAPI napi.Threaded `json:"-"`
-	// Skipped says why the configuration did not run; empty when it ran.
-	Skipped string `json:"skipped,omitempty"`
 }
 
 // NICToken in a Setup argument is replaced by the bed's NIC name.
@@ -78,33 +71,31 @@ func NAPICPU() int { return max(runtime.NumCPU()-1, 0) }
 func LatencyConfigs() []LatencyConfig {
 	cpu := strconv.Itoa(NAPICPU())
 	return []LatencyConfig{
-		{Name: LatBlock, Kind: KindTapfwd,
+		{Config: Config{Name: LatBlock, Kind: KindTapfwd,
 			Description: "tapfwd, workers sleep in ppoll until a fd is ready (--poll block, the default); IFF_NAPI when offered",
-			Args:        []string{"--napi", "auto", "--poll", "block"}},
-		{Name: LatBusy, Kind: KindTapfwd,
+			Args:        []string{"--napi", "auto", "--poll", "block"}}},
+		{Config: Config{Name: LatBusy, Kind: KindTapfwd,
 			Description: "tapfwd, workers spin on non-blocking reads (--poll busy): one whole CPU per queue",
-			Args:        []string{"--napi", "auto", "--poll", "busy"}},
-		{Name: LatTAPThreaded, Kind: KindTapfwd, Needs: unix.IFF_NAPI,
+			Args:        []string{"--napi", "auto", "--poll", "busy"}}},
+		{Config: Config{Name: LatTAPThreaded, Kind: KindTapfwd, Needs: unix.IFF_NAPI,
 			Description: "tapfwd --poll block, IFF_NAPI on with the TAP's NAPI poll in a kthread (--tap-napi-threaded)",
-			Args:        []string{"--napi", "on", "--poll", "block", "--tap-napi-threaded"}},
-		{Name: LatNICGRO, Kind: KindTapfwd, Setup: nicUDPGRO,
+			Args:        []string{"--napi", "on", "--poll", "block", "--tap-napi-threaded"}}},
+		{Config: Config{Name: LatNICGRO, Kind: KindTapfwd,
 			Description: "tapfwd --poll block with GRO and rx-udp-gro-forwarding on the NIC veth, so requests go through its NAPI (softirq): the control for the two below",
-			Args:        []string{"--napi", "auto", "--poll", "block"}},
-		{Name: LatNICThreaded, Kind: KindTapfwd, Setup: nicUDPGRO, NICNAPI: napi.ThreadedEnabled,
+			Args:        []string{"--napi", "auto", "--poll", "block"}}, Setup: nicUDPGRO},
+		{Config: Config{Name: LatNICThreaded, Kind: KindTapfwd,
 			Description: "as " + LatNICGRO + ", the NIC veth's NAPI threaded (--nic-napi-threaded enabled), its kthread pinned to CPU " + cpu,
-			Args:        []string{"--napi", "auto", "--poll", "block", "--nic-napi-threaded", "enabled", "--nic-napi-cpu", cpu}},
-		{Name: LatNICBusyPoll, Kind: KindTapfwd, Setup: nicUDPGRO, NICNAPI: napi.ThreadedBusyPoll,
+			Args:        []string{"--napi", "auto", "--poll", "block", "--nic-napi-threaded", "enabled", "--nic-napi-cpu", cpu}}, Setup: nicUDPGRO, NICNAPI: napi.ThreadedEnabled},
+		{Config: Config{Name: LatNICBusyPoll, Kind: KindTapfwd,
 			Description: "as " + LatNICGRO + ", the NIC veth's NAPI kthread busy-polling (--nic-napi-threaded busy-poll), pinned to CPU " + cpu,
-			Args:        []string{"--napi", "auto", "--poll", "block", "--nic-napi-threaded", "busy-poll", "--nic-napi-cpu", cpu}},
-		{Name: Bridge, Kind: KindBridge, Description: "Linux bridge in the fwd namespace (in-kernel reference)"},
-		{Name: Direct, Kind: KindDirect, Description: "one veth pair from wire to lab (the floor: the tool and one veth hop)"},
+			Args:        []string{"--napi", "auto", "--poll", "block", "--nic-napi-threaded", "busy-poll", "--nic-napi-cpu", cpu}}, Setup: nicUDPGRO, NICNAPI: napi.ThreadedBusyPoll},
+		{Config: Config{Name: Bridge, Kind: KindBridge, Description: "Linux bridge in the fwd namespace (in-kernel reference)"}},
+		{Config: Config{Name: Direct, Kind: KindDirect, Description: "one veth pair from wire to lab (the floor: the tool and one veth hop)"}},
 	}
 }
 
 // DefaultLatencyConfigs are the configurations run when none are named.
 var DefaultLatencyConfigs = []string{LatBlock, LatBusy, LatTAPThreaded, LatNICGRO, LatNICThreaded, LatNICBusyPoll, Bridge}
-
-func (c LatencyConfig) name() string { return c.Name }
 
 // LatencyPoint is a request rate and an application delay.
 type LatencyPoint struct {
@@ -489,7 +480,7 @@ func (r *LatencyReport) hasValues(config string) bool {
 func (r *LatencyReport) calibrate(ctx context.Context, o LatencyOptions, m *latMeter) error {
 	c := r.config(o.Calibrate)
 	if c == nil {
-		c = &LatencyConfig{Name: o.Calibrate, Skipped: "not among the configurations run"}
+		c = &LatencyConfig{Config: Config{Name: o.Calibrate, Skipped: "not among the configurations run"}}
 	}
 	if c.Skipped != "" {
 		r.Notes = append(r.Notes, fmt.Sprintf("Rates not calibrated: %s is skipped (%s); every point ran at its asked rate.", c.Name, c.Skipped))
