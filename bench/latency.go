@@ -348,8 +348,7 @@ func checkLatencyConfigs(cs []LatencyConfig, o LatencyOptions) {
 		if c.Skipped != "" {
 			continue
 		}
-		if missing := c.Needs &^ o.TUNFeatures; missing != 0 {
-			c.Skipped = fmt.Sprintf("the kernel lacks %s (TUNGETFEATURES %#x)", strings.Join(tunFlagNames(missing), ", "), o.TUNFeatures)
+		if !c.kernelHas(o.TUNFeatures) {
 			continue
 		}
 		if c.Kind == KindTapfwd {

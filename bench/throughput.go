@@ -106,6 +106,16 @@ func usec(d time.Duration) string {
 
 func (c Config) name() string { return c.Name }
 
+// kernelHas reports whether the kernel's TUNGETFEATURES flags cover what c
+// needs; when not, it marks c skipped with the flags missing.
+func (c *Config) kernelHas(features uint32) bool {
+	missing := c.Needs &^ features
+	if missing != 0 {
+		c.Skipped = fmt.Sprintf("the kernel lacks %s (TUNGETFEATURES %#x)", strings.Join(tunFlagNames(missing), ", "), features)
+	}
+	return missing == 0
+}
+
 // SelectConfigs returns the configurations of all (those of either bench)
 // named in names, in all's order; an unknown name is an error.
 func SelectConfigs[C interface{ name() string }](all []C, names []string) ([]C, error) {
@@ -323,8 +333,7 @@ func Throughput(ctx context.Context, o Options) (*Report, error) {
 	active := 0
 	for i := range r.Configs {
 		c := &r.Configs[i]
-		if missing := c.Needs &^ o.TUNFeatures; missing != 0 {
-			c.Skipped = fmt.Sprintf("the kernel lacks %s (TUNGETFEATURES %#x)", strings.Join(tunFlagNames(missing), ", "), o.TUNFeatures)
+		if !c.kernelHas(o.TUNFeatures) {
 			o.Log.Info("skipping configuration", "config", c.Name, "reason", c.Skipped)
 			continue
 		}
