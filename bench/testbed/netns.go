@@ -8,56 +8,19 @@ import (
 	mrand "math/rand/v2"
 	"net"
 	"os"
-	"runtime"
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/tapfwd/tapfwd/netns"
 )
 
 // Do runs fn on a locked OS thread that has joined namespace ns, and returns
-// fn's error. Sockets, TAPs and packet sockets that fn opens belong to ns and
-// stay there when used from other goroutines afterwards. Goroutines that fn
-// starts run in the caller's namespace, and /sys still shows the caller's
-// namespace (only ip netns exec remounts it).
-//
-// If the thread cannot return to its original namespace it is never
-// unlocked, so the Go runtime ends it instead of reusing it.
+// fn's error (netns.Do). Sockets, TAPs and packet sockets that fn opens
+// belong to ns and stay there when used from other goroutines afterwards.
+// Goroutines that fn starts run in the caller's namespace, and /sys still
+// shows the caller's namespace (only ip netns exec remounts it).
 func (b *Bed) Do(ns string, fn func() error) error {
-	target, err := os.Open("/run/netns/" + ns)
-	if err != nil {
-		return fmt.Errorf("testbed: opening namespace %s: %w", ns, err)
-	}
-	defer target.Close()
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("testbed: opening own namespace: %w", err)
-			return
-		}
-		defer orig.Close()
-		if err := setns(target); err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("testbed: entering namespace %s: %w", ns, err)
-			return
-		}
-		ferr := fn()
-		if err := setns(orig); err != nil {
-			// Stay locked: the thread dies with this goroutine.
-			errc <- errors.Join(ferr, fmt.Errorf("testbed: leaving namespace %s: %w", ns, err))
-			return
-		}
-		runtime.UnlockOSThread()
-		errc <- ferr
-	}()
-	return <-errc
-}
-
-func setns(f *os.File) error {
-	return os.NewSyscallError("setns", unix.Setns(int(f.Fd()), unix.CLONE_NEWNET))
+	return netns.Do(ns, fn)
 }
 
 // WaitLabReachable pings LabAddr from the wire namespace until it answers,

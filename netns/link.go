@@ -1,0 +1,309 @@
+package netns
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// Link is one interface as RTM_GETLINK describes it.
+type Link struct {
+	Index int
+	Name  string
+	MAC   net.HardwareAddr
+	Up    bool
+	// Kind is IFLA_INFO_KIND: "tun", "macvtap", "veth", ...; "" for a
+	// physical device.
+	Kind string
+	// TunType is IFLA_TUN_TYPE for Kind "tun": unix.IFF_TUN or IFF_TAP.
+	TunType uint8
+	// Parent is IFLA_LINK, the lower device's index (a macvtap's TAP).
+	Parent int
+	// ParentElsewhere (IFLA_LINK_NETNSID) says Parent is an index in
+	// another namespace.
+	ParentElsewhere bool
+}
+
+// IsTAP reports whether l is a TAP (a layer-2 tun device).
+func (l *Link) IsTAP() bool { return l.Kind == "tun" && l.TunType == unix.IFF_TAP }
+
+// KindName says what kind of device l is, for messages: "veth",
+// "macvtap", "TUN (layer 3)", "physical", ...
+func (l *Link) KindName() string {
+	switch {
+	case l.Kind == "tun" && l.TunType == unix.IFF_TUN:
+		return "TUN (layer 3)"
+	case l.Kind == "":
+		return "physical"
+	}
+	return l.Kind
+}
+
+func ifinfomsg(index int, flags, change uint32) []byte {
+	b := make([]byte, unix.SizeofIfInfomsg)
+	b[0] = unix.AF_UNSPEC
+	binary.NativeEndian.PutUint32(b[4:], uint32(index))
+	binary.NativeEndian.PutUint32(b[8:], flags)
+	binary.NativeEndian.PutUint32(b[12:], change)
+	return b
+}
+
+// opErr is the shape of every error from a request: what was asked, where,
+// and the kernel's answer; EPERM also matches ErrNotPermitted.
+func (n *NS) opErr(op string, err error) error {
+	if errors.Is(err, unix.EPERM) {
+		return fmt.Errorf("netns: %s in %s: %w: %w", op, n, err, ErrNotPermitted)
+	}
+	return fmt.Errorf("netns: %s in %s: %w", op, n, err)
+}
+
+// execute sends a request with attributes ae (nil for none) after the
+// fixed header hdr.
+func (n *NS) execute(typ netlink.HeaderType, flags netlink.HeaderFlags, hdr []byte, ae *netlink.AttributeEncoder) ([]netlink.Message, error) {
+	data := hdr
+	if ae != nil {
+		attrs, err := ae.Encode()
+		if err != nil {
+			return nil, err
+		}
+		data = append(data, attrs...)
+	}
+	return n.conn.Execute(netlink.Message{Header: netlink.Header{Type: typ, Flags: flags}, Data: data})
+}
+
+// Links lists every interface in the namespace.
+func (n *NS) Links() ([]Link, error) {
+	msgs, err := n.execute(unix.RTM_GETLINK, netlink.Request|netlink.Dump, ifinfomsg(0, 0, 0), nil)
+	if err != nil {
+		return nil, n.opErr("list links", err)
+	}
+	out := make([]Link, 0, len(msgs))
+	for _, m := range msgs {
+		if m.Header.Type != unix.RTM_NEWLINK || len(m.Data) < unix.SizeofIfInfomsg {
+			continue
+		}
+		l, _, err := parseLink(m.Data)
+		if err != nil {
+			return nil, fmt.Errorf("netns: list links in %s: %w", n, err)
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+// Link describes interface name. A missing one is unix.ENODEV.
+func (n *NS) Link(name string) (Link, error) {
+	l, _, err := n.getLink(name)
+	return l, err
+}
+
+// getLink describes interface name and returns its IFLA_STATS64.
+func (n *NS) getLink(name string) (Link, []byte, error) {
+	ae := netlink.NewAttributeEncoder()
+	ae.String(unix.IFLA_IFNAME, name)
+	msgs, err := n.execute(unix.RTM_GETLINK, netlink.Request, ifinfomsg(0, 0, 0), ae)
+	if err != nil {
+		return Link{}, nil, n.opErr(fmt.Sprintf("look up link %q", name), err)
+	}
+	if len(msgs) == 0 || len(msgs[0].Data) < unix.SizeofIfInfomsg {
+		return Link{}, nil, fmt.Errorf("netns: look up link %q in %s: short reply", name, n)
+	}
+	l, stats, err := parseLink(msgs[0].Data)
+	if err != nil {
+		return Link{}, nil, fmt.Errorf("netns: look up link %q in %s: %w", name, n, err)
+	}
+	return l, stats, nil
+}
+
+// parseLink decodes an ifinfomsg and its attributes, and returns
+// IFLA_STATS64 (nil when absent) apart.
+func parseLink(b []byte) (Link, []byte, error) {
+	l := Link{
+		Index: int(int32(binary.NativeEndian.Uint32(b[4:]))),
+		Up:    binary.NativeEndian.Uint32(b[8:])&unix.IFF_UP != 0,
+	}
+	ad, err := netlink.NewAttributeDecoder(b[unix.SizeofIfInfomsg:])
+	if err != nil {
+		return l, nil, err
+	}
+	var infoData, stats []byte
+	for ad.Next() {
+		switch ad.Type() {
+		case unix.IFLA_IFNAME:
+			l.Name = ad.String()
+		case unix.IFLA_ADDRESS:
+			l.MAC = net.HardwareAddr(ad.Bytes())
+		case unix.IFLA_LINK:
+			l.Parent = int(int32(ad.Uint32()))
+		case unix.IFLA_LINK_NETNSID:
+			l.ParentElsewhere = true
+		case unix.IFLA_STATS64:
+			stats = ad.Bytes()
+		case unix.IFLA_LINKINFO:
+			ad.Nested(func(nad *netlink.AttributeDecoder) error {
+				for nad.Next() {
+					switch nad.Type() {
+					case unix.IFLA_INFO_KIND:
+						l.Kind = nad.String()
+					case unix.IFLA_INFO_DATA:
+						infoData = nad.Bytes()
+					}
+				}
+				return nil
+			})
+		}
+	}
+	if err := ad.Err(); err != nil {
+		return l, nil, err
+	}
+	if l.Kind == "tun" && infoData != nil {
+		if d, err := netlink.NewAttributeDecoder(infoData); err == nil {
+			for d.Next() {
+				if d.Type() == unix.IFLA_TUN_TYPE {
+					l.TunType = d.Uint8()
+				}
+			}
+		}
+	}
+	return l, stats, nil
+}
+
+// LinkChange is what SetLink changes; zero fields are left as they are.
+type LinkChange struct {
+	MTU int
+	MAC net.HardwareAddr
+	Up  bool // set IFF_UP
+	// Netns moves the link into that namespace; its index there is its
+	// old one unless that is taken (look it up there).
+	Netns *NS
+}
+
+func (c LinkChange) String() string {
+	var s []string
+	if c.MTU > 0 {
+		s = append(s, fmt.Sprintf("mtu %d", c.MTU))
+	}
+	if len(c.MAC) > 0 {
+		s = append(s, "mac "+c.MAC.String())
+	}
+	if c.Netns != nil {
+		s = append(s, "move to "+c.Netns.String())
+	}
+	if c.Up {
+		s = append(s, "up")
+	}
+	return strings.Join(s, ", ")
+}
+
+// SetLink applies c to the link with index (RTM_NEWLINK). A move onto a
+// name taken in the target namespace is unix.EEXIST.
+func (n *NS) SetLink(index int, c LinkChange) error {
+	if c.String() == "" {
+		return nil
+	}
+	if len(c.MAC) > 0 && len(c.MAC) != 6 {
+		return fmt.Errorf("netns: MAC %s is not a 6-byte Ethernet address", c.MAC)
+	}
+	ae := netlink.NewAttributeEncoder()
+	if c.MTU > 0 {
+		ae.Uint32(unix.IFLA_MTU, uint32(c.MTU))
+	}
+	if len(c.MAC) > 0 {
+		ae.Bytes(unix.IFLA_ADDRESS, c.MAC)
+	}
+	if c.Netns != nil {
+		target := c.Netns.file
+		if target == nil {
+			f, err := openOwn()
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			target = f
+		}
+		ae.Uint32(unix.IFLA_NET_NS_FD, uint32(target.Fd()))
+	}
+	var up uint32
+	if c.Up {
+		up = unix.IFF_UP
+	}
+	_, err := n.execute(unix.RTM_NEWLINK, netlink.Request|netlink.Acknowledge, ifinfomsg(index, up, up), ae)
+	if err != nil {
+		return n.opErr(fmt.Sprintf("set link %d %s", index, c), err)
+	}
+	return nil
+}
+
+// AddAddr assigns p to the link with index (RTM_NEWADDR), with the
+// broadcast address for an IPv4 prefix shorter than /31.
+func (n *NS) AddAddr(index int, p netip.Prefix) error {
+	fam, ip := unix.AF_INET, p.Addr().AsSlice()
+	if p.Addr().Is6() && !p.Addr().Is4In6() {
+		fam = unix.AF_INET6
+	} else {
+		ip = p.Addr().Unmap().AsSlice()
+	}
+	msg := make([]byte, unix.SizeofIfAddrmsg)
+	msg[0] = byte(fam)
+	msg[1] = byte(p.Bits())
+	binary.NativeEndian.PutUint32(msg[4:], uint32(index))
+	ae := netlink.NewAttributeEncoder()
+	ae.Bytes(unix.IFA_LOCAL, ip)
+	ae.Bytes(unix.IFA_ADDRESS, ip)
+	if fam == unix.AF_INET {
+		bc := netip.PrefixFrom(p.Addr().Unmap(), p.Bits()).Masked().Addr().As4()
+		host := uint32(1)<<(32-p.Bits()) - 1
+		binary.BigEndian.PutUint32(bc[:], binary.BigEndian.Uint32(bc[:])|host)
+		if p.Bits() < 31 {
+			ae.Bytes(unix.IFA_BROADCAST, bc[:])
+		}
+	}
+	_, err := n.execute(unix.RTM_NEWADDR, netlink.Request|netlink.Acknowledge|netlink.Create|netlink.Excl, msg, ae)
+	if err != nil {
+		return n.opErr(fmt.Sprintf("add address %s to link %d", p, index), err)
+	}
+	return nil
+}
+
+// macvlanModeBridge is MACVLAN_MODE_BRIDGE (include/uapi/linux/if_link.h).
+const macvlanModeBridge = 4
+
+// NewMacvtap creates macvtap name in bridge mode on the link with index
+// parent, with address mac. The kernel's answers stay matchable:
+// EOPNOTSUPP when it has no macvtap (net/core/rtnetlink.c: rtnl_newlink),
+// EEXIST for a taken name, EADDRINUSE for a taken address.
+func (n *NS) NewMacvtap(name string, parent int, mac net.HardwareAddr) error {
+	ae := netlink.NewAttributeEncoder()
+	ae.String(unix.IFLA_IFNAME, name)
+	ae.Uint32(unix.IFLA_LINK, uint32(parent))
+	ae.Bytes(unix.IFLA_ADDRESS, mac)
+	ae.Nested(unix.IFLA_LINKINFO, func(li *netlink.AttributeEncoder) error {
+		li.String(unix.IFLA_INFO_KIND, "macvtap")
+		li.Nested(unix.IFLA_INFO_DATA, func(d *netlink.AttributeEncoder) error {
+			d.Uint32(unix.IFLA_MACVLAN_MODE, macvlanModeBridge)
+			return nil
+		})
+		return nil
+	})
+	_, err := n.execute(unix.RTM_NEWLINK, netlink.Request|netlink.Acknowledge|netlink.Create|netlink.Excl, ifinfomsg(0, 0, 0), ae)
+	if err != nil {
+		return n.opErr(fmt.Sprintf("create macvtap %s on link %d", name, parent), err)
+	}
+	return nil
+}
+
+// DelLink deletes the link with index (RTM_DELLINK); a missing one is
+// unix.ENODEV.
+func (n *NS) DelLink(index int) error {
+	_, err := n.execute(unix.RTM_DELLINK, netlink.Request|netlink.Acknowledge, ifinfomsg(index, 0, 0), nil)
+	if err != nil {
+		return n.opErr(fmt.Sprintf("delete link %d", index), err)
+	}
+	return nil
+}
