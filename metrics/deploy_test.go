@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
 
+	"github.com/tapfwd/tapfwd/netns"
 	"github.com/tapfwd/tapfwd/tap"
 )
 
@@ -42,7 +43,7 @@ func TestRulesWithPromtool(t *testing.T) {
 func exported(t *testing.T) map[string]bool {
 	fw, _, _ := fakeForwarder(t)
 	src := Source{TAP: "tap0", NIC: "eth1", Queues: fw.Queues(), Features: tap.Features{Offloads: unix.TUN_F_CSUM},
-		LinkStats: func(string) (tap.LinkStats, error) { return tap.LinkStats{}, nil },
+		LinkStats: func(string) (netns.LinkStats, error) { return netns.LinkStats{}, nil },
 		VMPorts:   func() ([]string, error) { return []string{"tfwvm0"}, nil }}
 	reg := NewRegistry(NewCollector(src))
 	mfs, err := reg.Gather()

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/tapfwd/tapfwd/forward"
+	"github.com/tapfwd/tapfwd/netns"
 	"github.com/tapfwd/tapfwd/tap"
 )
 
@@ -21,7 +22,7 @@ type Source struct {
 	Queues   []*forward.Queue
 	// LinkStats reads a device's kernel counters (rtnetlink); nil leaves
 	// out the tapfwd_netdev_* metrics.
-	LinkStats func(device string) (tap.LinkStats, error)
+	LinkStats func(device string) (netns.LinkStats, error)
 	// VMPorts lists the VM ports (macvtap) on the TAP, read with LinkStats;
 	// nil leaves out the tapfwd_vm_port_* metrics.
 	VMPorts func() ([]string, error)

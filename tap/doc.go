@@ -1,4 +1,3 @@
 // Package tap opens a multiqueue Linux TAP device with a raw TUNSETIFF,
-// after probing TUNGETFEATURES, and configures it (offloads, MTU, MAC,
-// link state, network namespace, address).
+// after probing TUNGETFEATURES, and configures it through package netns.
 package tap

@@ -6,9 +6,14 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tapfwd/tapfwd/netns"
+	"github.com/tapfwd/tapfwd/vnethdr"
 )
 
 // Want says whether a kernel feature should be asked for.
@@ -46,9 +51,22 @@ func (w Want) String() string {
 	return "auto"
 }
 
-// VnetHdrLen is the virtio_net_hdr size tapfwd uses on both sides. It is
-// the TAP's default and what PACKET_VNET_HDR gives a packet socket.
-const VnetHdrLen = 10
+// Errors callers test for with errors.Is; the errors returned say more.
+// Open also returns netns.ErrNotFound for a missing Config.Netns, and
+// netns.ErrNotPermitted without CAP_NET_ADMIN.
+var (
+	// ErrNameInUse means Config.Name is taken by another interface, here
+	// or in Config.Netns.
+	ErrNameInUse = errors.New("an interface of that name exists")
+	// ErrNoMultiQueue means more than one queue was asked of a kernel
+	// without IFF_MULTI_QUEUE.
+	ErrNoMultiQueue = errors.New("the kernel lacks IFF_MULTI_QUEUE")
+	// ErrNoFeature means a feature asked for with On (IFF_NAPI,
+	// IFF_VNET_HDR), or that NAPISettings need, is missing.
+	ErrNoFeature = errors.New("the kernel does not offer it")
+	// ErrNoTun means there is no /dev/net/tun to open.
+	ErrNoTun = errors.New("no TUN/TAP driver")
+)
 
 // Config describes the TAP to open. The zero value (plus Queues) is a
 // kernel-named single-queue TAP with NAPI and vnet headers when available.
@@ -64,10 +82,38 @@ type Config struct {
 	Netns string
 	// Addr is assigned to the TAP (in Netns when set). Zero means none.
 	Addr netip.Prefix
-	// Sysfs holds attribute writes under /sys/class/net/TAP/ applied before
-	// the move into Netns (after it, the TAP's sysfs is visible only from
-	// there), e.g. "threaded": "1", "gro_flush_timeout": "20000".
-	Sysfs map[string]string
+	// NAPISettings tune the TAP's NAPI instance; any non-zero one needs
+	// IFF_NAPI.
+	NAPISettings NAPISettings
+}
+
+// NAPISettings tune the TAP's NAPI instance through its sysfs attributes
+// (/sys/class/net/TAP/, net/core/net-sysfs.c). They are written before the
+// move into Config.Netns: after it, the TAP's sysfs shows only there.
+type NAPISettings struct {
+	// Threaded runs the NAPI poll in a kthread (threaded = 1).
+	Threaded bool
+	// GROFlushTimeout is how long GRO may hold frames (gro_flush_timeout);
+	// 0 leaves the kernel default.
+	GROFlushTimeout time.Duration
+	// DeferHardIRQs is napi_defer_hard_irqs: polls to repeat before
+	// re-arming; 0 leaves the kernel default.
+	DeferHardIRQs int
+}
+
+// attrs are the sysfs writes s asks for, in order.
+func (s NAPISettings) attrs() [][2]string {
+	var a [][2]string
+	if s.Threaded {
+		a = append(a, [2]string{"threaded", "1"})
+	}
+	if s.GROFlushTimeout > 0 {
+		a = append(a, [2]string{"gro_flush_timeout", strconv.FormatInt(s.GROFlushTimeout.Nanoseconds(), 10)})
+	}
+	if s.DeferHardIRQs > 0 {
+		a = append(a, [2]string{"napi_defer_hard_irqs", strconv.Itoa(s.DeferHardIRQs)})
+	}
+	return a
 }
 
 // Features is what was negotiated with the kernel.
@@ -143,9 +189,9 @@ func openTun() (int, error) {
 	if err != nil {
 		switch {
 		case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENODEV), errors.Is(err, unix.ENXIO):
-			return -1, fmt.Errorf("tap: open %s: %w: load the tun module (modprobe tun) or create the node (mknod %s c 10 200)", tunPath, err, tunPath)
+			return -1, fmt.Errorf("tap: open %s: %w: %w: load the tun module (modprobe tun) or create the node (mknod %s c 10 200)", tunPath, err, ErrNoTun, tunPath)
 		case errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES):
-			return -1, fmt.Errorf("tap: open %s: %w: run as root or with CAP_NET_ADMIN", tunPath, err)
+			return -1, fmt.Errorf("tap: open %s: %w: %w", tunPath, err, netns.ErrNotPermitted)
 		}
 		return -1, fmt.Errorf("tap: open %s: %w", tunPath, err)
 	}
@@ -210,7 +256,7 @@ func explainSetIff(name string, err error) error {
 	e := fmt.Errorf("tap: TUNSETIFF %q: %w", name, os.NewSyscallError("ioctl", err))
 	switch {
 	case errors.Is(err, unix.EPERM):
-		return fmt.Errorf("%w: tapfwd needs CAP_NET_ADMIN (run as root)", e)
+		return fmt.Errorf("%w: %w", e, netns.ErrNotPermitted)
 	case errors.Is(err, unix.EBUSY):
 		return fmt.Errorf("%w: the TAP is held by another process", e)
 	case errors.Is(err, unix.EINVAL):
@@ -233,41 +279,21 @@ func Open(c Config) (_ *Device, err error) {
 	if c.Queues <= 0 {
 		c.Queues = 1
 	}
-	if len(c.Name) >= unix.IFNAMSIZ {
-		return nil, fmt.Errorf("tap: name %q is longer than %d bytes", c.Name, unix.IFNAMSIZ-1)
+	if err := checkConfig(c); err != nil {
+		return nil, err
 	}
-	if c.Name != "" && !strings.Contains(c.Name, "%") {
-		if _, err := net.InterfaceByName(c.Name); err == nil {
-			return nil, fmt.Errorf("tap: name %q is in use: an interface with that name exists (choose another --tap or delete it)", c.Name)
-		}
-	}
-	kern, err := Probe()
+	f, err := negotiate(c)
 	if err != nil {
 		return nil, err
 	}
-	f := Features{Kernel: kern}
-	flags := uint16(unix.IFF_TAP | unix.IFF_NO_PI)
-	if kern&unix.IFF_MULTI_QUEUE != 0 {
-		flags |= unix.IFF_MULTI_QUEUE
-		f.MultiQueue = true
-	} else if c.Queues > 1 {
-		return nil, errors.New("tap: the kernel lacks IFF_MULTI_QUEUE: use --queues 1")
+	// The namespace first: a missing one fails before a TAP exists.
+	var there *netns.NS
+	if c.Netns != "" {
+		if there, err = netns.Open(c.Netns); err != nil {
+			return nil, err
+		}
+		defer there.Close()
 	}
-	if f.NAPI, err = want("IFF_NAPI", c.NAPI, kern, unix.IFF_NAPI); err != nil {
-		return nil, err
-	}
-	if f.NAPI {
-		flags |= unix.IFF_NAPI
-	}
-	if f.VnetHdr, err = want("IFF_VNET_HDR", c.VnetHdr, kern, unix.IFF_VNET_HDR); err != nil {
-		return nil, err
-	}
-	if f.VnetHdr {
-		flags |= unix.IFF_VNET_HDR
-		f.VnetHdrLen = VnetHdrLen
-	}
-	f.Flags = flags
-
 	d := &Device{name: c.Name, feat: f}
 	defer func() {
 		if err != nil {
@@ -275,29 +301,8 @@ func Open(c Config) (_ *Device, err error) {
 		}
 	}()
 	for q := 0; q < c.Queues; q++ {
-		fd, err := openTun()
-		if err != nil {
+		if err := d.openQueue(); err != nil {
 			return nil, err
-		}
-		d.fds = append(d.fds, fd)
-		ifr, err := unix.NewIfreq(d.name)
-		if err != nil {
-			return nil, fmt.Errorf("tap: %w", err)
-		}
-		ifr.SetUint16(flags)
-		if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
-			return nil, explainSetIff(d.name, err)
-		}
-		// The kernel writes the final name back (tun_set_iff).
-		d.name = ifr.Name()
-		if f.VnetHdr {
-			if err := unix.IoctlSetPointerInt(fd, unix.TUNSETVNETHDRSZ, VnetHdrLen); err != nil {
-				return nil, fmt.Errorf("tap: TUNSETVNETHDRSZ: %w", os.NewSyscallError("ioctl", err))
-			}
-		}
-		// O_NONBLOCK only after TUNSETIFF: the workers block in ppoll.
-		if err := unix.SetNonblock(fd, true); err != nil {
-			return nil, fmt.Errorf("tap: set nonblocking: %w", err)
 		}
 	}
 	if f.VnetHdr {
@@ -307,10 +312,92 @@ func Open(c Config) (_ *Device, err error) {
 			d.feat.Offloads = o
 		}
 	}
-	if err := configure(d, c); err != nil {
+	if err := configure(d, c, there); err != nil {
 		return nil, err
 	}
 	return d, nil
+}
+
+// checkConfig refuses what would fail only after the TAP exists.
+func checkConfig(c Config) error {
+	if len(c.Name) >= unix.IFNAMSIZ {
+		return fmt.Errorf("tap: name %q is longer than %d bytes", c.Name, unix.IFNAMSIZ-1)
+	}
+	if c.Name != "" && !strings.Contains(c.Name, "%") {
+		if _, err := net.InterfaceByName(c.Name); err == nil {
+			return fmt.Errorf("tap: name %q is in use: %w", c.Name, ErrNameInUse)
+		}
+	}
+	if len(c.MAC) > 0 && len(c.MAC) != 6 {
+		return fmt.Errorf("tap: MAC %s is not a 6-byte Ethernet address", c.MAC)
+	}
+	if c.NAPISettings != (NAPISettings{}) && c.NAPI == Off {
+		return errors.New("tap: NAPI settings need IFF_NAPI, which is turned off")
+	}
+	return nil
+}
+
+// negotiate picks the TUNSETIFF flags for c from what the kernel offers.
+func negotiate(c Config) (Features, error) {
+	kern, err := Probe()
+	if err != nil {
+		return Features{}, err
+	}
+	f := Features{Kernel: kern}
+	flags := uint16(unix.IFF_TAP | unix.IFF_NO_PI)
+	if kern&unix.IFF_MULTI_QUEUE != 0 {
+		flags |= unix.IFF_MULTI_QUEUE
+		f.MultiQueue = true
+	} else if c.Queues > 1 {
+		return f, fmt.Errorf("tap: %d queues: %w", c.Queues, ErrNoMultiQueue)
+	}
+	if f.NAPI, err = want("IFF_NAPI", c.NAPI, kern, unix.IFF_NAPI); err != nil {
+		return f, err
+	}
+	if f.NAPI {
+		flags |= unix.IFF_NAPI
+	} else if c.NAPISettings != (NAPISettings{}) {
+		return f, fmt.Errorf("tap: NAPI settings need IFF_NAPI, but %w (TUNGETFEATURES %#x)", ErrNoFeature, kern)
+	}
+	if f.VnetHdr, err = want("IFF_VNET_HDR", c.VnetHdr, kern, unix.IFF_VNET_HDR); err != nil {
+		return f, err
+	}
+	if f.VnetHdr {
+		flags |= unix.IFF_VNET_HDR
+		f.VnetHdrLen = vnethdr.Len
+	}
+	f.Flags = flags
+	return f, nil
+}
+
+// openQueue attaches one more queue (fd) to the TAP, creating it with the
+// first.
+func (d *Device) openQueue() error {
+	fd, err := openTun()
+	if err != nil {
+		return err
+	}
+	d.fds = append(d.fds, fd)
+	ifr, err := unix.NewIfreq(d.name)
+	if err != nil {
+		return fmt.Errorf("tap: %w", err)
+	}
+	ifr.SetUint16(d.feat.Flags)
+	if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
+		return explainSetIff(d.name, err)
+	}
+	// The kernel writes the final name back (tun_set_iff).
+	d.name = ifr.Name()
+	if d.feat.VnetHdr {
+		if err := unix.IoctlSetPointerInt(fd, unix.TUNSETVNETHDRSZ, vnethdr.Len); err != nil {
+			return fmt.Errorf("tap: TUNSETVNETHDRSZ: %w", os.NewSyscallError("ioctl", err))
+		}
+	}
+	// O_NONBLOCK only after TUNSETIFF: the workers block in ppoll.
+	if err := unix.SetNonblock(fd, true); err != nil {
+		return fmt.Errorf("tap: set nonblocking: %w", os.NewSyscallError("fcntl", err))
+	}
+	return nil
 }
 
 func want(name string, w Want, kern, bit uint32) (bool, error) {
@@ -320,7 +407,7 @@ func want(name string, w Want, kern, bit uint32) (bool, error) {
 		return false, nil
 	case On:
 		if !has {
-			return false, fmt.Errorf("tap: %s requested (on) but the kernel does not offer it (TUNGETFEATURES %#x)", name, kern)
+			return false, fmt.Errorf("tap: %s requested (on) but %w (TUNGETFEATURES %#x)", name, ErrNoFeature, kern)
 		}
 		return true, nil
 	}

@@ -2,6 +2,7 @@ package tap
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/netip"
 	"strings"
@@ -11,6 +12,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tapfwd/tapfwd/bench/testbed"
+	"github.com/tapfwd/tapfwd/netns"
+	"github.com/tapfwd/tapfwd/vnethdr"
 )
 
 func TestParseWant(t *testing.T) {
@@ -36,8 +39,8 @@ func TestWant(t *testing.T) {
 		t.Error("off asked for a flag")
 	}
 	_, err := want("IFF_NAPI", On, kern, unix.IFF_NAPI)
-	if err == nil || !strings.Contains(err.Error(), "IFF_NAPI") {
-		t.Errorf("on without kernel support: err = %v, want one naming IFF_NAPI", err)
+	if err == nil || !strings.Contains(err.Error(), "IFF_NAPI") || !errors.Is(err, ErrNoFeature) {
+		t.Errorf("on without kernel support: err = %v, want ErrNoFeature naming IFF_NAPI", err)
 	}
 }
 
@@ -86,6 +89,7 @@ func TestOpenConfigures(t *testing.T) {
 	d, err := openIn(t, bed, bed.FwdNS, Config{
 		Name: bed.LabIf, Queues: 2, NAPI: On, VnetHdr: On, MTU: 1400, MAC: mac,
 		Netns: bed.LabNS, Addr: addr,
+		NAPISettings: NAPISettings{Threaded: true, GROFlushTimeout: 20 * time.Microsecond, DeferHardIRQs: 2},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -94,7 +98,7 @@ func TestOpenConfigures(t *testing.T) {
 	if d.Name() != bed.LabIf || len(d.Fds()) != 2 || d.Netns() != bed.LabNS {
 		t.Errorf("name %q fds %d netns %q", d.Name(), len(d.Fds()), d.Netns())
 	}
-	if !f.NAPI || !f.VnetHdr || !f.MultiQueue || f.VnetHdrLen != VnetHdrLen {
+	if !f.NAPI || !f.VnetHdr || !f.MultiQueue || f.VnetHdrLen != vnethdr.Len {
 		t.Errorf("features %+v", f)
 	}
 	if f.Offloads&(unix.TUN_F_CSUM|unix.TUN_F_TSO4|unix.TUN_F_TSO6) != unix.TUN_F_CSUM|unix.TUN_F_TSO4|unix.TUN_F_TSO6 {
@@ -113,6 +117,12 @@ func TestOpenConfigures(t *testing.T) {
 	flags := strings.TrimSpace(sh(t, bed, bed.LabNS, "cat", "/sys/class/net/"+bed.LabIf+"/tun_flags"))
 	if flags != "0x5112" { // TAP|NAPI|MULTI_QUEUE|NO_PI|VNET_HDR
 		t.Errorf("tun_flags %s, want 0x5112", flags)
+	}
+	// The NAPI settings, written before the move, came along.
+	for attr, want := range map[string]string{"threaded": "1", "gro_flush_timeout": "20000", "napi_defer_hard_irqs": "2"} {
+		if got := strings.TrimSpace(sh(t, bed, bed.LabNS, "cat", "/sys/class/net/"+bed.LabIf+"/"+attr)); got != want {
+			t.Errorf("%s = %s, want %s", attr, got, want)
+		}
 	}
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
@@ -143,18 +153,23 @@ func TestOpenOffAndKernelName(t *testing.T) {
 
 func TestOpenErrorsLeaveNothing(t *testing.T) {
 	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
+	// A TAP of the name the test moves in, waiting in the lab.
+	sh(t, bed, bed.LabNS, "ip", "tuntap", "add", "dev", "tfwy"+bed.ID, "mode", "tap")
 	for _, tc := range []struct {
 		c    Config
 		want string
+		kind error
 	}{
-		{Config{Name: bed.NIC}, "is in use"},
-		{Config{Name: "tfwx" + bed.ID, Netns: "tfw-no-such-ns"}, "ip netns add"},
-		{Config{Name: "tfwx" + bed.ID, MTU: 70000}, "mtu"},
-		{Config{Name: "this-name-is-too-long"}, "longer than"},
+		{Config{Name: bed.NIC}, "is in use", ErrNameInUse},
+		{Config{Name: "tfwy" + bed.ID, Netns: bed.LabNS}, "is in use", ErrNameInUse},
+		{Config{Name: "tfwx" + bed.ID, Netns: "tfw-no-such-ns"}, "ip netns add", netns.ErrNotFound},
+		{Config{Name: "tfwx" + bed.ID, MTU: 70000}, "mtu", nil},
+		{Config{Name: "this-name-is-too-long"}, "longer than", nil},
+		{Config{Name: "tfwx" + bed.ID, NAPI: Off, NAPISettings: NAPISettings{Threaded: true}}, "IFF_NAPI", nil},
 	} {
 		_, err := openIn(t, bed, bed.FwdNS, tc.c)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("Open(%+v) = %v, want an error containing %q", tc.c, err, tc.want)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || (tc.kind != nil && !errors.Is(err, tc.kind)) {
+			t.Errorf("Open(%+v) = %v, want an error containing %q (is %v)", tc.c, err, tc.want, tc.kind)
 		}
 		links := sh(t, bed, bed.FwdNS, "ip", "-o", "link", "show")
 		if strings.Count(strings.TrimSpace(links), "\n") != 1 {

@@ -16,7 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tapfwd/tapfwd/bench/testbed"
-	"github.com/tapfwd/tapfwd/tap"
+	"github.com/tapfwd/tapfwd/netns"
 )
 
 // IPv6 addresses of the USO test, from the IPv6 benchmarking range
@@ -41,12 +41,12 @@ func TestUSOIntoTAP(t *testing.T) {
 	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
 	for _, tc := range []struct {
 		name     string
-		napi     tap.Want
-		offloads int // 0: what tap.Open negotiates (USO included)
+		napi     string
+		offloads int // 0: what openUSO negotiates (USO included)
 	}{
-		{"no-napi", tap.Off, 0},
-		{"napi", tap.On, 0},
-		{"napi/offloads-without-uso", tap.On, unix.TUN_F_CSUM | unix.TUN_F_TSO4 | unix.TUN_F_TSO6},
+		{"no-napi", "off", 0},
+		{"napi", "on", 0},
+		{"napi/offloads-without-uso", "on", unix.TUN_F_CSUM | unix.TUN_F_TSO4 | unix.TUN_F_TSO6},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			testUSOIntoTAP(t, bed, tc.napi, tc.offloads)
@@ -54,20 +54,82 @@ func TestUSOIntoTAP(t *testing.T) {
 	}
 }
 
-// openUSO opens the bed's lab TAP with a vnet header, closed when tb
-// ends, and skips tb if the TAP cannot take USO writes.
-func openUSO(tb testing.TB, bed *testbed.Bed, napi tap.Want) *tap.Device {
+// usoTAP is the lab TAP the USO tests write into. Package tap imports this
+// one, so these tests open it with the ioctls tap.Open makes.
+type usoTAP struct {
+	fd       int
+	name     string
+	mac      net.HardwareAddr
+	offloads uint32 // TUN_F_* accepted by TUNSETOFFLOAD
+}
+
+func (d *usoTAP) Fds() []int            { return []int{d.fd} }
+func (d *usoTAP) Name() string          { return d.name }
+func (d *usoTAP) MAC() net.HardwareAddr { return d.mac }
+
+// Close closes the TAP, which goes with its only fd; again, it does nothing.
+func (d *usoTAP) Close() {
+	if d.fd >= 0 {
+		unix.Close(d.fd)
+		d.fd = -1
+	}
+}
+
+// openUSO opens the bed's lab TAP with a vnet header, IFF_NAPI as napi
+// says ("off", "on", or "auto": when the kernel offers it), up and with
+// the bed's lab address, closed when tb ends. It skips tb if the TAP
+// cannot take USO writes.
+func openUSO(tb testing.TB, bed *testbed.Bed, napi string) *usoTAP {
 	tb.Helper()
-	var d *tap.Device
+	d := &usoTAP{fd: -1, name: bed.LabIf}
 	err := bed.Do(bed.LabNS, func() error {
-		var err error
-		d, err = tap.Open(tap.Config{Name: bed.LabIf, NAPI: napi, VnetHdr: tap.On, Addr: bed.LabAddr})
-		return err
+		fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		d.fd = fd
+		kern, err := unix.IoctlGetUint32(fd, unix.TUNGETFEATURES)
+		if err != nil {
+			return err
+		}
+		flags := uint16(unix.IFF_TAP | unix.IFF_NO_PI | unix.IFF_VNET_HDR)
+		if napi == "on" || napi == "auto" && kern&unix.IFF_NAPI != 0 {
+			flags |= unix.IFF_NAPI
+		}
+		ifr, _ := unix.NewIfreq(d.name)
+		ifr.SetUint16(flags)
+		if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
+			return fmt.Errorf("TUNSETIFF: %w", err)
+		}
+		if err := unix.IoctlSetPointerInt(fd, unix.TUNSETVNETHDRSZ, Len); err != nil {
+			return err
+		}
+		uso := unix.TUN_F_CSUM | unix.TUN_F_TSO4 | unix.TUN_F_TSO6 | unix.TUN_F_USO4 | unix.TUN_F_USO6
+		if unix.IoctlSetInt(fd, unix.TUNSETOFFLOAD, uso) == nil {
+			d.offloads = uint32(uso)
+		}
+		return unix.SetNonblock(fd, true)
 	})
+	tb.Cleanup(d.Close)
+	if err != nil {
+		tb.Fatalf("opening TAP %s in %s: %v", d.name, bed.LabNS, err)
+	}
+	ns, err := netns.Open(bed.LabNS)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { d.Close() })
+	defer ns.Close()
+	l, err := ns.Link(d.name)
+	if err == nil {
+		d.mac = l.MAC
+		err = ns.SetLink(l.Index, netns.LinkChange{Up: true})
+	}
+	if err == nil {
+		err = ns.AddAddr(l.Index, bed.LabAddr)
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
 	requireUSO(tb, d)
 	return d
 }
@@ -79,7 +141,7 @@ func wire(f Frame) []byte {
 	return append(b, f.Buf[f.Start:f.End]...)
 }
 
-func testUSOIntoTAP(t *testing.T, bed *testbed.Bed, napi tap.Want, offloads int) {
+func testUSOIntoTAP(t *testing.T, bed *testbed.Bed, napi string, offloads int) {
 	d := openUSO(t, bed, napi)
 	fd := d.Fds()[0]
 	if offloads != 0 {
@@ -342,7 +404,7 @@ func udpStats(t *testing.T, bed *testbed.Bed, v6 bool) [3]int64 {
 // there and nothing after. It needs root (a test bed); pps counts datagrams.
 func BenchmarkTAPWriteUSO(b *testing.B) {
 	bed := testbed.NewForTest(b, testbed.Config{Mode: testbed.Forwarder})
-	for k, napi := range []tap.Want{tap.Off, tap.On} {
+	for k, napi := range []string{"off", "on"} {
 		d := openUSO(b, bed, napi)
 		fd := d.Fds()[0]
 		port := uint16(7001 + k)
@@ -360,7 +422,7 @@ func BenchmarkTAPWriteUSO(b *testing.B) {
 			b.Fatal("the batch did not merge into one frame")
 		}
 		uso := wire(fs[0])
-		name := "napi=" + napi.String()
+		name := "napi=" + napi
 		write := func(b *testing.B, w []byte) {
 			for {
 				_, err := unix.Write(fd, w)
@@ -397,11 +459,10 @@ func BenchmarkTAPWriteUSO(b *testing.B) {
 // requireUSO skips tb when the TAP's kernel cannot take USO writes: USO came
 // to virtio_net_hdr_to_skb with TUN_F_USO4/TUN_F_USO6 (Linux 6.2), so a
 // TUNSETOFFLOAD that refused them says the write would be refused too.
-func requireUSO(tb testing.TB, d *tap.Device) {
+func requireUSO(tb testing.TB, d *usoTAP) {
 	tb.Helper()
-	if uso := uint32(unix.TUN_F_USO4 | unix.TUN_F_USO6); d.Features().Offloads&uso != uso {
-		tb.Skipf("this kernel's TAP has no USO (offloads %s; Linux 6.2 added it): the forwarder must run GRO with SetUDP(false)",
-			d.Features().OffloadNames())
+	if uso := uint32(unix.TUN_F_USO4 | unix.TUN_F_USO6); d.offloads&uso != uso {
+		tb.Skip("this kernel's TAP has no USO (Linux 6.2 added it): the forwarder must run GRO with SetUDP(false)")
 	}
 }
 
@@ -413,7 +474,7 @@ func requireUSO(tb testing.TB, d *tap.Device) {
 // (net/core/dev.c: validate_xmit_skb -> skb_gso_segment).
 func TestUSOForwarded(t *testing.T) {
 	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
-	d := openUSO(t, bed, tap.Auto)
+	d := openUSO(t, bed, "auto")
 	// lab f0 198.19.X.2/24 <-> wire f1 198.19.X.1/24: the second half of
 	// the benchmarking range, in the bed's own namespaces.
 	x := bed.LabAddr.Addr().As4()[2]

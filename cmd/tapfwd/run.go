@@ -23,8 +23,10 @@ import (
 	"github.com/tapfwd/tapfwd/forward"
 	"github.com/tapfwd/tapfwd/metrics"
 	"github.com/tapfwd/tapfwd/napi"
+	"github.com/tapfwd/tapfwd/netns"
 	"github.com/tapfwd/tapfwd/ring"
 	"github.com/tapfwd/tapfwd/tap"
+	"github.com/tapfwd/tapfwd/vmport"
 )
 
 func cmdRun(args []string, stderr io.Writer) error {
@@ -90,20 +92,11 @@ func cmdRun(args []string, stderr io.Writer) error {
 	if tc.MAC, err = tap.HardwareAddr(*tapMAC); err != nil {
 		return fmt.Errorf("--tap-mac: %w", err)
 	}
-	tc.Sysfs = map[string]string{}
-	if *tapThreaded {
-		tc.Sysfs["threaded"] = "1"
-	}
 	if *tapGROFlush < 0 || *tapDefer < 0 {
 		return errors.New("--tap-gro-flush-timeout and --tap-napi-defer-hard-irqs must not be negative")
 	}
-	if *tapGROFlush > 0 {
-		tc.Sysfs["gro_flush_timeout"] = strconv.FormatInt(tapGROFlush.Nanoseconds(), 10)
-	}
-	if *tapDefer > 0 {
-		tc.Sysfs["napi_defer_hard_irqs"] = strconv.Itoa(*tapDefer)
-	}
-	if len(tc.Sysfs) > 0 && tc.NAPI == tap.Off {
+	tc.NAPISettings = tap.NAPISettings{Threaded: *tapThreaded, GROFlushTimeout: *tapGROFlush, DeferHardIRQs: *tapDefer}
+	if tc.NAPISettings != (tap.NAPISettings{}) && tc.NAPI == tap.Off {
 		return errors.New("--tap-napi-threaded, --tap-gro-flush-timeout and --tap-napi-defer-hard-irqs act on the TAP's NAPI: they need --napi auto or on")
 	}
 	if *poll != "block" && *poll != "busy" {
@@ -152,18 +145,18 @@ func cmdRun(args []string, stderr io.Writer) error {
 
 	dev, err := tap.Open(tc)
 	if err != nil {
-		return err
+		return explain(err)
 	}
 	defer dev.Close()
 	f := dev.Features()
 	macs := []net.HardwareAddr{dev.MAC()}
 	if *vmPorts > 0 {
-		ports, err := tap.AddVMPorts(dev, *vmPorts)
+		ports, err := vmport.AddN(dev.Name(), dev.Netns(), *vmPorts)
 		if err != nil {
 			return err
 		}
 		// Before dev.Close: the ports go with the TAP, their /dev nodes not.
-		defer tap.RemoveVMPorts(ports)
+		defer vmport.Remove(ports)
 		for _, p := range ports {
 			log.Info("vm-port", "name", p.Name, "dev", p.Dev, "mac", p.MAC.String(), "qemu", qemuLine(p))
 			// A real NIC filters unicast by MAC: ask for the guests' too.
@@ -214,24 +207,24 @@ func cmdRun(args []string, stderr io.Writer) error {
 	var httpSrv *http.Server
 	if *metricsAddr != "" {
 		// Opened now: reading the TAP's namespace later needs no privilege.
-		tapLinks, err := tap.NewLinkReader(dev.Netns())
+		tapLinks, err := netns.Open(dev.Netns())
 		if err != nil {
 			return err
 		}
 		defer tapLinks.Close()
-		nicLinks, err := tap.NewLinkReader("")
+		nicLinks, err := netns.Open("")
 		if err != nil {
 			return err
 		}
 		defer nicLinks.Close()
 		src := metrics.Source{TAP: dev.Name(), NIC: *nic, Features: f, Queues: fw.Queues(),
-			LinkStats: func(name string) (tap.LinkStats, error) {
+			LinkStats: func(name string) (netns.LinkStats, error) {
 				if name == *nic {
-					return nicLinks.Read(name)
+					return nicLinks.Stats(name)
 				}
-				return tapLinks.Read(name) // the TAP and its VM ports
+				return tapLinks.Stats(name) // the TAP and its VM ports
 			},
-			VMPorts: func() ([]string, error) { return tapLinks.VMPortNames(dev.Name()) }}
+			VMPorts: func() ([]string, error) { return tapLinks.Macvtaps(dev.Name()) }}
 		ln, err := net.Listen("tcp", *metricsAddr)
 		if err != nil {
 			return fmt.Errorf("--metrics-addr: %w (choose another address, or \"\" to disable metrics)", err)

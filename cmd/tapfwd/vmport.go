@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/tapfwd/tapfwd/tap"
+	"github.com/tapfwd/tapfwd/vmport"
 )
 
 const vmPortUsage = `Usage: tapfwd vm-port COMMAND [flags]
@@ -51,7 +52,7 @@ type vmPortJSON struct {
 	LibvirtDirect string `json:"libvirt_direct"`
 }
 
-func portJSON(p tap.VMPort) vmPortJSON {
+func portJSON(p vmport.Port) vmPortJSON {
 	return vmPortJSON{
 		Name: p.Name, Ifindex: p.Index, MAC: p.MAC.String(), TAP: p.TAP, TAPIndex: p.TAPIndex,
 		Netns: p.Netns, Dev: p.Dev, DevNum: fmt.Sprintf("%d:%d", p.Major, p.Minor), Up: p.Up,
@@ -63,7 +64,7 @@ func portJSON(p tap.VMPort) vmPortJSON {
 // port's MAC to the port: the shell opens the device as fd 3, QEMU takes
 // it with fd=3 (vnet headers on, so guest offloads pass). Add the VM's own
 // options (disk, memory, -accel kvm).
-func qemuLine(p tap.VMPort) string {
+func qemuLine(p vmport.Port) string {
 	dev := p.Dev
 	if dev == "" {
 		dev = "DEVICE"
@@ -74,7 +75,7 @@ func qemuLine(p tap.VMPort) string {
 // libvirtXML uses the port itself: libvirt (5.7 and later) opens an existing
 // macvtap named by <target managed='no'>. libvirtd must see the port, so
 // the TAP must live in libvirtd's namespace.
-func libvirtXML(p tap.VMPort) string {
+func libvirtXML(p vmport.Port) string {
 	return fmt.Sprintf(`<interface type='ethernet'>
   <mac address='%s'/>
   <target dev='%s' managed='no'/>
@@ -84,7 +85,7 @@ func libvirtXML(p tap.VMPort) string {
 
 // libvirtDirectXML has libvirt create and delete its own macvtap on the TAP
 // (no vm-port needed; give it a MAC no port uses).
-func libvirtDirectXML(p tap.VMPort) string {
+func libvirtDirectXML(p vmport.Port) string {
 	return fmt.Sprintf(`<interface type='direct'>
   <source dev='%s' mode='bridge'/>
   <model type='virtio'/>
@@ -96,7 +97,7 @@ func vmPortAdd(args []string, stdout, stderr io.Writer) error {
 	tapName := fs.String("tap", "", "the TAP tapfwd runs on (tapfwd run --tap); required")
 	netns := fs.String("netns", "", "network namespace of the TAP (tapfwd run --tap-netns); empty: this one")
 	mac := fs.String("mac", "", "the guest's Ethernet address, e.g. 02:00:00:00:00:10; empty picks a random locally administered one")
-	name := fs.String("name", "", `name of the port's interface (at most 15 bytes); empty picks "`+tap.PortPrefix+`N"`)
+	name := fs.String("name", "", `name of the port's interface (at most 15 bytes); empty picks "`+vmport.NamePrefix+`N"`)
 	asJSON := fs.Bool("json", false, "print JSON instead of text")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -110,9 +111,9 @@ func vmPortAdd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--mac: %w", err)
 	}
-	p, err := tap.AddVMPort(tap.VMPortConfig{TAP: *tapName, Netns: *netns, Name: *name, MAC: m})
+	p, err := vmport.Add(vmport.Config{TAP: *tapName, Netns: *netns, Name: *name, MAC: m})
 	if err != nil {
-		return err
+		return explain(err)
 	}
 	if *asJSON {
 		return vmWriteJSON(stdout, portJSON(p))
@@ -143,9 +144,9 @@ func vmPortList(args []string, stdout, stderr io.Writer) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	ports, err := tap.VMPorts(*netns, *tapName)
+	ports, err := vmport.List(*netns, *tapName)
 	if err != nil {
-		return err
+		return explain(err)
 	}
 	if *asJSON {
 		out := make([]vmPortJSON, 0, len(ports))
@@ -182,7 +183,7 @@ func vmPortDel(args []string, stderr io.Writer) error {
 		fs.Usage()
 		return errUsage
 	}
-	return tap.DelVMPort(*netns, *name)
+	return explain(vmport.Del(*netns, *name))
 }
 
 func vmNetnsFlag(ns string) string {

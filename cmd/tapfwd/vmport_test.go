@@ -26,7 +26,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tapfwd/tapfwd/bench/testbed"
-	"github.com/tapfwd/tapfwd/tap"
+	"github.com/tapfwd/tapfwd/vmport"
 )
 
 func TestVMPortCLIUsage(t *testing.T) {
@@ -80,7 +80,7 @@ func TestVMPortCLIErrors(t *testing.T) {
 			t.Errorf("tapfwd vm-port %q: exit %d, want 1 and one line containing %q, got:\n%s", tc.args, code, tc.want, s)
 		}
 	}
-	ports, err := tap.VMPorts(bed.LabNS, bed.LabIf)
+	ports, err := vmport.List(bed.LabNS, bed.LabIf)
 	if err != nil || len(ports) != 1 {
 		t.Errorf("after failed adds: ports %+v, %v; want only tfwvmx", ports, err)
 	}
@@ -524,7 +524,7 @@ func TestVMGuests(t *testing.T) {
 		t.Errorf("%s still there after vm-port del: %v", ports[1].Dev, err)
 	}
 	ports = ports[:1]
-	if got, _ := tap.VMPorts(bed.LabNS, ""); len(got) != 1 {
+	if got, _ := vmport.List(bed.LabNS, ""); len(got) != 1 {
 		t.Errorf("after del: %+v", got)
 	}
 }

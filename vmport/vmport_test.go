@@ -1,29 +1,40 @@
-package tap
+package vmport
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/tapfwd/tapfwd/bench/testbed"
+	"github.com/tapfwd/tapfwd/netns"
+	"github.com/tapfwd/tapfwd/tap"
 )
 
+// TestExplainCreate checks the kinds and causes of a failed create; the
+// flag to change is the CLI's to say (cmd/tapfwd: explain).
 func TestExplainCreate(t *testing.T) {
-	h := &nsHandle{name: "lab"}
+	h, err := netns.Open("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
 	for _, tc := range []struct {
 		errno error
 		kind  error
 		want  string
 	}{
 		{unix.EOPNOTSUPP, ErrNoMacvtap, "modprobe macvtap"},
-		{unix.EADDRINUSE, ErrMACInUse, "choose another --mac"},
-		{unix.EEXIST, nil, "choose another --name"},
+		{unix.EADDRINUSE, ErrMACInUse, "its MAC is in use on TAP tap0"},
+		{unix.EEXIST, ErrNameInUse, "an interface of that name exists"},
 		{unix.EPERM, unix.EPERM, "CAP_NET_ADMIN"},
+		{unix.EPERM, netns.ErrNotPermitted, "CAP_NET_ADMIN"},
 	} {
 		err := explainCreate(h, "tfwvm0", "tap0", tc.errno)
 		if !strings.Contains(err.Error(), tc.want) || (tc.kind != nil && !errors.Is(err, tc.kind)) {
@@ -48,19 +59,36 @@ func TestNodePath(t *testing.T) {
 
 // labTAP opens a TAP in bed's fwd namespace and moves it into the lab, as
 // tapfwd run --tap-netns does.
-func labTAP(t *testing.T) (*testbed.Bed, *Device) {
+func labTAP(t *testing.T) (*testbed.Bed, *tap.Device) {
 	t.Helper()
 	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
-	d, err := openIn(t, bed, bed.FwdNS, Config{Name: bed.LabIf, VnetHdr: On, Netns: bed.LabNS})
+	var d *tap.Device
+	err := bed.Do(bed.FwdNS, func() error {
+		var err error
+		d, err = tap.Open(tap.Config{Name: bed.LabIf, VnetHdr: tap.On, Netns: bed.LabNS})
+		return err
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { d.Close() })
 	return bed, d
+}
+
+func sh(t *testing.T, bed *testbed.Bed, ns string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := bed.Run(ctx, ns, args[0], args[1:]...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // checkNode checks p's node against the port's sysfs as seen from its
 // namespace (ip netns exec mounts a sysfs there), and opens it.
-func checkNode(t *testing.T, bed *testbed.Bed, p VMPort) {
+func checkNode(t *testing.T, bed *testbed.Bed, p Port) {
 	t.Helper()
 	want := strings.TrimSpace(sh(t, bed, p.Netns, "cat", fmt.Sprintf("/sys/class/net/%s/macvtap/tap%d/dev", p.Name, p.Index)))
 	if got := fmt.Sprintf("%d:%d", p.Major, p.Minor); got != want {
@@ -91,21 +119,21 @@ func checkNode(t *testing.T, bed *testbed.Bed, p VMPort) {
 func TestVMPortLifecycle(t *testing.T) {
 	bed, d := labTAP(t)
 	mac := net.HardwareAddr{0x02, 0, 0x5e, 0, 0x53, 0x10}
-	a, err := AddVMPort(VMPortConfig{TAP: d.Name(), Netns: bed.LabNS, Name: "vma" + bed.ID[:4], MAC: mac})
+	a, err := Add(Config{TAP: d.Name(), Netns: bed.LabNS, Name: "vma" + bed.ID[:4], MAC: mac})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { RemoveVMPorts([]VMPort{a}) })
-	b, err := AddVMPort(VMPortConfig{TAP: d.Name(), Netns: bed.LabNS})
+	t.Cleanup(func() { Remove([]Port{a}) })
+	b, err := Add(Config{TAP: d.Name(), Netns: bed.LabNS})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { RemoveVMPorts([]VMPort{b}) })
+	t.Cleanup(func() { Remove([]Port{b}) })
 	if a.MAC.String() != mac.String() || a.TAP != d.Name() || a.Netns != bed.LabNS || !a.Up {
 		t.Errorf("port a = %+v", a)
 	}
-	if b.Name != PortPrefix+"0" || b.MAC[0]&3 != 2 || b.Dev != DevDir+"/"+bed.LabNS+":"+b.Name {
-		t.Errorf("port b = %+v: want %s0, a random local unicast MAC, a node named after the namespace", b, PortPrefix)
+	if b.Name != NamePrefix+"0" || b.MAC[0]&3 != 2 || b.Dev != DevDir+"/"+bed.LabNS+":"+b.Name {
+		t.Errorf("port b = %+v: want %s0, a random local unicast MAC, a node named after the namespace", b, NamePrefix)
 	}
 	checkNode(t, bed, a)
 	checkNode(t, bed, b)
@@ -114,50 +142,55 @@ func TestVMPortLifecycle(t *testing.T) {
 		t.Errorf("port in the lab: %s", mode)
 	}
 
-	ports, err := VMPorts(bed.LabNS, d.Name())
+	ports, err := List(bed.LabNS, d.Name())
 	if err != nil || len(ports) != 2 || ports[0].Name != a.Name || ports[1].Name != b.Name || ports[0].Dev != a.Dev || ports[1].Index != b.Index {
-		t.Fatalf("VMPorts = %+v, %v; want %s and %s", ports, err, a.Name, b.Name)
+		t.Fatalf("List = %+v, %v; want %s and %s", ports, err, a.Name, b.Name)
 	}
 
-	_, err = AddVMPort(VMPortConfig{TAP: d.Name(), Netns: bed.LabNS, MAC: mac})
+	_, err = Add(Config{TAP: d.Name(), Netns: bed.LabNS, MAC: mac})
 	if !errors.Is(err, ErrMACInUse) {
 		t.Errorf("same MAC again: %v", err)
 	}
-	_, err = AddVMPort(VMPortConfig{TAP: d.Name(), Netns: bed.LabNS, MAC: d.MAC()})
+	_, err = Add(Config{TAP: d.Name(), Netns: bed.LabNS, MAC: d.MAC()})
 	if !errors.Is(err, ErrMACInUse) {
 		t.Errorf("the TAP's own MAC: %v", err)
 	}
-	if _, err = AddVMPort(VMPortConfig{TAP: "nope" + bed.ID, Netns: bed.LabNS}); !errors.Is(err, ErrNoTAP) {
+	if _, err = Add(Config{TAP: "nope" + bed.ID, Netns: bed.LabNS}); !errors.Is(err, ErrNoTAP) {
 		t.Errorf("missing TAP: %v", err)
 	}
-	if _, err = AddVMPort(VMPortConfig{TAP: bed.NIC, Netns: bed.FwdNS}); !errors.Is(err, ErrNoTAP) || !strings.Contains(err.Error(), "veth") {
+	if _, err = Add(Config{TAP: bed.NIC, Netns: bed.FwdNS}); !errors.Is(err, ErrNoTAP) || !errors.Is(err, ErrNotTAP) || !strings.Contains(err.Error(), "veth") {
 		t.Errorf("a veth as TAP: %v", err)
 	}
-	if _, err = AddVMPort(VMPortConfig{TAP: d.Name(), Netns: "tfw-none-" + bed.ID}); !errors.Is(err, ErrNoNetns) {
+	_, err = Add(Config{TAP: d.Name(), Netns: bed.LabNS, Name: a.Name})
+	var pe *Error
+	if !errors.Is(err, ErrNameInUse) || !errors.As(err, &pe) || pe.Netns != bed.LabNS || pe.Name != a.Name {
+		t.Errorf("a taken name: %v (%+v)", err, pe)
+	}
+	if _, err = Add(Config{TAP: d.Name(), Netns: "tfw-none-" + bed.ID}); !errors.Is(err, netns.ErrNotFound) {
 		t.Errorf("missing namespace: %v", err)
 	}
-	if err := DelVMPort(bed.LabNS, d.Name()); err == nil || !strings.Contains(err.Error(), "not a vm-port") {
-		t.Errorf("DelVMPort on the TAP: %v", err)
+	if err := Del(bed.LabNS, d.Name()); err == nil || !strings.Contains(err.Error(), "not a vm-port") {
+		t.Errorf("Del on the TAP: %v", err)
 	}
-	if ports, _ := VMPorts(bed.LabNS, ""); len(ports) != 2 {
+	if ports, _ := List(bed.LabNS, ""); len(ports) != 2 {
 		t.Errorf("failed adds left ports: %+v", ports)
 	}
 
-	if err := DelVMPort(bed.LabNS, a.Name); err != nil {
+	if err := Del(bed.LabNS, a.Name); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(a.Dev); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("%s after DelVMPort: %v", a.Dev, err)
+		t.Errorf("%s after Del: %v", a.Dev, err)
 	}
-	if err := DelVMPort(bed.LabNS, a.Name); !errors.Is(err, ErrNoPort) {
-		t.Errorf("second DelVMPort: %v", err)
+	if err := Del(bed.LabNS, a.Name); !errors.Is(err, ErrNoPort) {
+		t.Errorf("second Del: %v", err)
 	}
 
 	// A port deleted behind tapfwd's back leaves a stale node; the next
 	// list sweeps it.
 	sh(t, bed, bed.LabNS, "ip", "link", "del", "dev", b.Name)
-	if ports, err := VMPorts(bed.LabNS, ""); err != nil || len(ports) != 0 {
-		t.Errorf("VMPorts after ip link del = %+v, %v", ports, err)
+	if ports, err := List(bed.LabNS, ""); err != nil || len(ports) != 0 {
+		t.Errorf("List after ip link del = %+v, %v", ports, err)
 	}
 	if _, err := os.Stat(b.Dev); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("stale %s not swept: %v", b.Dev, err)
@@ -165,14 +198,14 @@ func TestVMPortLifecycle(t *testing.T) {
 }
 
 // TestVMPortsGoWithTAP is the tapfwd run --vm-ports path: the ports go
-// with the TAP, RemoveVMPorts then removes their nodes without an error.
+// with the TAP, Remove then removes their nodes without an error.
 func TestVMPortsGoWithTAP(t *testing.T) {
 	bed, d := labTAP(t)
-	ports, err := AddVMPorts(d, 3)
+	ports, err := AddN(d.Name(), d.Netns(), 3)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { RemoveVMPorts(ports) })
+	t.Cleanup(func() { Remove(ports) })
 	seen := map[string]bool{}
 	for _, p := range ports {
 		checkNode(t, bed, p)
@@ -185,8 +218,8 @@ func TestVMPortsGoWithTAP(t *testing.T) {
 	if out := sh(t, bed, bed.LabNS, "ip", "-o", "link", "show"); strings.Count(strings.TrimSpace(out), "\n") != 0 {
 		t.Errorf("after the TAP closed the lab holds:\n%s", out)
 	}
-	if err := RemoveVMPorts(ports); err != nil {
-		t.Errorf("RemoveVMPorts after the TAP went: %v", err)
+	if err := Remove(ports); err != nil {
+		t.Errorf("Remove after the TAP went: %v", err)
 	}
 	for _, p := range ports {
 		if _, err := os.Stat(p.Dev); !errors.Is(err, os.ErrNotExist) {
@@ -199,16 +232,16 @@ func TestVMPortsGoWithTAP(t *testing.T) {
 // namespaces, where the ifindex (so the kernel's /dev/tapIFINDEX) may well
 // be the same too: each node must open its own port.
 func TestVMPortNodesPerNamespace(t *testing.T) {
-	var ports []VMPort
+	var ports []Port
 	var beds []*testbed.Bed
 	for i := 0; i < 2; i++ {
 		bed, d := labTAP(t)
 		beds = append(beds, bed)
-		p, err := AddVMPort(VMPortConfig{TAP: d.Name(), Netns: bed.LabNS, Name: PortPrefix + "0"})
+		p, err := Add(Config{TAP: d.Name(), Netns: bed.LabNS, Name: NamePrefix + "0"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { RemoveVMPorts([]VMPort{p}) })
+		t.Cleanup(func() { Remove([]Port{p}) })
 		ports = append(ports, p)
 	}
 	t.Logf("ports: %s ifindex %d dev %d:%d; %s ifindex %d dev %d:%d", ports[0].Dev, ports[0].Index, ports[0].Major, ports[0].Minor,

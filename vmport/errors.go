@@ -1,0 +1,50 @@
+package vmport
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors callers test for with errors.Is. The package also returns
+// netns.ErrNotFound for a missing namespace and netns.ErrNotPermitted
+// without CAP_NET_ADMIN.
+var (
+	// ErrNoTAP means the TAP named is not there, or is no TAP.
+	ErrNoTAP = errors.New("TAP not found")
+	// ErrNotTAP means the name is another kind of device; it matches
+	// ErrNoTAP too.
+	ErrNotTAP = fmt.Errorf("not a TAP: %w", ErrNoTAP)
+	// ErrNoPort means there is no port of that name.
+	ErrNoPort = errors.New("vm-port not found")
+	// ErrMACInUse means another interface in the namespace, or on the
+	// TAP, has the port's address.
+	ErrMACInUse = errors.New("MAC in use")
+	// ErrNameInUse means an interface of the port's name exists.
+	ErrNameInUse = errors.New("port name in use")
+	// ErrNoMacvtap means the kernel has no macvtap.
+	ErrNoMacvtap = errors.New("macvtap not supported")
+)
+
+// Error is an error of one of the kinds above, with what it is about.
+type Error struct {
+	Kind  error  // ErrNoTAP, ErrNoPort, ...
+	Netns string // the namespace asked for ("" for the caller's)
+	Name  string // the TAP, port or MAC concerned
+	msg   string
+	err   error // the kernel's answer, or nil
+}
+
+func (e *Error) Error() string {
+	if e.err == nil {
+		return e.msg
+	}
+	return e.msg + ": " + e.err.Error()
+}
+
+// Unwrap gives the kind and the kernel's answer to errors.Is and As.
+func (e *Error) Unwrap() []error {
+	if e.err == nil {
+		return []error{e.Kind}
+	}
+	return []error{e.Kind, e.err}
+}

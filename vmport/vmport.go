@@ -1,0 +1,402 @@
+package vmport
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tapfwd/tapfwd/netns"
+)
+
+// NamePrefix starts the names Add picks for ports: tfwvm0, tfwvm1, ...
+const NamePrefix = "tfwvm"
+
+// Port is a macvtap device in bridge mode stacked on a TAP, for a VM's
+// virtio-net to sit on its character device. Frames the guest sends leave
+// through the TAP's transmit path (to tapfwd, then the NIC); frames tapfwd
+// writes into the TAP reach the port whose MAC they are addressed to (and
+// broadcasts reach every port); ports on one TAP reach each other without
+// leaving it (drivers/net/macvlan.c: macvlan_queue_xmit,
+// macvlan_handle_frame). The character device hands out and takes the
+// guest's virtio_net_hdr, so guest TSO and checksum offload pass as GSO
+// frames (drivers/net/tap.c: tap_get_user, tap_put_user).
+type Port struct {
+	Name     string           // the macvtap netdev, e.g. "tfwvm0"
+	Index    int              // its ifindex in Netns; the kernel names the char device tapINDEX
+	MAC      net.HardwareAddr // the address the guest's NIC must use
+	TAP      string           // the TAP it sits on
+	TAPIndex int
+	// Netns is the namespace holding the TAP and the port: its /run/netns
+	// name, or "" for the initial namespace.
+	Netns        string
+	Dev          string // character device node to open, e.g. /dev/tapfwd/lab:tfwvm0; "" when there is none
+	Major, Minor uint32
+	Up           bool
+}
+
+// Config describes a port to add.
+type Config struct {
+	TAP   string // the TAP netdev; required
+	Netns string // namespace of the TAP (/run/netns/NAME); "" for the caller's
+	Name  string // port name; "" picks tfwvmN, the lowest free N
+	// MAC is the guest's address; nil picks a random locally administered
+	// one. It must differ from every other address on the TAP's namespace.
+	MAC net.HardwareAddr
+}
+
+// Add creates a macvtap in bridge mode on the TAP, brings it up, and makes
+// its character device node under DevDir. On error nothing is left behind.
+func Add(c Config) (Port, error) {
+	if c.TAP == "" {
+		return Port{}, errors.New("vmport: no TAP given")
+	}
+	if c.Name != "" {
+		if err := checkIfName(c.Name); err != nil {
+			return Port{}, err
+		}
+	}
+	if c.MAC != nil {
+		if len(c.MAC) != 6 || c.MAC[0]&1 != 0 || isZero(c.MAC) {
+			return Port{}, fmt.Errorf("vmport: MAC %s is not a unicast Ethernet address (want six bytes, first byte even, e.g. 02:00:00:00:00:01)", c.MAC)
+		}
+	}
+	h, err := netns.Open(c.Netns)
+	if err != nil {
+		return Port{}, err
+	}
+	defer h.Close()
+	label := h.Label()
+	sweepNodes(h, label)
+	return addPort(h, label, c)
+}
+
+func addPort(h *netns.NS, label string, c Config) (Port, error) {
+	// A name picked here can be taken by a concurrent add: try the next.
+	for try := 0; ; try++ {
+		links, err := h.Links()
+		if err != nil {
+			return Port{}, fmt.Errorf("vmport: %w", err)
+		}
+		t, err := findTAP(h, links, c.TAP)
+		if err != nil {
+			return Port{}, err
+		}
+		mac := c.MAC
+		if mac == nil {
+			if mac, err = freeMAC(links); err != nil {
+				return Port{}, err
+			}
+		} else if l := linkWithMAC(links, mac); l != nil {
+			return Port{}, &Error{Kind: ErrMACInUse, Netns: h.Name(), Name: mac.String(),
+				msg: fmt.Sprintf("vmport: MAC %s is in use by %s in %s", mac, l.Name, h)}
+		}
+		name := c.Name
+		if name == "" {
+			name = freeName(links)
+		} else if l := linkNamed(links, name); l != nil {
+			return Port{}, &Error{Kind: ErrNameInUse, Netns: h.Name(), Name: name,
+				msg: fmt.Sprintf("vmport: vm-port name %q is in use in %s (a %s device)", name, h, l.KindName())}
+		}
+		err = h.NewMacvtap(name, t.Index, mac)
+		if errors.Is(err, unix.EEXIST) && c.Name == "" && try < 16 {
+			continue
+		}
+		if err != nil {
+			return Port{}, explainCreate(h, name, c.TAP, err)
+		}
+		p, err := finishPort(h, label, name, t, mac)
+		if err != nil {
+			if derr := delLink(h, name, 0); derr != nil && !errors.Is(derr, ErrNoPort) {
+				err = errors.Join(err, derr)
+			}
+			return Port{}, err
+		}
+		return p, nil
+	}
+}
+
+// finishPort brings a new port up and makes its device node.
+func finishPort(h *netns.NS, label, name string, t *netns.Link, mac net.HardwareAddr) (Port, error) {
+	l, err := h.Link(name)
+	if err != nil {
+		return Port{}, fmt.Errorf("vmport: %w", err)
+	}
+	if err := h.SetLink(l.Index, netns.LinkChange{Up: true}); err != nil {
+		// drivers/net/macvlan.c: macvlan_open refuses an address that the
+		// lower device or another port on it has.
+		if errors.Is(err, unix.EADDRINUSE) || errors.Is(err, unix.EADDRNOTAVAIL) {
+			return Port{}, &Error{Kind: ErrMACInUse, Netns: h.Name(), Name: mac.String(),
+				msg: fmt.Sprintf("vmport: MAC %s is in use on TAP %s", mac, t.Name)}
+		}
+		return Port{}, fmt.Errorf("vmport: set %s up: %w", name, err)
+	}
+	p := Port{Name: name, Index: l.Index, MAC: mac, TAP: t.Name, TAPIndex: t.Index, Netns: portNetns(h, label), Up: true}
+	mnt, err := h.Sysfs(false)
+	if err != nil {
+		return Port{}, fmt.Errorf("vmport: %w", err)
+	}
+	defer unix.Close(mnt)
+	if p.Major, p.Minor, err = portDevt(mnt, name, p.Index); err != nil {
+		return Port{}, err
+	}
+	p.Dev = nodePath(label, name)
+	if err := makeNode(p.Dev, p.Major, p.Minor); err != nil {
+		return Port{}, err
+	}
+	return p, nil
+}
+
+// portNetns is Port.Netns for ports in h: the name it was opened with, or
+// the name of the caller's namespace when it has one.
+func portNetns(h *netns.NS, label string) string {
+	if h.Name() == "" && label != "" && !strings.HasPrefix(label, "netns-") {
+		return label
+	}
+	return h.Name()
+}
+
+// List lists the VM ports (macvtaps on a TAP) in namespace ns ("" for the
+// caller's), only those on TAP tapName unless it is "", by ifindex.
+// A port's counters are its netdev's: the kernel counts frames toward the
+// guest as the port's rx and the guest's frames as its tx, and counts frames
+// dropped because the guest did not read them as rx_dropped (and rx_errors).
+// Read them over rtnetlink in the port's namespace (netns.NS.Stats), or from
+// /sys/class/net/PORT/statistics by a process whose /sys was mounted there:
+// sysfs shows the namespace it was mounted in, not the reader's.
+func List(ns, tapName string) ([]Port, error) {
+	h, err := netns.Open(ns)
+	if err != nil {
+		return nil, err
+	}
+	defer h.Close()
+	label := h.Label()
+	sweepNodes(h, label)
+	links, err := h.Links()
+	if err != nil {
+		return nil, fmt.Errorf("vmport: %w", err)
+	}
+	var only *netns.Link
+	if tapName != "" {
+		if only, err = findTAP(h, links, tapName); err != nil {
+			return nil, err
+		}
+	}
+	byIndex := map[int]*netns.Link{}
+	for i := range links {
+		byIndex[links[i].Index] = &links[i]
+	}
+	mnt := -1
+	defer func() {
+		if mnt >= 0 {
+			unix.Close(mnt)
+		}
+	}()
+	var out []Port
+	for _, l := range links {
+		t := byIndex[l.Parent]
+		if l.Kind != "macvtap" || l.ParentElsewhere || t == nil || !t.IsTAP() || (only != nil && t.Index != only.Index) {
+			continue
+		}
+		p := Port{Name: l.Name, Index: l.Index, MAC: l.MAC, TAP: t.Name, TAPIndex: t.Index, Netns: portNetns(h, label), Up: l.Up}
+		if mnt < 0 {
+			if mnt, err = h.Sysfs(false); err != nil {
+				return nil, fmt.Errorf("vmport: %w", err)
+			}
+		}
+		if p.Major, p.Minor, err = portDevt(mnt, l.Name, p.Index); err != nil {
+			return nil, err
+		}
+		// Ours first; the kernel's devtmpfs node when it is this port's.
+		for _, path := range []string{nodePath(label, l.Name), fmt.Sprintf("/dev/tap%d", l.Index)} {
+			if nodeIs(path, p.Major, p.Minor) {
+				p.Dev = path
+				break
+			}
+		}
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Index < out[j].Index })
+	return out, nil
+}
+
+// Del deletes port name in namespace ns ("" for the caller's) and its
+// device node. It refuses to delete anything that is not a macvtap.
+func Del(ns, name string) error {
+	if err := checkIfName(name); err != nil {
+		return err
+	}
+	h, err := netns.Open(ns)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	label := h.Label()
+	err = delLink(h, name, 0)
+	if errors.Is(err, ErrNoPort) {
+		err = &Error{Kind: ErrNoPort, Netns: h.Name(), Name: name, msg: fmt.Sprintf("vmport: no vm-port %q in %s", name, h)}
+	}
+	// The node goes either way: without its port it is stale.
+	if rerr := removeNode(nodePath(label, name)); rerr != nil {
+		err = errors.Join(err, rerr)
+	}
+	return err
+}
+
+// AddN adds n ports with free names and random MACs on the TAP tapName in
+// namespace ns ("" for the caller's). On error it removes the ports it
+// made. The kernel deletes the ports with the TAP, but not their device
+// nodes: call Remove before closing the TAP.
+func AddN(tapName, ns string, n int) ([]Port, error) {
+	var ports []Port
+	for i := 0; i < n; i++ {
+		p, err := Add(Config{TAP: tapName, Netns: ns})
+		if err != nil {
+			return nil, errors.Join(err, Remove(ports))
+		}
+		ports = append(ports, p)
+	}
+	return ports, nil
+}
+
+// Remove deletes ports (those still there with the same ifindex) and their
+// device nodes. Ports already gone, with their TAP or namespace, are not an
+// error.
+func Remove(ports []Port) error {
+	var errs []error
+	for _, p := range ports {
+		if h, err := netns.Open(p.Netns); err == nil {
+			if err := delLink(h, p.Name, p.Index); err != nil && !errors.Is(err, ErrNoPort) {
+				errs = append(errs, err)
+			}
+			h.Close()
+		} else if !errors.Is(err, netns.ErrNotFound) {
+			errs = append(errs, err)
+		}
+		if p.Dev != "" && strings.HasPrefix(p.Dev, DevDir+"/") {
+			errs = append(errs, removeNode(p.Dev))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func checkIfName(name string) error {
+	// net/core/dev.c: dev_valid_name.
+	if name == "" || len(name) >= unix.IFNAMSIZ || name == "." || name == ".." || strings.ContainsAny(name, "/: \t\n") {
+		return fmt.Errorf("vmport: bad interface name %q: want 1 to %d bytes, no '/', ':' or spaces", name, unix.IFNAMSIZ-1)
+	}
+	return nil
+}
+
+func isZero(b []byte) bool {
+	for _, x := range b {
+		if x != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func findTAP(h *netns.NS, links []netns.Link, name string) (*netns.Link, error) {
+	l := linkNamed(links, name)
+	if l == nil {
+		return nil, &Error{Kind: ErrNoTAP, Netns: h.Name(), Name: name, msg: fmt.Sprintf("vmport: no TAP %q in %s", name, h)}
+	}
+	if !l.IsTAP() {
+		return nil, &Error{Kind: ErrNotTAP, Netns: h.Name(), Name: name,
+			msg: fmt.Sprintf("vmport: %q in %s is a %s device, not a TAP", name, h, l.KindName())}
+	}
+	return l, nil
+}
+
+func freeName(links []netns.Link) string {
+	for n := 0; ; n++ {
+		name := NamePrefix + strconv.Itoa(n)
+		if linkNamed(links, name) == nil {
+			return name
+		}
+	}
+}
+
+func freeMAC(links []netns.Link) (net.HardwareAddr, error) {
+	for {
+		m := make(net.HardwareAddr, 6)
+		if _, err := rand.Read(m); err != nil {
+			return nil, err
+		}
+		m[0] = m[0]&^1 | 2 // unicast, locally administered
+		if linkWithMAC(links, m) == nil {
+			return m, nil
+		}
+	}
+}
+
+func explainCreate(h *netns.NS, name, tapName string, err error) error {
+	e := &Error{Netns: h.Name(), Name: name, err: err}
+	switch {
+	case errors.Is(err, unix.EOPNOTSUPP):
+		// net/core/rtnetlink.c: rtnl_newlink answers EOPNOTSUPP ("Unknown
+		// device type") when no macvtap link type is registered, even
+		// after trying to load the module.
+		e.Kind = ErrNoMacvtap
+		e.msg = fmt.Sprintf("vmport: create macvtap %s on %s: this kernel has no macvtap (CONFIG_MACVTAP): load the module with modprobe macvtap", name, tapName)
+	case errors.Is(err, unix.EEXIST):
+		e.Kind, e.err = ErrNameInUse, nil
+		e.msg = fmt.Sprintf("vmport: create macvtap %s: an interface of that name exists in %s", name, h)
+	case errors.Is(err, unix.EADDRINUSE), errors.Is(err, unix.EADDRNOTAVAIL):
+		e.Kind, e.err = ErrMACInUse, nil
+		e.msg = fmt.Sprintf("vmport: create macvtap %s: its MAC is in use on TAP %s", name, tapName)
+	case errors.Is(err, unix.EPERM) && !errors.Is(err, netns.ErrNotPermitted):
+		return fmt.Errorf("vmport: create macvtap %s: %w: %w", name, err, netns.ErrNotPermitted)
+	default:
+		return fmt.Errorf("vmport: create macvtap %s on %s: %w", name, tapName, err)
+	}
+	return e
+}
+
+func linkNamed(links []netns.Link, name string) *netns.Link {
+	for i := range links {
+		if links[i].Name == name {
+			return &links[i]
+		}
+	}
+	return nil
+}
+
+func linkWithMAC(links []netns.Link, mac net.HardwareAddr) *netns.Link {
+	for i := range links {
+		if len(links[i].MAC) == len(mac) && string(links[i].MAC) == string(mac) {
+			return &links[i]
+		}
+	}
+	return nil
+}
+
+// delLink deletes macvtap name, only if its ifindex is index (when index is
+// not 0). ErrNoPort when there is no such port.
+func delLink(h *netns.NS, name string, index int) error {
+	links, err := h.Links()
+	if err != nil {
+		return fmt.Errorf("vmport: %w", err)
+	}
+	l := linkNamed(links, name)
+	if l == nil || (index != 0 && l.Index != index) {
+		return ErrNoPort
+	}
+	if l.Kind != "macvtap" {
+		return fmt.Errorf("vmport: %q is a %s device, not a vm-port (macvtap): not deleting it", name, l.KindName())
+	}
+	err = h.DelLink(l.Index)
+	if errors.Is(err, unix.ENODEV) {
+		return ErrNoPort
+	}
+	if err != nil {
+		return fmt.Errorf("vmport: delete %s: %w", name, err)
+	}
+	return nil
+}
