@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"net"
 	"runtime"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,12 +13,13 @@ import (
 	"github.com/google/gopacket/layers"
 	"golang.org/x/sys/unix"
 
-	"github.com/tapfwd/tapfwd/ring"
+	"github.com/tapfwd/tapfwd/forward/forwardtest"
 	"github.com/tapfwd/tapfwd/vnethdr"
 )
 
-// pair is a queue whose TAP and packet socket are socketpairs; the test
-// holds the other ends (gVisor's fdbased tests do the same).
+// pair is a queue whose TAP and NIC endpoints are the real tap and ring
+// code over socketpairs; the test holds the other ends (gVisor's fdbased
+// tests do the same).
 type pair struct {
 	q       *Queue
 	nicPeer int // what the wire writes to / reads from, vnet header first
@@ -28,33 +28,14 @@ type pair struct {
 
 func newPair(t testing.TB, tapVnet bool, batch int) *pair {
 	t.Helper()
-	nic, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	nic, nicPeer := forwardtest.NIC(t, batch)
+	tq, tapPeer := forwardtest.TAP(t)
+	f, err := New([]Endpoint{tq}, []NIC{nic}, Config{Batch: batch, TAPVnetHdr: tapVnet, MTU: 1500, CPUs: []int{-1}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tap, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, fd := range []int{nic[0], nic[1], tap[0], tap[1]} {
-		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, 4<<20)
-		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 4<<20)
-	}
-	unix.SetNonblock(nic[0], true)
-	unix.SetNonblock(tap[0], true)
-	sock := ring.NewSocketFd(nic[0], batch)
-	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := newQueue(0, -1, tap[0], sock, efd, new(atomic.Bool), Config{Batch: batch, TAPVnetHdr: tapVnet, MTU: 1500})
-	t.Cleanup(func() {
-		for _, fd := range []int{nic[1], tap[0], tap[1], efd} {
-			unix.Close(fd)
-		}
-		sock.Close()
-	})
-	return &pair{q: q, nicPeer: nic[1], tapPeer: tap[1]}
+	t.Cleanup(func() { f.Close() })
+	return &pair{q: f.queues[0], nicPeer: nicPeer, tapPeer: tapPeer}
 }
 
 var (
@@ -311,15 +292,10 @@ func TestZeroAllocs(t *testing.T) {
 }
 
 func TestRunStops(t *testing.T) {
-	nic, _ := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
-	tap, _ := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
-	defer unix.Close(nic[1])
-	defer unix.Close(tap[0])
-	defer unix.Close(tap[1])
-	sock := ring.NewSocketFd(nic[0], 8)
-	defer sock.Close()
+	sock, wire := forwardtest.NIC(t, 8)
+	tq, lab := forwardtest.TAP(t)
 	goroutines := runtime.NumGoroutine()
-	f, err := New([]int{tap[0]}, []*ring.Socket{sock}, Config{Batch: 8, CPUs: []int{0}})
+	f, err := New([]Endpoint{tq}, []NIC{sock}, Config{Batch: 8, CPUs: []int{0}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,11 +304,11 @@ func TestRunStops(t *testing.T) {
 	done := make(chan error)
 	go func() { done <- f.Run(ctx) }()
 	// A frame written on the wire side comes out of the TAP side.
-	mustWrite(t, nic[1], withHdr(vnethdr.Hdr{}, tcpFrame(t, 64)))
+	mustWrite(t, wire, withHdr(vnethdr.Hdr{}, tcpFrame(t, 64)))
 	buf := make([]byte, 2000)
 	deadline := time.Now().Add(2 * time.Second)
 	for {
-		if _, err := unix.Read(tap[1], buf); err == nil {
+		if _, err := unix.Read(lab, buf); err == nil {
 			break
 		}
 		if time.Now().After(deadline) {

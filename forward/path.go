@@ -9,225 +9,247 @@ import (
 	"github.com/tapfwd/tapfwd/vnethdr"
 )
 
-// nicToTAP moves one batch from the packet socket to the TAP and returns
-// how many frames the socket gave. Only errors that end the worker are
-// returned; everything else is counted.
+// nicToTAP moves one batch from the NIC to the TAP and returns how many
+// frames the NIC gave. Only errors that end the worker are returned;
+// everything else is counted.
 func (q *Queue) nicToTAP() (int, error) {
-	n, err := q.sock.Recv(q.nicBufs, headroom-hdrLen, q.nicMeta)
-	if err != nil {
-		switch err {
-		case unix.EAGAIN, unix.EINTR:
-			return 0, nil
-		case unix.EINVAL:
-			// The frame was consumed: its GSO type has no vnet header
-			// form (af_packet.c: packet_rcv_vnet).
-			q.C.NICToTAP.Rx.Packets.Add(1)
-			q.C.NICToTAP.Drops[DropNICRecv].Add(1)
-			return 1, nil
-		case unix.ENETDOWN:
-			return 0, q.nicWentDown()
-		}
+	n, err := q.nic.Read(q.nicBufs, q.nicSizes, headroom-hdrLen)
+	switch err {
+	case nil:
+	case unix.EAGAIN, unix.EINTR:
+		return 0, nil
+	case unix.ENETDOWN, unix.ENODEV:
+		return 0, q.nicDownOrGone(err)
+	case unix.EINVAL:
+		// The frame was consumed: its GSO type has no vnet header form
+		// (af_packet.c: packet_rcv_vnet).
+		q.C.NICToTAP.Rx.Packets.Add(1)
+		q.C.NICToTAP.Drops[DropNICRecv].Add(1)
+		return 1, nil
+	default:
 		q.C.NICToTAP.Errors.Add(1)
 		return 0, nil
 	}
-	if n > 0 && q.fw != nil && q.fw.nicDown.Load() {
+	if n > 0 && q.fw.nicDown.Load() {
 		q.linkUp(&q.fw.nicDown, "NIC")
 	}
-	t := &q.tally
 	for i := 0; i < n; i++ {
-		m := &q.nicMeta[i]
-		buf := q.nicBufs[i]
-		// Every frame counts as received, so that received = transmitted
-		// + merged + drops holds for whatever happens to it next.
-		t.rxPkts++
-		if size := m.Len - hdrLen; size > 0 {
-			t.rxBytes += uint64(size)
-			if m.VLAN {
-				t.rxBytes += 4 // the tag the kernel stripped
-			}
-		}
-		if m.Truncated {
-			t.drop(DropOversize)
-			continue
-		}
-		if m.Len < hdrLen+14 {
-			t.drop(DropBadHdr)
-			continue
-		}
-		var h vnethdr.Hdr
-		if h.Decode(buf[headroom-hdrLen:]) != nil {
-			t.drop(DropBadHdr)
-			continue
-		}
-		start, end := headroom, headroom-hdrLen+m.Len
-		if m.VLAN {
-			var err error
-			if start, err = vnethdr.InsertVLAN(buf, start, end-start, m.TPID, m.TCI, &h); err != nil {
-				t.drop(DropBadHdr)
-				continue
-			}
-		}
-		frame := buf[start:end]
-		if vnethdr.Fixup(&h, frame) != nil {
-			t.drop(DropBadHdr)
-			continue
-		}
-		if h.IsGSO() {
-			t.gso++
-		}
-		q.frames = append(q.frames, vnethdr.Frame{Buf: buf, Start: start, End: end, Hdr: h})
+		q.acceptFromNIC(i)
 	}
 	if q.gro != nil && len(q.frames) > 1 {
 		// Userspace GRO: consecutive segments of a flow become one GSO
 		// frame, one TAP write instead of many.
-		t.merged += uint64(q.gro.Coalesce(q.frames))
+		q.tally.merged += uint64(q.gro.Coalesce(q.frames))
 	}
+	err = q.toTAP()
+	q.frames = q.frames[:0]
+	q.tally.publish(&q.C.NICToTAP, &q.C, n)
+	return n, err
+}
+
+// acceptFromNIC counts frame i of the batch as received, validates it, puts
+// back the VLAN tag the kernel stripped, and queues it for the TAP.
+func (q *Queue) acceptFromNIC(i int) {
+	t := &q.tally
+	buf, size := q.nicBufs[i], q.nicSizes[i]
+	tpid, tci, tagged := q.nic.VLAN(i)
+	// Every frame counts as received, so that received = transmitted +
+	// merged + drops holds for whatever happens to it next.
+	t.rxPkts++
+	if size > hdrLen {
+		t.rxBytes += uint64(size - hdrLen)
+		if tagged {
+			t.rxBytes += 4 // the tag the kernel stripped
+		}
+	}
+	if size > hdrLen+frameCap {
+		t.drop(DropOversize)
+		return
+	}
+	if size < hdrLen+14 {
+		t.drop(DropBadHdr)
+		return
+	}
+	var h vnethdr.Hdr
+	if h.Decode(buf[headroom-hdrLen:]) != nil {
+		t.drop(DropBadHdr)
+		return
+	}
+	start, end := headroom, headroom-hdrLen+size
+	if tagged {
+		var err error
+		if start, err = vnethdr.InsertVLAN(buf, start, end-start, tpid, tci, &h); err != nil {
+			t.drop(DropBadHdr)
+			return
+		}
+	}
+	if vnethdr.Fixup(&h, buf[start:end]) != nil {
+		t.drop(DropBadHdr)
+		return
+	}
+	if h.IsGSO() {
+		t.gso++
+	}
+	q.frames = append(q.frames, vnethdr.Frame{Buf: buf, Start: start, End: end, Hdr: h})
+}
+
+// toTAP writes the batch's frames that GRO left standing to the TAP: as
+// they are when the TAP takes vnet headers, else segmented and with their
+// checksums completed. It returns an error only when the TAP is gone.
+func (q *Queue) toTAP() error {
 	for i := range q.frames {
 		f := &q.frames[i]
 		if f.Merged {
 			continue
 		}
-		if err := q.writeTAP(f.Hdr, f.Buf, f.Start, f.End, f.Hdr.IsGSO()); err != nil {
-			q.frames = q.frames[:0]
-			return n, err
+		if q.tapVnet {
+			f.Hdr.Encode(f.Buf[f.Start-hdrLen:])
+			q.tapOut = append(q.tapOut, f.Buf[f.Start-hdrLen:f.End])
+			continue
 		}
-	}
-	q.frames = q.frames[:0]
-	t.publish(&q.C.NICToTAP, &q.C, n)
-	return n, nil
-}
-
-// writeTAP writes frame buf[start:end] to the TAP, whose vnet header h
-// describes; it segments and completes checksums when the TAP has no vnet
-// header.
-func (q *Queue) writeTAP(h vnethdr.Hdr, buf []byte, start, end int, gso bool) error {
-	t := &q.tally
-	if q.tapVnet {
-		h.Encode(buf[start-hdrLen:])
-		return q.tapWrite(buf[start-hdrLen:end], end-start)
-	}
-	frame := buf[start:end]
-	if !gso {
-		if vnethdr.CompleteChecksum(&h, frame) != nil {
-			t.drop(DropBadHdr)
-			return nil
-		}
-		return q.tapWrite(frame, len(frame))
-	}
-	k, err := vnethdr.Segment(h, frame, q.segBufs, q.segSizes)
-	if err != nil {
-		t.drop(DropSegment)
-		return nil
-	}
-	t.segs += uint64(k)
-	for j := 0; j < k; j++ {
-		if err := q.tapWrite(q.segBufs[j][:q.segSizes[j]], q.segSizes[j]); err != nil {
+		if err := q.plainForTAP(f); err != nil {
 			return err
 		}
+	}
+	return q.flushTAP()
+}
+
+// plainForTAP queues frame f for a TAP without a vnet header: a GSO frame
+// as its segments, any other with its checksum completed.
+func (q *Queue) plainForTAP(f *vnethdr.Frame) error {
+	frame := f.Buf[f.Start:f.End]
+	if !f.Hdr.IsGSO() {
+		if vnethdr.CompleteChecksum(&f.Hdr, frame) != nil {
+			q.tally.drop(DropBadHdr)
+			return nil
+		}
+		q.tapOut = append(q.tapOut, frame)
+		return nil
+	}
+	k, err := vnethdr.Segment(f.Hdr, frame, q.segBufs[q.segUsed:], q.segSizes[q.segUsed:])
+	if err == vnethdr.ErrTooManySegments && q.segUsed > 0 {
+		// The segment buffers hold earlier frames' segments: write
+		// those, then try again with all of them.
+		if err := q.flushTAP(); err != nil {
+			return err
+		}
+		k, err = vnethdr.Segment(f.Hdr, frame, q.segBufs, q.segSizes)
+	}
+	if err != nil {
+		q.tally.drop(DropSegment)
+		return nil
+	}
+	q.tally.segs += uint64(k)
+	for j := q.segUsed; j < q.segUsed+k; j++ {
+		q.tapOut = append(q.tapOut, q.segBufs[j][:q.segSizes[j]])
+	}
+	q.segUsed += k
+	return nil
+}
+
+// flushTAP writes the queued frames to the TAP, counting each as
+// transmitted or dropped, and empties the queue. It returns ErrTAPGone
+// when the TAP was deleted.
+func (q *Queue) flushTAP() error {
+	t := &q.tally
+	out := q.tapOut
+	q.tapOut, q.segUsed = q.tapOut[:0], 0
+	for len(out) > 0 {
+		n, err := q.tap.Write(out, 0)
+		for _, b := range out[:n] {
+			t.txPkts++
+			t.txBytes += uint64(len(b) - q.tapHdr)
+		}
+		if n > 0 && q.fw.tapDown.Load() {
+			q.linkUp(&q.fw.tapDown, "TAP")
+		}
+		out = out[n:]
+		if len(out) == 0 || err == nil {
+			continue
+		}
+		if gone(err) {
+			// Every frame that entered leaves as transmitted, merged or
+			// dropped, also when the worker ends here.
+			t.drops[DropTAPWrite] += uint64(len(out))
+			return ErrTAPGone
+		}
+		// EIO while the TAP is down, EAGAIN/ENOBUFS under pressure,
+		// EINVAL for a frame the TAP refuses: that frame is dropped.
+		t.drop(DropTAPWrite)
+		if err == unix.EIO && q.fw.tapDown.CompareAndSwap(false, true) {
+			q.fw.log.Warn("TAP is down: frames from the NIC are dropped (tap_write) until it is up")
+		}
+		out = out[1:]
 	}
 	return nil
 }
 
-// tapWrite writes one frame (with its vnet header when the TAP has one);
-// size is the Ethernet frame length counted as transmitted.
-func (q *Queue) tapWrite(b []byte, size int) error {
-	t := &q.tally
-	for {
-		_, err := unix.Write(q.tapFd, b)
-		switch err {
-		case nil:
-			t.txPkts++
-			t.txBytes += uint64(size)
-			if q.fw != nil && q.fw.tapDown.Load() {
-				q.linkUp(&q.fw.tapDown, "TAP")
-			}
-			return nil
-		case unix.EINTR:
-			continue
-		case unix.EBADFD:
-			// drivers/net/tun.c: tun_get_user on a detached queue (the
-			// netdev was deleted).
-			return ErrTAPGone
-		}
-		// EIO while the TAP is down, EAGAIN/ENOBUFS under pressure,
-		// EINVAL for a frame the TAP refuses: not fatal.
-		t.drop(DropTAPWrite)
-		if err == unix.EIO && q.fw != nil && q.fw.tapDown.CompareAndSwap(false, true) {
-			q.fw.log.Warn("TAP is down: frames from the NIC are dropped (tap_write) until it is up")
-		}
-		return nil
-	}
-}
-
-// tapToNIC drains up to a batch of frames from the TAP and sends them with
-// one sendmmsg. It returns how many frames were read.
+// tapToNIC reads up to a batch of frames from the TAP and sends them with
+// one NIC write. It returns how many frames were read.
 func (q *Queue) tapToNIC() (int, error) {
 	t := &q.tally
-	k := 0
-	read := 0
-	for read < q.batch {
-		buf := q.tapBufs[k]
-		var n int
-		var err error
-		if q.tapVnet {
-			n, err = unix.Read(q.tapFd, buf[headroom-hdrLen:])
-			n -= hdrLen
-		} else {
-			n, err = unix.Read(q.tapFd, buf[headroom:])
-		}
-		if err != nil {
-			if err == unix.EAGAIN {
-				break
-			}
-			if err == unix.EINTR {
-				continue
-			}
-			if err == unix.EBADFD {
-				return read, ErrTAPGone
-			}
-			t.errors++
-			break
-		}
-		read++
-		t.rxPkts++
-		if n > 0 {
-			t.rxBytes += uint64(n)
-		}
-		if n < 14 {
-			t.drop(DropBadHdr)
-			continue
-		}
-		frame := buf[headroom : headroom+n]
-		if q.strict && !bytes.Equal(frame[6:12], q.mac[:]) {
-			t.drop(DropSpoofed)
-			continue
-		}
-		var h vnethdr.Hdr
-		if q.tapVnet {
-			// The TAP's writer (a guest, a lab program) is not trusted.
-			if h.Decode(buf[headroom-hdrLen:]) != nil || vnethdr.Fixup(&h, frame) != nil {
-				t.drop(DropBadHdr)
-				continue
-			}
-			if h.IsGSO() {
-				t.gso++
-			}
-		}
-		h.Encode(buf[headroom-hdrLen:])
-		q.txFrames[k] = buf[headroom-hdrLen : headroom+n]
-		k++
+	n, err := q.tap.Read(q.tapBufs, q.tapSizes, q.tapOff)
+	for i := 0; i < n; i++ {
+		q.acceptFromTAP(i)
 	}
-	q.send(q.txFrames[:k])
-	t.publish(&q.C.TAPToNIC, &q.C, read)
-	return read, nil
+	q.toNIC()
+	t.publish(&q.C.TAPToNIC, &q.C, n)
+	switch {
+	case err == nil, err == unix.EAGAIN, err == unix.EINTR:
+		return n, nil
+	case gone(err):
+		return n, ErrTAPGone
+	}
+	q.C.TAPToNIC.Errors.Add(1)
+	return n, nil
 }
 
-// send hands frames to the socket, skipping (and counting) any it refuses.
-func (q *Queue) send(frames [][]byte) {
+// acceptFromTAP counts frame i read from the TAP as received, validates it
+// (the TAP's writer, a guest or a lab program, is not trusted) and queues
+// it for the NIC with a vnet header in front.
+func (q *Queue) acceptFromTAP(i int) {
 	t := &q.tally
+	buf, size := q.tapBufs[i], q.tapSizes[i]-q.tapHdr
+	t.rxPkts++
+	if size > 0 {
+		t.rxBytes += uint64(size)
+	}
+	if size > frameCap {
+		t.drop(DropOversize)
+		return
+	}
+	if size < 14 {
+		t.drop(DropBadHdr)
+		return
+	}
+	frame := buf[headroom : headroom+size]
+	if q.strict && !bytes.Equal(frame[6:12], q.mac[:]) {
+		t.drop(DropSpoofed)
+		return
+	}
+	var h vnethdr.Hdr
+	if q.tapVnet {
+		if h.Decode(buf[headroom-hdrLen:]) != nil || vnethdr.Fixup(&h, frame) != nil {
+			t.drop(DropBadHdr)
+			return
+		}
+		if h.IsGSO() {
+			t.gso++
+		}
+	}
+	h.Encode(buf[headroom-hdrLen:])
+	q.nicOut = append(q.nicOut, buf[headroom-hdrLen:headroom+size])
+}
+
+// toNIC hands the queued frames to the NIC, skipping (and counting) any it
+// refuses, and empties the queue.
+func (q *Queue) toNIC() {
+	t := &q.tally
+	frames := q.nicOut
+	q.nicOut = q.nicOut[:0]
 	waited := false
 	for len(frames) > 0 {
-		n, err := q.sock.Send(frames)
+		n, err := q.nic.Write(frames, 0)
 		for _, f := range frames[:n] {
 			t.txPkts++
 			t.txBytes += uint64(len(f) - hdrLen)
@@ -250,7 +272,7 @@ func (q *Queue) send(frames [][]byte) {
 		case unix.ENOBUFS:
 			t.drop(DropNICBusy)
 			frames = frames[1:]
-		case unix.ENETDOWN, unix.ENXIO:
+		case unix.ENETDOWN, unix.ENXIO, unix.ENODEV:
 			t.drops[DropNICRefused] += uint64(len(frames))
 			return
 		default:
@@ -263,7 +285,7 @@ func (q *Queue) send(frames [][]byte) {
 func (q *Queue) waitWritable() bool {
 	p := [2]unix.PollFd{
 		{Fd: q.pfd[0].Fd, Events: unix.POLLIN},
-		{Fd: int32(q.sock.Fd()), Events: unix.POLLOUT},
+		{Fd: q.pfd[1].Fd, Events: unix.POLLOUT},
 	}
 	ts := unix.NsecToTimespec(int64(10 * time.Millisecond))
 	n, err := unix.Ppoll(p[:], &ts, nil)

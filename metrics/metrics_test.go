@@ -12,32 +12,21 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tapfwd/tapfwd/forward"
-	"github.com/tapfwd/tapfwd/ring"
+	"github.com/tapfwd/tapfwd/forward/forwardtest"
 	"github.com/tapfwd/tapfwd/tap"
 )
 
-// fakeForwarder is a Forwarder over socketpairs: no root needed.
+// fakeForwarder is a Forwarder over socketpairs: no root needed. It
+// returns the wire's and the lab's ends.
 func fakeForwarder(t *testing.T) (*forward.Forwarder, int, int) {
-	nic, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+	nic, wire := forwardtest.NIC(t, 16)
+	tq, lab := forwardtest.TAP(t)
+	fw, err := forward.New([]forward.Endpoint{tq}, []forward.NIC{nic}, forward.Config{Batch: 16, CPUs: []int{-1}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sock := ring.NewSocketFd(nic[0], 16)
-	fw, err := forward.New([]int{tp[0]}, []*ring.Socket{sock}, forward.Config{Batch: 16, CPUs: []int{-1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sock.Close()
-		for _, fd := range []int{nic[1], tp[0], tp[1]} {
-			unix.Close(fd)
-		}
-	})
-	return fw, nic[1], tp[1]
+	t.Cleanup(func() { fw.Close() })
+	return fw, wire, lab
 }
 
 func TestCollectorLint(t *testing.T) {

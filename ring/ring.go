@@ -7,12 +7,9 @@ import (
 	"os"
 	"sync"
 
+	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 )
-
-// VnetHdrLen is the virtio_net_hdr every frame carries on these sockets
-// (PACKET_VNET_HDR gives the 10-byte legacy header).
-const VnetHdrLen = 10
 
 // DefaultBufBytes is the socket buffer asked for with SO_RCVBUFFORCE and
 // SO_SNDBUFFORCE: the ~208 KiB default holds only about three 64 KiB GSO
@@ -33,14 +30,17 @@ type Config struct {
 	FilterMAC net.HardwareAddr
 }
 
-// Socket is one packet socket of the group. Recv and Send belong to one
-// goroutine each; Stats may be called from any goroutine.
+// Socket is one packet socket of the group. Every frame it reads or
+// writes starts with a virtio_net_hdr (PACKET_VNET_HDR: vnethdr.Len bytes).
+// Read and Write belong to one goroutine each; Stats may be called from any
+// goroutine.
 type Socket struct {
 	fd      int
 	ifindex int
 
-	rx mmsg
-	tx mmsg
+	rx   mmsg
+	tx   mmsg
+	tags []tag // of the frames of the last Read
 
 	statsMu sync.Mutex
 	packets uint64 // accumulated tp_packets (includes drops)
@@ -166,8 +166,7 @@ func open(ifindex int, c Config) (_ *Socket, err error) {
 			return nil, err
 		}
 	}
-	s.rx.init(c.Batch, true)
-	s.tx.init(c.Batch, false)
+	s.init(c.Batch)
 	return s, nil
 }
 
@@ -226,38 +225,43 @@ func NewSocketFd(fd, batch int) *Socket {
 		batch = 64
 	}
 	s := &Socket{fd: fd, ifindex: -1}
-	s.rx.init(batch, true)
-	s.tx.init(batch, false)
+	s.init(batch)
 	return s
 }
 
-// Ifindex is the interface the socket is bound to (-1 for NewSocketFd).
-func (s *Socket) Ifindex() int { return s.ifindex }
+func (s *Socket) init(batch int) {
+	s.rx.init(batch, true)
+	s.tx.init(batch, false)
+	s.tags = make([]tag, batch)
+}
+
+// exists reports whether the interface the socket is bound to is still
+// there: af_packet.c (packet_notifier) reports ENETDOWN both when the NIC
+// goes down and when it is unregistered.
+func (s *Socket) exists() bool {
+	if s.ifindex < 0 {
+		return true
+	}
+	_, err := net.InterfaceByIndex(s.ifindex)
+	return err == nil
+}
 
 // macFilter is a classic BPF program accepting frames whose destination is
 // mac or a group address (the I/G bit: broadcast and multicast). Packet
 // sockets run it on the frame from its Ethernet header
 // (af_packet.c: packet_rcv pushes back to the MAC header first).
-func macFilter(mac net.HardwareAddr) []unix.SockFilter {
+func macFilter(mac net.HardwareAddr) []bpf.Instruction {
 	hi := uint32(mac[0])<<8 | uint32(mac[1])
 	lo := uint32(mac[2])<<24 | uint32(mac[3])<<16 | uint32(mac[4])<<8 | uint32(mac[5])
-	const (
-		ldb  = unix.BPF_LD | unix.BPF_B | unix.BPF_ABS
-		ldh  = unix.BPF_LD | unix.BPF_H | unix.BPF_ABS
-		ldw  = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
-		jset = unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K
-		jeq  = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
-		ret  = unix.BPF_RET | unix.BPF_K
-	)
-	return []unix.SockFilter{
-		{Code: ldb, K: 0},          // 0: first byte of the destination
-		{Code: jset, Jt: 4, K: 1},  // 1: group address -> accept
-		{Code: ldw, K: 2},          // 2: destination bytes 2..5
-		{Code: jeq, Jf: 3, K: lo},  // 3: no match -> drop
-		{Code: ldh, K: 0},          // 4: destination bytes 0..1
-		{Code: jeq, Jf: 1, K: hi},  // 5: match -> accept, else drop
-		{Code: ret, K: 0xffffffff}, // 6: accept the whole frame
-		{Code: ret, K: 0},          // 7: drop
+	return []bpf.Instruction{
+		bpf.LoadAbsolute{Off: 0, Size: 1},                      // 0: first byte of the destination
+		bpf.JumpIf{Cond: bpf.JumpBitsSet, Val: 1, SkipTrue: 4}, // 1: group address -> accept
+		bpf.LoadAbsolute{Off: 2, Size: 4},                      // 2: destination bytes 2..5
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: lo, SkipFalse: 3}, // 3: no match -> drop
+		bpf.LoadAbsolute{Off: 0, Size: 2},                      // 4: destination bytes 0..1
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: hi, SkipFalse: 1}, // 5: match -> accept, else drop
+		bpf.RetConstant{Val: 0xffffffff},                       // 6: accept the whole frame
+		bpf.RetConstant{Val: 0},                                // 7: drop
 	}
 }
 
@@ -265,7 +269,14 @@ func attachMACFilter(fd int, mac net.HardwareAddr) error {
 	if len(mac) != 6 {
 		return fmt.Errorf("ring: filter MAC %s is not an Ethernet address", mac)
 	}
-	prog := macFilter(mac)
+	raw, err := bpf.Assemble(macFilter(mac))
+	if err != nil {
+		return fmt.Errorf("ring: MAC filter: %w", err)
+	}
+	prog := make([]unix.SockFilter, len(raw))
+	for i, r := range raw {
+		prog[i] = unix.SockFilter{Code: r.Op, Jt: r.Jt, Jf: r.Jf, K: r.K}
+	}
 	fp := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
 	if err := unix.SetsockoptSockFprog(fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &fp); err != nil {
 		return fmt.Errorf("ring: SO_ATTACH_FILTER: %w", os.NewSyscallError("setsockopt", err))

@@ -199,7 +199,7 @@ func cmdRun(args []string, stderr io.Writer) error {
 		}
 		defer restore()
 	}
-	fw, err := forward.New(dev.Fds(), socks, fc)
+	fw, err := forward.New(endpoints(dev.Queues()), nics(socks), fc)
 	if err != nil {
 		return err
 	}
@@ -287,7 +287,7 @@ func cmdRun(args []string, stderr io.Writer) error {
 		if socks, err = reopen(ctx, rc); err != nil {
 			break
 		}
-		if err = fw.Reattach(socks); err != nil {
+		if err = fw.Reattach(nics(socks)); err != nil {
 			break
 		}
 		log.Info("NIC is back: forwarding again", "nic", *nic)
@@ -517,4 +517,22 @@ func parseCPUList(s string) ([]int, error) {
 		}
 	}
 	return out, nil
+}
+
+// endpoints and nics turn the concrete queues and sockets into what
+// forward takes.
+func endpoints(qs []*tap.Queue) []forward.Endpoint {
+	out := make([]forward.Endpoint, len(qs))
+	for i, q := range qs {
+		out[i] = q
+	}
+	return out
+}
+
+func nics(socks []*ring.Socket) []forward.NIC {
+	out := make([]forward.NIC, len(socks))
+	for i, s := range socks {
+		out[i] = s
+	}
+	return out
 }

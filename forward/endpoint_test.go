@@ -1,0 +1,229 @@
+package forward
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"sync"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tapfwd/tapfwd/forward/forwardtest"
+	"github.com/tapfwd/tapfwd/vnethdr"
+)
+
+// fakePair is a queue between two scripted endpoints.
+type fakePair struct {
+	q        *Queue
+	nic, tap *forwardtest.Fake
+}
+
+func newFakePair(t *testing.T, tapVnet bool) *fakePair {
+	t.Helper()
+	nic, tap := forwardtest.NewFake(t), forwardtest.NewFake(t)
+	f, err := New([]Endpoint{tap}, []NIC{nic}, Config{Batch: 8, TAPVnetHdr: tapVnet, CPUs: []int{-1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return &fakePair{q: f.queues[0], nic: nic, tap: tap}
+}
+
+// balanced checks received = transmitted + merged + drops for d.
+func balanced(t *testing.T, what string, d *Dir, merged uint64) {
+	t.Helper()
+	var drops uint64
+	for i := range d.Drops {
+		drops += d.Drops[i].Load()
+	}
+	rx, tx := d.Rx.Packets.Load(), d.Tx.Packets.Load()
+	if rx != tx+merged+drops {
+		t.Errorf("%s: received %d != transmitted %d + merged %d + dropped %d", what, rx, tx, merged, drops)
+	}
+}
+
+// TestVLANFromNIC: a tag the kernel stripped (reported beside the frame)
+// is put back in the frame written to the TAP, and a partial checksum
+// still points at the TCP header.
+func TestVLANFromNIC(t *testing.T) {
+	p := newFakePair(t, true)
+	h, f := gsoFrame(t, 3000, 1448)
+	p.nic.Push(forwardtest.Frame{Data: withHdr(h, f), Tagged: true, TPID: 0x8100, TCI: 42})
+	if n, err := p.q.nicToTAP(); n != 1 || err != nil {
+		t.Fatalf("nicToTAP = %d, %v", n, err)
+	}
+	out := p.tap.Written()
+	if len(out) != 1 {
+		t.Fatalf("TAP got %d frames, want 1", len(out))
+	}
+	var gh vnethdr.Hdr
+	gh.Decode(out[0])
+	frame := out[0][vnethdr.Len:]
+	if binary.BigEndian.Uint16(frame[12:]) != 0x8100 || binary.BigEndian.Uint16(frame[14:])&0xfff != 42 {
+		t.Fatalf("no 802.1Q tag 42 in the frame: % x", frame[:18])
+	}
+	if !bytes.Equal(frame[18:], f[14:]) || gh.CsumStart != h.CsumStart+4 {
+		t.Errorf("tagged frame body or csum_start wrong: csum_start %d, want %d", gh.CsumStart, h.CsumStart+4)
+	}
+	if got := p.q.C.NICToTAP.Rx.Bytes.Load(); got != uint64(len(f)+4) {
+		t.Errorf("received bytes %d, want %d (the tag counts)", got, len(f)+4)
+	}
+}
+
+// TestTAPGoneMidBatch: the TAP disappears while a batch is written; the
+// worker ends with ErrTAPGone and every frame of the batch is accounted for.
+func TestTAPGoneMidBatch(t *testing.T) {
+	p := newFakePair(t, true)
+	for i := 0; i < 3; i++ {
+		p.nic.Push(forwardtest.Frame{Data: withHdr(vnethdr.Hdr{}, tcpFrame(t, 100+i))})
+	}
+	p.tap.FailWrite(nil, unix.EBADFD)
+	if _, err := p.q.nicToTAP(); !errors.Is(err, ErrTAPGone) {
+		t.Fatalf("nicToTAP = %v, want ErrTAPGone", err)
+	}
+	d := &p.q.C.NICToTAP
+	if d.Rx.Packets.Load() != 3 || d.Tx.Packets.Load() != 1 || d.Drops[DropTAPWrite].Load() != 2 {
+		t.Errorf("rx %d tx %d tap_write %d; want 3, 1, 2", d.Rx.Packets.Load(), d.Tx.Packets.Load(), d.Drops[DropTAPWrite].Load())
+	}
+	balanced(t, "NIC->TAP", d, 0)
+}
+
+// TestTAPWriteErrors: frames the TAP refuses (down, full) are dropped one
+// by one and the rest go through.
+func TestTAPWriteErrors(t *testing.T) {
+	p := newFakePair(t, false)
+	for i := 0; i < 4; i++ {
+		p.nic.Push(forwardtest.Frame{Data: withHdr(vnethdr.Hdr{}, tcpFrame(t, 100+i))})
+	}
+	p.tap.FailWrite(nil, unix.ENOBUFS, nil, unix.EIO)
+	if _, err := p.q.nicToTAP(); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(p.tap.Written()); got != 2 {
+		t.Errorf("TAP took %d frames, want 2", got)
+	}
+	if d := p.q.C.NICToTAP.Drops[DropTAPWrite].Load(); d != 2 {
+		t.Errorf("tap_write drops %d, want 2", d)
+	}
+	if !p.q.fw.tapDown.Load() {
+		t.Error("EIO did not mark the TAP down")
+	}
+	balanced(t, "NIC->TAP", &p.q.C.NICToTAP, 0)
+	// The next frame through marks it up again.
+	p.nic.Push(forwardtest.Frame{Data: withHdr(vnethdr.Hdr{}, tcpFrame(t, 60))})
+	p.q.nicToTAP()
+	if p.q.fw.tapDown.Load() {
+		t.Error("TAP still marked down after a write went through")
+	}
+}
+
+// TestNICDownAndGone: a NIC that went down is waited for, one that is gone
+// ends the worker.
+func TestNICDownAndGone(t *testing.T) {
+	p := newFakePair(t, true)
+	p.nic.FailRead(unix.ENETDOWN)
+	if _, err := p.q.nicToTAP(); err != nil || !p.q.fw.nicDown.Load() {
+		t.Fatalf("ENETDOWN: err %v, down %v; want nil, true", err, p.q.fw.nicDown.Load())
+	}
+	p.nic.Push(forwardtest.Frame{Data: withHdr(vnethdr.Hdr{}, tcpFrame(t, 60))})
+	p.q.nicToTAP()
+	if p.q.fw.nicDown.Load() {
+		t.Error("NIC still marked down after a frame arrived")
+	}
+	p.nic.FailRead(unix.ENODEV)
+	if _, err := p.q.nicToTAP(); !errors.Is(err, ErrNICGone) {
+		t.Fatalf("ENODEV: %v, want ErrNICGone", err)
+	}
+}
+
+// TestNICWriteErrors: frames the NIC refuses are counted and the rest of
+// the batch is sent.
+func TestNICWriteErrors(t *testing.T) {
+	p := newFakePair(t, false)
+	for i := 0; i < 4; i++ {
+		p.tap.Push(forwardtest.Frame{Data: tcpFrame(t, 100+i)})
+	}
+	p.nic.FailWrite(nil, unix.EINVAL, unix.ENOBUFS, nil)
+	if n, err := p.q.tapToNIC(); n != 4 || err != nil {
+		t.Fatalf("tapToNIC = %d, %v", n, err)
+	}
+	d := &p.q.C.TAPToNIC
+	if len(p.nic.Written()) != 2 || d.Drops[DropNICRefused].Load() != 1 || d.Drops[DropNICBusy].Load() != 1 {
+		t.Errorf("sent %d, refused %d, busy %d; want 2, 1, 1", len(p.nic.Written()), d.Drops[DropNICRefused].Load(), d.Drops[DropNICBusy].Load())
+	}
+	balanced(t, "TAP->NIC", d, 0)
+}
+
+// TestTAPReadGone: the frames read before the TAP vanished are sent, then
+// the worker ends.
+func TestTAPReadGone(t *testing.T) {
+	p := newFakePair(t, false)
+	p.tap.Push(forwardtest.Frame{Data: tcpFrame(t, 100)})
+	p.tap.FailRead(unix.EBADFD)
+	if n, err := p.q.tapToNIC(); n != 1 || !errors.Is(err, ErrTAPGone) {
+		t.Fatalf("tapToNIC = %d, %v; want 1, ErrTAPGone", n, err)
+	}
+	if len(p.nic.Written()) != 1 {
+		t.Error("the frame read before the TAP went away was not sent")
+	}
+	balanced(t, "TAP->NIC", &p.q.C.TAPToNIC, 0)
+}
+
+// TestOversizeFromTAP: a TAP read that fills its whole buffer was cut
+// short (a TUN read does not say so) and is dropped as oversize.
+func TestOversizeFromTAP(t *testing.T) {
+	for _, vnet := range []bool{true, false} {
+		p := newPair(t, vnet, 8)
+		setNonblock(t, p.nicPeer)
+		big := make([]byte, frameCap+200)
+		copy(big, withHdr(vnethdr.Hdr{}, tcpFrame(t, 100)))
+		mustWrite(t, p.tapPeer, big)
+		ok := tcpFrame(t, 100)
+		if vnet {
+			ok = withHdr(vnethdr.Hdr{}, ok)
+		}
+		mustWrite(t, p.tapPeer, ok)
+		if n, err := p.q.tapToNIC(); n != 2 || err != nil {
+			t.Fatalf("vnet %v: tapToNIC = %d, %v", vnet, n, err)
+		}
+		d := &p.q.C.TAPToNIC
+		if d.Drops[DropOversize].Load() != 1 || d.Tx.Packets.Load() != 1 {
+			t.Errorf("vnet %v: oversize %d tx %d; want 1, 1", vnet, d.Drops[DropOversize].Load(), d.Tx.Packets.Load())
+		}
+		if got := readAll(t, p.nicPeer); len(got) != 1 {
+			t.Errorf("vnet %v: NIC got %d frames, want 1", vnet, len(got))
+		}
+	}
+}
+
+// TestKernelStatsWhileReattaching: scrapes read the NIC's kernel counters
+// while Reattach swaps the NIC (run with -race).
+func TestKernelStatsWhileReattaching(t *testing.T) {
+	p := newPair(t, true, 8)
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				p.q.KernelStats()
+			}
+		}
+	}()
+	for i := 0; i < 50; i++ {
+		nic, _ := forwardtest.NIC(t, 8)
+		if err := p.q.fw.Reattach([]NIC{nic}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if p.q.pfd[1].Fd < 0 {
+		t.Error("poll set lost the NIC")
+	}
+}

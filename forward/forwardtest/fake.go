@@ -1,0 +1,139 @@
+package forwardtest
+
+import (
+	"sync"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// Frame is one frame a Fake hands out, with the VLAN tag a NIC would
+// report beside it.
+type Frame struct {
+	Data      []byte // vnet header (when the side has one) and frame
+	Tagged    bool
+	TPID, TCI uint16
+}
+
+// Fake is a scripted endpoint: Read hands out what Push queued, Write
+// records what it is given, and errors are injected call by call. Its Fd is
+// an eventfd that is readable while frames are queued, so a running worker
+// wakes for them. It satisfies forward.NIC (and so forward.Endpoint).
+type Fake struct {
+	mu       sync.Mutex
+	efd      int
+	in       []Frame
+	tags     []Frame // of the last Read
+	written  [][]byte
+	readErr  []error // returned by the next Reads, one each, after the frames queued before them
+	writeErr []error // the next written frames fail with these, one each (nil: taken)
+}
+
+// NewFake returns an empty Fake, closed when t ends.
+func NewFake(t testing.TB) *Fake {
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(efd) })
+	return &Fake{efd: efd}
+}
+
+// Push queues frames for Read.
+func (f *Fake) Push(frames ...Frame) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.in = append(f.in, frames...)
+	f.signal()
+}
+
+// FailRead makes the next Read return err after the frames queued so far
+// (a Read returns them first, then err, as a real endpoint does).
+func (f *Fake) FailRead(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.readErr = append(f.readErr, err)
+	f.signal()
+}
+
+// FailWrite makes the next written frames fail, one error each (nil takes
+// that frame).
+func (f *Fake) FailWrite(errs ...error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.writeErr = append(f.writeErr, errs...)
+}
+
+// Written returns copies of the frames Write took.
+func (f *Fake) Written() [][]byte {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([][]byte(nil), f.written...)
+}
+
+func (f *Fake) signal() {
+	one := [8]byte{1}
+	unix.Write(f.efd, one[:])
+}
+
+// Fd is an eventfd, readable while frames or errors are queued.
+func (f *Fake) Fd() int { return f.efd }
+
+// Read copies queued frames into bufs[i][offset:]; a frame longer than its
+// buffer is cut and its size says so. Without frames it returns the next
+// scripted error, else EAGAIN.
+func (f *Fake) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	f.tags = f.tags[:0]
+	for n < len(bufs) && n < len(sizes) && len(f.in) > 0 {
+		fr := f.in[0]
+		f.in = f.in[1:]
+		copy(bufs[n][offset:], fr.Data)
+		sizes[n] = len(fr.Data)
+		f.tags = append(f.tags, fr)
+		n++
+	}
+	var err error
+	if len(f.in) == 0 && len(f.readErr) > 0 {
+		err, f.readErr = f.readErr[0], f.readErr[1:]
+	}
+	if n == 0 && err == nil {
+		err = unix.EAGAIN
+	}
+	if len(f.in) == 0 && len(f.readErr) == 0 {
+		var drain [8]byte
+		unix.Read(f.efd, drain[:])
+	}
+	return n, err
+}
+
+// VLAN reports the tag pushed with frame i of the last Read.
+func (f *Fake) VLAN(i int) (tpid, tci uint16, ok bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if i >= len(f.tags) {
+		return 0, 0, false
+	}
+	return f.tags[i].TPID, f.tags[i].TCI, f.tags[i].Tagged
+}
+
+// Write records bufs[i][offset:] until a scripted error: it returns the
+// count taken and that error (so a short count comes with the failing
+// frame's error).
+func (f *Fake) Write(bufs [][]byte, offset int) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, b := range bufs {
+		if len(f.writeErr) > 0 {
+			err := f.writeErr[0]
+			f.writeErr = f.writeErr[1:]
+			if err != nil {
+				return i, err
+			}
+		}
+		f.written = append(f.written, append([]byte(nil), b[offset:]...))
+	}
+	return len(bufs), nil
+}

@@ -1,0 +1,56 @@
+// Package forwardtest provides stand-ins for forward's endpoints, so the
+// workers can be tested without a TAP, a NIC or privileges: socketpairs
+// behind the real tap.Queue and ring.Socket code, and a scripted fake that
+// replays frames, VLAN tags and errors.
+package forwardtest
+
+import (
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tapfwd/tapfwd/ring"
+	"github.com/tapfwd/tapfwd/tap"
+)
+
+// socketpair returns a SOCK_SEQPACKET pair with 4 MiB buffers, both ends
+// non-blocking, closed when t ends.
+func socketpair(t testing.TB) [2]int {
+	t.Helper()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fd := range fds {
+		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, 4<<20)
+		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 4<<20)
+	}
+	return [2]int{fds[0], fds[1]}
+}
+
+// NIC returns a NIC endpoint that is ring's packet-socket code (recvmmsg,
+// sendmmsg) over one end of a socketpair, and the other end: what the wire
+// writes to and reads from, every frame with a virtio-net header in front.
+// Both are closed when t ends.
+func NIC(t testing.TB, batch int) (*ring.Socket, int) {
+	p := socketpair(t)
+	s := ring.NewSocketFd(p[0], batch)
+	t.Cleanup(func() {
+		s.Close()
+		unix.Close(p[1])
+	})
+	return s, p[1]
+}
+
+// TAP returns a TAP endpoint that is tap's queue code over one end of a
+// socketpair, and the other end: what the lab side writes to and reads
+// from (with a virtio-net header in front when the forwarder is told the
+// TAP has one). Both are closed when t ends.
+func TAP(t testing.TB) (*tap.Queue, int) {
+	p := socketpair(t)
+	t.Cleanup(func() {
+		unix.Close(p[0])
+		unix.Close(p[1])
+	})
+	return tap.NewQueueFd(p[0]), p[1]
+}

@@ -1,0 +1,223 @@
+package forward
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tapfwd/tapfwd/vnethdr"
+)
+
+// Queue is one worker: a TAP queue and a NIC endpoint.
+type Queue struct {
+	ID  int
+	CPU int // -1 when not pinned
+	C   Counters
+
+	tap     Endpoint
+	nic     NIC
+	kstats  kernelStats
+	fw      *Forwarder
+	batch   int
+	tapVnet bool
+	tapOff  int // where a TAP read starts in its buffer
+	tapHdr  int // bytes of vnet header on the TAP side (0 or hdrLen)
+	busy    bool
+	strict  bool
+	mac     [6]byte
+
+	nicBufs  [][]byte
+	nicSizes []int
+	frames   []vnethdr.Frame // the batch being forwarded NIC -> TAP
+	gro      *vnethdr.GRO
+	tapOut   [][]byte // frames for one TAP Write
+	segBufs  [][]byte
+	segSizes []int
+	segUsed  int // segBufs taken by tapOut
+	tapBufs  [][]byte
+	tapSizes []int
+	nicOut   [][]byte // frames for one NIC Write
+	pfd      [3]unix.PollFd
+	tally    tally
+}
+
+// kernelStats accumulates the NIC's kernel drop counters across Reattach.
+// Scrapes read it while the worker runs, so it has its own lock; the
+// worker never takes it.
+type kernelStats struct {
+	mu             sync.Mutex
+	src            KernelStatser // nil when the NIC keeps none
+	packets, drops uint64        // of NICs replaced by Reattach
+}
+
+func newQueue(f *Forwarder, id, cpu int, tap Endpoint, nic NIC, c Config) *Queue {
+	q := &Queue{
+		ID: id, CPU: cpu, tap: tap, nic: nic, fw: f,
+		batch: c.Batch, tapVnet: c.TAPVnetHdr, busy: c.Busy,
+	}
+	q.kstats.src, _ = nic.(KernelStatser)
+	q.tapOff = headroom
+	if c.TAPVnetHdr {
+		q.tapOff, q.tapHdr = headroom-hdrLen, hdrLen
+	}
+	if c.StrictMAC != nil {
+		q.strict = true
+		copy(q.mac[:], c.StrictMAC)
+	}
+	q.nicBufs = makeBufs(c.Batch, bufSize)
+	q.nicSizes = make([]int, c.Batch)
+	q.frames = make([]vnethdr.Frame, 0, c.Batch)
+	if c.GRO && c.TAPVnetHdr {
+		q.gro = vnethdr.NewGRO(c.Batch)
+		q.gro.SetUDP(c.UDPGRO)
+	}
+	q.tapOut = make([][]byte, 0, c.Batch+maxSegments)
+	if !c.TAPVnetHdr {
+		seg := c.MTU + 14 + 4
+		q.segBufs = makeBufs(maxSegments, seg)
+		q.segSizes = make([]int, maxSegments)
+	}
+	q.tapBufs = makeBufs(c.Batch, bufSize)
+	q.tapSizes = make([]int, c.Batch)
+	q.nicOut = make([][]byte, 0, c.Batch)
+	q.pfd[0] = unix.PollFd{Fd: int32(f.stopFd), Events: unix.POLLIN}
+	q.pfd[1] = unix.PollFd{Fd: int32(nic.Fd()), Events: unix.POLLIN}
+	q.pfd[2] = unix.PollFd{Fd: int32(tap.Fd()), Events: unix.POLLIN}
+	return q
+}
+
+// maxSegments bounds userspace segmentation (a TAP without a vnet header):
+// a 64 KiB super-frame with the smallest MSS Linux uses (TCP_MIN_MSS is 88)
+// would need ~745 segments; 512 covers every MSS >= 128. Larger counts are
+// dropped as DropSegment.
+const maxSegments = 512
+
+// makeBufs carves n buffers of size bytes out of one allocation.
+func makeBufs(n, size int) [][]byte {
+	all := make([]byte, n*size)
+	b := make([][]byte, n)
+	for i := range b {
+		b[i] = all[i*size : (i+1)*size : (i+1)*size]
+	}
+	return b
+}
+
+func (q *Queue) run() error {
+	// The thread stays locked for good: its affinity was changed.
+	runtime.LockOSThread()
+	if q.CPU >= 0 {
+		var set unix.CPUSet
+		set.Set(q.CPU)
+		if err := unix.SchedSetaffinity(0, &set); err != nil {
+			return fmt.Errorf("pin to CPU %d: %w", q.CPU, os.NewSyscallError("sched_setaffinity", err))
+		}
+	}
+	nicReady, tapReady := true, true
+	for !q.fw.stop.Load() {
+		if nicReady {
+			n, err := q.nicToTAP()
+			if err != nil {
+				return err
+			}
+			nicReady = n == q.batch
+		}
+		if tapReady {
+			n, err := q.tapToNIC()
+			if err != nil {
+				return err
+			}
+			tapReady = n == q.batch
+		}
+		if nicReady || tapReady {
+			continue
+		}
+		if q.busy {
+			// Spin: try both fds again. Errors that need attention
+			// (POLLERR on the socket) come back from recvmmsg itself.
+			nicReady, tapReady = true, true
+			continue
+		}
+		if err := q.wait(); err != nil {
+			return err
+		}
+		if q.pfd[0].Revents != 0 {
+			return nil
+		}
+		// POLLERR: a read returns the pending error and clears it
+		// (net/core/datagram.c: __skb_try_recv_datagram reads sk_err
+		// first), so a down NIC does not keep the worker spinning.
+		nicReady = q.pfd[1].Revents&(unix.POLLIN|unix.POLLERR) != 0
+		tapReady = q.pfd[2].Revents&(unix.POLLIN|unix.POLLERR|unix.POLLHUP) != 0
+	}
+	return nil
+}
+
+// wait blocks in ppoll on the stop eventfd, the socket and the TAP.
+func (q *Queue) wait() error {
+	for {
+		q.pfd[0].Revents, q.pfd[1].Revents, q.pfd[2].Revents = 0, 0, 0
+		_, err := unix.Ppoll(q.pfd[:], nil, nil)
+		if err == nil {
+			return nil
+		}
+		if err != unix.EINTR {
+			return os.NewSyscallError("ppoll", err)
+		}
+	}
+}
+
+// nicDownOrGone handles ENETDOWN or ENODEV from the NIC: a NIC that went
+// down is waited for (the kernel re-hooks a packet socket when its device
+// comes back up, af_packet.c: packet_notifier, NETDEV_UP); one that is gone
+// ends the worker.
+func (q *Queue) nicDownOrGone(err error) error {
+	if gone(err) {
+		return ErrNICGone
+	}
+	if q.fw.nicDown.CompareAndSwap(false, true) {
+		q.fw.log.Warn("NIC link is down: frames toward it are dropped until it comes back")
+	}
+	return nil
+}
+
+// linkUp logs, once, that a device that was down forwards again.
+func (q *Queue) linkUp(down *atomic.Bool, what string) {
+	if down.Load() && down.CompareAndSwap(true, false) {
+		q.fw.log.Info(what + " is forwarding again")
+	}
+}
+
+// KernelStats reads the NIC's kernel counters (PACKET_STATISTICS on a
+// packet socket), accumulated across Reattach: frames that reached the
+// socket and frames the kernel dropped because its queue was full. It may
+// be called while the worker runs.
+func (q *Queue) KernelStats() (packets, drops uint64, err error) {
+	return q.kstats.read()
+}
+
+func (k *kernelStats) read() (packets, drops uint64, err error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	packets, drops = k.packets, k.drops
+	if k.src != nil {
+		p, d, e := k.src.Stats()
+		packets, drops, err = packets+p, drops+d, e
+	}
+	return packets, drops, err
+}
+
+// replace keeps what the old NIC counted and reads the new one from now on.
+func (k *kernelStats) replace(nic NIC) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.src != nil {
+		if p, d, err := k.src.Stats(); err == nil {
+			k.packets, k.drops = k.packets+p, k.drops+d
+		}
+	}
+	k.src, _ = nic.(KernelStatser)
+}
