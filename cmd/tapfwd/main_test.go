@@ -8,8 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/tapfwd/tapfwd/internal/cpulist"
 )
 
 // The test binary doubles as tapfwd: the integration tests start it in a
@@ -44,18 +42,18 @@ func TestCLIUsageErrors(t *testing.T) {
 	})
 }
 
-func TestParseCPUList(t *testing.T) {
-	got, err := cpulist.Parse("0,2-4, 7")
-	if err != nil || len(got) != 5 || got[0] != 0 || got[1] != 2 || got[3] != 4 || got[4] != 7 {
-		t.Fatalf("cpulist.Parse = %v, %v", got, err)
-	}
-	cpus, err := workerCPUs("3,5", 3)
+func TestWorkerCPUs(t *testing.T) {
+	cpus, err := workerCPUs([]int{3, 5}, 3)
 	if err != nil || cpus[0] != 3 || cpus[1] != 5 || cpus[2] != 3 {
 		t.Fatalf("workerCPUs wraps: %v, %v", cpus, err)
 	}
-	cpus, _ = workerCPUs("none", 2)
+	cpus, _ = workerCPUs([]int{}, 2)
 	if cpus[0] != -1 || cpus[1] != -1 {
 		t.Fatalf("none: %v", cpus)
+	}
+	cpus, err = workerCPUs(nil, 2)
+	if err != nil || len(cpus) != 2 || cpus[0] < 0 {
+		t.Fatalf("allowed CPUs: %v, %v", cpus, err)
 	}
 }
 

@@ -73,58 +73,9 @@ func napiList(args []string, stdout, stderr io.Writer) error {
 		}
 		ifindex = ifi.Index
 	}
-	c, err := napi.Dial()
+	rows, err := napiRows(ifindex)
 	if err != nil {
 		return err
-	}
-	defer c.Close()
-	list, err := c.List(ifindex)
-	if err != nil {
-		return err
-	}
-	queues, err := c.Queues(ifindex)
-	if err != nil {
-		return err
-	}
-	served := map[uint32][]string{}
-	for _, q := range queues {
-		if q.NAPIID != 0 {
-			served[q.NAPIID] = append(served[q.NAPIID], q.Type.String()+strconv.Itoa(q.ID))
-		}
-	}
-	names := map[int]string{}
-	if ifs, err := net.Interfaces(); err == nil {
-		for _, ifi := range ifs {
-			names[ifi.Index] = ifi.Name
-		}
-	}
-	threaded := c.Features().Threaded
-	rows := make([]napiJSON, 0, len(list))
-	for _, n := range list {
-		r := napiJSON{
-			ID: n.ID, Dev: names[n.Ifindex], Ifindex: n.Ifindex, Queues: served[n.ID],
-			DeferHardIRQs: n.DeferHardIRQs, GROFlushTimeoutNS: n.GROFlushTimeout, IRQSuspendTimeoutNS: n.IRQSuspendTimeout,
-		}
-		if r.Dev == "" {
-			r.Dev = "if" + strconv.Itoa(n.Ifindex)
-		}
-		if r.Queues == nil {
-			r.Queues = []string{}
-		}
-		if n.IRQ >= 0 {
-			r.IRQ = new(n.IRQ)
-		}
-		if threaded {
-			r.Threaded = n.Threaded.String()
-		}
-		if n.PID != 0 {
-			r.Kthread = &kthreadJSON{PID: n.PID}
-			// The kthread may stop between napi-get and here: show the pid.
-			if k, err := napi.ReadKthread(n.PID); err == nil {
-				*r.Kthread = kthreadJSON{PID: k.PID, Name: k.Name, CPUs: k.CPUs, Policy: k.Policy, Priority: k.Priority}
-			}
-		}
-		rows = append(rows, r)
 	}
 	if *asJSON {
 		e := json.NewEncoder(stdout)
@@ -139,6 +90,72 @@ func napiList(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "no NAPI instances %s (a veth has them only with GRO or XDP on)\n", where)
 		return nil
 	}
+	return napiTable(stdout, rows)
+}
+
+// napiRows reads the NAPI instances of device ifindex (0: all), the queues
+// they serve and their kthreads.
+func napiRows(ifindex int) ([]napiJSON, error) {
+	c, err := napi.Dial()
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	list, err := c.List(ifindex)
+	if err != nil {
+		return nil, err
+	}
+	queues, err := c.Queues(ifindex)
+	if err != nil {
+		return nil, err
+	}
+	served := map[uint32][]string{}
+	for _, q := range queues {
+		if q.NAPIID != 0 {
+			served[q.NAPIID] = append(served[q.NAPIID], q.Type.String()+strconv.Itoa(q.ID))
+		}
+	}
+	names := map[int]string{}
+	if ifs, err := net.Interfaces(); err == nil {
+		for _, ifi := range ifs {
+			names[ifi.Index] = ifi.Name
+		}
+	}
+	rows := make([]napiJSON, 0, len(list))
+	for _, n := range list {
+		rows = append(rows, napiRow(n, names[n.Ifindex], served[n.ID], c.Features().Threaded))
+	}
+	return rows, nil
+}
+
+func napiRow(n napi.NAPI, dev string, queues []string, threaded bool) napiJSON {
+	r := napiJSON{
+		ID: n.ID, Dev: dev, Ifindex: n.Ifindex, Queues: queues,
+		DeferHardIRQs: n.DeferHardIRQs, GROFlushTimeoutNS: n.GROFlushTimeout, IRQSuspendTimeoutNS: n.IRQSuspendTimeout,
+	}
+	if r.Dev == "" {
+		r.Dev = "if" + strconv.Itoa(n.Ifindex)
+	}
+	if r.Queues == nil {
+		r.Queues = []string{}
+	}
+	if n.IRQ >= 0 {
+		r.IRQ = new(n.IRQ)
+	}
+	if threaded {
+		r.Threaded = n.Threaded.String()
+	}
+	if n.PID != 0 {
+		r.Kthread = &kthreadJSON{PID: n.PID}
+		// The kthread may stop between napi-get and here: show the pid.
+		if k, err := napi.ReadKthread(n.PID); err == nil {
+			*r.Kthread = kthreadJSON{PID: k.PID, Name: k.Name, CPUs: k.CPUs, Policy: k.Policy, Priority: k.Priority}
+		}
+	}
+	return r
+}
+
+func napiTable(stdout io.Writer, rows []napiJSON) error {
 	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "ID\tDEV\tIRQ\tQUEUES\tTHREADED\tPID\tKTHREAD CPUS\tSCHED\tDEFER-HARD-IRQS\tGRO-FLUSH-TIMEOUT\tIRQ-SUSPEND-TIMEOUT")
 	for _, r := range rows {
@@ -158,10 +175,7 @@ func napiList(args []string, stdout, stderr io.Writer) error {
 				cpus = k.CPUs
 			}
 			if k.Policy != "" {
-				sched = k.Policy
-				if k.Priority != 0 {
-					sched += " " + strconv.Itoa(k.Priority)
-				}
+				sched = napiSchedName(napi.Kthread{Policy: k.Policy, Priority: k.Priority})
 			}
 		}
 		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%v\t%v\n", r.ID, r.Dev, irq, qs, th, pid, cpus, sched,
@@ -177,101 +191,123 @@ tapfwd run restores what it changes itself. Disabling threaded stops the
 kthread, and with it any --cpu or --fifo setting.
 `
 
+// napiSetReq is a checked `napi set` command line.
+type napiSetReq struct {
+	id        uint32
+	attrs     napi.Attrs
+	cpu, fifo int
+}
+
 func napiSet(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("napi set", "napi set --id N [flags]", stderr)
-	usage := fs.Usage
-	fs.Usage = func() { usage(); fmt.Fprint(stderr, napiSetNote) }
-	id := fs.Uint("id", 0, "NAPI instance id, as tapfwd napi list shows it (required)")
-	threadedFlag := fs.String("threaded", "", "polling mode: disabled (softirq), enabled (a napi/DEV-ID kthread polls; Linux 6.17+) or busy-poll (the kthread polls nonstop, one CPU at 100%; Linux 6.19+); empty leaves it unchanged")
-	deferIRQs := fs.Uint("defer-hard-irqs", 0, "number of empty polls before the device's hard IRQs are re-enabled (a count, at most 2147483647); 0 turns deferral off; unchanged when not given")
-	gro := fs.Duration("gro-flush-timeout", 0, "how long GRO may hold packets before a timer flushes them, e.g. 50us (nanosecond resolution); 0 flushes at the end of every poll; unchanged when not given")
-	irqSuspend := fs.Duration("irq-suspend-timeout", 0, "longest time IRQs stay suspended while an epoll busy poller keeps finding events, e.g. 20ms; 0 turns suspension off; unchanged when not given")
-	cpu := fs.Int("cpu", -1, "pin the NAPI's kthread to this CPU number (needs threaded enabled or busy-poll); -1 leaves its CPU affinity unchanged")
-	fifo := fs.Int("fifo", 0, "run the NAPI's kthread under SCHED_FIFO at this real-time priority, 1 to 99 (needs threaded enabled or busy-poll); 0 leaves its scheduling unchanged")
-	if err := parse(fs, args); err != nil {
+	r, err := parseNapiSet(args, stderr)
+	if err != nil {
 		return err
 	}
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	if !given["id"] {
-		fmt.Fprintln(stderr, "tapfwd napi set: --id is required")
-		fs.Usage()
-		return errUsage
-	}
-	if len(given) == 1 {
-		fmt.Fprintln(stderr, "tapfwd napi set: nothing to set: give --threaded, --defer-hard-irqs, --gro-flush-timeout, --irq-suspend-timeout, --cpu or --fifo")
-		fs.Usage()
-		return errUsage
-	}
-	if *id == 0 || *id > 1<<32-1 {
-		return fmt.Errorf("napi set: --id %d: not a NAPI id (tapfwd napi list shows them)", *id)
-	}
-	var a napi.Attrs
-	if given["threaded"] {
-		t, err := napi.ParseThreaded(*threadedFlag)
-		if err != nil {
-			return fmt.Errorf("napi set: --threaded: want disabled, enabled or busy-poll, got %q", *threadedFlag)
-		}
-		a.Threaded = &t
-	}
-	if given["defer-hard-irqs"] {
-		if *deferIRQs > 1<<31-1 {
-			return fmt.Errorf("napi set: --defer-hard-irqs %d: at most 2147483647", *deferIRQs)
-		}
-		a.DeferHardIRQs = new(uint32(*deferIRQs))
-	}
-	if given["gro-flush-timeout"] {
-		if *gro < 0 {
-			return fmt.Errorf("napi set: --gro-flush-timeout %v: must not be negative", *gro)
-		}
-		a.GROFlushTimeout = gro
-	}
-	if given["irq-suspend-timeout"] {
-		if *irqSuspend < 0 {
-			return fmt.Errorf("napi set: --irq-suspend-timeout %v: must not be negative", *irqSuspend)
-		}
-		a.IRQSuspendTimeout = irqSuspend
-	}
-	if *cpu < -1 {
-		return fmt.Errorf("napi set: --cpu %d: want a CPU number, or -1 to leave the affinity alone", *cpu)
-	}
-	if *fifo != 0 && (*fifo < napi.MinFIFOPriority || *fifo > napi.MaxFIFOPriority) {
-		return fmt.Errorf("napi set: --fifo %d: want a priority from %d to %d, or 0 to leave scheduling alone", *fifo, napi.MinFIFOPriority, napi.MaxFIFOPriority)
-	}
-	kthread := *cpu >= 0 || *fifo != 0
-
 	c, err := napi.Dial()
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	nid := uint32(*id)
-	before, err := c.Get(nid)
+	before, err := c.Get(r.id)
 	if err != nil {
 		return err
 	}
 	mode := before.Threaded
-	if a.Threaded != nil {
-		mode = *a.Threaded
+	if r.attrs.Threaded != nil {
+		mode = *r.attrs.Threaded
 	}
-	if kthread && mode == napi.ThreadedDisabled {
-		return fmt.Errorf("napi set: --cpu and --fifo act on the NAPI's kthread, and NAPI %d is not threaded: add --threaded enabled", nid)
+	if (r.cpu >= 0 || r.fifo != 0) && mode == napi.ThreadedDisabled {
+		return fmt.Errorf("napi set: --cpu and --fifo act on the NAPI's kthread, and NAPI %d is not threaded: add --threaded enabled", r.id)
 	}
-	prev, err := c.Set(nid, a)
+	prev, err := c.Set(r.id, r.attrs)
 	if err != nil {
 		return err
 	}
-	after, err := c.Get(nid)
+	after, err := c.Get(r.id)
 	if err != nil {
 		return err
 	}
+	return r.report(stdout, prev, after)
+}
+
+func parseNapiSet(args []string, stderr io.Writer) (*napiSetReq, error) {
+	fs := newFlagSet("napi set", "napi set --id N [flags]", stderr)
+	usage := fs.Usage
+	fs.Usage = func() { usage(); fmt.Fprint(stderr, napiSetNote) }
+	id := fs.Uint("id", 0, "NAPI instance id, as tapfwd napi list shows it (required)")
+	threaded := fs.String("threaded", "", "polling mode: disabled (softirq), enabled (a napi/DEV-ID kthread polls; Linux 6.17+) or busy-poll (the kthread polls nonstop, one CPU at 100%; Linux 6.19+); empty leaves it unchanged")
+	deferIRQs := fs.Uint("defer-hard-irqs", 0, "number of empty polls before the device's hard IRQs are re-enabled (a count, at most 2147483647); 0 turns deferral off; unchanged when not given")
+	gro := fs.Duration("gro-flush-timeout", 0, "how long GRO may hold packets before a timer flushes them, e.g. 50us (nanosecond resolution); 0 flushes at the end of every poll; unchanged when not given")
+	irqSuspend := fs.Duration("irq-suspend-timeout", 0, "longest time IRQs stay suspended while an epoll busy poller keeps finding events, e.g. 20ms; 0 turns suspension off; unchanged when not given")
+	r := &napiSetReq{}
+	fs.IntVar(&r.cpu, "cpu", -1, "pin the NAPI's kthread to this CPU number (needs threaded enabled or busy-poll); -1 leaves its CPU affinity unchanged")
+	fs.IntVar(&r.fifo, "fifo", 0, "run the NAPI's kthread under SCHED_FIFO at this real-time priority, 1 to 99 (needs threaded enabled or busy-poll); 0 leaves its scheduling unchanged")
+	if err := parse(fs, args); err != nil {
+		return nil, err
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	switch {
+	case !given["id"]:
+		fmt.Fprintln(stderr, "tapfwd napi set: --id is required")
+		fs.Usage()
+		return nil, errUsage
+	case len(given) == 1:
+		fmt.Fprintln(stderr, "tapfwd napi set: nothing to set: give --threaded, --defer-hard-irqs, --gro-flush-timeout, --irq-suspend-timeout, --cpu or --fifo")
+		fs.Usage()
+		return nil, errUsage
+	case *id == 0 || *id > 1<<32-1:
+		return nil, fmt.Errorf("napi set: --id %d: not a NAPI id (tapfwd napi list shows them)", *id)
+	case r.cpu < -1:
+		return nil, fmt.Errorf("napi set: --cpu %d: want a CPU number, or -1 to leave the affinity alone", r.cpu)
+	case r.fifo != 0 && (r.fifo < napi.MinFIFOPriority || r.fifo > napi.MaxFIFOPriority):
+		return nil, fmt.Errorf("napi set: --fifo %d: want a priority from %d to %d, or 0 to leave scheduling alone", r.fifo, napi.MinFIFOPriority, napi.MaxFIFOPriority)
+	}
+	r.id = uint32(*id)
+	if given["threaded"] {
+		t, err := napi.ParseThreaded(*threaded)
+		if err != nil {
+			return nil, fmt.Errorf("napi set: --threaded: want disabled, enabled or busy-poll, got %q", *threaded)
+		}
+		r.attrs.Threaded = &t
+	}
+	return r, r.durations(given, *deferIRQs, *gro, *irqSuspend)
+}
+
+// durations checks and takes the IRQ deferral and timeout flags given.
+func (r *napiSetReq) durations(given map[string]bool, deferIRQs uint, gro, irqSuspend time.Duration) error {
+	if given["defer-hard-irqs"] {
+		if deferIRQs > 1<<31-1 {
+			return fmt.Errorf("napi set: --defer-hard-irqs %d: at most 2147483647", deferIRQs)
+		}
+		r.attrs.DeferHardIRQs = new(uint32(deferIRQs))
+	}
+	if given["gro-flush-timeout"] {
+		if gro < 0 {
+			return fmt.Errorf("napi set: --gro-flush-timeout %v: must not be negative", gro)
+		}
+		r.attrs.GROFlushTimeout = &gro
+	}
+	if given["irq-suspend-timeout"] {
+		if irqSuspend < 0 {
+			return fmt.Errorf("napi set: --irq-suspend-timeout %v: must not be negative", irqSuspend)
+		}
+		r.attrs.IRQSuspendTimeout = &irqSuspend
+	}
+	return nil
+}
+
+// report prints what changed and how to undo it, then applies the kthread
+// settings (CPU, FIFO), which have no undo line: they end with the kthread.
+func (r *napiSetReq) report(stdout io.Writer, prev napi.Attrs, after napi.NAPI) error {
 	dev := strconv.Itoa(after.Ifindex)
 	if ifi, err := net.InterfaceByIndex(after.Ifindex); err == nil {
 		dev = ifi.Name
 	}
-	fmt.Fprintf(stdout, "NAPI %d on %s:\n", nid, dev)
+	fmt.Fprintf(stdout, "NAPI %d on %s:\n", r.id, dev)
 	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	var undo []string
+	a := r.attrs
 	if a.Threaded != nil {
 		fmt.Fprintf(w, "  threaded\t%v -> %v\n", prev.Threaded, after.Threaded)
 		undo = append(undo, "--threaded "+prev.Threaded.String())
@@ -288,42 +324,45 @@ func napiSet(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(w, "  irq-suspend-timeout\t%v -> %v\n", *prev.IRQSuspendTimeout, after.IRQSuspendTimeout)
 		undo = append(undo, "--irq-suspend-timeout "+prev.IRQSuspendTimeout.String())
 	}
-	var kerr error
-	if after.PID != 0 {
-		k0, err := napi.ReadKthread(after.PID)
-		if err != nil {
-			kerr = err
-		} else {
-			fmt.Fprintf(w, "  kthread\t%s, pid %d\n", k0.Name, k0.PID)
-		}
-		if kerr == nil && *cpu >= 0 {
-			if kerr = napi.PinKthread(after.PID, *cpu); kerr == nil {
-				k, _ := napi.ReadKthread(after.PID)
-				fmt.Fprintf(w, "  kthread CPUs\t%s -> %s\n", k0.CPUs, k.CPUs)
-			}
-		}
-		if kerr == nil && *fifo != 0 {
-			if kerr = napi.SetFIFO(after.PID, *fifo); kerr == nil {
-				k, _ := napi.ReadKthread(after.PID)
-				fmt.Fprintf(w, "  kthread scheduling\t%s -> %s\n", napiSchedName(k0), napiSchedName(k))
-			}
-		}
-	} else if kthread {
-		kerr = fmt.Errorf("napi set: NAPI %d reports no kthread pid", nid)
-	}
+	kerr := r.kthread(w, after.PID)
 	if err := w.Flush(); err != nil {
 		return err
 	}
 	if len(undo) > 0 {
-		fmt.Fprintf(stdout, "not restored on exit; to undo: tapfwd napi set --id %d %s\n", nid, strings.Join(undo, " "))
+		fmt.Fprintf(stdout, "not restored on exit; to undo: tapfwd napi set --id %d %s\n", r.id, strings.Join(undo, " "))
 	}
-	if kerr != nil {
-		if errors.Is(kerr, os.ErrNotExist) {
-			kerr = fmt.Errorf("napi set: the kthread of NAPI %d (pid %d) went away: %w", nid, after.PID, kerr)
+	return kerr
+}
+
+// kthread pins the NAPI's kthread and sets its scheduling as asked,
+// writing what changed to w.
+func (r *napiSetReq) kthread(w io.Writer, pid int) error {
+	if pid == 0 {
+		if r.cpu >= 0 || r.fifo != 0 {
+			return fmt.Errorf("napi set: NAPI %d reports no kthread pid", r.id)
 		}
-		return kerr
+		return nil
 	}
-	return nil
+	k0, err := napi.ReadKthread(pid)
+	if err == nil {
+		fmt.Fprintf(w, "  kthread\t%s, pid %d\n", k0.Name, k0.PID)
+	}
+	if err == nil && r.cpu >= 0 {
+		if err = napi.PinKthread(pid, r.cpu); err == nil {
+			k, _ := napi.ReadKthread(pid)
+			fmt.Fprintf(w, "  kthread CPUs\t%s -> %s\n", k0.CPUs, k.CPUs)
+		}
+	}
+	if err == nil && r.fifo != 0 {
+		if err = napi.SetFIFO(pid, r.fifo); err == nil {
+			k, _ := napi.ReadKthread(pid)
+			fmt.Fprintf(w, "  kthread scheduling\t%s -> %s\n", napiSchedName(k0), napiSchedName(k))
+		}
+	}
+	if errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("napi set: the kthread of NAPI %d (pid %d) went away: %w", r.id, pid, err)
+	}
+	return err
 }
 
 func napiSchedName(k napi.Kthread) string {

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"net/netip"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tapfwd/tapfwd/napi"
+	"github.com/tapfwd/tapfwd/tap"
+)
+
+// TestParseRunDefaults: the configuration of a bare `tapfwd run --nic x`.
+func TestParseRunDefaults(t *testing.T) {
+	c, err := parseRun([]string{"--nic", "eth1"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &runConfig{
+		NIC: "eth1", TAP: tap.Config{Queues: 1, NAPI: tap.Auto, VnetHdr: tap.Auto},
+		TAPNAPICPU: -1, NICNAPICPU: -1, GRO: true, Batch: 64, MetricsAddr: "127.0.0.1:9310", LogLevel: slog.LevelInfo,
+	}
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("defaults:\n got %+v\nwant %+v", c, want)
+	}
+}
+
+// TestParseRunValues: each flag lands where the wiring reads it.
+func TestParseRunValues(t *testing.T) {
+	c, err := parseRun(strings.Fields("--nic eth1 --tap lab0 --queues 4 --cpus 2-3 --napi on --vnet-hdr off "+
+		"--tap-netns lab --tap-addr 198.18.1.2/24 --tap-mtu 1400 --tap-mac 02:00:00:00:00:01 "+
+		"--tap-napi-threaded --tap-gro-flush-timeout 20us --tap-napi-defer-hard-irqs 2 --tap-napi-cpu 1 "+
+		"--nic-napi-threaded enabled --nic-napi-cpu 0 --poll busy --gro=false --batch 32 --promisc "+
+		"--wait-nic --vm-ports 3 --metrics-addr :9999 --pprof --stats-interval 10s --log-level debug"), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &runConfig{
+		NIC: "eth1",
+		TAP: tap.Config{Name: "lab0", Queues: 4, NAPI: tap.On, VnetHdr: tap.Off, MTU: 1400,
+			MAC: []byte{2, 0, 0, 0, 0, 1}, Netns: "lab", Addr: netip.MustParsePrefix("198.18.1.2/24"),
+			NAPISettings: tap.NAPISettings{Threaded: true, GROFlushTimeout: 20 * time.Microsecond, DeferHardIRQs: 2}},
+		CPUs: []int{2, 3}, TAPNAPICPU: 1, NICThreaded: napi.ThreadedEnabled, NICNAPICPU: 0, Busy: true, GRO: false,
+		Batch: 32, Promisc: true, WaitNIC: true, VMPorts: 3, MetricsAddr: ":9999", PProf: true,
+		StatsEvery: 10 * time.Second, LogLevel: slog.LevelDebug,
+	}
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("values:\n got %+v\nwant %+v", c, want)
+	}
+	if c, _ := parseRun([]string{"--nic", "x", "--cpus", "none"}, io.Discard); c.CPUs == nil || len(c.CPUs) != 0 {
+		t.Errorf("--cpus none: %v, want an empty list", c.CPUs)
+	}
+	if c, _ := parseRun([]string{"--nic", "x", "--user", "nobody"}, io.Discard); c.User != "nobody" {
+		t.Errorf("--user: %q", c.User)
+	}
+	if c, _ := parseRun([]string{"--nic", "x", "--strict-mac"}, io.Discard); !c.StrictMAC {
+		t.Error("--strict-mac not set")
+	}
+}
+
+// TestParseRunRules: every rule parseRun applies, each with the one-line
+// error naming the flag.
+func TestParseRunRules(t *testing.T) {
+	for _, tc := range []struct {
+		args string
+		want string
+	}{
+		{"", "usage"},
+		{"--nic x extra", "usage"},
+		{"--nic x --queues 0", "--queues 0: want 1 to 256"},
+		{"--nic x --queues 257", "--queues 257: want 1 to 256"},
+		{"--nic x --batch 0", "--batch 0: want 1 to 1024"},
+		{"--nic x --batch 1025", "--batch 1025: want 1 to 1024"},
+		{"--nic x --vm-ports -1", "--vm-ports -1: want 0 to 64"},
+		{"--nic x --vm-ports 65", "--vm-ports 65: want 0 to 64"},
+		{"--nic x --napi maybe", "--napi: want auto, on or off"},
+		{"--nic x --vnet-hdr yes", "--vnet-hdr: want auto, on or off"},
+		{"--nic x --tap-addr 198.18.0.1", "--tap-addr"},
+		{"--nic x --tap-mac zz", "--tap-mac"},
+		{"--nic x --tap-gro-flush-timeout -1s", "must not be negative"},
+		{"--nic x --tap-napi-defer-hard-irqs -1", "must not be negative"},
+		{"--nic x --napi off --tap-napi-threaded", "need --napi auto or on"},
+		{"--nic x --tap-napi-cpu 0", "--tap-napi-cpu needs --tap-napi-threaded"},
+		{"--nic x --nic-napi-cpu 0", "--nic-napi-cpu needs --nic-napi-threaded"},
+		{"--nic x --nic-napi-threaded disabled", "--nic-napi-threaded: want enabled or busy-poll"},
+		{"--nic x --nic-napi-threaded fast", "--nic-napi-threaded: want enabled or busy-poll"},
+		{"--nic x --poll spin", "--poll: want block or busy"},
+		{"--nic x --vm-ports 1 --strict-mac", "--strict-mac drops the VM ports' frames"},
+		{"--nic x --user nobody --wait-nic", "--wait-nic reopens packet sockets"},
+		{"--nic x --user nobody --nic-napi-threaded enabled", "cannot be combined with --user"},
+		{"--nic x --cpus 1-0", "bad CPU range"},
+		{"--nic x --cpus a", "--cpus"},
+		{"--nic x --log-level loud", "--log-level: want debug, info, warn or error"},
+	} {
+		c, err := parseRun(strings.Fields(tc.args), io.Discard)
+		switch {
+		case err == nil:
+			t.Errorf("%q: accepted (%+v), want %q", tc.args, c, tc.want)
+		case tc.want == "usage":
+			if !errors.Is(err, errUsage) {
+				t.Errorf("%q: %v, want a usage error", tc.args, err)
+			}
+		case !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n"):
+			t.Errorf("%q: %q, want one line containing %q", tc.args, err, tc.want)
+		}
+	}
+}
