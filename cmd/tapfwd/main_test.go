@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tapfwd/tapfwd/internal/cpulist"
 )
 
 // The test binary doubles as tapfwd: the integration tests start it in a
@@ -43,9 +45,9 @@ func TestCLIUsageErrors(t *testing.T) {
 }
 
 func TestParseCPUList(t *testing.T) {
-	got, err := parseCPUList("0,2-4, 7")
+	got, err := cpulist.Parse("0,2-4, 7")
 	if err != nil || len(got) != 5 || got[0] != 0 || got[1] != 2 || got[3] != 4 || got[4] != 7 {
-		t.Fatalf("parseCPUList = %v, %v", got, err)
+		t.Fatalf("cpulist.Parse = %v, %v", got, err)
 	}
 	cpus, err := workerCPUs("3,5", 3)
 	if err != nil || cpus[0] != 3 || cpus[1] != 5 || cpus[2] != 3 {

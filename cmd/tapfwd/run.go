@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tapfwd/tapfwd/forward"
+	"github.com/tapfwd/tapfwd/internal/cpulist"
 	"github.com/tapfwd/tapfwd/metrics"
 	"github.com/tapfwd/tapfwd/napi"
 	"github.com/tapfwd/tapfwd/ring"
@@ -488,7 +489,7 @@ func workerCPUs(spec string, queues int) ([]int, error) {
 		}
 	} else {
 		var err error
-		if list, err = parseCPUList(spec); err != nil {
+		if list, err = cpulist.Parse(spec); err != nil {
 			return nil, err
 		}
 	}
@@ -497,31 +498,6 @@ func workerCPUs(spec string, queues int) ([]int, error) {
 	}
 	for i := range out {
 		out[i] = list[i%len(list)]
-	}
-	return out, nil
-}
-
-// parseCPUList parses "0,2-3".
-func parseCPUList(s string) ([]int, error) {
-	var out []int
-	for _, part := range strings.Split(s, ",") {
-		lo, hi, isRange := strings.Cut(strings.TrimSpace(part), "-")
-		a, err := strconv.Atoi(lo)
-		if err != nil || a < 0 {
-			return nil, fmt.Errorf("bad CPU %q in %q", part, s)
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil || b < a {
-				return nil, fmt.Errorf("bad CPU range %q in %q", part, s)
-			}
-		}
-		if b >= 1024 {
-			return nil, fmt.Errorf("CPU %d out of range", b)
-		}
-		for c := a; c <= b; c++ {
-			out = append(out, c)
-		}
 	}
 	return out, nil
 }
