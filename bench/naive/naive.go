@@ -87,7 +87,7 @@ func (f *Forwarder) TAPName() string { return f.tap.Name() }
 
 // openPacket opens a non-blocking AF_PACKET socket bound to ifindex, with
 // virtio-net headers on every frame (veth marks frames as partial-checksum
-// and hands out GSO super-frames, DESIGN.md "Facts"), blind to its own
+// and hands out GSO super-frames: drivers/net/veth.c), blind to its own
 // transmissions, and the NIC in promiscuous mode: the obvious set-up.
 func openPacket(ifindex int) (*os.File, error) {
 	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
