@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os/exec"
 	"strings"
 	"time"
@@ -13,21 +12,15 @@ import (
 	"github.com/tapfwd/tapfwd/bench/matrix"
 	"github.com/tapfwd/tapfwd/bench/report"
 	"github.com/tapfwd/tapfwd/bench/rr"
-	"github.com/tapfwd/tapfwd/bench/stats"
 	"github.com/tapfwd/tapfwd/bench/testbed"
 	"github.com/tapfwd/tapfwd/napi"
 )
 
 // Options configure Run.
 type Options struct {
-	// Lab names the binaries the beds start.
-	Lab matrix.Lab
-	// Configs to measure, in report order; nil means DefaultConfigs.
-	Configs []report.Config
+	matrix.Common // Configs nil means DefaultConfigs
 	// Points to run on each configuration's bed; nil means ReferencePoints.
 	Points []Point
-	// Reps is the number of repetitions of every configuration; 0 means 3.
-	Reps int
 	// Duration of each measured run; 0 means 2 s.
 	Duration time.Duration
 	// Warmup before each run, not counted; 0 means 200 ms.
@@ -38,15 +31,6 @@ type Options struct {
 	// checked before the matrix runs (and capped where it cannot be
 	// sustained); empty runs every point at its asked rate.
 	Calibrate string
-	// TUNFeatures are the kernel's TUNGETFEATURES flags; configurations
-	// that need what is missing are skipped with the reason.
-	TUNFeatures uint32
-	// Bootstrap seeds the intervals.
-	Bootstrap stats.Bootstrap
-	// Progress, when set, is called before each run.
-	Progress func(matrix.Progress)
-	// Log receives one line per bed and per failure; nil discards.
-	Log *slog.Logger
 }
 
 // senderFIFO is the SCHED_FIFO priority of the request sender's thread
@@ -56,14 +40,12 @@ const senderFIFO = 50
 type record = matrix.Record[Sample]
 
 func (o *Options) defaults() error {
-	if o.Configs == nil {
-		o.Configs, _ = report.SelectConfigs(Configs(), DefaultConfigs)
-	}
+	o.Defaults(func() []report.Config {
+		cs, _ := report.SelectConfigs(Configs(), DefaultConfigs)
+		return cs
+	})
 	if o.Points == nil {
 		o.Points = ReferencePoints
-	}
-	if o.Reps <= 0 {
-		o.Reps = 3
 	}
 	if o.Duration <= 0 {
 		o.Duration = 2 * time.Second
@@ -74,10 +56,6 @@ func (o *Options) defaults() error {
 	if o.Payload <= 0 {
 		o.Payload = rr.DefaultPayload
 	}
-	if o.Log == nil {
-		o.Log = slog.New(slog.DiscardHandler)
-	}
-	o.Lab.Log = o.Log
 	if len(o.Configs) == 0 || len(o.Points) == 0 {
 		return errors.New("latency: nothing to measure: no configuration or no point")
 	}
@@ -219,7 +197,7 @@ func visit(ctx context.Context, o Options, c *report.Config, points []Point, rep
 			run := record{Config: c.Name, Row: p.Name, Rep: rep}
 			switch {
 			case err != nil:
-				run.Err = firstLine(err.Error())
+				run.Err = matrix.ErrLine(err)
 			case res.Received == 0:
 				run.Err = fmt.Sprintf("no reply to %d requests", res.Sent)
 			default:
@@ -256,9 +234,4 @@ func sampleOf(rep int, res *rr.Result) Sample {
 		SendLagP50: float64(res.SendLag.Quantile(0.5)), SendLagP99: float64(res.SendLag.Quantile(0.99)),
 		SenderFIFO: res.SenderFIFO, SenderCPU: res.SenderCPU,
 	}
-}
-
-func firstLine(s string) string {
-	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
-	return s
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tapfwd/tapfwd/bench/matrix"
 	"github.com/tapfwd/tapfwd/bench/report"
 	"github.com/tapfwd/tapfwd/bench/stats"
 	"github.com/tapfwd/tapfwd/bench/testbed"
@@ -260,7 +261,7 @@ func TestLatencyCalibrates(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	pts, _ := ParsePoints("2000K/0us")
-	r, err := Run(ctx, Options{Configs: cfgs, Points: pts, Reps: 1, Duration: 300 * time.Millisecond, Calibrate: Direct})
+	r, err := Run(ctx, Options{Common: matrix.Common{Configs: cfgs, Reps: 1}, Points: pts, Duration: 300 * time.Millisecond, Calibrate: Direct})
 	if err != nil {
 		t.Fatal(err)
 	}

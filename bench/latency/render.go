@@ -75,15 +75,7 @@ func ratePhrase(r int) string {
 	return RateName(r) + " pkt/s"
 }
 
-func (r *Report) ranConfigs() []report.Config {
-	var out []report.Config
-	for _, c := range r.Configs {
-		if c.Skipped == "" {
-			out = append(out, c)
-		}
-	}
-	return out
-}
+func (r *Report) ranConfigs() []report.Config { return report.RanConfigs(r.Configs) }
 
 func (r *Report) sections() []report.Section {
 	var out []report.Section

@@ -127,6 +127,17 @@ func Ran(cs []Config, name string) bool {
 	return c != nil && c.Skipped == ""
 }
 
+// RanConfigs are the configurations of cs that were not skipped.
+func RanConfigs(cs []Config) []Config {
+	var out []Config
+	for _, c := range cs {
+		if c.Skipped == "" {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // Comparison is configuration A against B on one row of a report: a
 // throughput workload, or a latency point and percentile.
 type Comparison struct {

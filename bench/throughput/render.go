@@ -45,15 +45,7 @@ func (r *Report) summary() []string {
 	return append(lines, s.QuickLine()...)
 }
 
-func (r *Report) ranConfigs() []report.Config {
-	var out []report.Config
-	for _, c := range r.Configs {
-		if c.Skipped == "" {
-			out = append(out, c)
-		}
-	}
-	return out
-}
+func (r *Report) ranConfigs() []report.Config { return report.RanConfigs(r.Configs) }
 
 func (r *Report) sections() []report.Section {
 	var out []report.Section

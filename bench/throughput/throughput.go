@@ -4,47 +4,30 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/tapfwd/tapfwd/bench/forwarder"
 	"github.com/tapfwd/tapfwd/bench/iperf"
 	"github.com/tapfwd/tapfwd/bench/matrix"
 	"github.com/tapfwd/tapfwd/bench/report"
-	"github.com/tapfwd/tapfwd/bench/stats"
 	"github.com/tapfwd/tapfwd/bench/testbed"
 	"github.com/tapfwd/tapfwd/internal/procfs"
 )
 
 // Options configure Run.
 type Options struct {
-	// Lab names the binaries the beds start.
-	Lab matrix.Lab
-	// Configs to measure, in report order; nil means Configs(DefaultTAPNAPI).
-	Configs []report.Config
+	matrix.Common // Configs nil means Configs(DefaultTAPNAPI)
 	// Workloads to run on each configuration's bed; nil means
 	// Workloads([64 128 4096], [1 4], both directions, true) and
 	// MTUWorkload.
 	Workloads []Workload
-	// Reps is the number of repetitions of every configuration; 0 means 3.
-	Reps int
 	// Duration of each iperf3 run (whole seconds); 0 means 1 s.
 	Duration time.Duration
-	// TUNFeatures are the kernel's TUNGETFEATURES flags; configurations
-	// that need what is missing are skipped with the reason.
-	TUNFeatures uint32
-	// Bootstrap seeds the intervals.
-	Bootstrap stats.Bootstrap
 	// IperfPin, when set, pins the iperf3 client (wire namespace) and
 	// server (lab namespace) to CPUs in every run; nil leaves them to the
 	// scheduler. On a machine with few CPUs where they run decides
 	// small-packet results (docs/performance.md).
 	IperfPin *iperf.Pinning
-	// Progress, when set, is called before each iperf3 run.
-	Progress func(matrix.Progress)
-	// Log receives one line per bed and per failure; nil discards.
-	Log *slog.Logger
 }
 
 // sample is what one iperf3 run of one configuration and workload gave.
@@ -65,22 +48,13 @@ type sample struct {
 type record = matrix.Record[sample]
 
 func (o *Options) defaults() error {
-	if o.Configs == nil {
-		o.Configs = Configs(DefaultTAPNAPI)
-	}
+	o.Defaults(func() []report.Config { return Configs(DefaultTAPNAPI) })
 	if o.Workloads == nil {
 		o.Workloads = append(Workloads(DefaultSizes, DefaultStreams, DefaultDirs, true), MTUWorkload())
-	}
-	if o.Reps <= 0 {
-		o.Reps = 3
 	}
 	if o.Duration <= 0 {
 		o.Duration = time.Second
 	}
-	if o.Log == nil {
-		o.Log = slog.New(slog.DiscardHandler)
-	}
-	o.Lab.Log = o.Log
 	if len(o.Configs) == 0 || len(o.Workloads) == 0 {
 		return errors.New("throughput: nothing to measure: no configuration or no workload")
 	}
@@ -158,7 +132,7 @@ func visit(ctx context.Context, o Options, c *report.Config, rep int, m *matrix.
 			m.Done()
 			run := record{Config: c.Name, Row: w.Name, Rep: rep, Sample: s}
 			if runErr != nil {
-				run = record{Config: c.Name, Row: w.Name, Rep: rep, Err: firstLine(runErr.Error())}
+				run = record{Config: c.Name, Row: w.Name, Rep: rep, Err: matrix.ErrLine(runErr)}
 				o.Log.Warn("iperf3 failed", "config", c.Name, "rep", rep, "workload", w.Name, "err", runErr)
 			}
 			runs = append(runs, run)
@@ -246,9 +220,4 @@ func procCPU(pid int) time.Duration {
 		return 0
 	}
 	return s.CPU()
-}
-
-func firstLine(s string) string {
-	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
-	return s
 }

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tapfwd/tapfwd/bench/matrix"
 	"github.com/tapfwd/tapfwd/bench/report"
 	"github.com/tapfwd/tapfwd/bench/stats"
 )
@@ -111,7 +112,7 @@ func TestThroughputSkipsWhatTheKernelLacks(t *testing.T) {
 	}
 	// No IFF_NAPI: both are skipped before any bed is built, so this runs
 	// without privileges.
-	r, err := Run(context.Background(), Options{Configs: cfgs, TUNFeatures: unix.IFF_TAP | unix.IFF_VNET_HDR})
+	r, err := Run(context.Background(), Options{Common: matrix.Common{Configs: cfgs, TUNFeatures: unix.IFF_TAP | unix.IFF_VNET_HDR}})
 	if err != nil {
 		t.Fatal(err)
 	}

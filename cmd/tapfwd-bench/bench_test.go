@@ -186,18 +186,20 @@ func TestBenchMatchesPlainIperf3(t *testing.T) {
 	defer cancel()
 	const reps = 5
 	r, err := throughput.Run(ctx, throughput.Options{
-		Lab:     matrix.Lab{Tapfwd: tapfwdExe(t), Bench: exe(t)},
-		Configs: cfg, Reps: reps, Duration: time.Second,
-		Workloads:   throughput.Workloads([]int{4096}, []int{1}, []string{throughput.WireToLab}, false),
-		TUNFeatures: features,
-		Progress: func(matrix.Progress) {
-			if plainErr != nil {
-				return
-			}
-			var v float64
-			v, plainErr = plainIperf3(ctx, plainBed, 4096)
-			plain = append(plain, v)
+		Common: matrix.Common{
+			Lab:     matrix.Lab{Tapfwd: tapfwdExe(t), Bench: exe(t)},
+			Configs: cfg, Reps: reps, TUNFeatures: features,
+			Progress: func(matrix.Progress) {
+				if plainErr != nil {
+					return
+				}
+				var v float64
+				v, plainErr = plainIperf3(ctx, plainBed, 4096)
+				plain = append(plain, v)
+			},
 		},
+		Duration:  time.Second,
+		Workloads: throughput.Workloads([]int{4096}, []int{1}, []string{throughput.WireToLab}, false),
 	})
 	if err != nil {
 		t.Fatal(err)
