@@ -1,4 +1,3 @@
-// Package latency is the latency experiment: request/response round trips
-// (package rr) at fixed rates and application delays through tapfwd's
-// polling modes and the Linux bridge, with the rates calibrated first.
+// Package latency is the request/response experiment: round trips at fixed
+// rates and delays through tapfwd's polling modes and the bridge.
 package latency

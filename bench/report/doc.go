@@ -1,4 +1,3 @@
 // Package report is the benches' one report model (header, host, method,
-// configurations, comparisons) and its one set of renderers: text,
-// Markdown, JSON, CSV and charts. Each experiment adds its own rows and cells.
+// configurations, comparisons) and its renderers: text, Markdown, JSON, CSV, charts.
 package report

@@ -1,4 +1,3 @@
-// Package throughput is the throughput experiment: iperf3 through tapfwd
-// in several TAP configurations and through the baselines, with medians,
-// bootstrap intervals, ratios to the bridge and IFF_NAPI verdicts.
+// Package throughput is the iperf3 experiment: tapfwd's TAP configurations
+// against the baselines, with ratios to the bridge and IFF_NAPI verdicts.
 package throughput
