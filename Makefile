@@ -1,13 +1,16 @@
 # tapfwd: the two entry points the README gives, plus helpers.
 GO ?= go
 BIN := bin/tapfwd
+BENCH_BIN := bin/tapfwd-bench
 
 .PHONY: all build deps deps-bench bench bench-docs test check fuzz soak clean
 
 all: build
 
+# The forwarder and its benchmark: tapfwd-bench starts the tapfwd next to it.
 build:
 	$(GO) build -o $(BIN) ./cmd/tapfwd
+	$(GO) build -o $(BENCH_BIN) ./cmd/tapfwd-bench
 
 deps:
 	./scripts/deps.sh test
@@ -17,12 +20,12 @@ deps-bench:
 
 # The main job: tapfwd against the Linux bridge on the built-in netns test bed.
 bench: deps-bench build
-	./$(BIN) bench throughput $(BENCH_FLAGS)
+	./$(BENCH_BIN) throughput $(BENCH_FLAGS)
 
 # The committed throughput report under docs/ (5 repetitions, about 12
 # minutes; run it on a quiet machine).
 bench-docs: deps-bench build
-	./$(BIN) bench throughput --reps 5 --out docs/bench-throughput
+	./$(BENCH_BIN) throughput --reps 5 --out docs/bench-throughput
 
 # Everything CI runs: vet, the whole test suite under the race detector
 # (privileged tests build their own namespaces; run as root), and a short

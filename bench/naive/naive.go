@@ -87,7 +87,7 @@ func (f *Forwarder) TAPName() string { return f.tap.Name() }
 
 // openPacket opens a non-blocking AF_PACKET socket bound to ifindex, with
 // virtio-net headers on every frame (veth marks frames as partial-checksum
-// and hands out GSO super-frames, DESIGN.md "Facts"), blind to its own
+// and hands out GSO super-frames: drivers/net/veth.c), blind to its own
 // transmissions, and the NIC in promiscuous mode: the obvious set-up.
 func openPacket(ifindex int) (*os.File, error) {
 	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
@@ -104,7 +104,7 @@ func openPacket(ifindex int) (*os.File, error) {
 	if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_IGNORE_OUTGOING, 1); err != nil {
 		return fail("PACKET_IGNORE_OUTGOING", err)
 	}
-	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifindex}); err != nil {
+	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: ethPAllNet, Ifindex: ifindex}); err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("naive: bind: %w", os.NewSyscallError("bind", err))
 	}
@@ -117,7 +117,10 @@ func openPacket(ifindex int) (*os.File, error) {
 	return os.NewFile(uintptr(fd), "packet"), nil
 }
 
-func htons(v uint16) uint16 { return v<<8 | v>>8 }
+// ethPAllNet is ETH_P_ALL (0x0003, every protocol) in network byte order
+// as sockaddr_ll's sll_protocol wants it, read as a uint16 on a
+// little-endian host (amd64, arm64): the bytes 0x00 0x03.
+const ethPAllNet = 0x0300
 
 // Run forwards until ctx ends or an end fails, then closes both. It
 // returns nil after ctx ends.

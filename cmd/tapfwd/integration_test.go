@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tapfwd/tapfwd/bench"
+	"github.com/tapfwd/tapfwd/bench/forwarder"
 	"github.com/tapfwd/tapfwd/bench/iperf"
 	"github.com/tapfwd/tapfwd/bench/testbed"
 )
@@ -38,18 +38,18 @@ func needTools(t *testing.T, tools ...string) {
 
 // startForwarder builds a Forwarder bed and starts tapfwd on it; both are
 // removed when t ends.
-func startForwarder(t *testing.T, args ...string) (*testbed.Bed, *bench.Forwarder) {
+func startForwarder(t *testing.T, args ...string) (*testbed.Bed, *forwarder.Process) {
 	t.Helper()
 	return startForwarderExe(t, exe(t), args...)
 }
 
 // startForwarderExe is startForwarder with a given tapfwd binary.
-func startForwarderExe(t *testing.T, exe string, args ...string) (*testbed.Bed, *bench.Forwarder) {
+func startForwarderExe(t *testing.T, exe string, args ...string) (*testbed.Bed, *forwarder.Process) {
 	t.Helper()
 	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	fw, err := bench.StartForwarder(ctx, bed, exe, args...)
+	fw, err := forwarder.Start(ctx, bed, exe, args...)
 	if err != nil {
 		t.Fatal(err)
 	}

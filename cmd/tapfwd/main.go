@@ -1,5 +1,5 @@
 // Command tapfwd forwards frames between a multiqueue TAP device and a NIC
-// through AF_PACKET, and benchmarks that path against the Linux bridge.
+// through AF_PACKET. Its benchmark is a separate command, tapfwd-bench.
 package main
 
 import (
@@ -19,11 +19,9 @@ Usage:
   tapfwd features [--json]           what this kernel offers tapfwd
   tapfwd napi list|set [flags]       NIC NAPI instances: threaded, busy-poll, kthread CPU
   tapfwd vm-port add|list|del ...    VM ports (macvtap) on a TAP for QEMU/libvirt guests
-  tapfwd bench throughput [flags]    IFF_NAPI and TAP modes vs the Linux bridge (iperf3)
-                                     on a built-in namespace test bed
-  tapfwd bench latency [flags]       request/response latency at fixed rates (xsk_rr style)
 
-Run "tapfwd COMMAND -h" for a command's flags.
+Run "tapfwd COMMAND -h" for a command's flags. The benchmark against the
+Linux bridge is tapfwd-bench (make bench).
 `
 
 func main() {
@@ -37,7 +35,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 	err := dispatch("tapfwd", usage, args, map[string]command{
 		"run":      func(a []string) error { return cmdRun(a, stderr) },
 		"features": func(a []string) error { return cmdFeatures(a, stdout, stderr) },
-		"bench":    func(a []string) error { return cmdBench(a, stdout, stderr) },
 		"vm-port":  func(a []string) error { return cmdVMPort(a, stdout, stderr) },
 		"napi":     func(a []string) error { return cmdNapi(a, stdout, stderr) },
 	}, stdout, stderr)

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tapfwd/tapfwd/bench"
+	"github.com/tapfwd/tapfwd/bench/forwarder"
 	"github.com/tapfwd/tapfwd/bench/iperf"
 	"github.com/tapfwd/tapfwd/bench/testbed"
 )
@@ -79,7 +79,7 @@ func TestNICNAPIThreaded(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	fw2, err := bench.StartForwarder(ctx, bed, exe(t), "--nic-napi-threaded", "enabled", "--nic-napi-cpu", "1")
+	fw2, err := forwarder.Start(ctx, bed, exe(t), "--nic-napi-threaded", "enabled", "--nic-napi-cpu", "1")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,120 @@
+package forwarder
+
+import (
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tapfwd/tapfwd/napi"
+)
+
+// Switch is a three-way `tapfwd run` setting (--napi, --vnet-hdr).
+type Switch string
+
+// Switch values; "" leaves tapfwd's default (auto).
+const (
+	Auto Switch = "auto"
+	On   Switch = "on"
+	Off  Switch = "off"
+)
+
+// Poll is how tapfwd's workers wait (--poll).
+type Poll string
+
+// Poll values; "" leaves tapfwd's default (block).
+const (
+	Block Poll = "block" // sleep in ppoll until a fd is ready
+	Busy  Poll = "busy"  // spin on non-blocking reads
+)
+
+// Options are the `tapfwd run` settings the benches vary. The zero value
+// of each field leaves tapfwd's default: the flag is not given.
+type Options struct {
+	Queues  int    // --queues (0: tapfwd's default, 1)
+	NAPI    Switch // --napi: IFF_NAPI on the TAP
+	VnetHdr Switch // --vnet-hdr: IFF_VNET_HDR on the TAP
+	Poll    Poll   // --poll
+	// TAPNAPIThreaded runs the TAP's NAPI poll in a kthread
+	// (--tap-napi-threaded).
+	TAPNAPIThreaded bool
+	// TAPGROFlushTimeout is the TAP's gro_flush_timeout
+	// (--tap-gro-flush-timeout); 0 leaves the kernel's.
+	TAPGROFlushTimeout time.Duration
+	// TAPNAPIDeferHardIRQs is the TAP's napi_defer_hard_irqs
+	// (--tap-napi-defer-hard-irqs); 0 leaves the kernel's.
+	TAPNAPIDeferHardIRQs int
+	// NICNAPIThreaded sets the NIC's NAPI instances threaded
+	// (--nic-napi-threaded); ThreadedDisabled leaves them.
+	NICNAPIThreaded napi.Threaded
+	// NICNAPICPU, when set, pins the NIC's NAPI kthreads to a CPU
+	// (--nic-napi-cpu); it needs NICNAPIThreaded.
+	NICNAPICPU *int
+	// NoGRO turns tapfwd's userspace GRO off (--gro=false).
+	NoGRO bool
+}
+
+// CPU returns a pointer to n, for Options.NICNAPICPU.
+func CPU(n int) *int { return &n }
+
+// Args are the `tapfwd run` flags for o, in a fixed order, without the
+// ones a bed decides (--nic, --tap, --tap-netns, --tap-addr).
+func (o Options) Args() []string {
+	var a []string
+	if o.Queues > 0 {
+		a = append(a, "--queues", strconv.Itoa(o.Queues))
+	}
+	if o.NAPI != "" {
+		a = append(a, "--napi", string(o.NAPI))
+	}
+	if o.VnetHdr != "" {
+		a = append(a, "--vnet-hdr", string(o.VnetHdr))
+	}
+	if o.Poll != "" {
+		a = append(a, "--poll", string(o.Poll))
+	}
+	if o.TAPNAPIThreaded {
+		a = append(a, "--tap-napi-threaded")
+	}
+	if o.TAPGROFlushTimeout > 0 {
+		a = append(a, "--tap-gro-flush-timeout", Micros(o.TAPGROFlushTimeout))
+	}
+	if o.TAPNAPIDeferHardIRQs > 0 {
+		a = append(a, "--tap-napi-defer-hard-irqs", strconv.Itoa(o.TAPNAPIDeferHardIRQs))
+	}
+	if o.NICNAPIThreaded != napi.ThreadedDisabled {
+		a = append(a, "--nic-napi-threaded", o.NICNAPIThreaded.String())
+	}
+	if o.NICNAPICPU != nil {
+		a = append(a, "--nic-napi-cpu", strconv.Itoa(*o.NICNAPICPU))
+	}
+	if o.NoGRO {
+		a = append(a, "--gro=false")
+	}
+	return a
+}
+
+// Needs are the TUNGETFEATURES bits (unix.IFF_*) tapfwd cannot run o
+// without: what o asks for outright rather than when offered.
+func (o Options) Needs() uint32 {
+	var n uint32
+	if o.NAPI == On {
+		n |= unix.IFF_NAPI
+	}
+	if o.VnetHdr == On {
+		n |= unix.IFF_VNET_HDR
+	}
+	if o.Queues > 1 {
+		n |= unix.IFF_MULTI_QUEUE
+	}
+	return n
+}
+
+// Micros writes d in whole microseconds when it is one ("20us"; plain
+// ASCII, unlike Duration.String's "20µs").
+func Micros(d time.Duration) string {
+	if d%time.Microsecond == 0 {
+		return strconv.FormatInt(d.Microseconds(), 10) + "us"
+	}
+	return d.String()
+}

@@ -1,0 +1,3 @@
+// Package latency is the request/response experiment: round trips at fixed
+// rates and delays through tapfwd's polling modes and the bridge.
+package latency

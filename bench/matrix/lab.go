@@ -1,0 +1,121 @@
+package matrix
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os/exec"
+	"runtime"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tapfwd/tapfwd/bench/forwarder"
+	"github.com/tapfwd/tapfwd/bench/report"
+	"github.com/tapfwd/tapfwd/bench/testbed"
+	"github.com/tapfwd/tapfwd/internal/procfs"
+	"github.com/tapfwd/tapfwd/tap"
+)
+
+// Lab builds the beds of a configuration and starts what runs in them.
+type Lab struct {
+	// Tapfwd is the tapfwd binary, started in the fwd namespace as
+	// `tapfwd run` (KindTapfwd).
+	Tapfwd string
+	// Bench is the tapfwd-bench binary, started as `tapfwd-bench
+	// naive-forwarder` (KindNaive).
+	Bench string
+	// Log receives one line per bed; nil discards.
+	Log *slog.Logger
+}
+
+// Visit builds a fresh bed for c, runs c's set-up, starts its forwarder
+// (none for the bridge and the direct veth), waits until the lab answers,
+// calls fn, and removes everything.
+func (l Lab) Visit(ctx context.Context, c *report.Config, rep int, fn func(*testbed.Bed, *forwarder.Process) error) error {
+	mode := testbed.Forwarder
+	switch c.Kind {
+	case report.KindBridge:
+		mode = testbed.Bridge
+	case report.KindDirect:
+		mode = testbed.Direct
+	}
+	bed, err := testbed.New(ctx, testbed.Config{Mode: mode})
+	if err != nil {
+		return fmt.Errorf("building the test bed: %w", err)
+	}
+	defer bed.Close()
+	if l.Log != nil {
+		l.Log.Info("bed", "config", c.Name, "rep", rep, "id", bed.ID, "namespaces", bed.WireNS+" "+bed.FwdNS+" "+bed.LabNS)
+	}
+	for _, s := range c.Setup {
+		args := make([]string, len(s)-1)
+		for i, a := range s[1:] {
+			args[i] = strings.ReplaceAll(a, report.NICToken, bed.NIC)
+		}
+		if _, err := bed.Run(ctx, bed.FwdNS, s[0], args...); err != nil {
+			return fmt.Errorf("set-up: %w", err)
+		}
+	}
+	var fw *forwarder.Process
+	switch c.Kind {
+	case report.KindTapfwd:
+		fw, err = forwarder.Start(ctx, bed, l.Tapfwd, c.Run.Args()...)
+	case report.KindNaive:
+		fw, err = forwarder.StartNaive(ctx, bed, l.Bench)
+	default:
+		err = bed.WaitLabReachable(ctx, 10*time.Second)
+	}
+	if err != nil {
+		return err
+	}
+	if fw != nil {
+		defer fw.Stop()
+	}
+	return fn(bed, fw)
+}
+
+// CheckKernel reports whether the kernel's TUNGETFEATURES flags cover what
+// c's tapfwd settings need; when not, it marks c skipped with the flags
+// missing.
+func CheckKernel(c *report.Config, features uint32) bool {
+	missing := c.Run.Needs() &^ features
+	if missing == 0 {
+		return true
+	}
+	var names []string
+	for _, n := range tap.FlagNames(missing) {
+		names = append(names, "IFF_"+n)
+	}
+	if len(names) == 0 {
+		names = []string{fmt.Sprintf("%#x", missing)}
+	}
+	c.Skipped = fmt.Sprintf("the kernel lacks %s (TUNGETFEATURES %#x)", strings.Join(names, ", "), features)
+	return false
+}
+
+// ProbeHost gathers what a report says about the machine; with iperf, the
+// iperf3 version too.
+func ProbeHost(tunFeatures uint32, iperf bool) report.Host {
+	h := report.Host{CPUs: runtime.NumCPU(), Go: runtime.Version(), TUNFeatures: tap.FlagNames(tunFeatures), CPUModel: procfs.CPUModel()}
+	h.Kernel, h.Machine = Uname()
+	if !iperf {
+		return h
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "iperf3", "--version").Output(); err == nil {
+		h.Iperf3, _, _ = strings.Cut(strings.TrimSpace(string(out)), "\n")
+	}
+	return h
+}
+
+// Uname is the kernel release and the machine; empty when uname fails.
+func Uname() (release, machine string) {
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return "", ""
+	}
+	return unix.ByteSliceToString(u.Release[:]), unix.ByteSliceToString(u.Machine[:])
+}

@@ -1,0 +1,147 @@
+package matrix
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tapfwd/tapfwd/bench/forwarder"
+	"github.com/tapfwd/tapfwd/bench/report"
+)
+
+// fakeVisits scripts the visits of a plan: fail says how a visit of
+// config in rep goes (nil: every row runs).
+type fakeVisits struct {
+	order []string
+	calls map[string]int
+	fail  func(config string, rep, call int) (rows int, err error)
+}
+
+func (f *fakeVisits) visit(rows []string, m *Meter) func(context.Context, *report.Config, int) ([]Record[int], error) {
+	return func(_ context.Context, c *report.Config, rep int) ([]Record[int], error) {
+		f.calls[c.Name]++
+		f.order = append(f.order, c.Name)
+		n, err := len(rows), error(nil)
+		if f.fail != nil {
+			if k, e := f.fail(c.Name, rep, f.calls[c.Name]); e != nil {
+				n, err = k, e
+			}
+		}
+		var out []Record[int]
+		for _, r := range rows[:n] {
+			m.Step(c.Name, rep, r)
+			m.Done()
+			out = append(out, Record[int]{Config: c.Name, Row: r, Rep: rep, Sample: rep})
+		}
+		return out, err
+	}
+}
+
+func plan(cfgs []report.Config, rows []string, reps int, f *fakeVisits, progress func(Progress)) Plan[int] {
+	m := NewMeter(progress, Active(cfgs)*reps*len(rows), reps, time.Second)
+	return Plan[int]{Configs: cfgs, Rows: rows, Reps: reps, Meter: m, Log: slog.New(slog.DiscardHandler), Visit: f.visit(rows, m)}
+}
+
+func TestRunInterleaves(t *testing.T) {
+	cfgs := []report.Config{{Name: "a"}, {Name: "b"}, {Name: "skipped", Skipped: "no"}, {Name: "c"}}
+	f := &fakeVisits{calls: map[string]int{}}
+	var last Progress
+	recs, err := Run(context.Background(), plan(cfgs, []string{"x", "y"}, 3, f, func(p Progress) { last = p }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(f.order, " "); got != "a b c b c a c a b" {
+		t.Errorf("visits %q, want each repetition to start one further along", got)
+	}
+	if len(recs) != 3*3*2 || last.Total != 18 || last.Done != 17 || last.Reps != 3 {
+		t.Errorf("%d records; last progress %+v", len(recs), last)
+	}
+}
+
+func TestRunSkipsAndRecordsFailures(t *testing.T) {
+	cfgs := []report.Config{{Name: "broken"}, {Name: "flaky"}, {Name: "late"}, {Name: "ok"}}
+	f := &fakeVisits{calls: map[string]int{}, fail: func(c string, rep, call int) (int, error) {
+		switch {
+		case c == "broken":
+			return 0, errors.New("no bed")
+		case c == "flaky" && call == 1:
+			return 0, errors.New("slow machine") // tried once more
+		case c == "late" && rep == 2:
+			return 1, errors.New("the forwarder exited")
+		}
+		return 0, nil
+	}}
+	p := plan(cfgs, []string{"x", "y", "z"}, 2, f, nil)
+	recs, err := Run(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfgs[0].Skipped != "no bed" || f.calls["broken"] != 2 {
+		t.Errorf("broken: skipped %q after %d visits, want skipped after 2", cfgs[0].Skipped, f.calls["broken"])
+	}
+	if cfgs[1].Skipped != "" || f.calls["flaky"] != 3 || cfgs[2].Skipped != "" {
+		t.Errorf("flaky: skipped %q, %d visits; late: skipped %q", cfgs[1].Skipped, f.calls["flaky"], cfgs[2].Skipped)
+	}
+	var failed []string
+	for _, r := range recs {
+		if r.Err != "" {
+			failed = append(failed, r.Config+"/"+r.Row)
+		}
+	}
+	if strings.Join(failed, " ") != "late/y late/z" {
+		t.Errorf("failed records %v, want late's rows after its failure in rep 2", failed)
+	}
+	if want := 3*2*3 - 2; p.Meter.total != want {
+		t.Errorf("runs planned %d, want %d (the skipped configuration's taken off, late's lost rows too)", p.Meter.total, want)
+	}
+}
+
+func TestRunInterrupted(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &fakeVisits{calls: map[string]int{}, fail: func(string, int, int) (int, error) {
+		cancel()
+		return 0, context.Canceled
+	}}
+	_, err := Run(ctx, plan([]report.Config{{Name: "a"}}, []string{"x"}, 3, f, nil))
+	if !errors.Is(err, ErrInterrupted) || f.calls["a"] != 1 {
+		t.Errorf("%v after %d visits, want ErrInterrupted after 1 (no retry)", err, f.calls["a"])
+	}
+}
+
+func TestMeterEstimates(t *testing.T) {
+	var got []Progress
+	m := NewMeter(func(p Progress) { got = append(got, p) }, 4, 2, 3*time.Second)
+	m.Step("a", 1, "x")
+	m.Note(Progress{Config: "calibrating on a", Row: "probe"})
+	if got[0].Left != 12*time.Second || got[0].Rep != 1 || got[0].Reps != 2 || got[1].Reps != 0 || got[1].Total != 4 {
+		t.Errorf("before any run: %+v", got)
+	}
+	m.start = time.Now().Add(-10 * time.Second)
+	m.Done()
+	m.Step("a", 1, "y")
+	if l := got[2].Left; l < 29*time.Second || l > 31*time.Second {
+		t.Errorf("after one run of about 10 s with 3 to go: %v left, want about 30 s", l)
+	}
+}
+
+func TestCheckKernel(t *testing.T) {
+	c := report.Tapfwd("x", "", forwarder.Options{NAPI: forwarder.On, Queues: 2})
+	if !CheckKernel(&c, unix.IFF_TAP|unix.IFF_NAPI|unix.IFF_MULTI_QUEUE) || c.Skipped != "" {
+		t.Fatalf("all there: %q", c.Skipped)
+	}
+	if CheckKernel(&c, unix.IFF_TAP) {
+		t.Fatal("nothing there, yet it can run")
+	}
+	if !strings.Contains(c.Skipped, "the kernel lacks IFF_NAPI, IFF_MULTI_QUEUE (TUNGETFEATURES 0x2)") {
+		t.Errorf("skipped %q", c.Skipped)
+	}
+	bridge := report.Config{Name: report.Bridge, Kind: report.KindBridge}
+	if !CheckKernel(&bridge, 0) {
+		t.Error("the bridge needs nothing of the TUN driver")
+	}
+}

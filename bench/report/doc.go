@@ -1,0 +1,3 @@
+// Package report is the benches' one report model (header, host, method,
+// configurations, comparisons) and its renderers: text, Markdown, JSON, CSV, charts.
+package report

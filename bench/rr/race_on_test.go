@@ -1,0 +1,5 @@
+//go:build race
+
+package rr
+
+const raceEnabled = true

@@ -1,0 +1,3 @@
+// Package throughput is the iperf3 experiment: tapfwd's TAP configurations
+// against the baselines, with ratios to the bridge and IFF_NAPI verdicts.
+package throughput

@@ -1,0 +1,306 @@
+package throughput
+
+import (
+	"fmt"
+	"image/color"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tapfwd/tapfwd/bench/report"
+	"github.com/tapfwd/tapfwd/bench/stats"
+)
+
+// Title heads the text and Markdown renderings.
+const Title = "tapfwd-bench throughput"
+
+// Document lays the report out for reading.
+func (r *Report) Document() report.Document {
+	return report.Document{Title: Title, Summary: r.summary(), Sections: r.sections()}
+}
+
+// WriteText writes the report as aligned plain-text tables.
+func (r *Report) WriteText(w io.Writer) error { return r.Document().WriteText(w) }
+
+// WriteMarkdown writes the report as Markdown (GitHub tables).
+func (r *Report) WriteMarkdown(w io.Writer) error { return r.Document().WriteMarkdown(w) }
+
+// WriteJSON writes the report as indented JSON.
+func (r *Report) WriteJSON(w io.Writer) error { return report.WriteJSON(w, r) }
+
+// summary is the report's opening: where, when, how.
+func (r *Report) summary() []string {
+	s := r.Settings
+	lines := []string{
+		r.HostLine(),
+		fmt.Sprintf("%d configurations x %d workloads, %d repetitions interleaved (fresh test bed per configuration and repetition), %d s per iperf3 run, %s in all",
+			len(r.ranConfigs()), len(r.Workloads), s.Reps, s.RunSeconds, r.Finished.Sub(r.Started).Round(time.Second)),
+		fmt.Sprintf("Medians with %.0f%% percentile-bootstrap intervals (%d resamples, seed %d). %s",
+			s.Level*100, s.Resamples, s.Seed, s.VerdictRule()),
+	}
+	if p := s.IperfPin; p != nil {
+		lines = append(lines, fmt.Sprintf("iperf3 pinned: the wire side (client) to CPU %d, the lab side (server) to CPU %d.", p.Wire, p.Lab))
+	}
+	return append(lines, s.QuickLine()...)
+}
+
+func (r *Report) ranConfigs() []report.Config { return report.RanConfigs(r.Configs) }
+
+func (r *Report) sections() []report.Section {
+	var out []report.Section
+	gs := r.groups()
+	if r.ran(NAPIOn) && r.ran(NAPIOff) {
+		for _, g := range gs {
+			out = append(out, r.napiSection(g))
+		}
+	}
+	for _, g := range gs {
+		out = append(out, r.groupSection(g))
+	}
+	if s, ok := r.cpuSection(); ok {
+		out = append(out, s)
+	}
+	if s, ok := r.modesSection(); ok {
+		out = append(out, s)
+	}
+	out = append(out, report.ConfigTable(r.Configs, false))
+	var fails [][]string
+	for _, c := range r.Cells {
+		for _, f := range c.Failures {
+			fails = append(fails, []string{c.Config, c.Workload, f})
+		}
+	}
+	return append(out, report.FailedRuns("workload", fails)...)
+}
+
+// napiSection is IFF_NAPI off against on for g's workloads.
+func (r *Report) napiSection(g group) report.Section {
+	head := "-l"
+	if g.Proto == "udp" {
+		head = "size"
+	}
+	s := report.Section{Title: "IFF_NAPI off -> on: " + g.title(),
+		Head: []string{head, NAPIOff, NAPIOn, "on - off [95% CI]", "verdict", Bridge, NAPIOn + "/" + Bridge}}
+	for _, w := range g.Workloads {
+		off, on, br := r.Cell(NAPIOff, w.Name), r.Cell(NAPIOn, w.Name), r.Cell(Bridge, w.Name)
+		row := []string{SizeName(w.Len), report.Est(off.Value), report.Est(on.Value), "-", "-", "-", report.Ratio(on.RatioToBridge)}
+		if c := r.Comparison(NAPIOn, NAPIOff, w.Name); c != nil {
+			row[3], row[4] = report.DiffEst(c.Difference, 1), c.Verdict
+		}
+		if br != nil {
+			row[5] = report.Est(br.Value)
+		}
+		s.Rows = append(s.Rows, row)
+	}
+	return s
+}
+
+// groupSection is every configuration on g's workloads, with the ratio to
+// the bridge (and for UDP the loss).
+func (r *Report) groupSection(g group) report.Section {
+	s := report.Section{Title: "All configurations: " + g.title() + "; ratio to the bridge", Head: []string{"config"}}
+	for _, w := range g.Workloads {
+		s.Head = append(s.Head, SizeName(w.Len), "/bridge")
+	}
+	if g.Proto == "udp" {
+		s.Head = append(s.Head, "loss %", "dropped by the receiving socket %")
+	}
+	for _, c := range r.ranConfigs() {
+		row := []string{c.Name}
+		var loss, rcvbuf string
+		for _, w := range g.Workloads {
+			cell := r.Cell(c.Name, w.Name)
+			row = append(row, report.Est(cell.Value), report.Ratio(cell.RatioToBridge))
+			if cell.Value != nil {
+				loss = strconv.FormatFloat(cell.LossPercent, 'f', 1, 64)
+				rcvbuf = strconv.FormatFloat(cell.RcvbufPercent, 'f', 1, 64)
+			}
+		}
+		if g.Proto == "udp" {
+			row = append(row, loss, rcvbuf)
+		}
+		s.Rows = append(s.Rows, row)
+	}
+	return s
+}
+
+// cpuSection is what forwarding cost: the forwarder's CPU per gigabit
+// delivered, on the UDP and large-write workloads.
+func (r *Report) cpuSection() (report.Section, bool) {
+	s := report.Section{Title: "Forwarder CPU per gigabit delivered (CPU seconds / Gbit, median; from /proc/PID/stat)", Head: []string{"config"}}
+	var ws []Workload
+	for _, w := range r.Workloads {
+		if w.Proto == "udp" || w.Len >= 4096 {
+			ws = append(ws, w)
+			s.Head = append(s.Head, w.Name)
+		}
+	}
+	for _, c := range r.ranConfigs() {
+		if c.Kind != report.KindTapfwd && c.Kind != report.KindNaive {
+			continue
+		}
+		row := []string{c.Name}
+		for _, w := range ws {
+			row = append(row, strconv.FormatFloat(r.Cell(c.Name, w.Name).ForwarderCPUPerGbit, 'f', 3, 64))
+		}
+		s.Rows = append(s.Rows, row)
+	}
+	return s, len(s.Rows) > 0 && len(ws) > 0
+}
+
+// modesSection is the TAP NAPI modes, each against IFF_NAPI off, when
+// more than one ran.
+func (r *Report) modesSection() (report.Section, bool) {
+	var modes []string
+	for _, ab := range comparisons {
+		if r.ran(ab[0]) && r.ran(ab[1]) {
+			modes = append(modes, ab[0])
+		}
+	}
+	s := report.Section{Title: "TAP NAPI modes against " + NAPIOff + ": change of the median [95% CI], verdict",
+		Head: append([]string{"workload"}, modes...)}
+	for _, w := range r.Workloads {
+		row := []string{w.Name}
+		for _, a := range modes {
+			c := r.Comparison(a, NAPIOff, w.Name)
+			if c == nil {
+				row = append(row, "-")
+				continue
+			}
+			row = append(row, fmt.Sprintf("%s [%s, %s] %s", report.Pct(c.Percent.Median), report.Pct(c.Percent.Low), report.Pct(c.Percent.High), c.Verdict))
+		}
+		s.Rows = append(s.Rows, row)
+	}
+	return s, len(modes) > 1
+}
+
+// CSVHeader is the first line of WriteCSV.
+var CSVHeader = []string{"config", "kind", "workload", "proto", "len", "streams", "direction", "unit",
+	"reps", "median", "ci_low", "ci_high", "ratio_to_bridge", "ratio_ci_low", "ratio_ci_high",
+	"napi_on_vs_off_diff", "napi_on_vs_off_verdict",
+	"retransmits_median", "sender_cpu_median", "receiver_cpu_median", "loss_percent_median", "rcvbuf_drop_percent_median", "samples", "failures"}
+
+// WriteCSV writes one line per cell; the napi columns are filled on the
+// napi-on rows.
+func (r *Report) WriteCSV(w io.Writer) error {
+	f := func(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
+	var rows [][]string
+	for _, c := range r.Cells {
+		kind := ""
+		if cfg := r.Config(c.Config); cfg != nil {
+			kind = cfg.Kind
+		}
+		wl := r.workload(c.Workload)
+		rec := []string{c.Config, kind, c.Workload, wl.Proto, strconv.Itoa(wl.Len), strconv.Itoa(wl.Streams), wl.Direction, c.Unit,
+			strconv.Itoa(c.Reps), "", "", "", "", "", "", "", "",
+			f(c.Retransmits), f(c.SenderCPU), f(c.ReceiverCPU), f(c.LossPercent), f(c.RcvbufPercent), "", strings.Join(c.Failures, "; ")}
+		if c.Value != nil {
+			rec[9], rec[10], rec[11] = f(c.Value.Median), f(c.Value.Low), f(c.Value.High)
+		}
+		if c.RatioToBridge != nil {
+			rec[12], rec[13], rec[14] = f(c.RatioToBridge.Median), f(c.RatioToBridge.Low), f(c.RatioToBridge.High)
+		}
+		if cmp := r.Comparison(NAPIOn, NAPIOff, c.Workload); cmp != nil && c.Config == NAPIOn {
+			rec[15], rec[16] = f(cmp.Diff.Median), cmp.Verdict
+		}
+		s := make([]string, len(c.Samples))
+		for i, v := range c.Samples {
+			s[i] = f(v)
+		}
+		rec[22] = strings.Join(s, " ")
+		rows = append(rows, rec)
+	}
+	return report.WriteCSV(w, CSVHeader, rows)
+}
+
+func (r *Report) workload(name string) Workload {
+	for _, w := range r.Workloads {
+		if w.Name == name {
+			return w
+		}
+	}
+	return Workload{Name: name}
+}
+
+// WriteCharts writes throughput.png and throughput.svg (one panel per
+// workload: a bar per configuration at its median, whiskers spanning the
+// 95% interval) and, when the report has comparisons, napi.png and napi.svg
+// (each TAP NAPI mode's median against IFF_NAPI off's as a ratio, with its
+// interval) into dir.
+func (r *Report) WriteCharts(dir string) error {
+	charts := []report.Chart{r.barGrid()}
+	if len(r.Comparisons) > 0 {
+		charts = append(charts, r.napiChart())
+	}
+	return report.WriteCharts(dir, charts...)
+}
+
+// barGrid lays out one panel per workload: a row per group, a column per
+// size.
+func (r *Report) barGrid() report.BarGrid {
+	g := report.BarGrid{Name: "throughput", Colors: palette}
+	ran := r.ranConfigs()
+	for _, c := range ran {
+		g.Labels = append(g.Labels, c.Name)
+	}
+	for _, gr := range r.groups() {
+		var row []report.Panel
+		for _, w := range gr.Workloads {
+			p := report.Panel{Title: panelTitle(gr, w), YLabel: w.Unit + " (median, 95% CI)"}
+			for _, c := range ran {
+				var v *stats.Estimate
+				if cell := r.Cell(c.Name, w.Name); cell != nil {
+					v = cell.Value
+				}
+				p.Values = append(p.Values, v)
+			}
+			row = append(row, p)
+		}
+		g.Panels = append(g.Panels, row)
+	}
+	return g
+}
+
+func panelTitle(g group, w Workload) string {
+	if g.Proto == "udp" {
+		return fmt.Sprintf("UDP %s %s, delivered", SizeName(w.Len), g.Direction)
+	}
+	return fmt.Sprintf("TCP %s -P %d -l %s", g.Direction, g.Streams, SizeName(w.Len))
+}
+
+// napiChart draws each TAP NAPI mode's median against NAPIOff's per
+// workload as a ratio.
+func (r *Report) napiChart() report.RatioChart {
+	c := report.RatioChart{Name: "napi", Title: "TAP NAPI modes against " + NAPIOff + ": ratio of medians (95% CI)",
+		XLabel: "median / median of " + NAPIOff + " (log scale; right of 1 is faster)", Colors: palette}
+	for _, w := range r.Workloads {
+		c.Rows = append(c.Rows, w.Name)
+	}
+	for _, ab := range comparisons {
+		s := report.Series{Name: ab[0]}
+		for _, w := range r.Workloads {
+			var e *stats.Estimate
+			if cmp := r.Comparison(ab[0], ab[1], w.Name); cmp != nil {
+				e = &cmp.Ratio
+			}
+			s.Ratios = append(s.Ratios, e)
+		}
+		c.Series = append(c.Series, s)
+	}
+	return c
+}
+
+// palette gives every configuration its colour: the tapfwd variants
+// bright, the naive baseline brown, the kernel baselines grey.
+var palette = report.Palette{
+	NAPIOff:      color.RGBA{0xd6, 0x27, 0x28, 0xff},
+	NAPIOn:       color.RGBA{0x2c, 0xa0, 0x2c, 0xff},
+	NAPIThreaded: color.RGBA{0x1f, 0x77, 0xb4, 0xff},
+	NAPIGRO:      color.RGBA{0xff, 0x7f, 0x0e, 0xff},
+	VnetOff:      color.RGBA{0x94, 0x67, 0xbd, 0xff},
+	Queues2:      color.RGBA{0x17, 0xbe, 0xcf, 0xff},
+	Naive:        color.RGBA{0x8c, 0x56, 0x4b, 0xff},
+	Bridge:       color.RGBA{0x55, 0x55, 0x55, 0xff},
+	Direct:       color.RGBA{0xaa, 0xaa, 0xaa, 0xff},
+}

@@ -1,0 +1,223 @@
+package throughput
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tapfwd/tapfwd/bench/forwarder"
+	"github.com/tapfwd/tapfwd/bench/iperf"
+	"github.com/tapfwd/tapfwd/bench/matrix"
+	"github.com/tapfwd/tapfwd/bench/report"
+	"github.com/tapfwd/tapfwd/bench/testbed"
+	"github.com/tapfwd/tapfwd/internal/procfs"
+)
+
+// Options configure Run.
+type Options struct {
+	matrix.Common // Configs nil means Configs(DefaultTAPNAPI)
+	// Workloads to run on each configuration's bed; nil means
+	// Workloads([64 128 4096], [1 4], both directions, true) and
+	// MTUWorkload.
+	Workloads []Workload
+	// Duration of each iperf3 run (whole seconds); 0 means 1 s.
+	Duration time.Duration
+	// IperfPin, when set, pins the iperf3 client (wire namespace) and
+	// server (lab namespace) to CPUs in every run; nil leaves them to the
+	// scheduler. On a machine with few CPUs where they run decides
+	// small-packet results (docs/performance.md).
+	IperfPin *iperf.Pinning
+}
+
+// sample is what one iperf3 run of one configuration and workload gave.
+type sample struct {
+	Value       float64 // in the workload's unit
+	Retransmits int
+	SenderCPU   float64
+	ReceiverCPU float64
+	LossPercent float64
+	// RcvbufPercent is the share of the datagrams reaching the receiving
+	// socket that it dropped with its buffer full (the receiver fell
+	// behind), in percent; UDP only.
+	RcvbufPercent float64
+	// FwdCPUPerGbit is the forwarder's CPU seconds per gigabit delivered.
+	FwdCPUPerGbit float64
+}
+
+type record = matrix.Record[sample]
+
+func (o *Options) defaults() error {
+	o.Defaults(func() []report.Config { return Configs(DefaultTAPNAPI) })
+	if o.Workloads == nil {
+		o.Workloads = append(Workloads(DefaultSizes, DefaultStreams, DefaultDirs, true), MTUWorkload())
+	}
+	if o.Duration <= 0 {
+		o.Duration = time.Second
+	}
+	if len(o.Configs) == 0 || len(o.Workloads) == 0 {
+		return errors.New("throughput: nothing to measure: no configuration or no workload")
+	}
+	return nil
+}
+
+// Run measures every configuration with every workload, in the interleaved
+// repetitions of matrix.Run: each visit builds a fresh test bed, starts the
+// forwarder if any, runs every workload on it, and removes the bed.
+//
+// A configuration that the kernel cannot do (Options.TUNFeatures) is
+// skipped with the reason before anything runs; the rest follows
+// matrix.Run's rules. A failed iperf3 run is recorded in its cell. When ctx
+// ends, everything started is stopped and removed, and the error wraps
+// matrix.ErrInterrupted.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	r := &Report{
+		Header:    report.Header{Schema: Schema, Started: time.Now().UTC(), Host: matrix.ProbeHost(o.TUNFeatures, true)},
+		Settings:  Settings{Method: report.NewMethod(o.Reps, o.Bootstrap), RunSeconds: iperfSeconds(o.Duration), IperfPin: o.IperfPin},
+		Configs:   append([]report.Config(nil), o.Configs...),
+		Workloads: o.Workloads,
+	}
+	for i := range r.Configs {
+		if c := &r.Configs[i]; !matrix.CheckKernel(c, o.TUNFeatures) {
+			o.Log.Info("skipping configuration", "config", c.Name, "reason", c.Skipped)
+		}
+	}
+	// A first guess per run: the run itself plus about half a second
+	// around it.
+	guess := time.Duration(iperfSeconds(o.Duration))*time.Second + 500*time.Millisecond
+	m := matrix.NewMeter(o.Progress, matrix.Active(r.Configs)*o.Reps*len(o.Workloads), o.Reps, guess)
+	rows := make([]string, len(o.Workloads))
+	for i, w := range o.Workloads {
+		rows[i] = w.Name
+	}
+	var err error
+	r.runs, err = matrix.Run(ctx, matrix.Plan[sample]{
+		Configs: r.Configs, Rows: rows, Reps: o.Reps, Meter: m, Log: o.Log,
+		Visit: func(ctx context.Context, c *report.Config, rep int) ([]record, error) {
+			return visit(ctx, o, c, rep, m)
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	r.Finished = time.Now().UTC()
+	r.analyze(o.Bootstrap)
+	return r, nil
+}
+
+// iperfSeconds is the run length iperf3 actually uses (-t takes seconds).
+func iperfSeconds(d time.Duration) int {
+	s := int((d + time.Second - 1) / time.Second)
+	return max(1, s)
+}
+
+// visit runs every workload on a fresh bed for c.
+func visit(ctx context.Context, o Options, c *report.Config, rep int, m *matrix.Meter) ([]record, error) {
+	var runs []record
+	err := o.Lab.Visit(ctx, c, rep, func(bed *testbed.Bed, fw *forwarder.Process) error {
+		for _, w := range o.Workloads {
+			if fw != nil {
+				if err := fw.Alive(); err != nil {
+					return err
+				}
+			}
+			m.Step(c.Name, rep, w.Name)
+			s, runErr, err := measure(ctx, o, bed, fw, w)
+			if err != nil {
+				return err
+			}
+			m.Done()
+			run := record{Config: c.Name, Row: w.Name, Rep: rep, Sample: s}
+			if runErr != nil {
+				run = record{Config: c.Name, Row: w.Name, Rep: rep, Err: matrix.ErrLine(runErr)}
+				o.Log.Warn("iperf3 failed", "config", c.Name, "rep", rep, "workload", w.Name, "err", runErr)
+			}
+			runs = append(runs, run)
+		}
+		return nil
+	})
+	return runs, err
+}
+
+// measure runs workload w across bed. runErr is iperf3 failing (recorded
+// in the cell); err ends the visit (ctx ended, the bed failing).
+func measure(ctx context.Context, o Options, bed *testbed.Bed, fw *forwarder.Process, w Workload) (s sample, runErr, err error) {
+	var cpu0 time.Duration
+	if fw != nil {
+		cpu0 = procCPU(fw.Pid())
+	}
+	if w.WireMTU {
+		if _, err := bed.Run(ctx, bed.WireNS, "ethtool", "-K", bed.WireIf, "tso", "off", "gso", "off"); err != nil {
+			return s, nil, fmt.Errorf("turning TSO/GSO off on the wire: %w", err)
+		}
+		defer bed.Run(context.Background(), bed.WireNS, "ethtool", "-K", bed.WireIf, "tso", "on", "gso", "on")
+	}
+	// Where UDP datagrams are lost: the receiver's socket buffer, or on
+	// the way.
+	rcvNS := bed.LabNS
+	if w.Direction == LabToWire {
+		rcvNS = bed.WireNS
+	}
+	var udp0 procfs.UDP
+	if w.Proto == "udp" {
+		if udp0, err = udpStats(bed, rcvNS); err != nil {
+			return s, nil, err
+		}
+	}
+	res, runErr := iperf.Run(ctx, bed, iperf.Options{
+		Duration: o.Duration, Len: w.Len, Streams: w.Streams,
+		Reverse: w.Direction == LabToWire, UDP: w.Proto == "udp", Bitrate: bitrate(w), Pin: o.IperfPin,
+	})
+	if ctx.Err() != nil {
+		return s, nil, ctx.Err()
+	}
+	if runErr != nil {
+		return s, runErr, nil
+	}
+	s = sample{Value: res.BitsPerSecond / 1e9, Retransmits: res.Retransmits,
+		SenderCPU: res.SenderCPU, ReceiverCPU: res.ReceiverCPU, LossPercent: res.LostPercent}
+	if w.Unit == Kpps {
+		s.Value = res.BitsPerSecond / 8 / float64(w.Len) / 1e3
+	}
+	if w.Proto == "udp" {
+		udp1, err := udpStats(bed, rcvNS)
+		if err != nil {
+			return s, nil, err
+		}
+		s.RcvbufPercent = procfs.RcvbufPercent(udp0, udp1)
+	}
+	if fw != nil && res.Bytes > 0 {
+		s.FwdCPUPerGbit = (procCPU(fw.Pid()) - cpu0).Seconds() / (float64(res.Bytes) * 8 / 1e9)
+	}
+	return s, nil, nil
+}
+
+func bitrate(w Workload) string {
+	if w.Proto == "udp" {
+		return "0" // unlimited: as many datagrams as the sender can write
+	}
+	return ""
+}
+
+// udpStats reads the UDP receive counters of namespace ns.
+func udpStats(b *testbed.Bed, ns string) (procfs.UDP, error) {
+	var u procfs.UDP
+	err := b.Do(ns, func() (err error) {
+		u, err = procfs.ReadUDP()
+		return err
+	})
+	return u, err
+}
+
+// procCPU is the user plus system CPU time of process pid; 0 when it
+// cannot be read.
+func procCPU(pid int) time.Duration {
+	s, err := procfs.ReadStat(pid)
+	if err != nil {
+		return 0
+	}
+	return s.CPU()
+}

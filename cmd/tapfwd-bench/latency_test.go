@@ -1,0 +1,224 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tapfwd/tapfwd/bench/latency"
+	"github.com/tapfwd/tapfwd/bench/stats"
+	"github.com/tapfwd/tapfwd/bench/testbed"
+)
+
+// latencyJSON is the --json report as a consumer reads it: plain fields,
+// not latency.Report.
+type latencyJSON struct {
+	Schema   string `json:"schema"`
+	Settings struct {
+		Reps       int     `json:"reps"`
+		RunSeconds float64 `json:"run_seconds"`
+		Quick      bool    `json:"quick"`
+	} `json:"settings"`
+	Host struct {
+		Kernel string `json:"kernel"`
+		CPUs   int    `json:"cpus"`
+	} `json:"host"`
+	Notes   []string            `json:"notes"`
+	Configs []latencyConfigJSON `json:"configs"`
+	Points  []struct {
+		Name      string `json:"name"`
+		Rate      int    `json:"rate"`
+		AskedRate int    `json:"asked_rate"`
+		DelayNS   int64  `json:"delay_ns"`
+	} `json:"points"`
+	Cells       []latencyCellJSON `json:"cells"`
+	Comparisons []struct {
+		Point, Stat, A, B, Verdict string
+	} `json:"comparisons"`
+}
+
+type latencyConfigJSON struct {
+	Name    string   `json:"name"`
+	Kind    string   `json:"kind"`
+	Args    []string `json:"args"`
+	Skipped string   `json:"skipped"`
+}
+
+type latencyCellJSON struct {
+	Config      string                         `json:"config"`
+	Point       string                         `json:"point"`
+	Reps        int                            `json:"reps"`
+	RTT         map[string]map[string]*float64 `json:"rtt_ns"`
+	Rate        map[string]*float64            `json:"rate"`
+	LossPercent map[string]*float64            `json:"loss_percent"`
+	Samples     []struct {
+		Sent     uint64             `json:"sent"`
+		Received uint64             `json:"received"`
+		RTT      map[string]float64 `json:"rtt_ns"`
+	} `json:"samples"`
+}
+
+// TestBenchLatencyQuickJSON runs `tapfwd-bench latency --quick --json`, as
+// CI does, and checks the report's structure, and that the bridge and
+// tapfwd rows have positive, ordered round-trip percentiles with intervals,
+// a rate and a loss.
+func TestBenchLatencyQuickJSON(t *testing.T) {
+	if err := testbed.Available(); err != nil {
+		t.Skipf("skipping privileged test: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	cmd := benchCmd(t, ctx, "latency", "--quick", "--json")
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("bench latency --quick --json: %v\nstderr:\n%s", err, stderr.String())
+	}
+	t.Logf("--quick took %v", time.Since(start).Round(time.Second))
+	if !strings.Contains(stderr.String(), "left") {
+		t.Errorf("no progress line on stderr:\n%s", stderr.String())
+	}
+	var r latencyJSON
+	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, stdout.String())
+	}
+	if r.Schema != latency.Schema || !r.Settings.Quick || r.Settings.Reps != 2 || r.Settings.RunSeconds != 2 || r.Host.Kernel == "" || r.Host.CPUs == 0 {
+		t.Errorf("schema %q, settings %+v, host %+v", r.Schema, r.Settings, r.Host)
+	}
+	if len(r.Points) != 1 || r.Points[0].Name != "12K/0us" || r.Points[0].Rate != 12000 || r.Points[0].DelayNS != 0 {
+		t.Errorf("points %+v", r.Points)
+	}
+	if len(r.Notes) == 0 {
+		t.Error("no notes")
+	}
+	var ran []string
+	for _, c := range r.Configs {
+		if c.Skipped != "" {
+			t.Logf("skipped %s: %s", c.Name, c.Skipped)
+			continue
+		}
+		ran = append(ran, c.Name)
+	}
+	for _, must := range []string{latency.Block, latency.Bridge} {
+		if !slices.Contains(ran, must) {
+			t.Errorf("configuration %s did not run: %v", must, r.Configs)
+		}
+	}
+	if !slices.ContainsFunc(r.Configs, func(c latencyConfigJSON) bool { return c.Name == latency.Busy }) {
+		t.Errorf("%s not in the quick run", latency.Busy)
+	}
+	for _, c := range ran {
+		for _, p := range r.Points {
+			i := slices.IndexFunc(r.Cells, func(x latencyCellJSON) bool { return x.Config == c && x.Point == p.Name })
+			if i < 0 {
+				t.Errorf("no cell for %s / %s", c, p.Name)
+				continue
+			}
+			cell := r.Cells[i]
+			if cell.Reps != r.Settings.Reps || len(cell.Samples) != cell.Reps {
+				t.Errorf("%s: %d repetitions, %d samples, want %d", c, cell.Reps, len(cell.Samples), r.Settings.Reps)
+			}
+			prev := 0.0
+			for _, st := range latency.Stats {
+				e := cell.RTT[st]
+				med, lo, hi := e["median"], e["ci_low"], e["ci_high"]
+				if med == nil || lo == nil || hi == nil {
+					t.Errorf("%s: rtt_ns.%s lacks median or interval: %v", c, st, e)
+					continue
+				}
+				if *med <= 0 || !(*lo <= *med && *med <= *hi) || *med < prev {
+					t.Errorf("%s: rtt_ns.%s %v [%v, %v]: want positive, inside its interval, not below the percentile before (%v)", c, st, *med, *lo, *hi, prev)
+				}
+				prev = *med
+			}
+			if cell.Rate["median"] == nil || *cell.Rate["median"] <= 0 || cell.LossPercent["median"] == nil {
+				t.Errorf("%s: rate %v loss %v", c, cell.Rate, cell.LossPercent)
+			}
+			for _, s := range cell.Samples {
+				if s.Sent == 0 || s.Received == 0 || s.Received > s.Sent || s.RTT["p50"] <= 0 {
+					t.Errorf("%s: sample %+v", c, s)
+				}
+			}
+			t.Logf("%s %s: p50 %.1f us, p99 %.1f us, %.0f requests/s, %.2f%% lost", c, p.Name,
+				*cell.RTT["p50"]["median"]/1e3, *cell.RTT["p99"]["median"]/1e3, *cell.Rate["median"], *cell.LossPercent["median"])
+		}
+	}
+	n := 0
+	for _, c := range r.Comparisons {
+		if c.A == latency.Block && c.B == latency.Bridge {
+			n++
+			if c.Verdict != stats.TooFewSamples {
+				t.Errorf("tapfwd-block against the bridge with 2 repetitions: verdict %q, want %q", c.Verdict, stats.TooFewSamples)
+			}
+		}
+	}
+	if n != 2 {
+		t.Errorf("%d block/bridge comparisons, want p50 and p99", n)
+	}
+
+	// --from renders the saved report again; --out writes every format.
+	saved := filepath.Join(t.TempDir(), "latency.json")
+	if err := os.WriteFile(saved, stdout.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	var md, errb bytes.Buffer
+	if code := run([]string{"latency", "--from", saved, "--markdown", "--out", out}, &md, &errb); code != 0 {
+		t.Fatalf("--from: exit %d: %s", code, errb.String())
+	}
+	if !strings.Contains(md.String(), "| rate + delay | "+latency.Block) || !strings.Contains(md.String(), "12 Kpkt/s + 0 us") {
+		t.Errorf("--from --markdown:\n%s", md.String())
+	}
+	for _, f := range []string{"latency.txt", "latency.md", "latency.json"} {
+		if fi, err := os.Stat(filepath.Join(out, f)); err != nil || fi.Size() == 0 {
+			t.Errorf("--out: %s: %v", f, err)
+		}
+	}
+}
+
+// TestBenchLatencyInterrupt sends SIGINT to a latency bench while requests
+// flow through tapfwd, and checks that it exits promptly and leaves no
+// namespace, interface or process of its own behind.
+func TestBenchLatencyInterrupt(t *testing.T) {
+	started := false
+	seen := interruptBench(t, "latency", []string{"--configs", latency.Block + "," + latency.Bridge},
+		700*time.Millisecond, func(line string, _ map[int]procID) bool {
+			// The progress line comes just before the requests.
+			started = started || strings.HasPrefix(line, "bench: [1/") && strings.Contains(line, latency.Block)
+			return started
+		})
+	forwarder := false
+	for _, id := range seen {
+		forwarder = forwarder || strings.HasPrefix(id.comm, "tapfwd")
+	}
+	if !forwarder {
+		t.Errorf("never saw tapfwd run under the bench: %v", seen)
+	}
+}
+
+// TestBenchLatencyErrors checks the one-line errors of flag mistakes, and
+// the help text.
+func TestBenchLatencyErrors(t *testing.T) {
+	checkCLI(t, []cliCase{
+		{nil, 2, "Usage: tapfwd-bench throughput|latency"},
+		{[]string{"latency", "--json", "--markdown"}, 1, "pick one"},
+		{[]string{"latency", "--configs", "tapfwd-maybe"}, 1, `unknown configuration "tapfwd-maybe"`},
+		{[]string{"latency", "--points", "12K"}, 1, "--points: bad point"},
+		{[]string{"latency", "--calibrate", "nowhere"}, 1, "--calibrate: unknown configuration"},
+		{[]string{"latency", "--size", "8"}, 1, "--size 8"},
+		{[]string{"latency", "--reps", "0"}, 1, "--reps 0"},
+		{[]string{"latency", "extra"}, 2, `unexpected argument "extra"`},
+		{[]string{"latency", "-h"}, 0, "--quick: configurations tapfwd-block, tapfwd-busy, bridge"},
+		{[]string{"latency", "--from", "/nonexistent/latency.json"}, 1, "no such file"},
+	})
+	if testbed.Available() == nil {
+		asNobody(t, "bench needs root", "latency", "--quick")
+	}
+}
