@@ -186,11 +186,3 @@ func TestRoundTripsBed(t *testing.T) {
 		t.Errorf("sent %d, received %d", res.Sent, res.Received)
 	}
 }
-
-// needBeds skips t when test beds cannot be built here.
-func needBeds(t *testing.T) {
-	t.Helper()
-	if err := testbed.Available(); err != nil {
-		t.Skipf("skipping privileged test: %v", err)
-	}
-}
