@@ -2,7 +2,7 @@ package vnethdr
 
 import "testing"
 
-// The hot path must not allocate (STYLE.md); prove it for every entry point.
+// The hot path must not allocate; prove it for every entry point.
 func TestZeroAllocs(t *testing.T) {
 	s := spec{vlan: true, payload: pattern(65000, 1)}
 	h, frame := superFrame(t, s, 1448)

@@ -14,7 +14,7 @@ func TestDecodeEncode(t *testing.T) {
 	}{
 		{"zero", make([]byte, Len), Hdr{}},
 		{
-			// What the test bed's veth gives for a TSO frame (DESIGN.md).
+			// What the test bed's veth gives a packet socket for a TSO frame.
 			"tcp4 gso",
 			[]byte{0x01, 0x01, 0x42, 0x00, 0xa8, 0x05, 0x22, 0x00, 0x10, 0x00},
 			Hdr{Flags: FlagNeedsCsum, GSOType: GSOTCPv4, HdrLen: 66, GSOSize: 1448, CsumStart: 34, CsumOffset: 16},
