@@ -4,34 +4,74 @@ import "encoding/binary"
 
 // udpMaxSegments is UDP_MAX_SEGMENTS (include/linux/udp.h): the kernel
 // refuses USO frames that would make more segments than this
-// (include/linux/virtio_net.h: virtio_net_hdr_to_skb).
+// (include/linux/virtio_net.h: virtio_net_hdr_to_skb). It bounds what a
+// write may carry; what GRO merges is bounded by udpGROMaxSegments.
 const udpMaxSegments = 128
 
 // gsoSizeByFrags is GSO_BY_FRAGS (include/linux/netdevice.h), an internal
 // marker the kernel refuses from virtio headers.
 const gsoSizeByFrags = 0xffff
 
+// tcpMinMSS is TCP_MIN_MSS (include/net/tcp.h, "minimal accepted MSS",
+// (60+60+8) - (20+20)): Linux refuses a smaller TCP_MAXSEG and its MTU
+// probing never goes below it. Fixup refuses TCP GSO frames with a smaller
+// gso_size. The kernel takes any gso_size from 1 up, so without a floor one
+// write of 65,000 bytes with gso_size 1 becomes 65,000 frames on the wire;
+// with it, one write makes at most about 745. The price: a peer that
+// advertises a smaller MSS can still make Linux send segments down to
+// net.ipv4.tcp_min_snd_mss (TCP_MIN_SND_MSS, 48), and such a flow's TSO
+// frames are refused here. USO needs no floor: udpMaxSegments bounds it.
+const tcpMinMSS = 88
+
+// nhMinLen is the smallest transport offset virtio_net_hdr_to_skb takes
+// (include/linux/virtio_net.h: nh_min_len): csum_start, counted from the
+// Ethernet header (skb->data when drivers/net/tun.c: tun_get_user and
+// net/packet/af_packet.c: packet_snd call it), must be at least
+// sizeof(struct iphdr), or sizeof(struct ipv6hdr) for TCPv6 GSO. Fixup's
+// GSO rules (csum_start at the parsed L4 header, at least 14+20 or 14+40
+// bytes in) imply both; non-GSO frames are checked against nhMinLen.
+const nhMinLen = 20
+
+// csumStartMax is the largest csum_start Fixup takes.
+// net/core/skbuff.c: skb_partial_csum_set refuses a frame whose headroom +
+// csum_start reaches U16_MAX (skb->csum_start is 16 bits, counted from the
+// head of the buffer). The headroom is the receiving side's: NET_SKB_PAD
+// (64) for a TAP write, plus XDP_PACKET_HEADROOM (256) when the TAP runs
+// an XDP program; LL_RESERVED_SPACE of the device for a packet socket.
+// 1 KiB covers them all; no real frame has its checksum start that far in.
+const csumStartMax = 0xffff - 1 - 1024
+
 // Fixup validates h against frame (an Ethernet frame without the vnet
 // header) and rewrites h so the kernel can be given both: the header comes
-// from another kernel or a guest and is not trusted (include/linux/virtio_net.h:
-// virtio_net_hdr_to_skb is the check the receiving side does; Fixup is at
-// least as strict, so a frame it accepts is not dropped there).
+// from another kernel or a guest and is not trusted. Fixup is at least as
+// strict as what the kernel checks when it is handed the result
+// (include/linux/virtio_net.h: virtio_net_hdr_to_skb, behind
+// drivers/net/tun.c: tun_get_user for a TAP write and
+// net/packet/af_packet.c: packet_snd for a packet socket send; and
+// net/core/skbuff.c: skb_partial_csum_set), so a frame it accepts is not
+// refused there. Any error means: drop the frame.
 //
 //   - Unknown flag bits are cleared.
 //   - Plain frames (no GSO, no FlagNeedsCsum) are not parsed; HdrLen,
 //     GSOSize, CsumStart and CsumOffset become 0.
-//   - FlagNeedsCsum frames: csum_start must be past the Ethernet header and
-//     csum_start+csum_offset+2 within the frame and the IP packet. HdrLen
-//     becomes the end of the L4 header when csum_start is where the TCP/UDP
-//     header is, else csum_start+csum_offset+2 (a checksum the kernel may
-//     offload for a tunnel's inner header).
+//   - FlagNeedsCsum frames: csum_start must be at least 20 (the kernel's
+//     nh_min_len, sizeof(struct iphdr); ErrCsumBounds), at most
+//     csumStartMax (skb_partial_csum_set), and csum_start+csum_offset+2
+//     within the frame, within 64 KiB and, for IP, within the IP packet
+//     (ErrCsumBounds). HdrLen becomes the end of the L4 header when
+//     csum_start is where the TCP/UDP header is, else
+//     csum_start+csum_offset+2 (a checksum the kernel may offload for a
+//     tunnel's inner header).
 //   - GSO frames: the type must be TCPv4, TCPv6 or UDP_L4 (ErrGSOType; UFO
-//     and ECN on UDP_L4 too) and match the IP version and L4 protocol,
-//     gso_size must be 1..0xfffe (ErrGSOSize), the frame must not be an IP
-//     fragment, the IP length must end exactly at the end of the frame, and
-//     with FlagNeedsCsum csum_start must be the L4 header (ErrMalformed) and
-//     csum_offset its check field (ErrCsumBounds). HdrLen becomes the offset
-//     of the L4 payload.
+//     and ECN on UDP_L4 too) and match the IP version and L4 protocol;
+//     gso_size must not be 0 or GSO_BY_FRAGS (0xffff), for TCP not below
+//     tcpMinMSS (88), and a USO frame must not make more than
+//     UDP_MAX_SEGMENTS (128) segments (ErrGSOSize); the frame must not be
+//     an IP fragment, and the IP length must end exactly at the end of the
+//     frame (ErrMalformed). With FlagNeedsCsum, csum_start must be the L4
+//     header (ErrMalformed; so at least 34, or 54 for IPv6, past the
+//     kernel's nh_min_len) and csum_offset its check field (ErrCsumBounds).
+//     HdrLen becomes the offset of the L4 payload.
 //   - A GSO frame without FlagNeedsCsum (what a packet socket hands out for
 //     a GRO'd frame from a real NIC: CHECKSUM_UNNECESSARY, FlagDataValid) is
 //     turned into the FlagNeedsCsum form, as the kernel's GSO would
@@ -39,7 +79,9 @@ const gsoSizeByFrags = 0xffff
 //     when ip_summed is not CHECKSUM_PARTIAL): Fixup writes the pseudo-header
 //     sum into the check field (and the length into a UDP header) and points
 //     csum_start/csum_offset at it. This is the only case where Fixup
-//     writes to frame; virtio_net_hdr_to_skb refuses USO without it.
+//     writes to frame; virtio_net_hdr_to_skb refuses USO without it, and so
+//     every GSO header Fixup returns goes through the kernel's NEEDS_CSUM
+//     branch, whose rules are the ones above.
 //
 // IPv4 with options and IPv6 with hop-by-hop, routing and destination options
 // headers are accepted. On error h may be partly rewritten; drop the frame.
@@ -81,7 +123,7 @@ func Fixup(h *Hdr, frame []byte) error {
 func fixupCsum(h *Hdr, frame []byte) error {
 	start := int(h.CsumStart)
 	need := start + int(h.CsumOffset) + 2
-	if start < ethHdrLen || need > len(frame) || need > 0xffff {
+	if need > len(frame) || need > 0xffff || start > csumStartMax {
 		return ErrCsumBounds
 	}
 	l, err := parse(frame)
@@ -96,6 +138,10 @@ func fixupCsum(h *Hdr, frame []byte) error {
 	case errNotIP:
 	default:
 		return err
+	}
+	// After parse, so that a frame whose headers do not parse says so.
+	if start < nhMinLen {
+		return ErrCsumBounds
 	}
 	h.HdrLen = uint16(need)
 	return nil
@@ -114,7 +160,8 @@ func checkGSO(h *Hdr, frame []byte) (layout, error) {
 	default: // GSONone with only ECN, UFO, unknown
 		return l, ErrGSOType
 	}
-	if h.GSOSize == 0 || h.GSOSize == gsoSizeByFrags {
+	tcp := h.GSOType&^GSOECN != GSOUDPL4
+	if h.GSOSize == 0 || h.GSOSize == gsoSizeByFrags || (tcp && h.GSOSize < tcpMinMSS) {
 		return l, ErrGSOSize
 	}
 	l, err := parse(frame)
@@ -150,6 +197,9 @@ func checkGSO(h *Hdr, frame []byte) (layout, error) {
 		}
 	}
 	if h.Flags&FlagNeedsCsum != 0 {
+		// virtio_net_hdr_to_skb: needed = start + max(thlen, off + 2)
+		// within the frame; the L4 header (thlen) is within it once start
+		// is where parse found that header.
 		start := int(h.CsumStart)
 		if start+int(h.CsumOffset)+2 > len(frame) {
 			return l, ErrCsumBounds

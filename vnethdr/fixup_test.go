@@ -232,7 +232,7 @@ func TestFixupIPv6ExtensionLimits(t *testing.T) {
 		}
 		f := splice6(build(t, s), 60, hdrs...)
 		l4 := 54 + 8*tt.n
-		h := Hdr{Flags: FlagNeedsCsum, GSOType: GSOTCPv6, GSOSize: 50, CsumStart: uint16(l4), CsumOffset: 16}
+		h := Hdr{Flags: FlagNeedsCsum, GSOType: GSOTCPv6, GSOSize: tcpMinMSS, CsumStart: uint16(l4), CsumOffset: 16}
 		if err := Fixup(&h, f); !errors.Is(err, tt.err) {
 			t.Errorf("%s: %v, want %v", tt.name, err, tt.err)
 		} else if err == nil && int(h.HdrLen) != l4+20 {
@@ -242,7 +242,7 @@ func TestFixupIPv6ExtensionLimits(t *testing.T) {
 	// A GRO'd frame whose pseudo-header destination cannot be known (RPL
 	// routing header with segments left) cannot be made partial.
 	f := splice6(build(t, s), 43, []byte{0, 0, 3, 1, 0, 0, 0, 0})
-	h := Hdr{Flags: FlagDataValid, GSOType: GSOTCPv6, GSOSize: 50}
+	h := Hdr{Flags: FlagDataValid, GSOType: GSOTCPv6, GSOSize: tcpMinMSS}
 	if err := Fixup(&h, f); !errors.Is(err, ErrMalformed) {
 		t.Errorf("RPL routing header: %v, want ErrMalformed", err)
 	}
@@ -253,5 +253,129 @@ func TestFixupIPv6ExtensionLimits(t *testing.T) {
 	h = Hdr{Flags: FlagNeedsCsum, CsumStart: 34, CsumOffset: 6}
 	if err := Fixup(&h, append(u, 0, 0, 0)); !errors.Is(err, ErrMalformed) {
 		t.Errorf("short UDP header: %v, want ErrMalformed", err)
+	}
+}
+
+// Issue 13, item 3: what include/linux/virtio_net.h: virtio_net_hdr_to_skb
+// and net/core/skbuff.c: skb_partial_csum_set refuse, Fixup refuses, so
+// such a frame counts as a bad header, not as a refusal at the write.
+func TestFixupKernelRules(t *testing.T) {
+	arp := make([]byte, 60)
+	binary.BigEndian.PutUint16(arp[12:], 0x0806)
+	big := make([]byte, 65500) // a non-IP jumbo frame, as a TAP may take
+	binary.BigEndian.PutUint16(big[12:], 0x88b5)
+	udp4 := build(t, spec{udp: true, payload: pattern(100, 1)})
+	for _, tt := range []struct {
+		name  string
+		frame []byte
+		h     Hdr
+		err   error
+	}{
+		{"csum_start 14 (nh_min_len)", arp, Hdr{Flags: FlagNeedsCsum, CsumStart: 14, CsumOffset: 0}, ErrCsumBounds},
+		{"csum_start 19 (nh_min_len)", arp, Hdr{Flags: FlagNeedsCsum, CsumStart: 19, CsumOffset: 6}, ErrCsumBounds},
+		{"csum_start 20", arp, Hdr{Flags: FlagNeedsCsum, CsumStart: 20, CsumOffset: 6}, nil},
+		{"ipv4 csum_start inside the IP header", udp4, Hdr{Flags: FlagNeedsCsum, CsumStart: 18, CsumOffset: 8}, ErrCsumBounds},
+		{"ipv4 csum_start 20, inside the IP header", udp4, Hdr{Flags: FlagNeedsCsum, CsumStart: 20, CsumOffset: 6}, nil},
+		// skb_partial_csum_set: headroom + csum_start >= U16_MAX.
+		{"csum_start past the 16-bit skb->csum_start", big, Hdr{Flags: FlagNeedsCsum, CsumStart: 65480, CsumOffset: 0}, ErrCsumBounds},
+		{"csum_start at csumStartMax", big, Hdr{Flags: FlagNeedsCsum, CsumStart: csumStartMax, CsumOffset: 0}, nil},
+		{"csum_start past csumStartMax", big, Hdr{Flags: FlagNeedsCsum, CsumStart: csumStartMax + 1, CsumOffset: 0}, ErrCsumBounds},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := tt.h
+			err := Fixup(&h, append([]byte(nil), tt.frame...))
+			if !errors.Is(err, tt.err) {
+				t.Fatalf("Fixup(%+v) = %v, want %v", tt.h, err, tt.err)
+			}
+			if why := kernelRefusal(h, len(tt.frame)); err == nil && why != "" {
+				t.Fatalf("Fixup took %+v -> %+v, which the kernel refuses: %s", tt.h, h, why)
+			}
+		})
+	}
+}
+
+// Every NEEDS_CSUM placement Fixup takes, on frames of every kind, is one
+// the kernel takes (kernelRefusal, written from the kernel's code).
+func TestFixupNeverKernelRefused(t *testing.T) {
+	arp := make([]byte, 60)
+	binary.BigEndian.PutUint16(arp[12:], 0x0806)
+	big := make([]byte, 65535)
+	binary.BigEndian.PutUint16(big[12:], 0x88b5)
+	frames := [][]byte{arp, big,
+		build(t, spec{udp: true, payload: pattern(40, 1)}),
+		build(t, spec{v6: true, ext: true, payload: pattern(40, 2)}),
+		build(t, spec{vlan: true, ipOpts: true, tcpOpts: true, payload: pattern(40, 3)}),
+	}
+	accepted := 0
+	for _, f := range frames {
+		starts := []int{}
+		for s := 0; s < 120; s++ {
+			starts = append(starts, s)
+		}
+		for s := 0xffff - 1200; s <= 0xffff; s += 7 {
+			starts = append(starts, s)
+		}
+		for _, start := range starts {
+			for _, off := range []int{0, 1, 6, 16, 17, 30, 100, 0xffff} {
+				for _, flags := range []uint8{FlagNeedsCsum, FlagNeedsCsum | FlagDataValid} {
+					h := Hdr{Flags: flags, CsumStart: uint16(start), CsumOffset: uint16(off)}
+					in := h
+					if Fixup(&h, append([]byte(nil), f...)) != nil {
+						continue
+					}
+					accepted++
+					if why := kernelRefusal(h, len(f)); why != "" {
+						t.Fatalf("%d-byte frame: Fixup took %+v -> %+v, which the kernel refuses: %s", len(f), in, h, why)
+					}
+				}
+			}
+		}
+	}
+	if accepted == 0 {
+		t.Fatal("Fixup took nothing")
+	}
+}
+
+// Issue 13, item 5: one write must not become tens of thousands of frames.
+// A TCP GSO frame with a gso_size below TCP_MIN_MSS is refused; USO is
+// bounded by UDP_MAX_SEGMENTS instead.
+func TestFixupTCPGSOSizeFloor(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		s    spec
+		gso  int
+		err  error
+	}{
+		{"tcp4 gso_size 1, 65000 bytes", spec{payload: pattern(65000, 1)}, 1, ErrGSOSize},
+		{"tcp6 gso_size 1, 65000 bytes", spec{v6: true, payload: pattern(65000, 2)}, 1, ErrGSOSize},
+		{"tcp4 gso_size 87", spec{payload: pattern(8700, 3)}, tcpMinMSS - 1, ErrGSOSize},
+		{"tcp4 gso_size 87, one segment", spec{payload: pattern(50, 3)}, tcpMinMSS - 1, ErrGSOSize},
+		{"tcp4 gso_size 88", spec{payload: pattern(65000, 4)}, tcpMinMSS, nil},
+		{"tcp6 vlan gso_size 88", spec{v6: true, vlan: true, payload: pattern(8800, 5)}, tcpMinMSS, nil},
+		{"uso gso_size 1, 128 datagrams", spec{udp: true, payload: pattern(128, 6)}, 1, nil},
+		{"uso gso_size 1, 129 datagrams", spec{udp: true, payload: pattern(129, 7)}, 1, ErrGSOSize},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, valid := range []bool{false, true} {
+				h, f := superFrame(t, tt.s, tt.gso)
+				if valid { // a GRO'd frame from a packet socket
+					h.Flags, h.CsumStart, h.CsumOffset = FlagDataValid, 0, 0
+				}
+				if err := Fixup(&h, f); !errors.Is(err, tt.err) {
+					t.Fatalf("Fixup (data valid %v) = %v, want %v", valid, err, tt.err)
+				}
+			}
+			if tt.s.udp {
+				return
+			}
+			// Segment refuses the same TCP frames.
+			h, f := superFrame(t, tt.s, tt.gso)
+			n := (len(tt.s.payload) + tt.gso - 1) / tt.gso
+			out, sizes := outBufs(min(n, 256), tt.s.hdrLen()+tt.gso)
+			_, err := Segment(h, f, out, sizes)
+			if tt.err != nil && !errors.Is(err, tt.err) {
+				t.Fatalf("Segment = %v, want %v", err, tt.err)
+			}
+		})
 	}
 }

@@ -91,6 +91,18 @@ func FuzzDecodeFixup(f *testing.F) {
 		f.Add(b[:], fr)
 	}
 	f.Add(make([]byte, Len), make([]byte, 60))
+	// NEEDS_CSUM at 14..19 (the kernel's nh_min_len is 20) and TCP GSO
+	// below TCP_MIN_MSS, both refused since issue 13.
+	arp := make([]byte, 60)
+	arp[12], arp[13] = 0x08, 0x06
+	f.Add([]byte{FlagNeedsCsum, 0, 0, 0, 0, 0, 14, 0, 0, 0}, arp)
+	f.Add([]byte{FlagNeedsCsum, 0, 0, 0, 0, 0, 19, 0, 6, 0}, arp)
+	{
+		h, fr := superFrame(f, spec{payload: pattern(2000, 7)}, 87)
+		var b [Len]byte
+		h.Encode(b[:])
+		f.Add(b[:], fr)
+	}
 	f.Fuzz(func(t *testing.T, hdr, frame []byte) {
 		var h Hdr
 		if h.Decode(hdr) != nil {
@@ -113,8 +125,19 @@ func FuzzDecodeFixup(f *testing.F) {
 		if h.Flags&^(FlagNeedsCsum|FlagDataValid) != 0 {
 			t.Fatalf("unknown flags kept: %#x", h.Flags)
 		}
+		// The kernel takes what Fixup took (kernelRefusal is written from
+		// the kernel's code, not from Fixup's).
+		if why := kernelRefusal(h, len(frame)); why != "" {
+			t.Fatalf("Fixup took %+v -> %+v, which the kernel refuses: %s", in, h, why)
+		}
+		// tapfwd's own floor (issue 13): no TCP GSO below TCP_MIN_MSS (88
+		// bytes, include/net/tcp.h), so one write is not tens of
+		// thousands of frames.
+		if h.IsGSO() && h.GSOType&^GSOECN != GSOUDPL4 && h.GSOSize < 88 {
+			t.Fatalf("TCP GSO with gso_size %d accepted", h.GSOSize)
+		}
 		if h.Flags&FlagNeedsCsum != 0 {
-			if int(h.CsumStart) < ethHdrLen || int(h.CsumStart)+int(h.CsumOffset)+2 > len(frame) {
+			if int(h.CsumStart) < 20 || int(h.CsumStart)+int(h.CsumOffset)+2 > len(frame) {
 				t.Fatalf("csum bounds do not hold: %+v, frame %d", h, len(frame))
 			}
 			if int(h.HdrLen) < int(h.CsumStart)+int(h.CsumOffset)+2 {
@@ -175,6 +198,18 @@ func FuzzSegment(f *testing.F) {
 		}
 		// Keep a run cheap: at most 512 segments.
 		mss = max(mss, (len(s.payload)+511)/512)
+		if !s.udp && mss < tcpMinMSS {
+			// Refused by both (issue 13); go on with the smallest
+			// gso_size they take.
+			h, in := superFrame(t, s, mss)
+			if _, err := Segment(h, in, nil, nil); !errors.Is(err, ErrGSOSize) {
+				t.Fatalf("Segment with gso_size %d: %v", mss, err)
+			}
+			if err := Fixup(&h, in); !errors.Is(err, ErrGSOSize) {
+				t.Fatalf("Fixup with gso_size %d: %v", mss, err)
+			}
+			mss = tcpMinMSS
+		}
 		h, in := superFrame(t, s, mss)
 		if mode&64 != 0 { // a GRO'd frame: DATA_VALID, stale check field
 			h.Flags, h.CsumStart, h.CsumOffset = FlagDataValid, 0, 0

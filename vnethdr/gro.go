@@ -18,12 +18,23 @@ import (
 // of a merged frame gives back the original frames byte for byte.
 
 const (
-	// groMaxIPLen bounds a merged IP packet, IPv6 header included, like
-	// the kernel's default gro_max_size (GRO_LEGACY_MAX_SIZE, 65536, which
-	// net/core/gro.c: skb_gro_receive refuses to reach).
-	groMaxIPLen = 0xffff
+	// groLegacyMaxSize is GRO_LEGACY_MAX_SIZE (include/linux/netdevice.h),
+	// the default of a device's gro_max_size and gro_ipv4_max_size and the
+	// most SetMaxSize takes: beyond it the kernel merges only BIG TCP, which
+	// a 16-bit IP length and a virtio header cannot describe.
+	groLegacyMaxSize = 65536
+
+	// udpGROMaxSegments is UDP_GRO_CNT_MAX (net/ipv4/udp_offload.c), the
+	// most datagrams the kernel's GRO puts in one super-frame
+	// (udp_gro_receive_segment, "under small packet flood GRO count could
+	// elsewhere grow a lot"). The accept side, what a write may carry, is
+	// UDP_MAX_SEGMENTS (udpMaxSegments, 128).
+	udpGROMaxSegments = 64
 
 	tcpACK = 0x10
+
+	// ipv4Evil is the reserved bit of the IPv4 flags (RFC 3514).
+	ipv4Evil = 0x80
 )
 
 // Frame is one frame of a batch given to GRO.Coalesce: the Ethernet frame
@@ -50,6 +61,11 @@ type GRO struct {
 	gen   uint32    // a slot is in use in this batch if its gen is this
 	flows []groFlow // capacity maxBatch; never grows
 	noUDP bool      // SetUDP(false): UDP frames are left alone
+
+	// SetMaxSize: a merged frame's length from the end of its Ethernet
+	// header (VLAN tags and IP packet) stays below maxV4 (IPv4) or maxV6
+	// (IPv6); tagged frames stay below both.
+	maxV4, maxV6 int
 }
 
 type groSlot struct {
@@ -73,6 +89,7 @@ type groFlow struct {
 	l3, l4, payload, end int
 	ipv6                 bool
 	proto                uint8 // protoTCP or protoUDP
+	maxEnd               int   // end must stay below this (SetMaxSize)
 
 	gsoSize int    // payload of the head segment: every merged one but the last has as much
 	segs    int    // segments merged into the head
@@ -96,6 +113,8 @@ func NewGRO(maxBatch int) *GRO {
 		slots: make([]groSlot, n),
 		mask:  uint32(n - 1),
 		flows: make([]groFlow, 0, maxBatch),
+		maxV4: groLegacyMaxSize,
+		maxV6: groLegacyMaxSize,
 	}
 }
 
@@ -106,6 +125,37 @@ func NewGRO(maxBatch int) *GRO {
 // them would reject every super-frame (EINVAL) and lose its datagrams.
 func (g *GRO) SetUDP(on bool) { g.noUDP = !on }
 
+// SetMaxSize bounds merged frames the way a device's gro_ipv4_max_size
+// (ipv4) and gro_max_size (ipv6) bound the kernel's GRO (IFLA_GRO_IPV4_MAX_SIZE,
+// IFLA_GRO_MAX_SIZE; give it the TAP's): net/core/gro.c: skb_gro_receive
+// merges a segment only while the super-frame's length, counted from the
+// end of the Ethernet header (VLAN tags and IP packet), stays below the
+// size. For a tagged frame the kernel goes by the EtherType in the frame,
+// which is a VLAN TPID, and takes gro_ipv4_max_size even for IPv6
+// (include/linux/netdevice.h: netif_get_gro_max_size); Coalesce takes the
+// smaller of the two, which is at least as strict whether the tag is in the
+// frame or was stripped into the skb. Sizes above GRO_LEGACY_MAX_SIZE
+// (65536, the default of both) are taken as 65536: larger ones are BIG TCP,
+// which a 16-bit IP length cannot carry. Sizes of 0 or less merge nothing,
+// like a gro_max_size of 0.
+func (g *GRO) SetMaxSize(ipv4, ipv6 int) {
+	g.maxV4 = min(max(ipv4, 0), groLegacyMaxSize)
+	g.maxV6 = min(max(ipv6, 0), groLegacyMaxSize)
+}
+
+// maxEnd is where a merged frame of this layout must end before: its
+// length from the end of the Ethernet header below the SetMaxSize bound.
+func (g *GRO) maxEnd(l *layout) int {
+	size := g.maxV4
+	switch {
+	case l.l3 != ethHdrLen: // tagged
+		size = min(g.maxV4, g.maxV6)
+	case l.ipv6:
+		size = g.maxV6
+	}
+	return ethHdrLen + size
+}
+
 // Coalesce merges, in place, TCP segments and UDP datagrams (IPv4 and IPv6,
 // optionally VLAN tagged) of one flow that follow each other into the
 // earliest frame of that run, which becomes a GSO super-frame; the others
@@ -115,9 +165,13 @@ func (g *GRO) SetUDP(on bool) { g.noUDP = !on }
 //
 // Frames merge when, as in the kernel's GRO, they have the same L2 header
 // (addresses, VLAN tags), IP addresses, L4 protocol and ports, IPv4 TOS, TTL
-// and DF (no options, no fragments) or IPv6 first word (traffic class, flow
-// label) and hop limit (no extension headers), and a payload of 1..GSOSize
-// bytes, where GSOSize is the head's payload. IPv4 IDs must be consecutive
+// and DF (no options, no fragments, not the reserved "evil" bit, which
+// net/ipv4/af_inet.c: inet_gro_receive never merges) or IPv6 first word
+// (traffic class, flow label) and hop limit (no extension headers), an IP
+// length that ends where the frame ends (a frame with Ethernet padding is
+// never merged: inet_gro_receive and net/ipv6/ip6_offload.c:
+// ipv6_gro_receive flush it), and a payload of 1..GSOSize bytes, where
+// GSOSize is the head's payload. IPv4 IDs must be consecutive
 // (head ID + n for the nth merged frame): that is what Linux senders and the
 // kernel's GSO emit (connected sockets number per socket,
 // include/net/ip.h: ip_select_ident_segs), and it makes Segment, which
@@ -132,12 +186,15 @@ func (g *GRO) SetUDP(on bool) { g.noUDP = !on }
 // TCP, in addition: the same ACK number, window, urgent pointer, data offset
 // and TCP option bytes (timestamps included), flags ACK or ACK|PSH, and the
 // next sequence number. A merged segment with PSH ends the run, and the
-// super-frame carries its PSH.
+// super-frame carries its PSH. A head needs at least TCP_MIN_MSS (88) bytes
+// of payload: the super-frame's gso_size is the head's payload, and Fixup
+// refuses TCP GSO below that (tcpMinMSS); smaller segments are left alone.
 //
 // UDP, in addition (net/ipv4/udp_offload.c: udp_gro_receive_segment): the
 // UDP length must be the IP payload length, the check field must not be 0,
-// and a super-frame holds at most UDP_MAX_SEGMENTS (128) datagrams, the most
-// virtio_net_hdr_to_skb takes. A check field of 0 over IPv4 means the sender
+// and a super-frame holds at most UDP_GRO_CNT_MAX (64) datagrams, as the
+// kernel's GRO (virtio_net_hdr_to_skb would take up to UDP_MAX_SEGMENTS,
+// 128). A check field of 0 over IPv4 means the sender
 // sent no checksum (RFC 768; over IPv6 it is illegal, RFC 8200 section 8.1):
 // such datagrams are never merged, because the super-frame gets a real
 // checksum and the receiver would see bytes the sender never sent (the
@@ -165,8 +222,10 @@ func (g *GRO) SetUDP(on bool) { g.noUDP = !on }
 // {FlagNeedsCsum, GSOUDPL4, HdrLen = headers, GSOSize, CsumStart = UDP
 // header, CsumOffset = 6}. Fixup accepts it unchanged, and the receiving
 // kernel splits a UDP one back into datagrams before a socket without UDP_GRO
-// sees them (net/ipv4/udp.c: udp_queue_rcv_skb, udp_rcv_segment). The merged
-// IP packet stays within 65535 bytes and cap(Buf) of the head. Every frame
+// sees them (net/ipv4/udp.c: udp_queue_rcv_skb, udp_rcv_segment). The
+// merged frame stays within cap(Buf) of the head and, from the end of its
+// Ethernet header, below the size SetMaxSize gave (by default 65536, so an
+// untagged IP packet of at most 65535 bytes). Every frame
 // that is not a head of a merge is left exactly as it was (bytes and Hdr),
 // and only Buf[Start:cap(Buf)] of a head is written.
 //
@@ -200,7 +259,7 @@ func (g *GRO) Coalesce(frames []Frame) int {
 			continue
 		}
 		fl.close(frames)
-		fl.open(frames, i, &l)
+		fl.open(frames, i, &l, g.maxEnd(&l))
 	}
 	for i := range g.flows {
 		g.flows[i].close(frames)
@@ -252,10 +311,16 @@ func mergeable(h *Hdr, frame []byte, l *layout) bool {
 		if frame[l.l3+6] != l.proto { // extension headers
 			return false
 		}
-	} else if frame[l.l3] != 0x45 { // options
+	} else if frame[l.l3] != 0x45 || frame[l.l3+6]&ipv4Evil != 0 {
+		// Options; the reserved bit: net/ipv4/af_inet.c: inet_gro_receive
+		// flushes a packet with any frag_off bit but DF set.
 		return false
 	}
-	if l.end == l.payload || l.end-l.l3 > groMaxIPLen {
+	// The IP packet must end where the frame ends: inet_gro_receive and
+	// net/ipv6/ip6_offload.c: ipv6_gro_receive flush a packet whose IP
+	// length is not the length the skb has, so a frame with Ethernet
+	// padding is not merged (and a super-frame is never padded).
+	if l.end != len(frame) || l.end == l.payload {
 		return false
 	}
 	if l.proto == protoUDP {
@@ -269,19 +334,25 @@ func mergeable(h *Hdr, frame []byte, l *layout) bool {
 	return flags == tcpACK || flags == tcpACK|tcpPSH
 }
 
-// open makes frame i the flow's head if it can take segments after it.
-func (fl *groFlow) open(frames []Frame, i int, l *layout) {
+// open makes frame i the flow's head if it can take segments after it;
+// the super-frame must end before maxEnd.
+func (fl *groFlow) open(frames []Frame, i int, l *layout, maxEnd int) {
 	f := &frames[i]
 	frame := f.Buf[f.Start:f.End]
 	fl.head = -1
-	if !mergeable(&f.Hdr, frame, l) || (l.proto == protoTCP && frame[l.l4+13]&tcpPSH != 0) {
+	if !mergeable(&f.Hdr, frame, l) {
+		return
+	}
+	// A TCP head with PSH ends its run; one with less than TCP_MIN_MSS of
+	// payload would make a gso_size that Fixup refuses.
+	if l.proto == protoTCP && (frame[l.l4+13]&tcpPSH != 0 || l.end-l.payload < tcpMinMSS) {
 		return
 	}
 	*fl = groFlow{
 		key:  fl.key,
 		head: i,
 		l3:   l.l3, l4: l.l4, payload: l.payload, end: l.end,
-		ipv6: l.ipv6, proto: l.proto,
+		ipv6: l.ipv6, proto: l.proto, maxEnd: maxEnd,
 		gsoSize: l.end - l.payload,
 		nextID:  binary.BigEndian.Uint16(frame[l.l3+4:]) + 1,
 	}
@@ -315,7 +386,7 @@ func (fl *groFlow) append(frames []Frame, i int, l *layout) bool {
 			return false
 		}
 	} else {
-		// TOS; reserved, DF (and MF, 0 here); TTL; ID.
+		// TOS; DF (reserved and MF are 0 here: mergeable); TTL; ID.
 		if cf[l3+1] != hf[l3+1] || cf[l3+6]&0xe0 != hf[l3+6]&0xe0 || cf[l3+8] != hf[l3+8] ||
 			binary.BigEndian.Uint16(cf[l3+4:]) != fl.nextID {
 			return false
@@ -330,13 +401,13 @@ func (fl *groFlow) append(frames []Frame, i int, l *layout) bool {
 			!bytes.Equal(cf[l4+18:l.payload], hf[l4+18:l.payload]) {
 			return false
 		}
-	} else if fl.segs+2 > udpMaxSegments {
+	} else if fl.segs+2 > udpGROMaxSegments {
 		// The head and segs datagrams are in; ports are in the key, and
 		// length and checksum are per datagram.
 		return false
 	}
 	end := fl.end + pay
-	if end-l3 > groMaxIPLen || h.Start+end > cap(h.Buf) {
+	if end >= fl.maxEnd || h.Start+end > cap(h.Buf) {
 		return false
 	}
 	if !fl.checked {
@@ -352,7 +423,7 @@ func (fl *groFlow) append(frames []Frame, i int, l *layout) bool {
 
 	copy(h.Buf[h.Start+fl.end:h.Start+end], cf[l.payload:l.end])
 	fl.end = end
-	h.End = h.Start + end // a padded head loses its padding here
+	h.End = h.Start + end
 	fl.nextID++
 	fl.segs++
 	c.Merged = true

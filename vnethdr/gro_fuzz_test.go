@@ -45,21 +45,30 @@ const (
 	actDF         = 52 // DF flipped / flow label changed
 	actCsumStart  = 53 // FlagNeedsCsum pointing elsewhere
 	actNoRoom     = 54
+	actEvil       = 55 // IPv4 reserved bit: must not merge
+	actPadded     = 56 // Ethernet padding after the IP packet: must not merge
 )
 
 // FuzzCoalesce builds a batch from four TCP flows (two with the same 5-tuple
 // on different VLANs), mostly in-order MTU segments with perturbations the
 // fuzzer picks, and UDP datagrams of four more flows between them (all with
 // IPv4 ID 0, so only the IPv6 ones merge; FuzzCoalesceUDP covers UDP), and
-// checks what Coalesce makes of it (fuzzBatch.check).
+// checks what Coalesce makes of it (fuzzBatch.check), with a size bound
+// (SetMaxSize) the fuzzer picks. Segment sizes include 87 and 88 bytes, on
+// either side of TCP_MIN_MSS.
 func FuzzCoalesce(f *testing.F) {
 	clean := []byte{0x11, 0, 0, 0, 0, 0}
 	for i := 0; i < 24; i++ {
 		clean = append(clean, byte(i&3), byte(7*3), 0) // 4 flows interleaved, big room, full checksums
 	}
 	f.Add(clean)
+	for _, sizes := range []byte{0x13, 0x2c} { // SetMaxSize(9000, 30000), (3000, 1601)
+		c := append([]byte(nil), clean...)
+		c[5] = sizes
+		f.Add(c)
+	}
 	mixed := []byte{0x43, 0x21, 0x80, 0xf0, 7, 0}
-	for i, a := range []byte{0, 0, 30, 0, 0, 34, 0, 36, 0, 37, 0, 38, 0, 45, 0, 0, 46, 0, 47, 0, 48, 49, 0, 50, 0, 51, 52, 53, 0, 54, 0, 41, 0, 42, 0, 43, 0, 44, 39, 0, 40, 0} {
+	for i, a := range []byte{0, 0, 30, 0, 0, 34, 0, 36, 0, 37, 0, 38, 0, 45, 0, 0, 46, 0, 47, 0, 48, 49, 0, 50, 0, 51, 52, 53, 0, 54, 0, 41, 0, 42, 0, 43, 0, 44, 39, 0, 40, 0, 55, 0, 56, 0} {
 		mixed = append(mixed, a<<2|byte(i%2), byte(i), byte(i*37))
 	}
 	f.Add(mixed)
@@ -80,15 +89,17 @@ func FuzzCoalesce(f *testing.F) {
 		}
 		cfg := in.next()
 		for k := range flows {
-			flows[k].mss = [...]int{1448, 7, 100, 1, 536, 1448, 1000, 1428}[(int(cfg)>>(2*k)+k)&7]
+			flows[k].mss = [...]int{1448, tcpMinMSS - 1, 100, tcpMinMSS, 536, 1448, 1000, 1428}[(int(cfg)>>(2*k)+k)&7]
 			flows[k].seq = uint32(in.next()) << 24
 			flows[k].id = 0xfff0 + uint16(k)
 		}
 		maxBatch := 32
-		if in.next()&0x80 != 0 {
+		tbl := in.next()
+		if tbl&0x80 != 0 {
 			maxBatch = 2 // the table fills up
 		}
 		var batch fuzzBatch // flows 0..3 TCP, 4..7 UDP
+		batch.sizes(tbl)
 		for n := 0; n < 48 && len(in) > 0; n++ {
 			op, arg, arg2 := in.next(), in.next(), in.next()
 			k, act := int(op&3), int(op>>2)
@@ -148,6 +159,10 @@ func FuzzCoalesce(f *testing.F) {
 			case act == actGSO:
 				size = 2 * fl.mss
 				mode = csumPartial
+			case act == actEvil:
+				s.evil, isBad = true, !s.v6
+			case act == actPadded:
+				room, isBad = max(room, 8), true
 			}
 			if act == actUDP {
 				u := spec{udp: true, v6: arg2&1 != 0, vlan: arg2&2 != 0, payload: pattern(int(arg2), arg)}
@@ -167,6 +182,8 @@ func FuzzCoalesce(f *testing.F) {
 				fr.Hdr.CsumStart = uint16(s.l3() + int(arg2)%20)
 			case actGSO:
 				fr.Hdr.GSOType, fr.Hdr.GSOSize = s.gsoType(), uint16(fl.mss)
+			case actPadded:
+				pad(&fr, 1+int(arg2)%8)
 			}
 			batch.add(fr, k, isBad)
 			// The sender moves on as a real one would.
@@ -183,11 +200,55 @@ func FuzzCoalesce(f *testing.F) {
 }
 
 // fuzzBatch is a batch a GRO fuzz target made: each frame with its flow (-1
-// for none) and whether it is bad, which must not merge.
+// for none) and whether it is bad, which must not merge, and the sizes to
+// give SetMaxSize (setMax).
 type fuzzBatch struct {
-	frames []Frame
-	flowOf []int
-	bad    []bool
+	frames       []Frame
+	flowOf       []int
+	bad          []bool
+	setMax       bool
+	maxV4, maxV6 int
+}
+
+// fuzzMaxSizes are the gro_ipv4_max_size and gro_max_size values the GRO
+// fuzz targets pick from; -1 is "do not call SetMaxSize".
+var fuzzMaxSizes = [8]int{-1, 65536, 30000, 9000, 3000, 1601, 185000, 0}
+
+// sizes picks the SetMaxSize arguments from bits 0-5 of b.
+func (b *fuzzBatch) sizes(c byte) {
+	b.maxV4, b.maxV6 = fuzzMaxSizes[c&7], fuzzMaxSizes[c>>3&7]
+	b.setMax = b.maxV4 != -1 || b.maxV6 != -1
+}
+
+// newGRO is the flow table of maxBatch flows the batch is coalesced with.
+func (b *fuzzBatch) newGRO(maxBatch int) *GRO {
+	g := NewGRO(maxBatch)
+	if b.setMax {
+		g.SetMaxSize(b.maxV4, b.maxV6)
+	}
+	return g
+}
+
+// maxLen is the length from the end of the Ethernet header that a
+// super-frame must stay below, from the kernel's rule
+// (net/core/gro.c: skb_gro_receive, netif_get_gro_max_size) and the bound
+// of a non-BIG-TCP frame (GRO_LEGACY_MAX_SIZE, 65536), computed here
+// without gro.go: the smaller size for a tagged frame.
+func (b *fuzzBatch) maxLen(frame []byte) int {
+	bound := func(v int) int {
+		if !b.setMax || v == -1 {
+			return 65536
+		}
+		return min(max(v, 0), 65536)
+	}
+	v4, v6 := bound(b.maxV4), bound(b.maxV6)
+	switch binary.BigEndian.Uint16(frame[12:]) {
+	case 0x0800:
+		return v4
+	case 0x86dd:
+		return v6
+	}
+	return min(v4, v6)
 }
 
 func (b *fuzzBatch) add(fr Frame, flow int, bad bool) {
@@ -197,14 +258,16 @@ func (b *fuzzBatch) add(fr Frame, flow int, bad bool) {
 // check coalesces the batch with a table of maxBatch flows and checks what
 // Coalesce makes of it: frames it does not merge into are unchanged (all of
 // their Buf), merged frames are untouched, bad ones are never merged, every
-// super-frame passes Fixup and its checksum verifies once completed
-// (expand), it is USO just when its flow is UDP (udp(flow)), and, per flow,
+// super-frame passes Fixup and the kernel's checks, has no IPv4 reserved
+// bit, no padding, at most 64 datagrams if UDP, and its checksum verifies
+// once completed (expand), stays below the size bound (maxLen), it is USO
+// just when its flow is UDP (udp(flow)), and, per flow,
 // the frames in output order (super-frames split by Segment, with verifying
 // checksums) are the input frames byte for byte (checksums finished).
 func (b *fuzzBatch) check(t *testing.T, maxBatch int, udp func(flow int) bool) {
 	t.Helper()
 	orig := cloneFrames(b.frames)
-	n := NewGRO(maxBatch).Coalesce(b.frames)
+	n := b.newGRO(maxBatch).Coalesce(b.frames)
 	merged := 0
 	got, want := map[int][][]byte{}, map[int][][]byte{}
 	for i, fr := range b.frames {
@@ -223,6 +286,9 @@ func (b *fuzzBatch) check(t *testing.T, maxBatch int, udp func(flow int) bool) {
 			t.Fatalf("frame %d: written before Start", i)
 		case !same && (fr.Hdr.GSOType == GSOUDPL4) != udp(k):
 			t.Fatalf("frame %d of flow %d: super-frame of GSO type %d", i, k, fr.Hdr.GSOType)
+		case !same && fr.End-fr.Start-14 >= b.maxLen(fr.Buf[fr.Start:fr.End]):
+			t.Fatalf("frame %d: super-frame of %d bytes, bound %d (SetMaxSize(%d, %d))",
+				i, fr.End-fr.Start, b.maxLen(fr.Buf[fr.Start:fr.End]), b.maxV4, b.maxV6)
 		case k < 0:
 			continue
 		}
@@ -256,8 +322,9 @@ func (b *fuzzBatch) check(t *testing.T, maxBatch int, udp func(flow int) bool) {
 // super-frame passes Fixup and splits back, checksums apart, into its head
 // and frames marked Merged after it, each used once.
 func FuzzCoalesceRaw(f *testing.F) {
-	// Input: a table size byte, then per frame a 10-byte vnet header, a
-	// 2-byte length, a room byte (x64 bytes), and the frame.
+	// Input: a byte for the table size (bits 0-3) and the SetMaxSize
+	// sizes (bits 4-7, fuzzBatch.sizes), then per frame a 10-byte vnet
+	// header, a 2-byte length, a room byte (x64 bytes), and the frame.
 	add := func(fs ...Frame) {
 		b := []byte{byte(len(fs))}
 		for _, fr := range fs {
@@ -271,8 +338,8 @@ func FuzzCoalesceRaw(f *testing.F) {
 		f.Add(b)
 	}
 	seg := func(s groSeg, m csumMode) Frame { return segFrame(f, s, m, 0) }
-	a := run(groSeg{}, 3, 64, 0, 1)
-	b := run(groSeg{v6: true, ts: true, vlan: true}, 3, 40, 9, 2)
+	a := run(groSeg{}, 3, 100, 0, 1)
+	b := run(groSeg{v6: true, ts: true, vlan: true}, 3, tcpMinMSS, 9, 2)
 	add(seg(a[0], csumValid), seg(b[0], csumPartial), seg(a[1], csumFull), seg(b[1], csumValid), seg(a[2], csumPartial), seg(b[2], csumFull))
 	add(seg(a[0], csumFull), seg(a[2], csumFull), seg(a[1], csumFull))
 	// Trusted checksums: mutated payloads still merge.
@@ -284,7 +351,11 @@ func FuzzCoalesceRaw(f *testing.F) {
 		seg(a[1], csumFull), seg(u[2], csumFull), seg(v[2], csumValid))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		in := fuzzBytes(data)
-		maxBatch := int(in.next()%16) + 1
+		cfg := in.next()
+		maxBatch := int(cfg%16) + 1
+		var sized fuzzBatch
+		k := cfg >> 4 & 7
+		sized.sizes(k | k<<3) // the same size for both, from bits 4-6
 		var frames []Frame
 		for len(in) >= Len+3 && len(frames) < 16 {
 			var h Hdr
@@ -299,7 +370,7 @@ func FuzzCoalesceRaw(f *testing.F) {
 			frames = append(frames, Frame{Buf: buf, Start: groHeadroom, End: groHeadroom + n, Hdr: h})
 		}
 		orig := cloneFrames(frames)
-		n := NewGRO(maxBatch).Coalesce(frames)
+		n := sized.newGRO(maxBatch).Coalesce(frames)
 		used := make([]bool, len(frames))
 		matched := 0
 		for i, fr := range frames {
@@ -312,6 +383,9 @@ func FuzzCoalesceRaw(f *testing.F) {
 			}
 			if orig[i].Hdr.IsGSO() || !fr.Hdr.IsGSO() || !bytes.Equal(fr.Buf[:fr.Start], orig[i].Buf[:fr.Start]) {
 				t.Fatalf("frame %d: changed, but not into a super-frame: %+v -> %+v", i, orig[i].Hdr, fr.Hdr)
+			}
+			if l := fr.End - fr.Start - 14; l >= sized.maxLen(fr.Buf[fr.Start:fr.End]) {
+				t.Fatalf("frame %d: super-frame of %d bytes after the Ethernet header, SetMaxSize(%d, %d)", i, l, sized.maxV4, sized.maxV6)
 			}
 			segs := expand(t, fr)
 			if !sameSegment(segs[0], orig[i]) {

@@ -25,6 +25,7 @@ type groSeg struct {
 	ipOpts, ext    bool // IPv4 options (IHL 7), IPv6 hop-by-hop + destination options
 	tos, ttl       uint8
 	noDF, mf       bool
+	evil           bool // IPv4 reserved flag bit (RFC 3514)
 	id             uint16
 	flowLabel      uint32
 	srcPort        uint16 // 0 means 40000
@@ -170,6 +171,9 @@ func buildSeg(tb testing.TB, s groSeg) []byte {
 		}
 		if s.mf {
 			ip.Flags |= layers.IPv4MoreFragments
+		}
+		if s.evil {
+			ip.Flags |= layers.IPv4EvilBit
 		}
 		if s.ipOpts {
 			ip.Options = []layers.IPv4Option{
@@ -358,20 +362,30 @@ func expand(tb testing.TB, f Frame) [][]byte {
 		if h.CsumOffset != udpCsumOff {
 			tb.Fatalf("super-frame header %+v", h)
 		}
-		if n := (len(frame) - int(h.HdrLen) + int(h.GSOSize) - 1) / int(h.GSOSize); n > udpMaxSegments {
+		// UDP_GRO_CNT_MAX, not the UDP_MAX_SEGMENTS a write may carry.
+		if n := (len(frame) - int(h.HdrLen) + int(h.GSOSize) - 1) / int(h.GSOSize); n > 64 {
 			tb.Fatalf("USO super-frame of %d segments", n)
 		}
 	default:
 		tb.Fatalf("super-frame header %+v", h)
 	}
-	if l, err := parse(frame); err != nil || len(frame)-l.l3 > 65535 {
+	// Not padded, not larger than the default gro_max_size (65536) lets the
+	// kernel's GRO make, counted from the end of the Ethernet header.
+	if l, err := parse(frame); err != nil || l.end != len(frame) || len(frame)-14 >= 65536 {
 		tb.Fatalf("super-frame of %d bytes: %v", len(frame), err)
 	}
-	// Fixup takes it as it is.
+	// No IPv4 reserved bit: the kernel never merges such packets.
+	if l3, et, _ := l3Offset(frame); et == etherTypeIPv4 && frame[l3+6]&0x80 != 0 {
+		tb.Fatal("super-frame with the IPv4 reserved bit")
+	}
+	// Fixup takes it as it is, and so would the kernel.
 	fh := h
 	fc := append([]byte(nil), frame...)
 	if err := Fixup(&fh, fc); err != nil || fh != h || !bytes.Equal(fc, frame) {
 		tb.Fatalf("Fixup of the super-frame: %v, %+v -> %+v", err, h, fh)
+	}
+	if why := kernelRefusal(h, len(frame)); why != "" {
+		tb.Fatalf("the kernel would refuse the super-frame %+v: %s", h, why)
 	}
 	// The partial checksum completes to one that verifies.
 	ch := h

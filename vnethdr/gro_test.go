@@ -225,6 +225,19 @@ func testRefuses(t *testing.T, udp bool, tests []refuseCase) {
 		{name: "ipv4 options", next: func(a, b *groSeg) { a.ipOpts, b.ipOpts = true, true }},
 		{name: "ipv4 options on one", next: func(a, b *groSeg) { b.ipOpts = true }},
 		{name: "ipv4 fragment", next: func(a, b *groSeg) { b.mf = true }},
+		// net/ipv4/af_inet.c: inet_gro_receive flushes a packet with any
+		// frag_off bit but DF, the reserved one included, even when both
+		// have it.
+		{name: "ipv4 reserved bit on both", next: func(a, b *groSeg) { a.evil, b.evil = true, true }},
+		{name: "ipv4 reserved bit on the first", next: func(a, b *groSeg) { a.evil = true }},
+		{name: "ipv4 reserved bit on the second", next: func(a, b *groSeg) { b.evil = true }},
+		// Ethernet padding after the IP packet: inet_gro_receive and
+		// ipv6_gro_receive flush a packet whose IP length is not the
+		// frame's.
+		{name: "padding on both", frame: func(a, b *Frame) { pad(a, 2); pad(b, 2) }},
+		{name: "padding on the first", frame: func(a, b *Frame) { pad(a, 1) }},
+		{name: "padding on the second", frame: func(a, b *Frame) { pad(b, 6) }},
+		{name: "ipv6 padding on the second", base: groSeg{v6: true}, frame: func(a, b *Frame) { pad(b, 4) }},
 		{name: "ipv6 traffic class", base: groSeg{v6: true}, next: func(a, b *groSeg) { b.tos = 4 }},
 		{name: "ipv6 flow label", base: groSeg{v6: true}, next: func(a, b *groSeg) { b.flowLabel = 7 }},
 		{name: "ipv6 hop limit", base: groSeg{v6: true}, next: func(a, b *groSeg) { b.ttl = 1 }},
@@ -279,6 +292,13 @@ func testRefuses(t *testing.T, udp bool, tests []refuseCase) {
 	}
 }
 
+// pad appends n zero bytes of Ethernet padding to f.
+func pad(f *Frame, n int) {
+	clear(f.Buf[f.End : f.End+n])
+	f.End += n
+	f.Buf = f.Buf[:max(len(f.Buf), f.End)]
+}
+
 // batchCase is a batch with more than one run and the groups Coalesce must
 // make of it.
 type batchCase struct {
@@ -307,7 +327,7 @@ func TestCoalesce(t *testing.T) {
 		{name: "tcp4 seq and id wrap", base: groSeg{seq: 0xffffffff - 2000, id: 0xfffe}, n: 6, size: 1000},
 		{name: "tcp4 tos ttl ack window", base: groSeg{tos: 0xb8, ttl: 3, ack: 0xdeadbeef, win: 65535}, n: 3, size: 1460},
 		{name: "tcp4 full 64k", base: groSeg{ts: true}, n: 45, size: 1448},
-		{name: "tcp4 one-byte segments", base: groSeg{}, n: 10, size: 1},
+		{name: "tcp4 TCP_MIN_MSS segments", base: groSeg{}, n: 10, size: tcpMinMSS},
 		{name: "tcp4 odd mss", base: groSeg{}, n: 7, size: 1001, last: 3},
 		{name: "tcp4 vlan", base: groSeg{vlan: true}, n: 6, size: 1456},
 		{name: "tcp4 qinq timestamps", base: groSeg{qinq: true, vlan: true, ts: true}, n: 6, size: 1440},
@@ -323,19 +343,31 @@ func TestCoalesceMixedChecksums(t *testing.T) {
 	coalesceSegs(t, run(groSeg{ts: true}, 9, 1448, 0, 3), mixedModes, [][]int{{0, 1, 2, 3, 4, 5, 6, 7, 8}})
 }
 
-// Tiny segments come padded to 60 bytes from a real wire; the super-frame
-// is not padded.
-func TestCoalescePadded(t *testing.T) {
-	segs := run(groSeg{}, 4, 2, 0, 5)
-	fs := frames(t, segs, allModes(csumFull), bigRoom)
-	for i := range fs {
-		fs[i].End += 4 // 56 -> 60 bytes, zero padding from make
-		fs[i].Buf = fs[i].Buf[:fs[i].End]
+// Segments smaller than TCP_MIN_MSS are left alone: a super-frame of them
+// would have a gso_size Fixup refuses (issue 13, item 5).
+func TestCoalesceTinySegments(t *testing.T) {
+	for _, size := range []int{1, 2, tcpMinMSS - 1} {
+		segs := run(groSeg{}, 10, size, 0, 5)
+		fs := frames(t, segs, allModes(csumFull), bigRoom)
+		in, n := coalesce(t, fs)
+		checkGroups(t, fs, in, n, nil)
 	}
-	in, n := coalesce(t, fs)
-	checkGroups(t, fs, in, n, [][]int{{0, 1, 2, 3}})
-	if got := fs[0].End - fs[0].Start; got != 54+8 {
-		t.Errorf("super-frame %d bytes, want 62", got)
+}
+
+// Segments with Ethernet padding after the IP packet are not merged: the
+// kernel's GRO flushes a packet whose IP length is not the frame's
+// (net/ipv4/af_inet.c: inet_gro_receive, net/ipv6/ip6_offload.c:
+// ipv6_gro_receive). Before issue 13 the padding was cut and they merged.
+func TestCoalescePadded(t *testing.T) {
+	for _, v6 := range []bool{false, true} {
+		segs := run(groSeg{v6: v6}, 4, tcpMinMSS, 0, 5)
+		fs := frames(t, segs, allModes(csumFull), bigRoom)
+		for i := range fs {
+			fs[i].End += 4 // zero padding from make
+			fs[i].Buf = fs[i].Buf[:fs[i].End]
+		}
+		in, n := coalesce(t, fs)
+		checkGroups(t, fs, in, n, nil)
 	}
 }
 
@@ -362,6 +394,12 @@ func TestCoalesceRefuses(t *testing.T) {
 		{name: "no ack", next: func(a, b *groSeg) { b.flags = tcpPSH }},
 		{name: "pure ack", next: func(a, b *groSeg) { b.payload = nil }},
 		{name: "psh on the first", next: func(a, b *groSeg) { a.flags = tcpACK | tcpPSH }},
+		{name: "payload under TCP_MIN_MSS", next: func(a, b *groSeg) {
+			a.payload, b.payload, b.seq = pattern(tcpMinMSS-1, 1), pattern(tcpMinMSS-1, 2), a.seq+tcpMinMSS-1
+		}},
+		{name: "first under TCP_MIN_MSS", next: func(a, b *groSeg) {
+			a.payload, b.payload, b.seq = pattern(tcpMinMSS-1, 1), pattern(1, 2), a.seq+tcpMinMSS-1
+		}},
 		{name: "partial checksum offset", mode: csumPartial, frame: func(a, b *Frame) { b.Hdr.CsumOffset = udpCsumOff }},
 		{name: "gso second", mode: csumPartial, frame: func(a, b *Frame) { b.Hdr.GSOType, b.Hdr.GSOSize = GSOTCPv4, 500 }},
 		{name: "gso first", mode: csumPartial, frame: func(a, b *Frame) { a.Hdr.GSOType, a.Hdr.GSOSize = GSOTCPv4, 500 }},
@@ -421,6 +459,58 @@ func TestCoalesceSizeCap(t *testing.T) {
 		// 20 (or 40) + 32 + 45 * 1448 <= 65535 < ... + 46 * 1448
 		per := (65535 - (base.hdrLen() - base.l3())) / 1448
 		coalesceSegs(t, run(base, 64, 1448, 0, 1), allModes(csumValid), groups(64, per))
+	}
+}
+
+// SetMaxSize bounds a super-frame like the TAP's gro_ipv4_max_size and
+// gro_max_size bound the kernel's GRO (net/core/gro.c: skb_gro_receive
+// refuses to reach the size, counted from the end of the Ethernet header);
+// tagged frames take the smaller of the two; sizes past GRO_LEGACY_MAX_SIZE
+// are 65536, sizes of 0 or less merge nothing.
+func TestCoalesceSetMaxSize(t *testing.T) {
+	for _, tt := range []struct {
+		name       string
+		base       groSeg
+		ipv4, ipv6 int
+		size       int // the bound that applies; 0: nothing merges
+	}{
+		{"default v4", groSeg{ts: true}, 0, 0, 65536},
+		{"default v6 vlan", groSeg{v6: true, vlan: true}, 0, 0, 65536},
+		{"v4 16k", groSeg{ts: true}, 16384, 65536, 16384},
+		{"v6 16k", groSeg{v6: true}, 65536, 16384, 16384},
+		{"v6 ignores the v4 size", groSeg{v6: true}, 1000, 20000, 20000},
+		{"v4 ignores the v6 size", groSeg{}, 30000, 1000, 30000},
+		{"v4 vlan takes the smaller", groSeg{vlan: true}, 30000, 10000, 10000},
+		{"v6 qinq takes the smaller", groSeg{v6: true, qinq: true, vlan: true}, 12000, 40000, 12000},
+		{"big tcp clamped", groSeg{}, 185000, 185000, 65536},
+		{"exactly two segments fit", groSeg{}, 20 + 20 + 2*1448 + 1, 0, 20 + 20 + 2*1448 + 1},
+		{"two segments do not fit", groSeg{}, 20 + 20 + 2*1448, 0, 20 + 20 + 2*1448},
+		{"zero", groSeg{}, 0, -1, 0},
+		{"negative", groSeg{v6: true}, 65536, -5, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			const n = 64
+			segs := run(tt.base, n, 1448, 0, 1)
+			fs := frames(t, segs, allModes(csumValid), bigRoom)
+			in := cloneFrames(fs)
+			g := NewGRO(n)
+			if tt.ipv4 != 0 || tt.ipv6 != 0 {
+				g.SetMaxSize(tt.ipv4, tt.ipv6)
+			}
+			got := g.Coalesce(fs)
+			// Per super-frame: as many segments as keep the length
+			// after the Ethernet header below the size.
+			per := 1
+			if hdrs := tt.base.hdrLen() - 14; tt.size > hdrs {
+				per = max(1, (tt.size-1-hdrs)/1448)
+			}
+			checkGroups(t, fs, in, got, groups(n, per))
+			for _, f := range fs {
+				if !f.Merged && f.End-f.Start-14 >= max(tt.size, 1515) {
+					t.Errorf("a frame of %d bytes after the Ethernet header, bound %d", f.End-f.Start-14, tt.size)
+				}
+			}
+		})
 	}
 }
 

@@ -29,7 +29,9 @@ const (
 	uactPort      = 43 // another destination port: a flow of its own
 	uactFragment  = 44 // IPv4 MF: no flow at all
 	uactSize      = 45 // the flow changes its datagram size from here on
-	numUacts      = 46
+	uactEvil      = 46 // IPv4 reserved bit: must not merge
+	uactPadded    = 47 // Ethernet padding after the IP packet: must not merge
+	numUacts      = 48
 )
 
 // udpFuzzFlows is how many flows FuzzCoalesceUDP generates: four UDP ones
@@ -40,8 +42,8 @@ const udpFuzzFlows = 5
 // FuzzCoalesceUDP builds a batch of up to 160 frames from four UDP flows and
 // a TCP flow on the same addresses and ports as the first, with
 // perturbations the fuzzer picks, and checks what Coalesce makes of it
-// (fuzzBatch.check; expand checks that a USO super-frame holds at most
-// UDP_MAX_SEGMENTS datagrams).
+// (fuzzBatch.check, with a size bound the fuzzer picks; expand checks that
+// a USO super-frame holds at most UDP_GRO_CNT_MAX, 64, datagrams).
 func FuzzCoalesceUDP(f *testing.F) {
 	clean := []byte{0x00, 0, 0}
 	for i := 0; i < 40; i++ {
@@ -53,6 +55,11 @@ func FuzzCoalesceUDP(f *testing.F) {
 		long = append(long, 0, 6*3+1, 0) // 150 datagrams of one flow: the segment cap
 	}
 	f.Add(long)
+	sized := []byte{0x00, 0, 0x13} // SetMaxSize(9000, 30000)
+	for i := 0; i < 150; i++ {
+		sized = append(sized, byte(i%udpFuzzFlows), 6*3+1, 0)
+	}
+	f.Add(sized)
 	mixed := []byte{0x6b, 0x80, 0}
 	for i := 0; i < numUacts; i++ {
 		mixed = append(mixed, byte(i*udpFuzzFlows+i%udpFuzzFlows), byte(i*5), byte(i*37), 0, byte(i%3), 0)
@@ -81,10 +88,12 @@ func FuzzCoalesceUDP(f *testing.F) {
 		}
 		flows[4].seq = uint32(in.next()) << 24
 		maxBatch := 160
-		if in.next()&0x80 != 0 {
+		tbl := in.next()
+		if tbl&0x80 != 0 {
 			maxBatch = 2 // the table fills up
 		}
 		var batch fuzzBatch // flow 5+k: flow k's other port
+		batch.sizes(tbl)
 		for n := 0; n < 160 && len(in) > 0; n++ {
 			op, arg, arg2 := in.next(), in.next(), in.next()
 			k, act := int(op)%udpFuzzFlows, int(op)/udpFuzzFlows%numUacts
@@ -158,6 +167,10 @@ func FuzzCoalesceUDP(f *testing.F) {
 			case uactSize:
 				fl.size = sizes[arg2&7]
 				size = fl.size
+			case uactEvil:
+				s.evil, isBad = true, !s.v6
+			case uactPadded:
+				room, isBad = max(room, 8), true
 			}
 			s.payload = pattern(size, byte(n))
 			fr := segFrame(t, s, mode, room)
@@ -181,6 +194,8 @@ func FuzzCoalesceUDP(f *testing.F) {
 				fr.Hdr.CsumStart = uint16(s.l3() + int(arg2)%20)
 			case uactGSO:
 				fr.Hdr.GSOType, fr.Hdr.GSOSize = GSOUDPL4, uint16(fl.size)
+			case uactPadded:
+				pad(&fr, 1+int(arg2)%8)
 			}
 			batch.add(fr, flow, isBad)
 			// The sender moves on as a real one would.

@@ -37,13 +37,17 @@ var (
 	// (Decode, InsertVLAN).
 	ErrShort = errors.New("vnethdr: buffer too short")
 	// ErrCsumBounds: csum_start/csum_offset point outside the frame or the IP
-	// packet, or csum_offset is not the TCP/UDP check field of a GSO frame.
+	// packet, csum_start is before the smallest transport offset the kernel
+	// takes (20 bytes into the frame) or too far into it for the kernel's
+	// 16-bit skb->csum_start, or csum_offset is not the TCP/UDP check field
+	// of a GSO frame.
 	ErrCsumBounds = errors.New("vnethdr: checksum start/offset out of bounds")
 	// ErrGSOType: gso_type is unknown, legacy UFO, ECN on USO, or does not match
 	// the IP version and L4 protocol of the frame.
 	ErrGSOType = errors.New("vnethdr: bad gso type")
-	// ErrGSOSize: gso_size is 0, GSO_BY_FRAGS (0xffff), or a USO frame would
-	// need more than UDP_MAX_SEGMENTS segments.
+	// ErrGSOSize: gso_size is 0, GSO_BY_FRAGS (0xffff), below TCP_MIN_MSS
+	// (88) for TCP, or a USO frame would need more than UDP_MAX_SEGMENTS
+	// segments.
 	ErrGSOSize = errors.New("vnethdr: bad gso size")
 	// ErrMalformed: the headers do not parse, lengths disagree with the
 	// frame, the frame is an IP fragment, or csum_start is not where the L4
