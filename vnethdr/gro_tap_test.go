@@ -15,8 +15,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/tapfwd/tapfwd/bench/testbed"
 	"github.com/tapfwd/tapfwd/netns"
+	"github.com/tapfwd/tapfwd/testbed"
 )
 
 // IPv6 addresses of the USO test, from the IPv6 benchmarking range

@@ -18,9 +18,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/tapfwd/tapfwd/bench/iperf"
-	"github.com/tapfwd/tapfwd/bench/testbed"
 	"github.com/tapfwd/tapfwd/metrics"
+	"github.com/tapfwd/tapfwd/testbed"
+	"github.com/tapfwd/tapfwd/testbed/iperf"
 )
 
 // Faults from the wire (issue 7): malformed frames, overload, and a soak.

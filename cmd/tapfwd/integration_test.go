@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/tapfwd/tapfwd/bench/forwarder"
-	"github.com/tapfwd/tapfwd/bench/iperf"
-	"github.com/tapfwd/tapfwd/bench/testbed"
+	"github.com/tapfwd/tapfwd/testbed"
+	"github.com/tapfwd/tapfwd/testbed/iperf"
 )
 
 func exe(t *testing.T) string {
@@ -38,13 +38,13 @@ func needTools(t *testing.T, tools ...string) {
 
 // startForwarder builds a Forwarder bed and starts tapfwd on it; both are
 // removed when t ends.
-func startForwarder(t *testing.T, args ...string) (*testbed.Bed, *forwarder.Process) {
+func startForwarder(t *testing.T, args ...string) (*testbed.Bed, *testbed.Process) {
 	t.Helper()
 	return startForwarderExe(t, exe(t), args...)
 }
 
 // startForwarderExe is startForwarder with a given tapfwd binary.
-func startForwarderExe(t *testing.T, exe string, args ...string) (*testbed.Bed, *forwarder.Process) {
+func startForwarderExe(t *testing.T, exe string, args ...string) (*testbed.Bed, *testbed.Process) {
 	t.Helper()
 	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

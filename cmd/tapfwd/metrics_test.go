@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tapfwd/tapfwd/bench/iperf"
-	"github.com/tapfwd/tapfwd/bench/testbed"
+	"github.com/tapfwd/tapfwd/testbed"
+	"github.com/tapfwd/tapfwd/testbed/iperf"
 )
 
 // httpGet fetches url from inside ns. The socket is made on the locked

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/tapfwd/tapfwd/bench/forwarder"
-	"github.com/tapfwd/tapfwd/bench/iperf"
-	"github.com/tapfwd/tapfwd/bench/testbed"
+	"github.com/tapfwd/tapfwd/testbed"
+	"github.com/tapfwd/tapfwd/testbed/iperf"
 )
 
 // TestPollBusy forwards with --poll busy: traffic is correct, the worker

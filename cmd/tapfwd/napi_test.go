@@ -15,8 +15,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/tapfwd/tapfwd/bench/testbed"
 	"github.com/tapfwd/tapfwd/napi"
+	"github.com/tapfwd/tapfwd/testbed"
 )
 
 func TestNapiCLIUsage(t *testing.T) {

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tapfwd/tapfwd/bench/iperf"
-	"github.com/tapfwd/tapfwd/bench/testbed"
+	"github.com/tapfwd/tapfwd/testbed"
+	"github.com/tapfwd/tapfwd/testbed/iperf"
 )
 
 var (

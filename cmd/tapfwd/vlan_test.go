@@ -11,7 +11,7 @@ import (
 	"github.com/google/gopacket/layers"
 	"golang.org/x/sys/unix"
 
-	"github.com/tapfwd/tapfwd/bench/testbed"
+	"github.com/tapfwd/tapfwd/testbed"
 )
 
 // This kernel has no 8021q module, so VLAN devices cannot be made; a raw
