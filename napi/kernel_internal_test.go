@@ -12,7 +12,7 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/tapfwd/tapfwd/bench/testbed"
+	"github.com/tapfwd/tapfwd/testbed"
 )
 
 // Should the policy probe ever claim busy-poll on a kernel that refuses it,

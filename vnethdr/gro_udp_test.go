@@ -2,6 +2,8 @@ package vnethdr
 
 import (
 	"encoding/binary"
+	"fmt"
+	"net"
 	"testing"
 )
 
@@ -27,6 +29,30 @@ func TestCoalesceUDP(t *testing.T) {
 		{name: "udp6 full 64k", base: groSeg{v6: true}, n: (65535 - 48) / 1452, size: 1452},
 		{name: "udp6 64 segments", base: groSeg{v6: true}, n: udpGROMaxSegments, size: 2, last: 1},
 	})
+}
+
+// The runs tap's TestUSOIntoTAP (tap/gro_kernel_test.go) coalesces and
+// writes into a real TAP, checked here like every case above; the kernel
+// test checks only what the kernel makes of them.
+func TestCoalesceUSOKernelRuns(t *testing.T) {
+	wire4, lab4 := net.IPv4(198, 18, 1, 1).To4(), net.IPv4(198, 18, 1, 2).To4()
+	tapMAC := net.HardwareAddr{0x02, 0, 0, 0, 0, 2}
+	for _, dst := range []struct{ v6, bcast bool }{{v6: false}, {v6: true}, {bcast: true}} {
+		for _, sz := range []struct{ n, size, last int }{{40, 100, 37}, {udpGROMaxSegments, 18, 0}, {3, 1472, 0}} {
+			t.Run(fmt.Sprintf("v6=%v/broadcast=%v/%dx%d+%d", dst.v6, dst.bcast, sz.n, sz.size, sz.last), func(t *testing.T) {
+				base := groSeg{udp: true, v6: dst.v6, dstPort: 7001, dstMAC: tapMAC, id: 0xfff0, srcIP: wire4, dstIP: lab4}
+				switch {
+				case dst.v6:
+					base.srcIP, base.dstIP = net.ParseIP("2001:2::1"), net.ParseIP("2001:2::2")
+				case dst.bcast:
+					base.dstPort += 2
+					base.dstIP, base.dstMAC = net.IPv4(198, 18, 1, 255).To4(), net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+				}
+				segs := run(base, sz.n, sz.size, sz.last, byte(sz.size))
+				coalesceSegs(t, segs, mixedModes, groups(sz.n, sz.n))
+			})
+		}
+	}
 }
 
 // Datagrams of one run may arrive with different checksum states; tiny

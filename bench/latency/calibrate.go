@@ -6,11 +6,10 @@ import (
 	"math"
 	"time"
 
-	"github.com/tapfwd/tapfwd/bench/forwarder"
 	"github.com/tapfwd/tapfwd/bench/matrix"
 	"github.com/tapfwd/tapfwd/bench/report"
 	"github.com/tapfwd/tapfwd/bench/rr"
-	"github.com/tapfwd/tapfwd/bench/testbed"
+	"github.com/tapfwd/tapfwd/testbed"
 )
 
 // Calibration: what a probe must show for its rate to stand, and how the
@@ -59,7 +58,7 @@ func (r *Report) calibrate(ctx context.Context, o Options, m *matrix.Meter) erro
 		return nil
 	}
 	o.Log.Info("calibrating the rates", "config", c.Name)
-	err := o.Lab.Visit(ctx, c, 0, func(bed *testbed.Bed, fw *forwarder.Process) error {
+	err := o.Lab.Visit(ctx, c, 0, func(bed *testbed.Bed, fw *testbed.Process) error {
 		pr := &prober{ctx: ctx, o: o, m: m, bed: bed, fw: fw, config: c.Name}
 		base, err := pr.probe(point(baselineRate, 0), baselineRate, 1)
 		if err != nil {
@@ -98,7 +97,7 @@ type prober struct {
 	o        Options
 	m        *matrix.Meter
 	bed      *testbed.Bed
-	fw       *forwarder.Process
+	fw       *testbed.Process
 	config   string
 	unloaded time.Duration // the median round trip at baselineRate
 }

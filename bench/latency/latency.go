@@ -8,12 +8,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tapfwd/tapfwd/bench/forwarder"
 	"github.com/tapfwd/tapfwd/bench/matrix"
 	"github.com/tapfwd/tapfwd/bench/report"
 	"github.com/tapfwd/tapfwd/bench/rr"
-	"github.com/tapfwd/tapfwd/bench/testbed"
 	"github.com/tapfwd/tapfwd/napi"
+	"github.com/tapfwd/tapfwd/testbed"
 )
 
 // Options configure Run.
@@ -181,7 +180,7 @@ func napiSupports(f napi.Features, mode napi.Threaded) error {
 // visit runs every point on a fresh bed for c.
 func visit(ctx context.Context, o Options, c *report.Config, points []Point, rep int, m *matrix.Meter) ([]record, error) {
 	var runs []record
-	err := o.Lab.Visit(ctx, c, rep, func(bed *testbed.Bed, fw *forwarder.Process) error {
+	err := o.Lab.Visit(ctx, c, rep, func(bed *testbed.Bed, fw *testbed.Process) error {
 		for _, p := range points {
 			if fw != nil {
 				if err := fw.Alive(); err != nil {

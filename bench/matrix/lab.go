@@ -13,9 +13,9 @@ import (
 
 	"github.com/tapfwd/tapfwd/bench/forwarder"
 	"github.com/tapfwd/tapfwd/bench/report"
-	"github.com/tapfwd/tapfwd/bench/testbed"
 	"github.com/tapfwd/tapfwd/internal/procfs"
 	"github.com/tapfwd/tapfwd/tap"
+	"github.com/tapfwd/tapfwd/testbed"
 )
 
 // Lab builds the beds of a configuration and starts what runs in them.
@@ -33,7 +33,7 @@ type Lab struct {
 // Visit builds a fresh bed for c, runs c's set-up, starts its forwarder
 // (none for the bridge and the direct veth), waits until the lab answers,
 // calls fn, and removes everything.
-func (l Lab) Visit(ctx context.Context, c *report.Config, rep int, fn func(*testbed.Bed, *forwarder.Process) error) error {
+func (l Lab) Visit(ctx context.Context, c *report.Config, rep int, fn func(*testbed.Bed, *testbed.Process) error) error {
 	mode := testbed.Forwarder
 	switch c.Kind {
 	case report.KindBridge:
@@ -58,7 +58,7 @@ func (l Lab) Visit(ctx context.Context, c *report.Config, rep int, fn func(*test
 			return fmt.Errorf("set-up: %w", err)
 		}
 	}
-	var fw *forwarder.Process
+	var fw *testbed.Process
 	switch c.Kind {
 	case report.KindTapfwd:
 		fw, err = forwarder.Start(ctx, bed, l.Tapfwd, c.Run.Args()...)

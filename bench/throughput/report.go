@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/tapfwd/tapfwd/bench/iperf"
 	"github.com/tapfwd/tapfwd/bench/report"
 	"github.com/tapfwd/tapfwd/bench/stats"
+	"github.com/tapfwd/tapfwd/testbed/iperf"
 )
 
 // Schema names the JSON layout of Report; it changes when a field changes

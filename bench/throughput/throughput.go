@@ -6,12 +6,11 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/tapfwd/tapfwd/bench/forwarder"
-	"github.com/tapfwd/tapfwd/bench/iperf"
 	"github.com/tapfwd/tapfwd/bench/matrix"
 	"github.com/tapfwd/tapfwd/bench/report"
-	"github.com/tapfwd/tapfwd/bench/testbed"
 	"github.com/tapfwd/tapfwd/internal/procfs"
+	"github.com/tapfwd/tapfwd/testbed"
+	"github.com/tapfwd/tapfwd/testbed/iperf"
 )
 
 // Options configure Run.
@@ -117,7 +116,7 @@ func iperfSeconds(d time.Duration) int {
 // visit runs every workload on a fresh bed for c.
 func visit(ctx context.Context, o Options, c *report.Config, rep int, m *matrix.Meter) ([]record, error) {
 	var runs []record
-	err := o.Lab.Visit(ctx, c, rep, func(bed *testbed.Bed, fw *forwarder.Process) error {
+	err := o.Lab.Visit(ctx, c, rep, func(bed *testbed.Bed, fw *testbed.Process) error {
 		for _, w := range o.Workloads {
 			if fw != nil {
 				if err := fw.Alive(); err != nil {
@@ -144,7 +143,7 @@ func visit(ctx context.Context, o Options, c *report.Config, rep int, m *matrix.
 
 // measure runs workload w across bed. runErr is iperf3 failing (recorded
 // in the cell); err ends the visit (ctx ended, the bed failing).
-func measure(ctx context.Context, o Options, bed *testbed.Bed, fw *forwarder.Process, w Workload) (s sample, runErr, err error) {
+func measure(ctx context.Context, o Options, bed *testbed.Bed, fw *testbed.Process, w Workload) (s sample, runErr, err error) {
 	var cpu0 time.Duration
 	if fw != nil {
 		cpu0 = procCPU(fw.Pid())

@@ -21,14 +21,14 @@ import (
 	"time"
 
 	"github.com/tapfwd/tapfwd/bench/forwarder"
-	"github.com/tapfwd/tapfwd/bench/iperf"
 	"github.com/tapfwd/tapfwd/bench/matrix"
 	"github.com/tapfwd/tapfwd/bench/report"
 	"github.com/tapfwd/tapfwd/bench/stats"
-	"github.com/tapfwd/tapfwd/bench/testbed"
 	"github.com/tapfwd/tapfwd/bench/throughput"
 	"github.com/tapfwd/tapfwd/internal/procfs"
 	"github.com/tapfwd/tapfwd/tap"
+	"github.com/tapfwd/tapfwd/testbed"
+	"github.com/tapfwd/tapfwd/testbed/iperf"
 )
 
 // benchCmd runs this test binary as `tapfwd-bench CMD --tapfwd TAPFWD

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/tapfwd/tapfwd/bench/forwarder"
-	"github.com/tapfwd/tapfwd/bench/testbed"
+	"github.com/tapfwd/tapfwd/testbed"
 )
 
 // The test binary doubles as tapfwd-bench: the tests start it (as the
@@ -84,7 +84,7 @@ func needTools(t *testing.T, tools ...string) {
 
 // startForwarder builds a Forwarder bed and starts tapfwd on it; both are
 // removed when t ends.
-func startForwarder(t *testing.T, args ...string) (*testbed.Bed, *forwarder.Process) {
+func startForwarder(t *testing.T, args ...string) (*testbed.Bed, *testbed.Process) {
 	t.Helper()
 	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

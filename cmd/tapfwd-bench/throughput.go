@@ -9,10 +9,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tapfwd/tapfwd/bench/iperf"
 	"github.com/tapfwd/tapfwd/bench/report"
 	"github.com/tapfwd/tapfwd/bench/throughput"
 	"github.com/tapfwd/tapfwd/internal/cpulist"
+	"github.com/tapfwd/tapfwd/testbed/iperf"
 )
 
 // Quick mode: a smoke test of the whole bench in well under a minute.

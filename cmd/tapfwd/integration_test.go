@@ -7,155 +7,21 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/tapfwd/tapfwd/bench/forwarder"
-	"github.com/tapfwd/tapfwd/bench/iperf"
-	"github.com/tapfwd/tapfwd/bench/testbed"
+	"github.com/tapfwd/tapfwd/internal/testkit"
+	"github.com/tapfwd/tapfwd/testbed"
+	"github.com/tapfwd/tapfwd/testbed/iperf"
 )
-
-func exe(t *testing.T) string {
-	t.Helper()
-	p, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-func needTools(t *testing.T, tools ...string) {
-	t.Helper()
-	for _, tool := range tools {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s not installed (the README's test command installs it): %v", tool, err)
-		}
-	}
-}
-
-// startForwarder builds a Forwarder bed and starts tapfwd on it; both are
-// removed when t ends.
-func startForwarder(t *testing.T, args ...string) (*testbed.Bed, *forwarder.Process) {
-	t.Helper()
-	return startForwarderExe(t, exe(t), args...)
-}
-
-// startForwarderExe is startForwarder with a given tapfwd binary.
-func startForwarderExe(t *testing.T, exe string, args ...string) (*testbed.Bed, *forwarder.Process) {
-	t.Helper()
-	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	fw, err := forwarder.Start(ctx, bed, exe, args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { fw.Stop() })
-	return bed, fw
-}
-
-func bedRun(t *testing.T, bed *testbed.Bed, ns string, args ...string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	out, err := bed.Run(ctx, ns, args[0], args[1:]...)
-	if err != nil {
-		t.Fatalf("%s in %s: %v", strings.Join(args, " "), ns, err)
-	}
-	return out
-}
-
-var macRE = regexp.MustCompile(`link/ether ([0-9a-f:]{17})`)
-
-func tapMAC(t *testing.T, bed *testbed.Bed) string {
-	out := bedRun(t, bed, bed.LabNS, "ip", "-o", "link", "show", "dev", bed.LabIf)
-	m := macRE.FindStringSubmatch(out)
-	if m == nil {
-		t.Fatalf("no MAC in %q", out)
-	}
-	return m[1]
-}
-
-// linkLocal waits for dev's IPv6 link-local address in ns to finish
-// duplicate address detection, and returns it.
-func linkLocal(t *testing.T, bed *testbed.Bed, ns, dev string) string {
-	re := regexp.MustCompile(`inet6 (fe80::[0-9a-f:]+)/64`)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		out := bedRun(t, bed, ns, "ip", "-6", "-o", "addr", "show", "dev", dev, "scope", "link")
-		if m := re.FindStringSubmatch(out); m != nil && !strings.Contains(out, "tentative") {
-			return m[1]
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s has no usable link-local address: %q", dev, out)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// udpArrived is the number of UDP datagrams ns's stack has received,
-// delivered or dropped for a full socket buffer (/proc/net/snmp).
-func udpArrived(t *testing.T, bed *testbed.Bed, ns string) int {
-	lines := strings.Split(bedRun(t, bed, ns, "cat", "/proc/net/snmp"), "\n")
-	for i := 0; i+1 < len(lines); i++ {
-		if !strings.HasPrefix(lines[i], "Udp:") || !strings.HasPrefix(lines[i+1], "Udp:") {
-			continue
-		}
-		names, vals := strings.Fields(lines[i]), strings.Fields(lines[i+1])
-		sum := 0
-		for j, n := range names {
-			if (n == "InDatagrams" || n == "RcvbufErrors") && j < len(vals) {
-				v, _ := strconv.Atoi(vals[j])
-				sum += v
-			}
-		}
-		return sum
-	}
-	t.Fatalf("no Udp counters in %s's /proc/net/snmp", ns)
-	return 0
-}
-
-// countedDrops is every drop tapfwd exports: its own (kernel_ring
-// included) and the kernel's TAP and NIC netdev drop counters.
-func countedDrops(t *testing.T, bed *testbed.Bed) int {
-	m := scrape(t, bed)
-	return int(sample(m, "tapfwd_drops_total") + sample(m, "tapfwd_netdev_transmit_drop_total") +
-		sample(m, "tapfwd_netdev_receive_drop_total"))
-}
-
-type queueTotals struct {
-	nicRx, tapTx, tapRx, nicTx, drops, errors int
-}
-
-var totalsRE = regexp.MustCompile(`queue totals" queue=(\d+) nic_rx_packets=(\d+) tap_tx_packets=(\d+) tap_rx_packets=(\d+) nic_tx_packets=(\d+) drops=(\d+) errors=(\d+)`)
-
-// totals parses the per-queue totals tapfwd logs when it stops.
-func totals(t *testing.T, log string) map[int]queueTotals {
-	out := map[int]queueTotals{}
-	for _, m := range totalsRE.FindAllStringSubmatch(log, -1) {
-		n := make([]int, 7)
-		for i := range n {
-			n[i], _ = strconv.Atoi(m[i+1])
-		}
-		out[n[0]] = queueTotals{n[1], n[2], n[3], n[4], n[5], n[6]}
-	}
-	if len(out) == 0 {
-		t.Fatalf("no queue totals in tapfwd's log:\n%s", log)
-	}
-	return out
-}
 
 // TestModes checks that ping, ARP, IPv6 neighbour discovery, UDP and TCP in
 // both directions pass through tapfwd in every napi x vnet-hdr mode, with
 // the veth offloads at their defaults (TSO, GSO, checksum offload on).
 func TestModes(t *testing.T) {
-	if err := testbed.Available(); err != nil {
-		t.Skipf("skipping privileged test: %v", err)
-	}
-	needTools(t, "iperf3", "ping")
+	testkit.NeedRoot(t)
+	testkit.NeedTools(t, "iperf3", "ping")
 	for _, napi := range []string{"on", "off"} {
 		for _, vnet := range []string{"on", "off"} {
 			t.Run("napi-"+napi+"/vnet-"+vnet, func(t *testing.T) {
@@ -166,15 +32,15 @@ func TestModes(t *testing.T) {
 				if !strings.Contains(fw.Output(), wantLog) {
 					t.Errorf("tapfwd did not negotiate %s:\n%s", wantLog, fw.Output())
 				}
-				mac := tapMAC(t, bed)
-				neigh := bedRun(t, bed, bed.WireNS, "ip", "neigh", "show", bed.LabAddr.Addr().String(), "dev", bed.WireIf)
+				mac := testkit.LinkMAC(t, bed.LabNS, bed.LabIf).String()
+				neigh := testkit.BedRun(t, bed, bed.WireNS, "ip", "neigh", "show", bed.LabAddr.Addr().String(), "dev", bed.WireIf)
 				if !strings.Contains(neigh, mac) {
 					t.Errorf("ARP: wire's neighbour entry %q lacks the TAP's MAC %s", neigh, mac)
 				}
-				linkLocal(t, bed, bed.WireNS, bed.WireIf) // ping needs a source address
-				ll := linkLocal(t, bed, bed.LabNS, bed.LabIf)
-				bedRun(t, bed, bed.WireNS, "ping", "-6", "-c", "2", "-i", "0.2", "-W", "2", ll+"%"+bed.WireIf)
-				neigh6 := bedRun(t, bed, bed.WireNS, "ip", "-6", "neigh", "show", ll, "dev", bed.WireIf)
+				testkit.LinkLocal(t, bed, bed.WireNS, bed.WireIf) // ping needs a source address
+				ll := testkit.LinkLocal(t, bed, bed.LabNS, bed.LabIf)
+				testkit.BedRun(t, bed, bed.WireNS, "ping", "-6", "-c", "2", "-i", "0.2", "-W", "2", ll+"%"+bed.WireIf)
+				neigh6 := testkit.BedRun(t, bed, bed.WireNS, "ip", "-6", "neigh", "show", ll, "dev", bed.WireIf)
 				if !strings.Contains(neigh6, mac) {
 					t.Errorf("IPv6 ND: wire's neighbour entry %q lacks the TAP's MAC %s", neigh6, mac)
 				}
@@ -197,18 +63,18 @@ func TestModes(t *testing.T) {
 					// receiving iperf3's socket buffer; those count as
 					// RcvbufErrors there, after tapfwd delivered them.
 					rxNS := map[bool]string{false: bed.LabNS, true: bed.WireNS}[rev]
-					before := udpArrived(t, bed, rxNS)
-					dropsBefore := countedDrops(t, bed)
+					before := testkit.UDPArrived(t, bed, rxNS)
+					dropsBefore := testkit.CountedDrops(t, bed)
 					u, err := iperf.Run(ctx, bed, iperf.Options{Duration: 2 * time.Second, Reverse: rev, UDP: true, Bitrate: "20M", Len: 1200})
 					if err != nil {
 						t.Fatalf("UDP %s: %v", dir, err)
 					}
-					arrived := udpArrived(t, bed, rxNS) - before
+					arrived := testkit.UDPArrived(t, bed, rxNS) - before
 					// A datagram either arrives or is counted as dropped:
 					// when the machine is busy, the TAP's queue or the
 					// packet socket's can overflow while tapfwd waits for a
 					// CPU, and the kernel counts that.
-					dropped := countedDrops(t, bed) - dropsBefore
+					dropped := testkit.CountedDrops(t, bed) - dropsBefore
 					if dropped > 0 {
 						t.Logf("UDP %s: %d datagrams arrived, %d counted as dropped", dir, arrived, dropped)
 					}
@@ -219,9 +85,9 @@ func TestModes(t *testing.T) {
 				if err := fw.Stop(); err != nil {
 					t.Errorf("tapfwd did not exit 0 on SIGTERM: %v\n%s", err, fw.Output())
 				}
-				for q, c := range totals(t, fw.Output()) {
-					if c.drops != 0 || c.errors != 0 {
-						t.Errorf("queue %d: %d drops, %d errors on a clean bed", q, c.drops, c.errors)
+				for q, c := range testkit.Totals(t, fw.Output()) {
+					if c.Drops != 0 || c.Errors != 0 {
+						t.Errorf("queue %d: %d drops, %d errors on a clean bed", q, c.Drops, c.Errors)
 					}
 				}
 				if _, err := bed.Run(context.Background(), bed.LabNS, "ip", "link", "show", "dev", bed.LabIf); err == nil {
@@ -235,31 +101,17 @@ func TestModes(t *testing.T) {
 // TestTwoQueues runs two TAP queues and two fanout sockets and checks that
 // each worker is pinned to its CPU and that both queues carry traffic.
 func TestTwoQueues(t *testing.T) {
-	if err := testbed.Available(); err != nil {
-		t.Skipf("skipping privileged test: %v", err)
-	}
-	needTools(t, "iperf3")
+	testkit.NeedRoot(t)
+	testkit.NeedTools(t, "iperf3")
 	bed, fw := startForwarder(t, "--queues", "2", "--cpus", "0,1")
 	pid := fw.Pid()
 
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
-	pinned := map[string]int{}
-	for _, p := range tasks {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
-				pinned[strings.TrimSpace(v)]++
-			}
-		}
-	}
+	pinned := testkit.ThreadsPinned(pid)
 	if pinned["0"] < 1 || pinned["1"] < 1 {
 		t.Errorf("want a worker thread pinned to CPU 0 and one to CPU 1; Cpus_allowed_list counts: %v", pinned)
 	}
 
-	queues := bedRun(t, bed, bed.LabNS, "ls", "/sys/class/net/"+bed.LabIf+"/queues")
+	queues := testkit.BedRun(t, bed, bed.LabNS, "ls", "/sys/class/net/"+bed.LabIf+"/queues")
 	if f := strings.Fields(queues); len(f) != 4 {
 		t.Errorf("TAP queues = %q, want rx-0 rx-1 tx-0 tx-1", queues)
 	}
@@ -282,9 +134,9 @@ func TestTwoQueues(t *testing.T) {
 	if err := fw.Stop(); err != nil {
 		t.Fatalf("tapfwd exit: %v\n%s", err, fw.Output())
 	}
-	tot := totals(t, fw.Output())
+	tot := testkit.Totals(t, fw.Output())
 	for q := 0; q < 2; q++ {
-		if tot[q].nicRx == 0 || tot[q].tapRx == 0 {
+		if tot[q].NICRx == 0 || tot[q].TAPRx == 0 {
 			t.Errorf("queue %d carried no traffic in one direction: %+v (16 flows hash onto both queues)", q, tot[q])
 		}
 	}
@@ -323,7 +175,7 @@ func TestRunErrors(t *testing.T) {
 			t.Errorf("tapfwd %q: want one line containing %q, got:\n%s", args, tc.want, s)
 		}
 		// Nothing is left behind: no TAP in the fwd namespace.
-		links := bedRun(t, bed, bed.FwdNS, "ip", "-o", "link", "show")
+		links := testkit.BedRun(t, bed, bed.FwdNS, "ip", "-o", "link", "show")
 		if strings.Count(strings.TrimSpace(links), "\n") != 1 { // lo and w1
 			t.Errorf("after a failed start the fwd namespace holds:\n%s", links)
 		}
@@ -333,12 +185,10 @@ func TestRunErrors(t *testing.T) {
 // TestTAPNAPISettings checks that the TAP's NAPI sysfs settings, written
 // before the TAP moves into the lab (where its sysfs then lives), hold.
 func TestTAPNAPISettings(t *testing.T) {
-	if err := testbed.Available(); err != nil {
-		t.Skipf("skipping privileged test: %v", err)
-	}
+	testkit.NeedRoot(t)
 	bed, fw := startForwarder(t, "--napi", "on", "--tap-napi-threaded", "--tap-gro-flush-timeout", "20us", "--tap-napi-defer-hard-irqs", "2")
 	for attr, want := range map[string]string{"threaded": "1", "gro_flush_timeout": "20000", "napi_defer_hard_irqs": "2"} {
-		got := strings.TrimSpace(bedRun(t, bed, bed.LabNS, "cat", "/sys/class/net/"+bed.LabIf+"/"+attr))
+		got := strings.TrimSpace(testkit.BedRun(t, bed, bed.LabNS, "cat", "/sys/class/net/"+bed.LabIf+"/"+attr))
 		if got != want {
 			t.Errorf("%s = %s in the lab, want %s", attr, got, want)
 		}
@@ -355,11 +205,9 @@ func TestTAPNAPISettings(t *testing.T) {
 // TestRunVMPorts checks that run --vm-ports makes the ports on the TAP and
 // that they, and their device nodes, are gone after tapfwd exits.
 func TestRunVMPorts(t *testing.T) {
-	if err := testbed.Available(); err != nil {
-		t.Skipf("skipping privileged test: %v", err)
-	}
+	testkit.NeedRoot(t)
 	bed, fw := startForwarder(t, "--vm-ports", "2")
-	links := bedRun(t, bed, bed.LabNS, "ip", "-o", "link", "show", "type", "macvtap")
+	links := testkit.BedRun(t, bed, bed.LabNS, "ip", "-o", "link", "show", "type", "macvtap")
 	if n := strings.Count(strings.TrimSpace(links), "\n") + 1; strings.TrimSpace(links) == "" || n != 2 {
 		t.Fatalf("want 2 macvtap ports in the lab, got:\n%s", links)
 	}
@@ -370,7 +218,7 @@ func TestRunVMPorts(t *testing.T) {
 	if !strings.Contains(fw.Output(), "qemu-system-x86_64") {
 		t.Errorf("no QEMU line logged:\n%s", fw.Output())
 	}
-	m := scrape(t, bed)
+	m := testkit.Scrape(t, bed)
 	if n := strings.Count(m, "tapfwd_vm_port_receive_packets_total{"); n != 2 {
 		t.Errorf("%d per-port series in /metrics, want 2", n)
 	}

@@ -8,6 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tapfwd/tapfwd/internal/testkit"
+	"github.com/tapfwd/tapfwd/testbed"
 )
 
 // The test binary doubles as tapfwd: the integration tests start it in a
@@ -23,6 +26,23 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(filepath.Dir(plainPath))
 	}
 	os.Exit(code)
+}
+
+// exe is the tapfwd binary of the end-to-end tests: this test binary.
+func exe(t testing.TB) string {
+	t.Helper()
+	p, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// startForwarder builds a Forwarder bed and starts tapfwd (this binary) on
+// it with args; both are removed when t ends.
+func startForwarder(t testing.TB, args ...string) (*testbed.Bed, *testbed.Process) {
+	t.Helper()
+	return testkit.StartTapfwd(t, exe(t), args...)
 }
 
 func TestCLIUsageErrors(t *testing.T) {
@@ -102,7 +122,7 @@ func oneLineError(t *testing.T, name string, cmd *exec.Cmd, want string) {
 // runs as root) and checks for a one-line error containing want.
 func asNobody(t *testing.T, want string, args ...string) {
 	t.Helper()
-	needTools(t, "setpriv")
+	testkit.NeedTools(t, "setpriv")
 	cmd := exec.Command("setpriv", append([]string{"--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", exe(t)}, args...)...)
 	oneLineError(t, "tapfwd "+strings.Join(args, " ")+" as nobody", cmd, want)
 }

@@ -15,8 +15,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/tapfwd/tapfwd/bench/testbed"
+	"github.com/tapfwd/tapfwd/internal/testkit"
 	"github.com/tapfwd/tapfwd/napi"
+	"github.com/tapfwd/tapfwd/testbed"
 )
 
 func TestNapiCLIUsage(t *testing.T) {
@@ -45,8 +46,8 @@ func TestNapiCLIUsage(t *testing.T) {
 func napiBed(t *testing.T) (*testbed.Bed, uint32, napi.Features) {
 	t.Helper()
 	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
-	needTools(t, "ethtool")
-	bedRun(t, bed, bed.FwdNS, "ethtool", "-K", bed.NIC, "gro", "on")
+	testkit.NeedTools(t, "ethtool")
+	testkit.BedRun(t, bed, bed.FwdNS, "ethtool", "-K", bed.NIC, "gro", "on")
 	var id uint32
 	var feat napi.Features
 	err := bed.Do(bed.FwdNS, func() error {

@@ -1,3 +1,3 @@
-// Package procfs parses the /proc files the bench and the tests read:
-// /proc/net/snmp counters, /proc/PID/stat and status, the CPU model.
+// Package procfs parses the /proc files the bench and the tests read: snmp,
+// snmp6 and netstat counters, /proc/PID/stat, status and schedstat, the CPU model.
 package procfs

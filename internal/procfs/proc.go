@@ -93,6 +93,23 @@ func StatusNumber(text, field string) (int64, error) {
 	return i, nil
 }
 
+// ParseSchedStat parses the text of /proc/PID/schedstat (or of a thread's,
+// /proc/PID/task/TID/schedstat): the time the task spent on a CPU and the
+// time it spent runnable, waiting for one
+// (Documentation/scheduler/sched-stats.rst).
+func ParseSchedStat(text string) (run, wait time.Duration, err error) {
+	f := strings.Fields(text)
+	if len(f) < 2 {
+		return 0, 0, fmt.Errorf("procfs: schedstat: %d fields, want 3", len(f))
+	}
+	r, err1 := strconv.ParseInt(f[0], 10, 64)
+	w, err2 := strconv.ParseInt(f[1], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, 0, fmt.Errorf("procfs: schedstat: %w", err)
+	}
+	return time.Duration(r), time.Duration(w), nil
+}
+
 // CPUModel is the first "model name" of /proc/cpuinfo; empty when there is
 // none (some architectures do not give one).
 func CPUModel() string {

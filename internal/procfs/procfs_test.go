@@ -91,3 +91,41 @@ func TestStatus(t *testing.T) {
 		t.Errorf("CapEff: %q", ParseStatus(status)["CapEff"])
 	}
 }
+
+func TestParseSNMP6(t *testing.T) {
+	const snmp6 = "Ip6InReceives                   \t36\nIcmp6InType135 4\nUdp6InDatagrams 12\nUdp6InCsumErrors 2\nUdpLite6InErrors 1\nbogus\nNo6 x\n"
+	c := ParseSNMP6(snmp6)
+	for _, tc := range []struct {
+		proto, name string
+		want        int64
+	}{
+		{"Ip6", "InReceives", 36}, {"Icmp6", "InType135", 4}, {"Udp6", "InDatagrams", 12},
+		{"Udp6", "InCsumErrors", 2}, {"UdpLite6", "InErrors", 1},
+	} {
+		if n, err := c.Counter(tc.proto, tc.name); n != tc.want || err != nil {
+			t.Errorf("%s %s: %d, %v; want %d", tc.proto, tc.name, n, err, tc.want)
+		}
+	}
+	if len(c) != 5 {
+		t.Errorf("%d counters, want 5: %v", len(c), c)
+	}
+}
+
+func TestParseSchedStat(t *testing.T) {
+	run, wait, err := ParseSchedStat("1500000 250000 42\n")
+	if err != nil || run != 1500*time.Microsecond || wait != 250*time.Microsecond {
+		t.Errorf("ParseSchedStat = %v, %v, %v", run, wait, err)
+	}
+	for _, bad := range []string{"", "1", "x 2 3"} {
+		if _, _, err := ParseSchedStat(bad); err == nil {
+			t.Errorf("ParseSchedStat(%q): no error", bad)
+		}
+	}
+	raw, err := os.ReadFile("/proc/self/schedstat")
+	if err != nil {
+		t.Skipf("no schedstat: %v", err)
+	}
+	if run, _, err := ParseSchedStat(string(raw)); err != nil || run <= 0 {
+		t.Errorf("own schedstat %q: %v, %v", raw, run, err)
+	}
+}

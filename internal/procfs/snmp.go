@@ -43,6 +43,28 @@ func ParseSNMP(text string) Counters {
 	return out
 }
 
+// ParseSNMP6 reads the layout of /proc/net/snmp6: a line per counter, its
+// name and its value ("Udp6InDatagrams 12"). The protocol is the name up
+// to its first '6' (Ip6, Icmp6, Udp6, UdpLite6), so the counter above is
+// "Udp6.InDatagrams". Lines of another shape are left out.
+func ParseSNMP6(text string) Counters {
+	out := Counters{}
+	for line := range strings.SplitSeq(text, "\n") {
+		f := strings.Fields(line)
+		if len(f) != 2 {
+			continue
+		}
+		i := strings.IndexByte(f[0], '6')
+		if i < 0 || i == len(f[0])-1 {
+			continue
+		}
+		if v, err := strconv.ParseInt(f[1], 10, 64); err == nil {
+			out[f[0][:i+1]+"."+f[0][i+1:]] = v
+		}
+	}
+	return out
+}
+
 // Counter returns the counter proto.name, or an error naming it when the
 // text has no such counter.
 func (c Counters) Counter(proto, name string) (int64, error) {

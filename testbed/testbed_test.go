@@ -216,24 +216,27 @@ func TestNewRejectsBadConfig(t *testing.T) {
 }
 
 func TestEchoRequestChecksum(t *testing.T) {
-	m := echoRequest(0xbeef, 7)
-	if checksum(m) != 0 {
+	m := EchoRequest(0xbeef, 7)
+	if Checksum(m) != 0 {
 		t.Errorf("echo request %x does not verify", m)
 	}
 	reply := append([]byte(nil), m...)
 	reply[0] = 0
-	if !isEchoReply(reply, 0xbeef) || isEchoReply(reply, 0xbeee) || isEchoReply(m, 0xbeef) {
-		t.Error("isEchoReply misclassifies")
+	if !isReplyTo(reply, 0xbeef) || isReplyTo(reply, 0xbeee) || isReplyTo(m, 0xbeef) {
+		t.Error("isReplyTo misclassifies")
+	}
+	if id, seq, ok := EchoReply(reply); !ok || id != 0xbeef || seq != 7 {
+		t.Errorf("EchoReply = %#x, %d, %v; want 0xbeef, 7, true", id, seq, ok)
 	}
 	// The same reply behind a 20-byte IPv4 header.
 	withIP := append(make([]byte, 20), reply...)
 	withIP[0] = 0x45
-	if !isEchoReply(withIP, 0xbeef) {
-		t.Error("isEchoReply does not strip the IPv4 header")
+	if !isReplyTo(withIP, 0xbeef) {
+		t.Error("EchoReply does not strip the IPv4 header")
 	}
 	var odd [3]byte
 	binary.BigEndian.PutUint16(odd[:], 0xffff)
-	if checksum(odd[:]) != 0 {
-		t.Errorf("checksum(%x) = %#x, want 0", odd, checksum(odd[:]))
+	if Checksum(odd[:]) != 0 {
+		t.Errorf("Checksum(%x) = %#x, want 0", odd, Checksum(odd[:]))
 	}
 }

@@ -1,7 +1,6 @@
 package testbed
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -16,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/tapfwd/tapfwd/internal/procfs"
 )
 
 // Mode selects the topology between the wire and lab namespaces.
@@ -115,38 +116,30 @@ const (
 func checkCaps() error {
 	// Not os.Geteuid() == 0: root in a restricted container may still lack
 	// the capabilities, so the effective set decides.
-	f, err := os.Open("/proc/self/status")
+	raw, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		return fmt.Errorf("testbed: reading capabilities: %w", err)
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		v, ok := strings.CutPrefix(sc.Text(), "CapEff:")
-		if !ok {
-			continue
-		}
-		eff, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-		if err != nil {
-			return fmt.Errorf("testbed: parsing CapEff %q: %w", v, err)
-		}
-		var missing []string
-		if eff&(1<<capNetAdmin) == 0 {
-			missing = append(missing, "CAP_NET_ADMIN")
-		}
-		if eff&(1<<capSysAdmin) == 0 {
-			missing = append(missing, "CAP_SYS_ADMIN")
-		}
-		if len(missing) > 0 {
-			return fmt.Errorf("testbed: network namespaces need %s (euid %d): run the tests as root, e.g. sudo go test",
-				strings.Join(missing, " and "), os.Geteuid())
-		}
-		return nil
+	v, ok := procfs.ParseStatus(string(raw))["CapEff"]
+	if !ok {
+		return errors.New("testbed: no CapEff line in /proc/self/status")
 	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("testbed: reading capabilities: %w", err)
+	eff, err := strconv.ParseUint(v, 16, 64)
+	if err != nil {
+		return fmt.Errorf("testbed: parsing CapEff %q: %w", v, err)
 	}
-	return errors.New("testbed: no CapEff line in /proc/self/status")
+	var missing []string
+	if eff&(1<<capNetAdmin) == 0 {
+		missing = append(missing, "CAP_NET_ADMIN")
+	}
+	if eff&(1<<capSysAdmin) == 0 {
+		missing = append(missing, "CAP_SYS_ADMIN")
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("testbed: network namespaces need %s (euid %d): run the tests as root, e.g. sudo go test",
+			strings.Join(missing, " and "), os.Geteuid())
+	}
+	return nil
 }
 
 // ipCommand finds the ip binary from iproute2.

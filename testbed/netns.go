@@ -2,7 +2,6 @@ package testbed
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
@@ -58,7 +57,7 @@ func (b *Bed) WaitLabReachable(ctx context.Context, timeout time.Duration) error
 			}
 			return fmt.Errorf("testbed: %s not reachable from %s within %v: %w", b.LabAddr.Addr(), b.WireNS, timeout, lastErr)
 		}
-		if _, err := conn.WriteTo(echoRequest(id, seq), dst); err != nil {
+		if _, err := conn.WriteTo(EchoRequest(id, seq), dst); err != nil {
 			// ENETUNREACH and friends while links come up: retry.
 			lastErr = err
 			select {
@@ -74,7 +73,7 @@ func (b *Bed) WaitLabReachable(ctx context.Context, timeout time.Duration) error
 				lastErr = err
 				break
 			}
-			if a, ok := from.(*net.IPAddr); ok && a.IP.Equal(dst.IP) && isEchoReply(buf[:n], id) {
+			if a, ok := from.(*net.IPAddr); ok && a.IP.Equal(dst.IP) && isReplyTo(buf[:n], id) {
 				return nil
 			}
 		}
@@ -84,36 +83,8 @@ func (b *Bed) WaitLabReachable(ctx context.Context, timeout time.Duration) error
 	}
 }
 
-// echoRequest builds an ICMPv4 echo request (RFC 792).
-func echoRequest(id, seq uint16) []byte {
-	m := make([]byte, 8, 8+16)
-	m[0] = 8 // echo request
-	binary.BigEndian.PutUint16(m[4:], id)
-	binary.BigEndian.PutUint16(m[6:], seq)
-	m = append(m, "tapfwd testbed.."...)
-	binary.BigEndian.PutUint16(m[2:], checksum(m))
-	return m
-}
-
-// isEchoReply reports whether p, an ICMPv4 message possibly preceded by its
-// IPv4 header, is an echo reply with identifier id.
-func isEchoReply(p []byte, id uint16) bool {
-	if len(p) >= 20 && p[0]>>4 == 4 {
-		p = p[int(p[0]&0x0f)*4:]
-	}
-	return len(p) >= 8 && p[0] == 0 && p[1] == 0 && binary.BigEndian.Uint16(p[4:]) == id
-}
-
-func checksum(p []byte) uint16 {
-	var s uint32
-	for i := 0; i+1 < len(p); i += 2 {
-		s += uint32(binary.BigEndian.Uint16(p[i:]))
-	}
-	if len(p)%2 == 1 {
-		s += uint32(p[len(p)-1]) << 8
-	}
-	for s>>16 != 0 {
-		s = s&0xffff + s>>16
-	}
-	return ^uint16(s)
+// isReplyTo reports whether p is an echo reply with identifier id.
+func isReplyTo(p []byte, id uint16) bool {
+	got, _, ok := EchoReply(p)
+	return ok && got == id
 }

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tapfwd/tapfwd/bench/testbed"
+	"github.com/tapfwd/tapfwd/testbed"
 )
 
 // Options for one iperf3 run. The zero value is a 5 s single-stream TCP

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tapfwd/tapfwd/bench/testbed"
+	"github.com/tapfwd/tapfwd/testbed"
 )
 
 var update = flag.Bool("update", false, "capture fresh iperf3 JSON samples into testdata/ (needs root and iperf3)")
@@ -124,7 +124,7 @@ func TestParseErrors(t *testing.T) {
 
 // TestCapture refreshes testdata/ from real runs:
 //
-//	go test ./bench/iperf -run TestCapture -args -update
+//	go test ./testbed/iperf -run TestCapture -args -update
 func TestCapture(t *testing.T) {
 	if !*update {
 		t.Skip("run with -args -update to capture testdata")

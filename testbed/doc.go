@@ -1,5 +1,5 @@
 // Package testbed builds the wire / fwd / lab network namespaces that tapfwd
-// tests and benchmarks run in, and removes them again.
+// tests and benchmarks run in, starts a forwarder in them, and removes them.
 //
 // Every bed gets a random suffix, so beds can run in parallel and a crashed
 // run never blocks the next one. Addresses come only from 198.18.0.0/15

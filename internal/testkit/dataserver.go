@@ -1,0 +1,123 @@
+package testkit
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	mrand "math/rand/v2"
+	"net"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tapfwd/tapfwd/testbed"
+)
+
+// DataServer runs in the wire namespace: guests send it data on TxPort
+// (it keeps the SHA-256 and size per guest address) and fetch data from
+// RxPort (it sends size random bytes and keeps their SHA-256).
+type DataServer struct {
+	TxPort, RxPort int
+	size           int64
+
+	mu   sync.Mutex
+	got  map[netip.Addr]Transfer
+	sent map[netip.Addr]Transfer
+	lns  []net.Listener
+	wg   sync.WaitGroup
+}
+
+// Transfer is one connection's data: its size and SHA-256 (hex), and the
+// error that ended it early.
+type Transfer struct {
+	Bytes int64
+	Sum   string
+	Err   error
+}
+
+// StartDataServer listens on bed's wire address for transfers of size
+// bytes; it stops when t ends.
+func StartDataServer(t testing.TB, bed *testbed.Bed, size int64) *DataServer {
+	t.Helper()
+	s := &DataServer{size: size, got: map[netip.Addr]Transfer{}, sent: map[netip.Addr]Transfer{}}
+	err := bed.Do(bed.WireNS, func() error {
+		for i := 0; i < 2; i++ {
+			ln, err := net.Listen("tcp4", net.JoinHostPort(bed.WireAddr.Addr().String(), "0"))
+			if err != nil {
+				return err
+			}
+			s.lns = append(s.lns, ln)
+		}
+		return nil
+	})
+	if err != nil {
+		for _, ln := range s.lns {
+			ln.Close()
+		}
+		t.Fatalf("listening in %s: %v", bed.WireNS, err)
+	}
+	s.TxPort = s.lns[0].Addr().(*net.TCPAddr).Port
+	s.RxPort = s.lns[1].Addr().(*net.TCPAddr).Port
+	s.serve(s.lns[0], s.receive)
+	s.serve(s.lns[1], s.send)
+	t.Cleanup(s.close)
+	return s
+}
+
+func (s *DataServer) serve(ln net.Listener, handle func(net.Conn) Transfer) {
+	s.wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s.wg.Go(func() {
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(2 * time.Minute))
+				r := handle(c)
+				from := c.RemoteAddr().(*net.TCPAddr).AddrPort().Addr().Unmap()
+				s.mu.Lock()
+				if ln == s.lns[0] {
+					s.got[from] = r
+				} else {
+					s.sent[from] = r
+				}
+				s.mu.Unlock()
+			})
+		}
+	})
+}
+
+// receive reads until the guest shuts its side (busybox nc does at the end
+// of its input) or more than size bytes arrived.
+func (s *DataServer) receive(c net.Conn) Transfer {
+	h := sha256.New()
+	n, err := io.Copy(h, io.LimitReader(c, s.size+1))
+	return Transfer{Bytes: n, Sum: hex.EncodeToString(h.Sum(nil)), Err: err}
+}
+
+// send writes size pseudo-random bytes and closes: the guest reads to EOF.
+func (s *DataServer) send(c net.Conn) Transfer {
+	h := sha256.New()
+	r := mrand.NewChaCha8([32]byte{byte(time.Now().UnixNano())})
+	n, err := io.CopyN(io.MultiWriter(c, h), r, s.size)
+	return Transfer{Bytes: n, Sum: hex.EncodeToString(h.Sum(nil)), Err: err}
+}
+
+func (s *DataServer) close() {
+	for _, ln := range s.lns {
+		ln.Close()
+	}
+	s.wg.Wait()
+}
+
+// Results are what guest sent to the server and what it fetched; ok is
+// false until both transfers ended.
+func (s *DataServer) Results(guest netip.Addr) (got, sent Transfer, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	got, ok1 := s.got[guest]
+	sent, ok2 := s.sent[guest]
+	return got, sent, ok1 && ok2
+}

@@ -1,0 +1,186 @@
+package testkit
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tapfwd/tapfwd/testbed"
+)
+
+// VMGuestImage builds (or takes from the cache) the guest kernel and
+// initramfs with scripts/vmguest.sh. A missing QEMU or guest fails t,
+// naming the fix: CI must run it.
+func VMGuestImage(t testing.TB) (kernel, initrd string) {
+	t.Helper()
+	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
+		t.Fatalf("qemu-system-x86_64 not found: install it with scripts/deps.sh (apt-get install qemu-system-x86): %v", err)
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "scripts", "vmguest.sh"))
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("building the guest failed: %v\n%s\nscripts/deps.sh builds it ahead (needs apt-get update and a Debian mirror once; later runs use the cache)", err, stderr.String())
+	}
+	dir := strings.TrimSpace(string(out))
+	kernel, initrd = filepath.Join(dir, "vmlinuz"), filepath.Join(dir, "initrd.img")
+	for _, f := range []string{kernel, initrd} {
+		if _, err := os.Stat(f); err != nil {
+			t.Fatalf("guest build printed %q but: %v", dir, err)
+		}
+	}
+	return kernel, initrd
+}
+
+// moduleRoot is the directory of go.mod above the working directory (go
+// test runs a test binary in its package's directory).
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			return "", errors.New("testkit: no go.mod above the working directory")
+		}
+		dir = up
+	}
+}
+
+// VMPort is what BootGuest needs of a VM port (macvtap): its name, its
+// device node and the guest's Ethernet address.
+type VMPort struct {
+	Name, Dev, MAC string
+}
+
+// Guest is a QEMU process whose serial console the test reads.
+type Guest struct {
+	Name string
+	Addr netip.Addr
+	Port VMPort
+
+	cmd     *exec.Cmd
+	mu      sync.Mutex
+	console bytes.Buffer
+	lines   map[string]string // "TFW: KEY rest" -> rest, by KEY (e.g. "ping 198.18.1.1", "tx", "done")
+	done    chan struct{}     // closed at "TFW: done"
+	exited  chan struct{}
+}
+
+var tfwLine = regexp.MustCompile(`TFW: (ping \S+|\S+) ?(.*)$`)
+
+// BootGuest starts QEMU (TCG: nested KVM is not dependable on CI machines)
+// with a virtio-net NIC on port p, the guest at addr, and params (tfw.*)
+// for the guest's init (scripts/vmguest.sh). QEMU runs in the lab
+// namespace (it needs no network of its own) so that removing the bed
+// kills it too; it is killed when t ends, and its console logged if t
+// failed.
+func BootGuest(t testing.TB, bed *testbed.Bed, name, kernel, initrd string, p VMPort, addr netip.Prefix, params ...string) *Guest {
+	t.Helper()
+	dev, err := os.OpenFile(p.Dev, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatalf("opening %s's port device: %v", name, err)
+	}
+	defer dev.Close() // QEMU holds its own copy
+	appendLine := "console=ttyS0 panic=-1 quiet tfw.addr=" + addr.String() + " " + strings.Join(params, " ")
+	cmd := bed.Command(context.Background(), bed.LabNS, "qemu-system-x86_64", "-accel", "tcg", "-m", "256", "-nodefaults", "-no-user-config",
+		"-display", "none", "-serial", "stdio", "-no-reboot",
+		"-kernel", kernel, "-initrd", initrd, "-append", appendLine,
+		"-netdev", "tap,id=n0,fd=3", "-device", "virtio-net-pci,netdev=n0,mac="+p.MAC)
+	cmd.ExtraFiles = []*os.File{dev}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	g := &Guest{Name: name, Addr: addr.Addr(), Port: p, cmd: cmd, lines: map[string]string{},
+		done: make(chan struct{}), exited: make(chan struct{})}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting QEMU for %s: %v", name, err)
+	}
+	go func() {
+		defer close(g.exited)
+		g.read(bufio.NewScanner(stdout))
+		cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		g.Kill()
+		if t.Failed() {
+			t.Logf("%s's serial console:\n%s", name, g.Output())
+		}
+	})
+	return g
+}
+
+// read collects the console and its TFW lines until QEMU closes it.
+func (g *Guest) read(sc *bufio.Scanner) {
+	closed := false
+	for sc.Scan() {
+		line := strings.TrimRight(sc.Text(), "\r")
+		g.mu.Lock()
+		g.console.WriteString(line + "\n")
+		if m := tfwLine.FindStringSubmatch(line); m != nil {
+			g.lines[m[1]] = m[2]
+			if m[1] == "done" && !closed {
+				close(g.done)
+				closed = true
+			}
+		}
+		g.mu.Unlock()
+	}
+}
+
+// Output is the serial console so far.
+func (g *Guest) Output() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.console.String()
+}
+
+// Line returns the rest of the last "TFW: key ..." console line.
+func (g *Guest) Line(key string) (string, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	v, ok := g.lines[key]
+	return v, ok
+}
+
+// Wait waits until the guest says "TFW: done", QEMU exits or ctx ends.
+func (g *Guest) Wait(ctx context.Context) error {
+	select {
+	case <-g.done:
+		return nil
+	case <-g.exited:
+		return fmt.Errorf("%s: QEMU exited before the guest finished", g.Name)
+	case <-ctx.Done():
+		return fmt.Errorf("%s: the guest did not finish in time", g.Name)
+	}
+}
+
+// Kill kills QEMU and waits until it is gone; it may be called again.
+func (g *Guest) Kill() {
+	g.cmd.Process.Kill()
+	<-g.exited
+}

@@ -1,0 +1,134 @@
+package testbed
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Process is a forwarding process (tapfwd, or the bench's naive baseline)
+// started in a bed's fwd namespace by StartForwarder.
+type Process struct {
+	name   string
+	cmd    *exec.Cmd
+	stderr *syncBuffer
+	done   chan struct{}
+	err    error
+}
+
+// ForwarderArgs are the flags by which a forwarder takes the bed's devices,
+// the same for tapfwd run and the naive baseline: the NIC, the TAP's name,
+// the lab namespace it moves into and the lab address it gets.
+func (b *Bed) ForwarderArgs() []string {
+	return []string{"--nic", b.NIC, "--tap", b.LabIf, "--tap-netns", b.LabNS, "--tap-addr", b.LabAddr.String()}
+}
+
+// StartForwarder runs exe with args in b.FwdNS (a Forwarder bed) and waits
+// until the lab answers ping from the wire. name says in errors what was
+// started ("tapfwd"). The process is not tied to ctx, which bounds only the
+// wait: Stop ends it with SIGTERM so that it can clean up, and Close kills
+// it if it is still running.
+func (b *Bed) StartForwarder(ctx context.Context, name, exe string, args ...string) (*Process, error) {
+	if b.Mode != Forwarder {
+		return nil, fmt.Errorf("testbed: bed mode %v has no forwarder", b.Mode)
+	}
+	cmd := b.Command(context.Background(), b.FwdNS, exe, args...)
+	p := &Process{name: name, cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
+	cmd.Stderr = p.stderr
+	cmd.Stdout = p.stderr
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("testbed: start %s: %w", name, err)
+	}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	if err := b.WaitLabReachable(ctx, 10*time.Second); err != nil {
+		p.Stop()
+		out := p.Tail(3)
+		if out == "" {
+			out = "(nothing)"
+		}
+		return nil, fmt.Errorf("testbed: lab not reachable through %s: %w; %s said: %s", name, err, name, out)
+	}
+	return p, nil
+}
+
+// Pid is the process id of `ip netns exec`, which execs the forwarder in
+// place.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Exited reports whether the process has ended.
+func (p *Process) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Alive returns nil while the process runs, and an error with the last
+// lines it logged once it has ended.
+func (p *Process) Alive() error {
+	if !p.Exited() {
+		return nil
+	}
+	return fmt.Errorf("%s exited: %s", p.name, p.Tail(3))
+}
+
+// Output is what the process has logged so far (stdout and stderr).
+func (p *Process) Output() string { return p.stderr.String() }
+
+// Tail is the last n lines of Output, joined by " | ".
+func (p *Process) Tail(n int) string {
+	l := strings.Split(strings.TrimSpace(p.Output()), "\n")
+	if len(l) > n {
+		l = l[len(l)-n:]
+	}
+	return strings.Join(l, " | ")
+}
+
+// Stop sends SIGTERM, waits up to 3 s (then kills), and returns the exit
+// error: nil for a clean exit 0. It may be called again, and after the
+// process ended on its own.
+func (p *Process) Stop() error {
+	select {
+	case <-p.done:
+		return p.err
+	default:
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return p.err
+	case <-time.After(3 * time.Second):
+		p.cmd.Process.Kill()
+		<-p.done
+		return errors.New("testbed: " + p.name + " did not exit within 3 s of SIGTERM")
+	}
+}
+
+// syncBuffer collects a process's output while tests read it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(b []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(b)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
