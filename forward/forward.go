@@ -69,6 +69,10 @@ type Forwarder struct {
 	log    *slog.Logger
 	// Link state shared by the queues, so each change is logged once.
 	nicDown, tapDown atomic.Bool
+	// Workers in their loop, and Started closed when all are.
+	up        atomic.Int32
+	started   chan struct{}
+	startOnce sync.Once
 }
 
 // New prepares one worker per (TAP queue, NIC) pair. It does not start
@@ -93,7 +97,7 @@ func New(taps []Endpoint, nics []NIC, c Config) (*Forwarder, error) {
 	if err != nil {
 		return nil, fmt.Errorf("forward: eventfd: %w", os.NewSyscallError("eventfd", err))
 	}
-	f := &Forwarder{stopFd: efd, log: c.Logger}
+	f := &Forwarder{stopFd: efd, log: c.Logger, started: make(chan struct{})}
 	for i := range taps {
 		cpu := -1
 		if i < len(c.CPUs) {

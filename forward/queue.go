@@ -21,6 +21,7 @@ type Queue struct {
 	tap     Endpoint
 	nic     NIC
 	kstats  kernelStats
+	live    live
 	fw      *Forwarder
 	batch   int
 	tapVnet bool
@@ -116,8 +117,10 @@ func (q *Queue) run() error {
 			return fmt.Errorf("pin to CPU %d: %w", q.CPU, os.NewSyscallError("sched_setaffinity", err))
 		}
 	}
+	q.fw.workerUp()
 	nicReady, tapReady := true, true
 	for !q.fw.stop.Load() {
+		q.live.beats.Add(1)
 		if nicReady {
 			n, err := q.nicToTAP()
 			if err != nil {
@@ -158,6 +161,8 @@ func (q *Queue) run() error {
 
 // wait blocks in ppoll on the stop eventfd, the socket and the TAP.
 func (q *Queue) wait() error {
+	q.live.waiting.Store(true)
+	defer q.live.waiting.Store(false)
 	for {
 		q.pfd[0].Revents, q.pfd[1].Revents, q.pfd[2].Revents = 0, 0, 0
 		_, err := unix.Ppoll(q.pfd[:], nil, nil)

@@ -17,6 +17,7 @@ type Link struct {
 	Index int
 	Name  string
 	MAC   net.HardwareAddr
+	MTU   int
 	Up    bool
 	// Kind is IFLA_INFO_KIND: "tun", "macvtap", "veth", ...; "" for a
 	// physical device.
@@ -28,6 +29,25 @@ type Link struct {
 	// ParentElsewhere (IFLA_LINK_NETNSID) says Parent is an index in
 	// another namespace.
 	ParentElsewhere bool
+	// Alias is IFLA_IFALIAS, the free-form description ip link shows.
+	Alias string
+	// GROMaxSize and GROIPv4MaxSize are the largest packets GRO builds on
+	// this device (IFLA_GRO_MAX_SIZE, IFLA_GRO_IPV4_MAX_SIZE; 0 when the
+	// kernel does not report them).
+	GROMaxSize, GROIPv4MaxSize int
+	// Tun holds IFLA_INFO_DATA of a tun device (Kind "tun").
+	Tun TunInfo
+}
+
+// TunInfo is what the kernel reports of a TUN/TAP device
+// (drivers/net/tun.c: tun_fill_info).
+type TunInfo struct {
+	VnetHdr    bool // IFF_VNET_HDR
+	MultiQueue bool // IFF_MULTI_QUEUE
+	Persist    bool // TUNSETPERSIST: the device outlives its file descriptors
+	// Queues is the number of queues a process has attached now (0 for a
+	// persistent device nobody holds).
+	Queues int
 }
 
 // IsTAP reports whether l is a TAP (a layer-2 tun device).
@@ -139,12 +159,20 @@ func parseLink(b []byte) (Link, []byte, error) {
 			l.Name = ad.String()
 		case unix.IFLA_ADDRESS:
 			l.MAC = net.HardwareAddr(ad.Bytes())
+		case unix.IFLA_MTU:
+			l.MTU = int(ad.Uint32())
 		case unix.IFLA_LINK:
 			l.Parent = int(int32(ad.Uint32()))
 		case unix.IFLA_LINK_NETNSID:
 			l.ParentElsewhere = true
 		case unix.IFLA_STATS64:
 			stats = ad.Bytes()
+		case unix.IFLA_IFALIAS:
+			l.Alias = ad.String()
+		case unix.IFLA_GRO_MAX_SIZE:
+			l.GROMaxSize = int(ad.Uint32())
+		case unix.IFLA_GRO_IPV4_MAX_SIZE:
+			l.GROIPv4MaxSize = int(ad.Uint32())
 		case unix.IFLA_LINKINFO:
 			ad.Nested(func(nad *netlink.AttributeDecoder) error {
 				for nad.Next() {
@@ -163,15 +191,30 @@ func parseLink(b []byte) (Link, []byte, error) {
 		return l, nil, err
 	}
 	if l.Kind == "tun" && infoData != nil {
-		if d, err := netlink.NewAttributeDecoder(infoData); err == nil {
-			for d.Next() {
-				if d.Type() == unix.IFLA_TUN_TYPE {
-					l.TunType = d.Uint8()
-				}
-			}
-		}
+		parseTun(&l, infoData)
 	}
 	return l, stats, nil
+}
+
+func parseTun(l *Link, data []byte) {
+	d, err := netlink.NewAttributeDecoder(data)
+	if err != nil {
+		return
+	}
+	for d.Next() {
+		switch d.Type() {
+		case unix.IFLA_TUN_TYPE:
+			l.TunType = d.Uint8()
+		case unix.IFLA_TUN_VNET_HDR:
+			l.Tun.VnetHdr = d.Uint8() != 0
+		case unix.IFLA_TUN_MULTI_QUEUE:
+			l.Tun.MultiQueue = d.Uint8() != 0
+		case unix.IFLA_TUN_PERSIST:
+			l.Tun.Persist = d.Uint8() != 0
+		case unix.IFLA_TUN_NUM_QUEUES:
+			l.Tun.Queues = int(d.Uint32())
+		}
+	}
 }
 
 // LinkChange is what SetLink changes; zero fields are left as they are.
@@ -182,6 +225,8 @@ type LinkChange struct {
 	// Netns moves the link into that namespace; its index there is its
 	// old one unless that is taken (look it up there).
 	Netns *NS
+	// Alias sets IFLA_IFALIAS.
+	Alias string
 }
 
 func (c LinkChange) String() string {
@@ -194,6 +239,9 @@ func (c LinkChange) String() string {
 	}
 	if c.Netns != nil {
 		s = append(s, "move to "+c.Netns.String())
+	}
+	if c.Alias != "" {
+		s = append(s, fmt.Sprintf("alias %q", c.Alias))
 	}
 	if c.Up {
 		s = append(s, "up")
@@ -216,6 +264,9 @@ func (n *NS) SetLink(index int, c LinkChange) error {
 	}
 	if len(c.MAC) > 0 {
 		ae.Bytes(unix.IFLA_ADDRESS, c.MAC)
+	}
+	if c.Alias != "" {
+		ae.String(unix.IFLA_IFALIAS, c.Alias)
 	}
 	if c.Netns != nil {
 		target := c.Netns.file

@@ -85,6 +85,13 @@ type Config struct {
 	// NAPISettings tune the TAP's NAPI instance; any non-zero one needs
 	// IFF_NAPI.
 	NAPISettings NAPISettings
+	// Persist makes the TAP outlive tapfwd (TUNSETPERSIST), with its VM
+	// ports, so guests keep their NICs across a restart; its settings are
+	// recorded in its alias. When a persistent TAP of that name exists
+	// (in Netns, else here), Open attaches to it instead of making one,
+	// after checking that it has the settings asked for (ErrMismatch, with
+	// nothing changed, when not); MTU, MAC and address stay as they are.
+	Persist bool
 }
 
 // NAPISettings tune the TAP's NAPI instance through its sysfs attributes
@@ -267,14 +274,17 @@ func explainSetIff(name string, err error) error {
 
 // Device is an open TAP with one fd per queue.
 type Device struct {
-	name  string
-	fds   []int
-	feat  Features
-	netns string
-	mac   net.HardwareAddr
+	name       string
+	fds        []int
+	feat       Features
+	netns      string
+	mac        net.HardwareAddr
+	persistent bool // TUNSETPERSIST: the TAP stays when the fds close
+	attached   bool // Open attached to a TAP an earlier run left
 }
 
-// Open creates the TAP described by c. On error nothing is left behind.
+// Open creates the TAP described by c, or attaches to the persistent one
+// an earlier run left (Config.Persist). On error nothing is left behind.
 func Open(c Config) (_ *Device, err error) {
 	if c.Queues <= 0 {
 		c.Queues = 1
@@ -294,9 +304,26 @@ func Open(c Config) (_ *Device, err error) {
 		}
 		defer there.Close()
 	}
+	ns, l, err := existing(c, there)
+	if err != nil {
+		return nil, err
+	}
+	if ns != nil {
+		defer ns.Close()
+		if err := checkExisting(c, f, ns, l); err != nil {
+			return nil, err
+		}
+		return attach(c, f, ns, l)
+	}
+	return create(c, f, there)
+}
+
+// create makes a new TAP with c.Queues queues and configures it.
+func create(c Config, f Features, there *netns.NS) (_ *Device, err error) {
 	d := &Device{name: c.Name, feat: f}
 	defer func() {
 		if err != nil {
+			d.unpersist()
 			d.Close()
 		}
 	}()
@@ -315,6 +342,18 @@ func Open(c Config) (_ *Device, err error) {
 	if err := configure(d, c, there); err != nil {
 		return nil, err
 	}
+	if c.Persist {
+		ns := there
+		if ns == nil {
+			if ns, err = netns.Open(""); err != nil {
+				return nil, err
+			}
+			defer ns.Close()
+		}
+		if err := d.persist(c, ns); err != nil {
+			return nil, err
+		}
+	}
 	return d, nil
 }
 
@@ -322,11 +361,6 @@ func Open(c Config) (_ *Device, err error) {
 func checkConfig(c Config) error {
 	if len(c.Name) >= unix.IFNAMSIZ {
 		return fmt.Errorf("tap: name %q is longer than %d bytes", c.Name, unix.IFNAMSIZ-1)
-	}
-	if c.Name != "" && !strings.Contains(c.Name, "%") {
-		if _, err := net.InterfaceByName(c.Name); err == nil {
-			return fmt.Errorf("tap: name %q is in use: %w", c.Name, ErrNameInUse)
-		}
 	}
 	if len(c.MAC) > 0 && len(c.MAC) != 6 {
 		return fmt.Errorf("tap: MAC %s is not a 6-byte Ethernet address", c.MAC)
@@ -429,6 +463,13 @@ func (d *Device) Features() Features { return d.feat }
 // Fds returns the queue file descriptors, non-blocking. They stay owned by
 // the Device.
 func (d *Device) Fds() []int { return d.fds }
+
+// Persistent reports whether the TAP stays when its queues close.
+func (d *Device) Persistent() bool { return d.persistent }
+
+// Attached reports whether Open attached to a persistent TAP an earlier run
+// left, rather than making a new one.
+func (d *Device) Attached() bool { return d.attached }
 
 // Close closes every queue; a non-persistent TAP disappears with the last.
 func (d *Device) Close() error {

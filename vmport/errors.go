@@ -23,6 +23,12 @@ var (
 	ErrNameInUse = errors.New("port name in use")
 	// ErrNoMacvtap means the kernel has no macvtap.
 	ErrNoMacvtap = errors.New("macvtap not supported")
+	// ErrUnsafeDir means DevDir is not a root-owned directory only root may
+	// write to; no node is made in it.
+	ErrUnsafeDir = errors.New("unsafe device node directory")
+	// ErrNotNode means a path where a port's node belongs holds something
+	// else (a file, a link, another device); it is left alone.
+	ErrNotNode = errors.New("not a VM port's device node")
 )
 
 // Error is an error of one of the kinds above, with what it is about.

@@ -61,39 +61,93 @@ func nodePath(label, name string) string {
 	return filepath.Join(DevDir, label+":"+name)
 }
 
-// makeNode creates the character device node path, replacing a stale one.
-func makeNode(path string, major, minor uint32) error {
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("vmport: remove stale %w", err)
+// Owner is who may open a port's device node besides root: the node is
+// made with this owner and group and mode 0660 (libvirt runs QEMU as its
+// own user).
+type Owner struct{ UID, GID int }
+
+// devDir makes DevDir when it is missing and checks an existing one: a
+// directory (not a link to one) owned by root that nobody else may write
+// to, so no one but root can plant or swap nodes in it.
+func devDir() error {
+	if err := os.Mkdir(DevDir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("vmport: %w", err)
 	}
-	var err error
-	// Twice: removeNode may take the directory away when it is empty.
-	for try := 0; try < 2; try++ {
-		if err = os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return fmt.Errorf("vmport: %w", err)
-		}
-		// 0600 as the kernel's own /dev/tapN: opening it is access to the
-		// network. chown it to let an unprivileged QEMU open it.
-		if err = unix.Mknod(path, unix.S_IFCHR|0o600, int(unix.Mkdev(major, minor))); !errors.Is(err, unix.ENOENT) {
-			break
-		}
+	return checkDir(DevDir)
+}
+
+func checkDir(dir string) error {
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		return fmt.Errorf("vmport: %w", &os.PathError{Op: "lstat", Path: dir, Err: err})
 	}
-	if err != nil {
-		return fmt.Errorf("vmport: create device node %s: %w", path, os.NewSyscallError("mknod", err))
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+		return fmt.Errorf("vmport: %s is not a directory (a link or a file is there): %w", dir, ErrUnsafeDir)
+	case st.Uid != 0:
+		return fmt.Errorf("vmport: %s is owned by uid %d, not root: %w", dir, st.Uid, ErrUnsafeDir)
+	case st.Mode&0o022 != 0:
+		return fmt.Errorf("vmport: %s has mode %#o: group or others may write to it: %w", dir, st.Mode&0o777, ErrUnsafeDir)
 	}
 	return nil
 }
 
+// makeNode creates the character device node path, replacing a stale
+// node there, owned by root with mode 0600 (as the kernel's own /dev/tapN:
+// opening it is access to the network), or by owner with mode 0660.
+func makeNode(path string, major, minor uint32, owner *Owner) error {
+	if err := removeNode(path); err != nil {
+		return err
+	}
+	if err := devDir(); err != nil {
+		return err
+	}
+	mode := uint32(0o600)
+	if owner != nil {
+		mode = 0o660
+	}
+	if err := unix.Mknod(path, unix.S_IFCHR|mode, int(unix.Mkdev(major, minor))); err != nil {
+		return fmt.Errorf("vmport: create device node %s: %w", path, os.NewSyscallError("mknod", err))
+	}
+	// Mknod applies the umask: set the mode as asked.
+	if err := unix.Fchmodat(unix.AT_FDCWD, path, mode, 0); err != nil {
+		os.Remove(path)
+		return fmt.Errorf("vmport: chmod %s: %w", path, os.NewSyscallError("fchmodat", err))
+	}
+	if owner != nil {
+		if err := unix.Lchown(path, owner.UID, owner.GID); err != nil {
+			os.Remove(path)
+			return fmt.Errorf("vmport: chown %s to %d:%d: %w", path, owner.UID, owner.GID, os.NewSyscallError("lchown", err))
+		}
+	}
+	return nil
+}
+
+// nodeIs reports whether path is a character device node (not a link to
+// one) with the device number major:minor.
 func nodeIs(path string, major, minor uint32) bool {
 	var st unix.Stat_t
-	if err := unix.Stat(path, &st); err != nil {
+	if err := unix.Lstat(path, &st); err != nil {
 		return false
 	}
 	return st.Mode&unix.S_IFMT == unix.S_IFCHR && st.Rdev == unix.Mkdev(major, minor)
 }
 
-// removeNode removes a device node, and DevDir once it is empty.
+// removeNode removes a device node tapfwd made, and DevDir once it is
+// empty. It never follows a link and never removes anything but a
+// macvtap character device: a file, link or other device at that path is
+// refused (ErrNotNode) and left alone.
 func removeNode(path string) error {
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		return fmt.Errorf("vmport: %w", &os.PathError{Op: "lstat", Path: path, Err: err})
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFCHR || unix.Major(st.Rdev) != macvtapMajor() {
+		return fmt.Errorf("vmport: %s is not a VM port's device node: %w", path, ErrNotNode)
+	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("vmport: %w", err)
 	}
@@ -101,11 +155,42 @@ func removeNode(path string) error {
 	return nil
 }
 
+// macvtapMajor is the character device major the kernel gave macvtap
+// (dynamic: drivers/net/macvtap.c registers a region named "macvtap"), as
+// /proc/devices lists it; 0 when it is not listed.
+func macvtapMajor() uint32 {
+	b, err := os.ReadFile("/proc/devices")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 2 && f[1] == "macvtap" {
+			if n, err := strconv.ParseUint(f[0], 10, 32); err == nil {
+				return uint32(n)
+			}
+		}
+	}
+	return 0
+}
+
+// Sweep removes the stale device nodes of namespace ns ("" for the
+// caller's) and of namespaces that are gone (see sweepNodes).
+func Sweep(ns string) error {
+	h, err := netns.Open(ns)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	sweepNodes(h, h.Label())
+	return nil
+}
+
 // sweepNodes removes stale device nodes: those of namespace label whose
 // port is gone or has another device number (ports go away with their TAP,
 // and a minor number is reused by the next port), and those of named
 // namespaces that no longer exist. Errors are ignored: a node left over
-// is removed by the next sweep.
+// is removed by the next sweep, and what is not a node is left alone.
 func sweepNodes(h *netns.NS, label string) {
 	ents, err := os.ReadDir(DevDir)
 	if err != nil {

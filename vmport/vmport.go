@@ -48,6 +48,9 @@ type Config struct {
 	// MAC is the guest's address; nil picks a random locally administered
 	// one. It must differ from every other address on the TAP's namespace.
 	MAC net.HardwareAddr
+	// Owner, when set, owns the device node (mode 0660); else root does
+	// (mode 0600).
+	Owner *Owner
 }
 
 // Add creates a macvtap in bridge mode on the TAP, brings it up, and makes
@@ -110,7 +113,7 @@ func addPort(h *netns.NS, label string, c Config) (Port, error) {
 		if err != nil {
 			return Port{}, explainCreate(h, name, c.TAP, err)
 		}
-		p, err := finishPort(h, label, name, t, mac)
+		p, err := finishPort(h, label, name, t, mac, c.Owner)
 		if err != nil {
 			if derr := delLink(h, name, 0); derr != nil && !errors.Is(derr, ErrNoPort) {
 				err = errors.Join(err, derr)
@@ -122,7 +125,7 @@ func addPort(h *netns.NS, label string, c Config) (Port, error) {
 }
 
 // finishPort brings a new port up and makes its device node.
-func finishPort(h *netns.NS, label, name string, t *netns.Link, mac net.HardwareAddr) (Port, error) {
+func finishPort(h *netns.NS, label, name string, t *netns.Link, mac net.HardwareAddr, owner *Owner) (Port, error) {
 	l, err := h.Link(name)
 	if err != nil {
 		return Port{}, fmt.Errorf("vmport: %w", err)
@@ -146,7 +149,7 @@ func finishPort(h *netns.NS, label, name string, t *netns.Link, mac net.Hardware
 		return Port{}, err
 	}
 	p.Dev = nodePath(label, name)
-	if err := makeNode(p.Dev, p.Major, p.Minor); err != nil {
+	if err := makeNode(p.Dev, p.Major, p.Minor, owner); err != nil {
 		return Port{}, err
 	}
 	return p, nil
@@ -248,20 +251,65 @@ func Del(ns, name string) error {
 	return err
 }
 
-// AddN adds n ports with free names and random MACs on the TAP tapName in
-// namespace ns ("" for the caller's). On error it removes the ports it
+// AddN adds n ports with free names and random MACs on the TAP c.TAP in
+// namespace c.Netns, owned by c.Owner. On error it removes the ports it
 // made. The kernel deletes the ports with the TAP, but not their device
 // nodes: call Remove before closing the TAP.
-func AddN(tapName, ns string, n int) ([]Port, error) {
+func AddN(c Config, n int) ([]Port, error) {
 	var ports []Port
 	for i := 0; i < n; i++ {
-		p, err := Add(Config{TAP: tapName, Netns: ns})
+		p, err := Add(Config{TAP: c.TAP, Netns: c.Netns, Owner: c.Owner})
 		if err != nil {
 			return nil, errors.Join(err, Remove(ports))
 		}
 		ports = append(ports, p)
 	}
 	return ports, nil
+}
+
+// Ensure makes the TAP c.TAP in c.Netns have at least n ports: the ports
+// already on it (a persistent TAP keeps them across runs) are adopted,
+// their device nodes made again where missing or stale (with c.Owner), and
+// the rest added. It returns every port and, apart, those it added.
+func Ensure(c Config, n int) (all, added []Port, err error) {
+	have, err := List(c.Netns, c.TAP)
+	if err != nil {
+		return nil, nil, err
+	}
+	for i := range have {
+		p := &have[i]
+		if p.Dev != "" && strings.HasPrefix(p.Dev, DevDir+"/") && ownedBy(p.Dev, c.Owner) {
+			continue
+		}
+		h, err := netns.Open(c.Netns)
+		if err != nil {
+			return nil, nil, err
+		}
+		p.Dev = nodePath(h.Label(), p.Name)
+		h.Close()
+		if err := makeNode(p.Dev, p.Major, p.Minor, c.Owner); err != nil {
+			return nil, nil, err
+		}
+	}
+	if len(have) < n {
+		if added, err = AddN(c, n-len(have)); err != nil {
+			return nil, nil, err
+		}
+	}
+	return append(have, added...), added, nil
+}
+
+// ownedBy reports whether the node at path has the owner and mode makeNode
+// gives it for owner.
+func ownedBy(path string, owner *Owner) bool {
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err != nil {
+		return false
+	}
+	if owner == nil {
+		return st.Uid == 0 && st.Mode&0o777 == 0o600
+	}
+	return int(st.Uid) == owner.UID && int(st.Gid) == owner.GID && st.Mode&0o777 == 0o660
 }
 
 // Remove deletes ports (those still there with the same ifindex) and their

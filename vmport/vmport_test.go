@@ -201,7 +201,7 @@ func TestVMPortLifecycle(t *testing.T) {
 // with the TAP, Remove then removes their nodes without an error.
 func TestVMPortsGoWithTAP(t *testing.T) {
 	bed, d := labTAP(t)
-	ports, err := AddN(d.Name(), d.Netns(), 3)
+	ports, err := AddN(Config{TAP: d.Name(), Netns: d.Netns()}, 3)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ Usage:
   tapfwd features [--json]           what this kernel offers tapfwd
   tapfwd napi list|set [flags]       NIC NAPI instances: threaded, busy-poll, kthread CPU
   tapfwd vm-port add|list|del ...    VM ports (macvtap) on a TAP for QEMU/libvirt guests
+  tapfwd down --tap NAME             remove a persistent TAP (run --persist) and its VM ports
 
 Run "tapfwd COMMAND -h" for a command's flags. The benchmark against the
 Linux bridge is tapfwd-bench (make bench).
@@ -35,6 +36,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		"features": func(a []string) error { return cmdFeatures(a, stdout, stderr) },
 		"vm-port":  func(a []string) error { return cmdVMPort(a, stdout, stderr) },
 		"napi":     func(a []string) error { return cmdNapi(a, stdout, stderr) },
+		"down":     func(a []string) error { return cmdDown(a, stdout, stderr) },
 	}, stdout, stderr)
 	switch {
 	case err == nil:

@@ -40,6 +40,7 @@ type daemon struct {
 	c     *runConfig
 	log   *slog.Logger
 	cred  *credential
+	owner *vmport.Owner
 	nic   *net.Interface
 	dev   *tap.Device
 	ports []vmport.Port
@@ -85,6 +86,11 @@ func (d *daemon) lookup() error {
 			return fmt.Errorf("--user: %w", err)
 		}
 	}
+	if d.c.PortOwner != "" {
+		if d.owner, err = lookupOwner(d.c.PortOwner); err != nil {
+			return fmt.Errorf("--vm-port-owner: %w", err)
+		}
+	}
 	if d.nic, err = net.InterfaceByName(d.c.NIC); err != nil {
 		return fmt.Errorf("NIC %q not found in this network namespace: %w", d.c.NIC, err)
 	}
@@ -94,35 +100,72 @@ func (d *daemon) lookup() error {
 	if d.cpus, err = workerCPUs(d.c.CPUs, d.c.TAP.Queues); err != nil {
 		return fmt.Errorf("--cpus: %w", err)
 	}
-	return nil
+	return checkReadyFd(d.c.ReadyFd)
 }
 
 func (d *daemon) openTAP() error {
 	dev, err := tap.Open(d.c.TAP)
-	if err != nil {
+	down := downLine(d.c.TAP.Name, d.c.TAP.Netns)
+	switch {
+	case errors.Is(err, tap.ErrPersistent):
+		return fmt.Errorf("%w (add --persist to attach to it, or remove it with: %s)", err, down)
+	case errors.Is(err, tap.ErrMismatch):
+		return fmt.Errorf("%w (start with the settings it was made with, or remove it with: %s)", err, down)
+	case errors.Is(err, tap.ErrAttached):
+		return fmt.Errorf("%w (is another tapfwd running on it?)", err)
+	case err != nil:
 		return explain(err)
 	}
 	d.dev = dev
 	d.onClose(func() { dev.Close() })
+	if dev.Attached() {
+		d.log.Info("attached to the persistent TAP an earlier run left", "tap", dev.Name(), "tap_netns", dev.Netns())
+	}
+	// Nodes whose port is gone point at minor numbers the next port may
+	// get: any run that finds them removes them.
+	if err := vmport.Sweep(dev.Netns()); err != nil {
+		d.log.Warn("sweeping stale VM-port device nodes", "err", err)
+	}
 	return nil
 }
 
+// addVMPorts makes the TAP have --vm-ports ports: those a persistent TAP
+// kept are adopted. Ports this run made are removed at exit (the kernel
+// deletes them with the TAP, but not their device nodes), unless the TAP
+// persists, which keeps them all.
 func (d *daemon) addVMPorts() error {
 	if d.c.VMPorts == 0 {
 		return nil
 	}
-	ports, err := vmport.AddN(d.dev.Name(), d.dev.Netns(), d.c.VMPorts)
+	all, added, err := vmport.Ensure(vmport.Config{TAP: d.dev.Name(), Netns: d.dev.Netns(), Owner: d.owner}, d.c.VMPorts)
 	if err != nil {
 		return err
 	}
-	d.ports = ports
-	// Before the TAP closes: the ports go with the TAP, their /dev nodes
-	// do not.
-	d.onClose(func() { vmport.Remove(ports) })
-	for _, p := range ports {
+	d.ports = all
+	if d.dev.Persistent() {
+		d.onClose(func() {
+			d.log.Info("the persistent TAP stays, with its VM ports and their device nodes",
+				"tap", d.dev.Name(), "vm_ports", len(all), "remove_with", downLine(d.dev.Name(), d.dev.Netns()))
+		})
+	} else {
+		d.onClose(func() {
+			if err := vmport.Remove(added); err != nil {
+				d.log.Error("removing the VM ports", "err", err)
+			}
+		})
+	}
+	for _, p := range all {
 		d.log.Info("vm-port", "name", p.Name, "dev", p.Dev, "mac", p.MAC.String(), "qemu", qemuLine(p))
 	}
 	return nil
+}
+
+// downLine is the command that removes a persistent TAP.
+func downLine(name, ns string) string {
+	if ns == "" {
+		return "tapfwd down --tap " + name
+	}
+	return "tapfwd down --tap " + name + " --tap-netns " + ns
 }
 
 // openNIC opens the packet sockets, asking the NIC for the TAP's and the
@@ -222,6 +265,16 @@ func (d *daemon) forward() error {
 	if d.c.StatsEvery > 0 {
 		go logStats(ctx, d.log, d.fw, d.c.StatsEvery)
 	}
+	n := &notifier{log: d.log, readyFd: d.c.ReadyFd}
+	go func() {
+		select {
+		case <-d.fw.Started():
+			n.ready(fmt.Sprintf("forwarding %s <-> %s, %d queues", d.dev.Name(), d.c.NIC, d.c.TAP.Queues))
+		case <-ctx.Done():
+		}
+	}()
+	go n.watchdog(ctx, d.fw.Stalled)
+	defer n.stopping()
 	var err error
 	for {
 		err = d.fw.Run(ctx)

@@ -39,6 +39,10 @@ type runConfig struct {
 	PProf       bool
 	StatsEvery  time.Duration
 	LogLevel    slog.Level
+	// PortOwner is --vm-port-owner, USER[:GROUP], resolved at start.
+	PortOwner string
+	// ReadyFd gets a line once forwarding has started; -1: none.
+	ReadyFd int
 }
 
 // runFlags are the raw flag values, before parseRun checks them.
@@ -48,7 +52,9 @@ type runFlags struct {
 	tapThreaded, gro, promisc, strictMAC, waitNIC, pprof      bool
 	tapGROFlush, statsInterval                                time.Duration
 	nicThreaded, poll, user, metricsAddr, logLevel            string
-	vmPorts                                                   int
+	vmPorts, readyFd                                          int
+	persist                                                   bool
+	portOwner, configFile                                     string
 }
 
 // Limits a configuration must stay within.
@@ -87,6 +93,10 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.pprof, "pprof", false, "also serve Go's profiler at /debug/pprof/ on --metrics-addr (for profiling the data path)")
 	fs.DurationVar(&f.statsInterval, "stats-interval", 0, "log a one-line throughput summary per queue this often (e.g. 10s); 0 disables")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.BoolVar(&f.persist, "persist", false, "make the TAP persistent: it stays, with its VM ports and their device nodes, when tapfwd exits, and a later run with the same --tap attaches to it (its queues, vnet-hdr and napi must match); remove it with tapfwd down")
+	fs.StringVar(&f.portOwner, "vm-port-owner", "", "USER[:GROUP] that owns the VM ports' device nodes (mode 0660), so an unprivileged QEMU can open them; empty: root, mode 0600")
+	fs.IntVar(&f.readyFd, "ready-fd", -1, "write a line to this file descriptor and close it once forwarding has started (for launchers that are not systemd); -1 disables")
+	fs.StringVar(&f.configFile, "config", "", "read flags from this file: one NAME = VALUE per line, NAME as the flag without dashes, # comments; flags on the command line win")
 }
 
 // parseRun parses `tapfwd run`'s arguments into a checked configuration.
@@ -99,6 +109,11 @@ func parseRun(args []string, stderr io.Writer) (*runConfig, error) {
 	f.register(fs)
 	if err := parse(fs, args); err != nil {
 		return nil, err
+	}
+	if f.configFile != "" {
+		if err := readConfig(fs, f.configFile); err != nil {
+			return nil, err
+		}
 	}
 	if f.nic == "" {
 		fmt.Fprintln(stderr, "tapfwd run: --nic is required")
@@ -113,7 +128,7 @@ func (f *runFlags) config() (*runConfig, error) {
 	c := &runConfig{
 		NIC: f.nic, TAPNAPICPU: f.tapNapiCPU, NICNAPICPU: f.nicNapiCPU, GRO: f.gro, Batch: f.batch,
 		Promisc: f.promisc, StrictMAC: f.strictMAC, WaitNIC: f.waitNIC, User: f.user, VMPorts: f.vmPorts,
-		MetricsAddr: f.metricsAddr, PProf: f.pprof, StatsEvery: f.statsInterval,
+		MetricsAddr: f.metricsAddr, PProf: f.pprof, StatsEvery: f.statsInterval, PortOwner: f.portOwner, ReadyFd: f.readyFd,
 	}
 	if err := c.LogLevel.UnmarshalText([]byte(strings.ToUpper(f.logLevel))); err != nil {
 		return nil, fmt.Errorf("--log-level: want debug, info, warn or error, got %q", f.logLevel)
@@ -140,7 +155,7 @@ func (f *runFlags) sizes(*runConfig) error {
 
 func (f *runFlags) tapConfig(c *runConfig) error {
 	var err error
-	c.TAP = tap.Config{Name: f.tapName, Queues: f.queues, MTU: f.tapMTU, Netns: f.tapNetns}
+	c.TAP = tap.Config{Name: f.tapName, Queues: f.queues, MTU: f.tapMTU, Netns: f.tapNetns, Persist: f.persist}
 	if c.TAP.NAPI, err = tap.ParseWant(f.napi); err != nil {
 		return fmt.Errorf("--napi: %w", err)
 	}
@@ -206,6 +221,12 @@ func (f *runFlags) exclusions(*runConfig) error {
 		return errors.New("--wait-nic reopens packet sockets, which needs CAP_NET_RAW: it cannot be combined with --user")
 	case f.user != "" && f.nicThreaded != "":
 		return errors.New("--nic-napi-threaded is restored at exit, which needs CAP_NET_ADMIN: it cannot be combined with --user")
+	case f.persist && f.tapName == "":
+		return errors.New("--persist needs --tap NAME: a later run finds the TAP by its name")
+	case f.portOwner != "" && f.vmPorts == 0:
+		return errors.New("--vm-port-owner owns the nodes of --vm-ports: give --vm-ports N too")
+	case f.readyFd < -1:
+		return fmt.Errorf("--ready-fd %d: want a file descriptor number, or -1 for none", f.readyFd)
 	}
 	return nil
 }

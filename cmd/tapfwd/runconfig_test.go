@@ -23,6 +23,7 @@ func TestParseRunDefaults(t *testing.T) {
 	want := &runConfig{
 		NIC: "eth1", TAP: tap.Config{Queues: 1, NAPI: tap.Auto, VnetHdr: tap.Auto},
 		TAPNAPICPU: -1, NICNAPICPU: -1, GRO: true, Batch: 64, MetricsAddr: "127.0.0.1:9310", LogLevel: slog.LevelInfo,
+		ReadyFd: -1,
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", c, want)
@@ -35,7 +36,8 @@ func TestParseRunValues(t *testing.T) {
 		"--tap-netns lab --tap-addr 198.18.1.2/24 --tap-mtu 1400 --tap-mac 02:00:00:00:00:01 "+
 		"--tap-napi-threaded --tap-gro-flush-timeout 20us --tap-napi-defer-hard-irqs 2 --tap-napi-cpu 1 "+
 		"--nic-napi-threaded enabled --nic-napi-cpu 0 --poll busy --gro=false --batch 32 --promisc "+
-		"--wait-nic --vm-ports 3 --metrics-addr :9999 --pprof --stats-interval 10s --log-level debug"), io.Discard)
+		"--wait-nic --vm-ports 3 --metrics-addr :9999 --pprof --stats-interval 10s --log-level debug "+
+		"--persist --vm-port-owner qemu:kvm --ready-fd 3"), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,10 +45,11 @@ func TestParseRunValues(t *testing.T) {
 		NIC: "eth1",
 		TAP: tap.Config{Name: "lab0", Queues: 4, NAPI: tap.On, VnetHdr: tap.Off, MTU: 1400,
 			MAC: []byte{2, 0, 0, 0, 0, 1}, Netns: "lab", Addr: netip.MustParsePrefix("198.18.1.2/24"),
-			NAPISettings: tap.NAPISettings{Threaded: true, GROFlushTimeout: 20 * time.Microsecond, DeferHardIRQs: 2}},
+			NAPISettings: tap.NAPISettings{Threaded: true, GROFlushTimeout: 20 * time.Microsecond, DeferHardIRQs: 2},
+			Persist:      true},
 		CPUs: []int{2, 3}, TAPNAPICPU: 1, NICThreaded: napi.ThreadedEnabled, NICNAPICPU: 0, Busy: true, GRO: false,
 		Batch: 32, Promisc: true, WaitNIC: true, VMPorts: 3, MetricsAddr: ":9999", PProf: true,
-		StatsEvery: 10 * time.Second, LogLevel: slog.LevelDebug,
+		StatsEvery: 10 * time.Second, LogLevel: slog.LevelDebug, PortOwner: "qemu:kvm", ReadyFd: 3,
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("values:\n got %+v\nwant %+v", c, want)
@@ -95,6 +98,10 @@ func TestParseRunRules(t *testing.T) {
 		{"--nic x --cpus 1-0", "bad CPU range"},
 		{"--nic x --cpus a", "--cpus"},
 		{"--nic x --log-level loud", "--log-level: want debug, info, warn or error"},
+		{"--nic x --persist", "--persist needs --tap NAME"},
+		{"--nic x --vm-port-owner nobody", "--vm-port-owner owns the nodes of --vm-ports"},
+		{"--nic x --ready-fd -2", "--ready-fd -2"},
+		{"--nic x --config /nonexistent/tapfwd.conf", "--config: open /nonexistent/tapfwd.conf"},
 	} {
 		c, err := parseRun(strings.Fields(tc.args), io.Discard)
 		switch {

@@ -4,7 +4,10 @@ import (
 	"fmt"
 	"os/user"
 	"strconv"
+	"strings"
 	"syscall"
+
+	"github.com/tapfwd/tapfwd/vmport"
 )
 
 type credential struct{ uid, gid int }
@@ -43,4 +46,32 @@ func (c *credential) drop() error {
 		return fmt.Errorf("setuid %d: %w", c.uid, err)
 	}
 	return nil
+}
+
+// lookupOwner resolves USER[:GROUP] (names or numbers): the user's uid and
+// the group's gid, the user's primary group when none is given.
+func lookupOwner(spec string) (*vmport.Owner, error) {
+	name, group, hasGroup := strings.Cut(spec, ":")
+	u, err := user.Lookup(name)
+	if err != nil {
+		if u, err = user.LookupId(name); err != nil {
+			return nil, fmt.Errorf("no user %q", name)
+		}
+	}
+	gidStr := u.Gid
+	if hasGroup {
+		g, err := user.LookupGroup(group)
+		if err != nil {
+			if g, err = user.LookupGroupId(group); err != nil {
+				return nil, fmt.Errorf("no group %q", group)
+			}
+		}
+		gidStr = g.Gid
+	}
+	uid, err1 := strconv.Atoi(u.Uid)
+	gid, err2 := strconv.Atoi(gidStr)
+	if err1 != nil || err2 != nil {
+		return nil, fmt.Errorf("%q has a non-numeric uid or gid", spec)
+	}
+	return &vmport.Owner{UID: uid, GID: gid}, nil
 }

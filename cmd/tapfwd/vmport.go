@@ -93,11 +93,12 @@ func libvirtDirectXML(p vmport.Port) string {
 }
 
 func vmPortAdd(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("vm-port add", "vm-port add --tap NAME [--netns NS] [--mac MAC] [--name NAME] [--json]", stderr)
+	fs := newFlagSet("vm-port add", "vm-port add --tap NAME [--netns NS] [--mac MAC] [--name NAME] [--owner USER[:GROUP]] [--json]", stderr)
 	tapName := fs.String("tap", "", "the TAP tapfwd runs on (tapfwd run --tap); required")
 	netns := fs.String("netns", "", "network namespace of the TAP (tapfwd run --tap-netns); empty: this one")
 	mac := fs.String("mac", "", "the guest's Ethernet address, e.g. 02:00:00:00:00:10; empty picks a random locally administered one")
 	name := fs.String("name", "", `name of the port's interface (at most 15 bytes); empty picks "`+vmport.NamePrefix+`N"`)
+	owner := fs.String("owner", "", "USER[:GROUP] that owns the port's device node (mode 0660), so an unprivileged QEMU (libvirt's) can open it; empty: root, mode 0600")
 	asJSON := fs.Bool("json", false, "print JSON instead of text")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -111,7 +112,13 @@ func vmPortAdd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--mac: %w", err)
 	}
-	p, err := vmport.Add(vmport.Config{TAP: *tapName, Netns: *netns, Name: *name, MAC: m})
+	c := vmport.Config{TAP: *tapName, Netns: *netns, Name: *name, MAC: m}
+	if *owner != "" {
+		if c.Owner, err = lookupOwner(*owner); err != nil {
+			return fmt.Errorf("--owner: %w", err)
+		}
+	}
+	p, err := vmport.Add(c)
 	if err != nil {
 		return explain(err)
 	}
@@ -184,6 +191,46 @@ func vmPortDel(args []string, stderr io.Writer) error {
 		return errUsage
 	}
 	return explain(vmport.Del(*netns, *name))
+}
+
+const downUsage = `Usage: tapfwd down --tap NAME [--tap-netns NS]
+
+Removes a persistent TAP (tapfwd run --persist) that no tapfwd is attached
+to, with the VM ports on it and their device nodes. Guests on those ports
+lose their NICs.
+
+Flags:
+`
+
+func cmdDown(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("down", "down --tap NAME [--tap-netns NS]", stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, downUsage); fs.PrintDefaults() }
+	name := fs.String("tap", "", "the persistent TAP (tapfwd run --tap); required")
+	ns := fs.String("tap-netns", "", "network namespace the TAP lives in (tapfwd run --tap-netns); empty: this one")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *name == "" {
+		fmt.Fprintln(stderr, "tapfwd down: --tap is required")
+		fs.Usage()
+		return errUsage
+	}
+	ports, err := vmport.List(*ns, *name)
+	if err != nil {
+		return explain(err)
+	}
+	if err := tap.Remove(*name, *ns); err != nil {
+		if errors.Is(err, tap.ErrAttached) {
+			return fmt.Errorf("%w (stop the tapfwd running on it first)", err)
+		}
+		return explain(err)
+	}
+	// The kernel took the ports with the TAP; their nodes are stale now.
+	if err := vmport.Sweep(*ns); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "removed TAP %s and its %d VM ports\n", *name, len(ports))
+	return nil
 }
 
 func vmNetnsFlag(ns string) string {

@@ -25,8 +25,9 @@ type Fake struct {
 	in       []Frame
 	tags     []Frame // of the last Read
 	written  [][]byte
-	readErr  []error // returned by the next Reads, one each, after the frames queued before them
-	writeErr []error // the next written frames fail with these, one each (nil: taken)
+	hold     chan struct{} // while set, Read blocks until it is closed
+	readErr  []error       // returned by the next Reads, one each, after the frames queued before them
+	writeErr []error       // the next written frames fail with these, one each (nil: taken)
 }
 
 // NewFake returns an empty Fake, closed when t ends.
@@ -64,6 +65,25 @@ func (f *Fake) FailWrite(errs ...error) {
 	f.writeErr = append(f.writeErr, errs...)
 }
 
+// Hold makes the next Read block until Release: a device that wedges the
+// worker reading it.
+func (f *Fake) Hold() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.hold = make(chan struct{})
+	f.signal()
+}
+
+// Release lets a held Read return.
+func (f *Fake) Release() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.hold != nil {
+		close(f.hold)
+		f.hold = nil
+	}
+}
+
 // Written returns copies of the frames Write took.
 func (f *Fake) Written() [][]byte {
 	f.mu.Lock()
@@ -85,6 +105,11 @@ func (f *Fake) Fd() int { return f.efd }
 func (f *Fake) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if h := f.hold; h != nil {
+		f.mu.Unlock()
+		<-h
+		f.mu.Lock()
+	}
 	n := 0
 	f.tags = f.tags[:0]
 	for n < len(bufs) && n < len(sizes) && len(f.in) > 0 {
