@@ -53,4 +53,3 @@ func TestStartedAndStalled(t *testing.T) {
 		t.Errorf("after release: Stalled = %v", s)
 	}
 }
-
