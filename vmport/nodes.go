@@ -70,7 +70,14 @@ type Owner struct{ UID, GID int }
 // directory (not a link to one) owned by root that nobody else may write
 // to, so no one but root can plant or swap nodes in it.
 func devDir() error {
-	if err := os.Mkdir(DevDir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+	err := os.Mkdir(DevDir, 0o755)
+	switch {
+	case err == nil:
+		// Mkdir applies the umask; QEMU users must reach their nodes.
+		if err := os.Chmod(DevDir, 0o755); err != nil {
+			return fmt.Errorf("vmport: %w", err)
+		}
+	case !errors.Is(err, os.ErrExist):
 		return fmt.Errorf("vmport: %w", err)
 	}
 	return checkDir(DevDir)
