@@ -21,6 +21,11 @@
 #   tfw.rx=PORT             receive from gw:PORT until the peer closes
 #   tfw.mib=N               MiB to send (default 4)
 #   tfw.halt=1              power off when done (default: stay up)
+#   tfw.pingi=SECS          at the end, ping gw every SECS seconds for good,
+#                           one "seq=N" line each on the console, while a
+#                           watcher reports every change of eth0's carrier
+#                           ("TFW: eth0 carrier=1"; "carrier=gone" if eth0
+#                           disappears)
 set -euo pipefail
 
 kpkg=${TAPFWD_VMGUEST_KERNEL:-linux-image-cloud-amd64}
@@ -152,7 +157,7 @@ say() { echo "TFW: $*"; }
 for m in $(cat /etc/tfw-modules); do
 	insmod "/lib/modules/$m" || say "insmod $m failed"
 done
-addr= gw= pings= txport= rxport= mib=4 halt=0
+addr= gw= pings= txport= rxport= mib=4 halt=0 pingi=
 for w in $(cat /proc/cmdline); do
 	case $w in
 	tfw.addr=*) addr=${w#*=} ;;
@@ -162,12 +167,26 @@ for w in $(cat /proc/cmdline); do
 	tfw.rx=*) rxport=${w#*=} ;;
 	tfw.mib=*) mib=${w#*=} ;;
 	tfw.halt=*) halt=${w#*=} ;;
+	tfw.pingi=*) pingi=${w#*=} ;;
 	esac
 done
 finish() {
 	say "done"
 	[ "$halt" = 1 ] && poweroff -f
+	if [ -n "$pingi" ] && [ -n "$gw" ]; then
+		watch_carrier &
+		exec ping -i "$pingi" "$gw"
+	fi
 	exec sleep 2147483647
+}
+watch_carrier() {
+	last=
+	while :; do
+		c=$(cat /sys/class/net/eth0/carrier 2>/dev/null || echo gone)
+		[ "$c" != "$last" ] && say "eth0 carrier=$c"
+		last=$c
+		usleep 100000
+	done
 }
 i=0
 while [ ! -e /sys/class/net/eth0 ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
