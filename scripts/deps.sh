@@ -3,8 +3,10 @@
 # the default) need, when it is missing. The bench: iperf3 (traffic) and
 # iproute2 (ip, ss: the namespace test bed). The tests also: ping, ethtool,
 # Prometheus (promtool checks the rules; the server scrapes tapfwd in a
-# test), systemd-analyze (checks the unit), QEMU (the lab-VM test) and the
-# test guest (scripts/vmguest.sh, cached under ~/.cache/tapfwd/vmguest).
+# test), systemd-analyze (checks the unit), QEMU (the lab-VM test), libvirt
+# (libvirtd, its QEMU driver and virsh: the libvirt test, which starts its
+# own libvirtd) and the test guest (scripts/vmguest.sh, cached under
+# ~/.cache/tapfwd/vmguest).
 # Debian/Ubuntu packages through apt-get; run as root.
 set -euo pipefail
 
@@ -12,7 +14,8 @@ what=${1:-test}
 declare -A pkg=([iperf3]=iperf3 [ip]=iproute2 [ss]=iproute2)
 if [ "$what" = test ]; then
 	pkg+=([ping]=iputils-ping [promtool]=prometheus [prometheus]=prometheus [setpriv]=util-linux
-		[ethtool]=ethtool [systemd-analyze]=systemd [qemu-system-x86_64]=qemu-system-x86)
+		[ethtool]=ethtool [systemd-analyze]=systemd [qemu-system-x86_64]=qemu-system-x86
+		[libvirtd]=libvirt-daemon [virsh]=libvirt-clients)
 fi
 missing=()
 for cmd in "${!pkg[@]}"; do
@@ -38,6 +41,22 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 [ "$what" = test ] || exit 0
+
+# libvirtd's QEMU driver is a package of its own; without
+# libvirt-daemon-system (which needs systemd) nothing makes the user
+# libvirtd checks for at start, or its directories: do what that package's
+# postinst does. The test mounts private directories over these.
+if [ ! -e /usr/lib/x86_64-linux-gnu/libvirt/connection-driver/libvirt_driver_qemu.so ] &&
+	! ls /usr/lib/*/libvirt/connection-driver/libvirt_driver_qemu.so >/dev/null 2>&1; then
+	echo "deps: installing libvirt-daemon-driver-qemu" >&2
+	[ -n "$updated" ] || apt-get update -qq
+	updated=1
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libvirt-daemon-driver-qemu >/dev/null
+fi
+getent group libvirt-qemu >/dev/null || groupadd --system libvirt-qemu
+getent passwd libvirt-qemu >/dev/null ||
+	useradd --system --gid libvirt-qemu --home-dir /var/lib/libvirt --no-create-home --shell /usr/sbin/nologin libvirt-qemu
+mkdir -p /etc/libvirt /var/lib/libvirt /var/log/libvirt /var/cache/libvirt
 
 # The guest for the lab-VM test (cmd/tapfwd TestVMGuests).
 vmguest="$(dirname "$0")/vmguest.sh"

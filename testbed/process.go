@@ -115,6 +115,13 @@ func (p *Process) Stop() error {
 	}
 }
 
+// Kill sends SIGKILL (no clean-up runs, as when the forwarder crashes) and
+// waits until the process is gone.
+func (p *Process) Kill() {
+	p.cmd.Process.Kill()
+	<-p.done
+}
+
 // syncBuffer collects a process's output while tests read it.
 type syncBuffer struct {
 	mu sync.Mutex

@@ -269,6 +269,7 @@ func (d *daemon) forward() error {
 	go func() {
 		select {
 		case <-d.fw.Started():
+			d.log.Info("ready: every worker runs")
 			n.ready(fmt.Sprintf("forwarding %s <-> %s, %d queues", d.dev.Name(), d.c.NIC, d.c.TAP.Queues))
 		case <-ctx.Done():
 		}

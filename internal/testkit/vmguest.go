@@ -84,6 +84,7 @@ type Guest struct {
 	cmd     *exec.Cmd
 	mu      sync.Mutex
 	console bytes.Buffer
+	timed   []TimedLine
 	lines   map[string]string // "TFW: KEY rest" -> rest, by KEY (e.g. "ping 198.18.1.1", "tx", "done")
 	done    chan struct{}     // closed at "TFW: done"
 	exited  chan struct{}
@@ -141,6 +142,7 @@ func (g *Guest) read(sc *bufio.Scanner) {
 		line := strings.TrimRight(sc.Text(), "\r")
 		g.mu.Lock()
 		g.console.WriteString(line + "\n")
+		g.timed = append(g.timed, TimedLine{At: time.Now(), Text: line})
 		if m := tfwLine.FindStringSubmatch(line); m != nil {
 			g.lines[m[1]] = m[2]
 			if m[1] == "done" && !closed {
@@ -150,6 +152,19 @@ func (g *Guest) read(sc *bufio.Scanner) {
 		}
 		g.mu.Unlock()
 	}
+}
+
+// TimedLine is a console line and when the test read it.
+type TimedLine struct {
+	At   time.Time
+	Text string
+}
+
+// Lines is the serial console so far, line by line with arrival times.
+func (g *Guest) Lines() []TimedLine {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]TimedLine(nil), g.timed...)
 }
 
 // Output is the serial console so far.
