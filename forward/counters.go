@@ -16,13 +16,17 @@ const (
 	DropTAPWrite                     // the TAP refused the write (EIO while it is down, ...)
 	DropNICRefused                   // the packet socket refused the frame (EINVAL, EMSGSIZE)
 	DropNICBusy                      // the NIC queue was full (ENOBUFS, EAGAIN after waiting)
-	DropNICRecv                      // recv consumed a frame it could not deliver (EINVAL)
+	DropNICRecv                      // recv consumed a frame it could not deliver (EINVAL, EFAULT)
 	DropSpoofed                      // from the TAP with a source MAC not the TAP's (StrictMAC)
+	DropTAPRead                      // a TAP read failed after the kernel took the frame off its queue
+	DropGuestVLAN                    // from the TAP with an 802.1Q/802.1ad tag (DenyGuestVLANs)
+	DropL2Control                    // from the TAP to an IEEE 802.1D reserved group address (DropL2Control)
 	NumDropReasons
 )
 
 var dropNames = [NumDropReasons]string{
 	"oversize", "bad_vnet_hdr", "segmentation", "tap_write", "nic_refused", "nic_busy", "nic_recv", "spoofed_mac",
+	"tap_read", "guest_vlan", "l2_control",
 }
 
 func (r DropReason) String() string {

@@ -45,6 +45,22 @@ type Config struct {
 	// StrictMAC, when set, drops frames from the TAP whose source address
 	// is not this one (DropSpoofed).
 	StrictMAC net.HardwareAddr
+	// L2 is what frames from the TAP side may carry onto the wire.
+	L2 L2Policy
+	// GROMaxIPv4 and GROMaxIPv6 bound what userspace GRO builds: the TAP's
+	// gro_ipv4_max_size and gro_max_size (0: 65536, vnethdr.GRO's default).
+	GROMaxIPv4, GROMaxIPv6 int
+}
+
+// BufferBytes is the memory the workers take for frame buffers: two
+// batches of 64 KiB frames per queue (one each way), plus the segment
+// buffers when the TAP has no vnet header.
+func BufferBytes(queues, batch int, tapVnet bool, mtu int) int64 {
+	per := 2 * int64(batch) * bufSize
+	if !tapVnet {
+		per += maxSegments * int64(mtu+14+4)
+	}
+	return int64(queues) * per
 }
 
 const (

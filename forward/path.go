@@ -20,15 +20,18 @@ func (q *Queue) nicToTAP() (int, error) {
 		return 0, nil
 	case unix.ENETDOWN, unix.ENODEV:
 		return 0, q.nicDownOrGone(err)
-	case unix.EINVAL:
+	default:
 		// The frame was consumed: its GSO type has no vnet header form
-		// (af_packet.c: packet_rcv_vnet).
+		// (EINVAL, af_packet.c: packet_rcv_vnet), or copying it failed
+		// (packet_recvmsg frees the skb either way). recvmmsg reports
+		// an error after a partial batch on the next call, so this counts
+		// that frame too.
 		q.C.NICToTAP.Rx.Packets.Add(1)
 		q.C.NICToTAP.Drops[DropNICRecv].Add(1)
+		if err != unix.EINVAL {
+			q.C.NICToTAP.Errors.Add(1)
+		}
 		return 1, nil
-	default:
-		q.C.NICToTAP.Errors.Add(1)
-		return 0, nil
 	}
 	if n > 0 && q.fw.nicDown.Load() {
 		q.linkUp(&q.fw.nicDown, "NIC")
@@ -200,6 +203,11 @@ func (q *Queue) tapToNIC() (int, error) {
 	case gone(err):
 		return n, ErrTAPGone
 	}
+	// Any other read error came after the kernel took the frame off the
+	// queue (drivers/net/tun.c: tun_do_read frees it when tun_put_user
+	// fails): that frame entered and is lost.
+	q.C.TAPToNIC.Rx.Packets.Add(1)
+	q.C.TAPToNIC.Drops[DropTAPRead].Add(1)
 	q.C.TAPToNIC.Errors.Add(1)
 	return n, nil
 }
@@ -225,6 +233,10 @@ func (q *Queue) acceptFromTAP(i int) {
 	frame := buf[headroom : headroom+size]
 	if q.strict && !bytes.Equal(frame[6:12], q.mac[:]) {
 		t.drop(DropSpoofed)
+		return
+	}
+	if r, ok := q.l2.refuses(frame); ok {
+		t.drop(r)
 		return
 	}
 	var h vnethdr.Hdr

@@ -30,6 +30,7 @@ type Queue struct {
 	busy    bool
 	strict  bool
 	mac     [6]byte
+	l2      L2Policy
 
 	nicBufs  [][]byte
 	nicSizes []int
@@ -75,7 +76,11 @@ func newQueue(f *Forwarder, id, cpu int, tap Endpoint, nic NIC, c Config) *Queue
 	if c.GRO && c.TAPVnetHdr {
 		q.gro = vnethdr.NewGRO(c.Batch)
 		q.gro.SetUDP(c.UDPGRO)
+		if c.GROMaxIPv4 > 0 || c.GROMaxIPv6 > 0 {
+			q.gro.SetMaxSize(orDefault(c.GROMaxIPv4, 65536), orDefault(c.GROMaxIPv6, 65536))
+		}
 	}
+	q.l2 = c.L2
 	q.tapOut = make([][]byte, 0, c.Batch+maxSegments)
 	if !c.TAPVnetHdr {
 		seg := c.MTU + 14 + 4
@@ -89,6 +94,13 @@ func newQueue(f *Forwarder, id, cpu int, tap Endpoint, nic NIC, c Config) *Queue
 	q.pfd[1] = unix.PollFd{Fd: int32(nic.Fd()), Events: unix.POLLIN}
 	q.pfd[2] = unix.PollFd{Fd: int32(tap.Fd()), Events: unix.POLLIN}
 	return q
+}
+
+func orDefault(v, d int) int {
+	if v > 0 {
+		return v
+	}
+	return d
 }
 
 // maxSegments bounds userspace segmentation (a TAP without a vnet header):

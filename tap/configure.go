@@ -55,6 +55,7 @@ func configure(d *Device, c Config, there *netns.NS) error {
 			return fmt.Errorf("tap: %s after the move: %w", d.name, err)
 		}
 	}
+	d.groIPv4, d.groIPv6 = l.GROIPv4MaxSize, l.GROMaxSize
 	if err := ns.SetLink(l.Index, netns.LinkChange{Up: true}); err != nil {
 		return fmt.Errorf("tap: configure %s: %w", d.name, err)
 	}

@@ -201,6 +201,7 @@ func attach(c Config, f Features, ns *netns.NS, l netns.Link) (_ *Device, err er
 	if err := writeNAPI(ns, d.name, c.NAPISettings); err != nil {
 		return nil, err
 	}
+	d.groIPv4, d.groIPv6 = l.GROIPv4MaxSize, l.GROMaxSize
 	if err := ns.SetLink(l.Index, netns.LinkChange{Up: true}); err != nil {
 		return nil, fmt.Errorf("tap: set %s up: %w", d.name, err)
 	}

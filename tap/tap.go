@@ -281,7 +281,14 @@ type Device struct {
 	mac        net.HardwareAddr
 	persistent bool // TUNSETPERSIST: the TAP stays when the fds close
 	attached   bool // Open attached to a TAP an earlier run left
+	// The TAP's gro_ipv4_max_size and gro_max_size (0: not reported).
+	groIPv4, groIPv6 int
 }
+
+// GROMaxSizes are the largest IPv4 and IPv6 packets the TAP's stack takes
+// from GRO (gro_ipv4_max_size, gro_max_size; 0 when the kernel does not
+// report them): what userspace GRO may build for it.
+func (d *Device) GROMaxSizes() (ipv4, ipv6 int) { return d.groIPv4, d.groIPv6 }
 
 // Open creates the TAP described by c, or attaches to the persistent one
 // an earlier run left (Config.Persist). On error nothing is left behind.

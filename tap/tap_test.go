@@ -98,6 +98,11 @@ func TestOpenConfigures(t *testing.T) {
 	if d.Name() != bed.LabIf || len(d.Fds()) != 2 || d.Netns() != bed.LabNS {
 		t.Errorf("name %q fds %d netns %q", d.Name(), len(d.Fds()), d.Netns())
 	}
+	// The kernel's default for a new device (net/core/dev.c:
+	// GRO_LEGACY_MAX_SIZE).
+	if v4, v6 := d.GROMaxSizes(); v4 != 65536 || v6 != 65536 {
+		t.Errorf("GRO max sizes %d, %d; want 65536 each", v4, v6)
+	}
 	if !f.NAPI || !f.VnetHdr || !f.MultiQueue || f.VnetHdrLen != vnethdr.Len {
 		t.Errorf("features %+v", f)
 	}

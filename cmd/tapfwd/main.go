@@ -37,6 +37,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		"vm-port":  func(a []string) error { return cmdVMPort(a, stdout, stderr) },
 		"napi":     func(a []string) error { return cmdNapi(a, stdout, stderr) },
 		"down":     func(a []string) error { return cmdDown(a, stdout, stderr) },
+		// Not listed: started by run --user to remove its VM ports.
+		"janitor": func([]string) error { return cmdJanitor(os.Stdin, stderr) },
 	}, stdout, stderr)
 	switch {
 	case err == nil:

@@ -20,7 +20,7 @@ import (
 func TestPollBusy(t *testing.T) {
 	testkit.NeedRoot(t)
 	testkit.NeedTools(t, "iperf3")
-	bed, fw := testkit.StartTapfwd(t, timedExe(t), "--poll", "busy")
+	bed, fw := testkit.StartTapfwd(t, plainExe(t), "--poll", "busy")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, rev := range []bool{false, true} {

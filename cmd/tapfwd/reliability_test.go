@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/tapfwd/tapfwd/internal/testkit"
 	"github.com/tapfwd/tapfwd/testbed/iperf"
+	"github.com/tapfwd/tapfwd/vmport"
 )
 
 var (
@@ -22,16 +24,13 @@ var (
 	plainErr  error
 )
 
-// timedExe is the tapfwd binary for tests that time how fast tapfwd exits.
-// Under the race detector the test binary itself needs far more than a
-// second just to tear its instrumented process down after tapfwd's own
-// shutdown finished (measured here: workers stopped, sockets and TAP closed
-// in 53 ms, process gone only seconds later), so such tests use a plain
-// build of the same source.
-func timedExe(t *testing.T) string {
-	if !raceEnabled {
-		return exe(t)
-	}
+// plainExe is tapfwd built as make build builds it: no race detector, no
+// cgo. Tests that time how fast tapfwd exits use it (under the race
+// detector the test binary needs far more than a second just to tear its
+// instrumented process down after tapfwd's own 53 ms shutdown), and so do
+// the privilege tests (a cgo build cannot set per-thread attributes on
+// every thread: internal/privdrop).
+func plainExe(t *testing.T) string {
 	plainOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "tapfwd-plain")
 		if err != nil {
@@ -39,8 +38,9 @@ func timedExe(t *testing.T) string {
 			return
 		}
 		plainPath = filepath.Join(dir, "tapfwd")
-		out, err := exec.Command("go", "build", "-o", plainPath, ".").CombinedOutput()
-		if err != nil {
+		cmd := exec.Command("go", "build", "-o", plainPath, ".")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
 			plainErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}
 	})
@@ -108,7 +108,7 @@ func TestDeviceRemoved(t *testing.T) {
 		{"tap", "the TAP device went away"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			bed, fw := testkit.StartTapfwd(t, timedExe(t))
+			bed, fw := testkit.StartTapfwd(t, plainExe(t))
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			go iperf.Run(ctx, bed, iperf.Options{Duration: 10 * time.Second})
@@ -140,6 +140,28 @@ func TestWaitNIC(t *testing.T) {
 	testkit.NeedRoot(t)
 	testkit.NeedTools(t, "iperf3")
 	bed, fw := startForwarder(t, "--wait-nic")
+	// Scrapes all along: the reattach swaps the NIC's sockets under the
+	// collector (the race detector in the test binary, which runs as
+	// tapfwd, checks that they do not race).
+	stop := make(chan struct{})
+	scrapes := make(chan [2]int)
+	go func() {
+		ok, bad := 0, 0
+		for {
+			select {
+			case <-stop:
+				scrapes <- [2]int{ok, bad}
+				return
+			default:
+			}
+			if code, _, err := testkit.HTTPGet(t, bed, bed.FwdNS, "http://"+testkit.MetricsAddr+"/metrics"); err == nil && code == 200 {
+				ok++
+			} else {
+				bad++
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
 	testkit.BedRun(t, bed, bed.FwdNS, "ip", "link", "del", bed.NIC)
 	time.Sleep(500 * time.Millisecond)
 	if fw.Exited() {
@@ -151,6 +173,10 @@ func TestWaitNIC(t *testing.T) {
 	testkit.BedRun(t, bed, bed.FwdNS, "ip", "link", "set", bed.NIC, "up")
 	took := testkit.ReachableWithin(t, bed, 5*time.Second)
 	t.Logf("lab reachable %v after the NIC came back", took.Round(time.Millisecond))
+	close(stop)
+	if n := <-scrapes; n[0] == 0 || n[1] != 0 {
+		t.Errorf("scrapes during the flap: %d answered, %d failed", n[0], n[1])
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	r, err := iperf.Run(ctx, bed, iperf.Options{Duration: 2 * time.Second})
@@ -160,8 +186,8 @@ func TestWaitNIC(t *testing.T) {
 	if err := fw.Stop(); err != nil {
 		t.Fatalf("%v\n%s", err, fw.Output())
 	}
-	if !strings.Contains(fw.Output(), "NIC is back") {
-		t.Errorf("no recovery in the log:\n%s", fw.Output())
+	if !strings.Contains(fw.Output(), "NIC is back") || strings.Contains(fw.Output(), "DATA RACE") {
+		t.Errorf("no recovery in the log, or a race:\n%s", fw.Output())
 	}
 }
 
@@ -172,7 +198,7 @@ func TestShutdownUnderLoad(t *testing.T) {
 	testkit.NeedTools(t, "iperf3")
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
 		t.Run(sig.String(), func(t *testing.T) {
-			bed, fw := testkit.StartTapfwd(t, timedExe(t), "--queues", "2")
+			bed, fw := testkit.StartTapfwd(t, plainExe(t), "--queues", "2")
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			go iperf.Run(ctx, bed, iperf.Options{Duration: 10 * time.Second, Streams: 4})
@@ -197,21 +223,10 @@ func TestShutdownUnderLoad(t *testing.T) {
 func TestUser(t *testing.T) {
 	testkit.NeedRoot(t)
 	testkit.NeedTools(t, "iperf3")
-	bed, fw := startForwarder(t, "--user", "nobody")
-	status := testkit.Status(t, fw.Pid())
-	for field, want := range map[string]string{"CapEff": "0000000000000000", "CapPrm": "0000000000000000", "Uid": "65534", "Groups": ""} {
-		v, ok := status[field]
-		if !ok {
-			continue
-		}
-		got := ""
-		if f := strings.Fields(v); len(f) > 0 {
-			got = f[0]
-		}
-		if got != want {
-			t.Errorf("%s: %q, want %q", field, got, want)
-		}
-	}
+	// One MAC for both starts: the wire keeps the first one in its ARP cache.
+	mac := "02:00:00:00:aa:01"
+	bed, fw := testkit.StartTapfwd(t, plainExe(t), "--user", "nobody", "--vm-ports", "2", "--tap-mac", mac)
+	checkDropped(t, fw.Pid())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, rev := range []bool{false, true} {
@@ -223,12 +238,66 @@ func TestUser(t *testing.T) {
 	if testkit.Sample(m, "tapfwd_scrape_errors") != 0 || testkit.Sample(m, "tapfwd_netdev_receive_drop_total", `device="`+bed.LabIf+`"`) < 0 {
 		t.Errorf("metrics without privileges: scrape errors %v", testkit.Sample(m, "tapfwd_scrape_errors"))
 	}
+	ports, err := vmport.List(bed.LabNS, bed.LabIf)
+	if err != nil || len(ports) != 2 {
+		t.Fatalf("VM ports: %+v %v", ports, err)
+	}
 	if err := fw.Stop(); err != nil {
 		t.Fatalf("%v\n%s", err, fw.Output())
 	}
+	nodesGone(t, "SIGTERM", ports)
+	// Killed outright, it leaves no node behind either.
+	fw = testkit.StartTapfwdOn(t, bed, plainExe(t), "--user", "nobody", "--vm-ports", "1", "--tap-mac", mac)
+	if ports, err = vmport.List(bed.LabNS, bed.LabIf); err != nil || len(ports) != 1 {
+		t.Fatalf("VM ports: %+v %v", ports, err)
+	}
+	fw.Kill()
+	nodesGone(t, "SIGKILL", ports)
+
 	var out, errb strings.Builder
 	if code := run([]string{"run", "--nic", "lo", "--user", "nobody", "--wait-nic"}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "CAP_NET_RAW") {
 		t.Errorf("--user with --wait-nic: exit %d, %s", code, errb.String())
+	}
+}
+
+// checkDropped checks every thread of pid: uid nobody, no groups, no
+// capability in any set, no_new_privs.
+func checkDropped(t *testing.T, pid int) {
+	t.Helper()
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	zero := "0000000000000000"
+	for _, task := range tasks {
+		tid, _ := strconv.Atoi(task.Name())
+		st := testkit.Status(t, tid)
+		for field, want := range map[string]string{"CapEff": zero, "CapPrm": zero, "CapInh": zero, "CapAmb": zero, "CapBnd": zero,
+			"NoNewPrivs": "1", "Uid": "65534\t65534\t65534\t65534", "Groups": ""} {
+			if got := st[field]; got != want {
+				t.Errorf("thread %d: %s %q, want %q", tid, field, got, want)
+			}
+		}
+	}
+}
+
+// nodesGone waits up to 2 s for the ports' links and device nodes to go.
+func nodesGone(t *testing.T, what string, ports []vmport.Port) {
+	t.Helper()
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var left []string
+		for _, p := range ports {
+			if _, err := os.Lstat(p.Dev); err == nil {
+				left = append(left, p.Dev)
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("%s with --user: device nodes left behind: %v", what, left)
+			return
+		}
 	}
 }
 

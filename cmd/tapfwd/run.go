@@ -69,6 +69,15 @@ func (d *daemon) start() error {
 
 func (d *daemon) onClose(fn func()) { d.undo = append(d.undo, fn) }
 
+// closing registers a clean-up whose error is logged, never discarded.
+func (d *daemon) closing(what string, fn func() error) {
+	d.onClose(func() {
+		if err := fn(); err != nil {
+			d.log.Error("clean-up failed", "what", what, "err", err)
+		}
+	})
+}
+
 // close undoes start, last step first.
 func (d *daemon) close() {
 	for i := len(d.undo) - 1; i >= 0; i-- {
@@ -117,7 +126,7 @@ func (d *daemon) openTAP() error {
 		return explain(err)
 	}
 	d.dev = dev
-	d.onClose(func() { dev.Close() })
+	d.closing("closing the TAP", dev.Close)
 	if dev.Attached() {
 		d.log.Info("attached to the persistent TAP an earlier run left", "tap", dev.Name(), "tap_netns", dev.Netns())
 	}
@@ -147,12 +156,15 @@ func (d *daemon) addVMPorts() error {
 			d.log.Info("the persistent TAP stays, with its VM ports and their device nodes",
 				"tap", d.dev.Name(), "vm_ports", len(all), "remove_with", downLine(d.dev.Name(), d.dev.Netns()))
 		})
+	} else if d.cred != nil {
+		// After the drop only a privileged process can remove them.
+		w, err := startJanitor(added)
+		if err != nil {
+			return errors.Join(err, vmport.Remove(added))
+		}
+		d.onClose(func() { w.Close() })
 	} else {
-		d.onClose(func() {
-			if err := vmport.Remove(added); err != nil {
-				d.log.Error("removing the VM ports", "err", err)
-			}
-		})
+		d.closing("removing the VM ports", func() error { return vmport.Remove(added) })
 	}
 	for _, p := range all {
 		d.log.Info("vm-port", "name", p.Name, "dev", p.Dev, "mac", p.MAC.String(), "qemu", qemuLine(p))
@@ -183,14 +195,16 @@ func (d *daemon) openNIC() error {
 		return err
 	}
 	d.socks = socks
-	d.onClose(func() { closeAll(d.socks) })
+	d.closing("closing the packet sockets", func() error { return closeAll(d.socks) })
 	return nil
 }
 
-func closeAll(socks []*ring.Socket) {
+func closeAll(socks []*ring.Socket) error {
+	var errs []error
 	for _, s := range socks {
-		s.Close()
+		errs = append(errs, s.Close())
 	}
+	return errors.Join(errs...)
 }
 
 // tuneNAPI pins the TAP's NAPI kthreads and makes the NIC's NAPI threaded,
@@ -234,12 +248,14 @@ func (d *daemon) newForwarder() error {
 	if d.c.StrictMAC {
 		fc.StrictMAC = d.dev.MAC()
 	}
+	fc.L2 = d.c.L2
+	fc.GROMaxIPv4, fc.GROMaxIPv6 = d.dev.GROMaxSizes()
 	fw, err := forward.New(endpoints(d.dev.Queues()), nics(d.socks), fc)
 	if err != nil {
 		return err
 	}
 	d.fw = fw
-	d.onClose(func() { fw.Close() })
+	d.closing("closing the forwarder", fw.Close)
 	return nil
 }
 
@@ -249,7 +265,7 @@ func (d *daemon) dropPrivileges() error {
 	if d.cred == nil {
 		return nil
 	}
-	if err := d.cred.drop(); err != nil {
+	if err := d.cred.drop(d.log); err != nil {
 		return fmt.Errorf("--user %s: %w", d.c.User, err)
 	}
 	d.log.Info("dropped privileges", "user", d.c.User, "uid", d.cred.uid, "gid", d.cred.gid)
@@ -300,7 +316,9 @@ func (d *daemon) forward() error {
 // sockets on it.
 func (d *daemon) reattach(ctx context.Context) error {
 	d.log.Warn("NIC went away: waiting for it to come back (--wait-nic)", "nic", d.c.NIC)
-	closeAll(d.socks)
+	if err := closeAll(d.socks); err != nil {
+		d.log.Warn("closing the old packet sockets", "err", err)
+	}
 	socks, err := reopen(ctx, d.rc)
 	if err != nil {
 		return err

@@ -7,11 +7,14 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/tapfwd/tapfwd/forward"
 	"github.com/tapfwd/tapfwd/internal/cpulist"
 	"github.com/tapfwd/tapfwd/napi"
+	"github.com/tapfwd/tapfwd/netns"
 	"github.com/tapfwd/tapfwd/tap"
 )
 
@@ -43,6 +46,8 @@ type runConfig struct {
 	PortOwner string
 	// ReadyFd gets a line once forwarding has started; -1: none.
 	ReadyFd int
+	// L2 is what frames from the TAP side may carry onto the wire.
+	L2 forward.L2Policy
 }
 
 // runFlags are the raw flag values, before parseRun checks them.
@@ -55,6 +60,7 @@ type runFlags struct {
 	vmPorts, readyFd                                          int
 	persist                                                   bool
 	portOwner, configFile                                     string
+	guestVLANs, l2Control, l2Allow                            string
 }
 
 // Limits a configuration must stay within.
@@ -62,6 +68,8 @@ const (
 	maxQueues  = 256
 	maxBatch   = 1024
 	maxVMPorts = 64
+	// maxBufferBytes caps the workers' frame buffers.
+	maxBufferBytes = 4 << 30
 )
 
 func (f *runFlags) register(fs *flag.FlagSet) {
@@ -97,6 +105,9 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.portOwner, "vm-port-owner", "", "USER[:GROUP] that owns the VM ports' device nodes (mode 0660), so an unprivileged QEMU can open them; empty: root, mode 0600")
 	fs.IntVar(&f.readyFd, "ready-fd", -1, "write a line to this file descriptor and close it once forwarding has started (for launchers that are not systemd); -1 disables")
 	fs.StringVar(&f.configFile, "config", "", "read flags from this file: one NAME = VALUE per line, NAME as the flag without dashes, # comments; flags on the command line win")
+	fs.StringVar(&f.guestVLANs, "guest-vlans", "allow", "frames from the TAP side (lab, VM ports) with an 802.1Q/802.1ad tag: allow, or deny (dropped as guest_vlan)")
+	fs.StringVar(&f.l2Control, "l2-control", "forward", "frames from the TAP side to the IEEE 802.1D reserved addresses 01:80:c2:00:00:00-0f (STP, PAUSE, LACP, 802.1X, LLDP): forward, or drop (as l2_control) but those --l2-control-allow lists")
+	fs.StringVar(&f.l2Allow, "l2-control-allow", "", `with --l2-control drop, the reserved addresses still forwarded, by last byte in hex, e.g. "0e" for LLDP or "0e,02"`)
 }
 
 // parseRun parses `tapfwd run`'s arguments into a checked configuration.
@@ -133,7 +144,7 @@ func (f *runFlags) config() (*runConfig, error) {
 	if err := c.LogLevel.UnmarshalText([]byte(strings.ToUpper(f.logLevel))); err != nil {
 		return nil, fmt.Errorf("--log-level: want debug, info, warn or error, got %q", f.logLevel)
 	}
-	for _, check := range []func(*runConfig) error{f.sizes, f.tapConfig, f.tapNAPI, f.nicNAPI, f.poller, f.exclusions, f.workerCPUs} {
+	for _, check := range []func(*runConfig) error{f.sizes, f.tapConfig, f.tapNAPI, f.nicNAPI, f.poller, f.exclusions, f.workerCPUs, f.l2Policy} {
 		if err := check(c); err != nil {
 			return nil, err
 		}
@@ -142,13 +153,21 @@ func (f *runFlags) config() (*runConfig, error) {
 }
 
 func (f *runFlags) sizes(*runConfig) error {
+	need := forward.BufferBytes(f.queues, f.batch, true, 0)
 	switch {
+	case f.tapMTU < 0:
+		return fmt.Errorf("--tap-mtu %d: want a size in bytes, or 0 for the NIC's", f.tapMTU)
+	case f.statsInterval < 0 || (f.statsInterval > 0 && f.statsInterval < time.Second):
+		return fmt.Errorf("--stats-interval %v: want at least 1s, or 0 to disable", f.statsInterval)
 	case f.queues < 1 || f.queues > maxQueues:
 		return fmt.Errorf("--queues %d: want 1 to %d", f.queues, maxQueues)
 	case f.batch < 1 || f.batch > maxBatch:
 		return fmt.Errorf("--batch %d: want 1 to %d", f.batch, maxBatch)
 	case f.vmPorts < 0 || f.vmPorts > maxVMPorts:
 		return fmt.Errorf("--vm-ports %d: want 0 to %d", f.vmPorts, maxVMPorts)
+	case need > maxBufferBytes:
+		return fmt.Errorf("--queues %d --batch %d would take %.1f GiB of frame buffers (2 x batch x 64 KiB per queue): at most %d GiB; lower --batch or --queues",
+			f.queues, f.batch, float64(need)/(1<<30), maxBufferBytes>>30)
 	}
 	return nil
 }
@@ -156,6 +175,11 @@ func (f *runFlags) sizes(*runConfig) error {
 func (f *runFlags) tapConfig(c *runConfig) error {
 	var err error
 	c.TAP = tap.Config{Name: f.tapName, Queues: f.queues, MTU: f.tapMTU, Netns: f.tapNetns, Persist: f.persist}
+	if f.tapNetns != "" {
+		if err := netns.CheckName(f.tapNetns); err != nil {
+			return fmt.Errorf("--tap-netns: %w", err)
+		}
+	}
 	if c.TAP.NAPI, err = tap.ParseWant(f.napi); err != nil {
 		return fmt.Errorf("--napi: %w", err)
 	}
@@ -242,6 +266,38 @@ func (f *runFlags) workerCPUs(c *runConfig) error {
 			return fmt.Errorf("--cpus: %w", err)
 		}
 		c.CPUs = list
+	}
+	return nil
+}
+
+// l2Policy takes --guest-vlans, --l2-control and --l2-control-allow.
+func (f *runFlags) l2Policy(c *runConfig) error {
+	switch f.guestVLANs {
+	case "allow":
+	case "deny":
+		c.L2.DenyVLANs = true
+	default:
+		return fmt.Errorf("--guest-vlans: want allow or deny, got %q", f.guestVLANs)
+	}
+	switch f.l2Control {
+	case "forward":
+		if f.l2Allow != "" {
+			return errors.New("--l2-control-allow lists exceptions to --l2-control drop")
+		}
+	case "drop":
+		c.L2.DropControl = true
+	default:
+		return fmt.Errorf("--l2-control: want forward or drop, got %q", f.l2Control)
+	}
+	for b := range strings.SplitSeq(f.l2Allow, ",") {
+		if b = strings.TrimSpace(b); b == "" {
+			continue
+		}
+		n, err := strconv.ParseUint(strings.TrimPrefix(strings.ToLower(b), "0x"), 16, 8)
+		if err != nil || n > 0x0f {
+			return fmt.Errorf("--l2-control-allow: %q is not the last byte of a reserved address 01:80:c2:00:00:00-0f (00 to 0f)", b)
+		}
+		c.L2.ControlAllow |= 1 << n
 	}
 	return nil
 }

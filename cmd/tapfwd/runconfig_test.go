@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tapfwd/tapfwd/forward"
 	"github.com/tapfwd/tapfwd/napi"
 	"github.com/tapfwd/tapfwd/tap"
 )
@@ -63,6 +64,10 @@ func TestParseRunValues(t *testing.T) {
 	if c, _ := parseRun([]string{"--nic", "x", "--strict-mac"}, io.Discard); !c.StrictMAC {
 		t.Error("--strict-mac not set")
 	}
+	c, err = parseRun(strings.Fields("--nic x --guest-vlans deny --l2-control drop --l2-control-allow 0e,0x02"), io.Discard)
+	if err != nil || c.L2 != (forward.L2Policy{DenyVLANs: true, DropControl: true, ControlAllow: 1<<0x0e | 1<<0x02}) {
+		t.Errorf("L2 policy: %+v, %v", c.L2, err)
+	}
 }
 
 // TestParseRunRules: every rule parseRun applies, each with the one-line
@@ -99,6 +104,15 @@ func TestParseRunRules(t *testing.T) {
 		{"--nic x --cpus a", "--cpus"},
 		{"--nic x --log-level loud", "--log-level: want debug, info, warn or error"},
 		{"--nic x --persist", "--persist needs --tap NAME"},
+		{"--nic x --tap-mtu -1", "--tap-mtu -1"},
+		{"--nic x --stats-interval 1ns", "--stats-interval 1ns: want at least 1s"},
+		{"--nic x --tap-netns ../etc", "--tap-netns: netns: bad network namespace name"},
+		{"--nic x --tap-netns a/b", "--tap-netns: netns: bad network namespace name"},
+		{"--nic x --queues 256 --batch 1024", "would take 32.0 GiB of frame buffers"},
+		{"--nic x --guest-vlans maybe", "--guest-vlans: want allow or deny"},
+		{"--nic x --l2-control block", "--l2-control: want forward or drop"},
+		{"--nic x --l2-control-allow 0e", "--l2-control-allow lists exceptions to --l2-control drop"},
+		{"--nic x --l2-control drop --l2-control-allow 10", "not the last byte of a reserved address"},
 		{"--nic x --vm-port-owner nobody", "--vm-port-owner owns the nodes of --vm-ports"},
 		{"--nic x --ready-fd -2", "--ready-fd -2"},
 		{"--nic x --config /nonexistent/tapfwd.conf", "--config: open /nonexistent/tapfwd.conf"},

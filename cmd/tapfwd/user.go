@@ -1,11 +1,14 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"log/slog"
 	"os/user"
 	"strconv"
 	"strings"
-	"syscall"
+
+	"github.com/tapfwd/tapfwd/internal/privdrop"
 
 	"github.com/tapfwd/tapfwd/vmport"
 )
@@ -25,27 +28,23 @@ func lookupUser(name string) (*credential, error) {
 	if uid == 0 {
 		return nil, fmt.Errorf("user %q is root: nothing would be dropped", name)
 	}
+	if gid == 0 {
+		return nil, fmt.Errorf("user %q has root's group (gid 0) as its primary group: it would keep root's group access", name)
+	}
 	return &credential{uid, gid}, nil
 }
 
-// drop switches every thread of the process to c: supplementary groups
-// cleared, then gid, then uid. Leaving uid 0 without SECBIT_KEEP_CAPS
-// clears the permitted and effective capability sets
-// (kernel/capability.c, cap_emulate_setxuid), so nothing privileged is
-// left; the open fds keep working.
-func (c *credential) drop() error {
-	// Go applies these to all threads of the process (syscall.AllThreadsSyscall),
-	// the pinned workers included.
-	if err := syscall.Setgroups(nil); err != nil {
-		return fmt.Errorf("setgroups: %w", err)
+// drop becomes c on every thread for good (privdrop.Drop): no groups, no
+// capabilities in any set, no_new_privs, checked thread by thread. In a
+// cgo build (the race detector's) some of it reaches this thread only:
+// that is logged.
+func (c *credential) drop(log *slog.Logger) error {
+	err := privdrop.Drop(c.uid, c.gid)
+	if errors.Is(err, privdrop.ErrPartial) {
+		log.Warn("a cgo build: the bounding and inheritable sets and no_new_privs cover one thread (build with CGO_ENABLED=0, as make build does)")
+		return nil
 	}
-	if err := syscall.Setgid(c.gid); err != nil {
-		return fmt.Errorf("setgid %d: %w", c.gid, err)
-	}
-	if err := syscall.Setuid(c.uid); err != nil {
-		return fmt.Errorf("setuid %d: %w", c.uid, err)
-	}
-	return nil
+	return err
 }
 
 // lookupOwner resolves USER[:GROUP] (names or numbers): the user's uid and
