@@ -22,7 +22,7 @@ func TestBadLabelKeepsScrape(t *testing.T) {
 	src := Source{TAP: "tap\xfe0", NIC: "eth1", Queues: fw.Queues(),
 		LinkStats: func(string) (netns.LinkStats, error) { return netns.LinkStats{RxPackets: 7}, nil },
 		VMPorts:   func() ([]string, error) { return []string{"vm\xff", "vm\xfe", `vm\xff`, "tfwvm0"}, nil }}
-	srv := httptest.NewServer(Handler(NewRegistry(NewCollector(src))))
+	srv := httptest.NewServer(Handler(NewRegistry(NewCollector(src)), Limits{}))
 	defer srv.Close()
 	resp, err := http.Get(srv.URL + "/metrics")
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -267,10 +268,22 @@ func NewRegistry(c prometheus.Collector) *prometheus.Registry {
 	return reg
 }
 
-// Handler serves reg at /metrics and a short index at /.
-func Handler(reg *prometheus.Registry) http.Handler {
+// Limits bound the scrapes Handler serves at once: each one runs the
+// collectors, and with them the rtnetlink dumps of Source.LinkStats.
+type Limits struct {
+	// InFlight is how many scrapes may run at once; one more is answered
+	// 503 at once. 0: no limit.
+	InFlight int
+	// Timeout answers 503 to a scrape that takes longer (the collection
+	// still runs to its end, holding its InFlight slot). 0: none.
+	Timeout time.Duration
+}
+
+// Handler serves reg at /metrics, within l, and a short index at /.
+func Handler(reg *prometheus.Registry, l Limits) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg,
+		MaxRequestsInFlight: l.InFlight, Timeout: l.Timeout}))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/" {
 			http.NotFound(w, r)
