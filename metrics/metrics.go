@@ -5,6 +5,8 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -67,7 +69,7 @@ var (
 	vmTxPkts  = prometheus.NewDesc(ns+"_vm_port_transmit_packets_total", "Frames the guest sent through its VM port (tx_packets).", dp, nil)
 	vmTxBytes = prometheus.NewDesc(ns+"_vm_port_transmit_bytes_total", "Bytes of those frames.", dp, nil)
 	vmDrops   = prometheus.NewDesc(ns+"_vm_port_drops_total", "Frames the VM port dropped (rx_dropped, tx_dropped), by direction.", []string{"device", "port", "direction"}, nil)
-	scrapeErr = prometheus.NewDesc(ns+"_scrape_errors", "Kernel counters that could not be read during this scrape.", nil, nil)
+	scrapeErr = prometheus.NewDesc(ns+"_scrape_errors", "Kernel counters that could not be read, and series that could not be built, during this scrape.", nil, nil)
 )
 
 // Collector reads a Source at scrape time. The workers' counters are
@@ -101,81 +103,149 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-func counter(ch chan<- prometheus.Metric, d *prometheus.Desc, v uint64, labels ...string) {
-	ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+// Label values come from users: the TAP's and the NIC's names from the
+// command line, the VM ports' from whoever has CAP_NET_ADMIN in the TAP's
+// namespace, and a name the kernel accepts need not be UTF-8, which
+// Prometheus requires of every label value. Such a name is kept, escaped,
+// rather than its series skipped: skipping would let anyone who can rename
+// a port hide its counters (drops included) behind one scrape-error count,
+// while an escaped name still shows which port it is. The escape is
+// strconv.Quote without the quotes (an invalid byte becomes \xff, a
+// backslash \\), so two names stay two series, and it ends in " (not
+// UTF-8)": the kernel refuses a space in a device name
+// (net/core/dev.c: dev_valid_name), so no real name reads the same.
+const notUTF8 = " (not UTF-8)"
+
+// labelValue is the label value for name (a device name, or any other).
+func labelValue(name string) string {
+	if utf8.ValidString(name) {
+		return name
+	}
+	q := strconv.Quote(name)
+	return q[1:len(q)-1] + notUTF8
+}
+
+// scrape sends one Collect's metrics. Every label value goes through
+// labelValue, and a series that still cannot be built is counted in
+// tapfwd_scrape_errors instead of panicking: a panic in Collect turns the
+// whole page into an HTTP 500 (client_golang recovers it as an error).
+type scrape struct {
+	ch     chan<- prometheus.Metric
+	failed uint64
+}
+
+func labelValues(labels []string) []string {
+	for i, l := range labels {
+		if v := labelValue(l); v != l {
+			out := append([]string(nil), labels...)
+			for j := i; j < len(out); j++ {
+				out[j] = labelValue(out[j])
+			}
+			return out
+		}
+	}
+	return labels
+}
+
+func (s *scrape) send(m prometheus.Metric, err error) {
+	if err != nil {
+		s.failed++
+		return
+	}
+	s.ch <- m
+}
+
+func (s *scrape) gauge(d *prometheus.Desc, v float64, labels ...string) {
+	s.send(prometheus.NewConstMetric(d, prometheus.GaugeValue, v, labelValues(labels)...))
+}
+
+func (s *scrape) counter(d *prometheus.Desc, v uint64, labels ...string) {
+	s.send(prometheus.NewConstMetric(d, prometheus.CounterValue, float64(v), labelValues(labels)...))
 }
 
 // Collect implements prometheus.Collector.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	s := &c.src
 	f := s.Features
-	ch <- prometheus.MustNewConstMetric(tapInfo, prometheus.GaugeValue, 1, s.TAP,
+	sc := &scrape{ch: ch}
+	sc.gauge(tapInfo, 1, s.TAP,
 		strconv.FormatBool(f.NAPI), strconv.FormatBool(f.VnetHdr), strconv.FormatBool(f.MultiQueue), f.OffloadNames())
-	ch <- prometheus.MustNewConstMetric(buildInfo, prometheus.GaugeValue, 1, c.version[:]...)
-	var failed uint64
+	sc.gauge(buildInfo, 1, c.version[0], c.version[1], c.version[2])
 	for _, q := range s.Queues {
-		qs := strconv.Itoa(q.ID)
-		cpu := strconv.Itoa(q.CPU)
-		ch <- prometheus.MustNewConstMetric(queueInfo, prometheus.GaugeValue, 1, s.TAP, qs, cpu)
-		ch <- prometheus.MustNewConstMetric(queueInfo, prometheus.GaugeValue, 1, s.NIC, qs, cpu)
-		_, kdrops, err := q.KernelStats()
-		if err != nil {
-			failed++
-		}
-		for _, d := range []struct {
-			from, to string
-			dir      *forward.Dir
-			kernel   uint64
-		}{{s.NIC, s.TAP, &q.C.NICToTAP, kdrops}, {s.TAP, s.NIC, &q.C.TAPToNIC, 0}} {
-			counter(ch, rxPackets, d.dir.Rx.Packets.Load(), d.from, qs)
-			counter(ch, rxBytes, d.dir.Rx.Bytes.Load(), d.from, qs)
-			counter(ch, txPackets, d.dir.Tx.Packets.Load(), d.to, qs)
-			counter(ch, txBytes, d.dir.Tx.Bytes.Load(), d.to, qs)
-			counter(ch, gso, d.dir.GSO.Load(), d.from, qs)
-			counter(ch, errs, d.dir.Errors.Load(), d.from, qs)
-			counter(ch, drops, d.kernel, d.from, qs, KernelRing)
-			for r := forward.DropReason(0); r < forward.NumDropReasons; r++ {
-				counter(ch, drops, d.dir.Drops[r].Load(), d.from, qs, c.reasons[r+1])
-			}
-			ch <- histogram(&d.dir.Batch, d.from, qs)
-		}
-		counter(ch, segments, q.C.Segments.Load(), s.TAP, qs)
-		counter(ch, merged, q.C.Merged.Load(), s.NIC, qs)
+		c.collectQueue(sc, q)
 	}
 	if s.LinkStats != nil {
 		for _, dev := range []string{s.TAP, s.NIC} {
 			st, err := s.LinkStats(dev)
 			if err != nil {
-				failed++
+				sc.failed++
 				continue
 			}
-			counter(ch, ndRxDrop, st.RxDropped, dev)
-			counter(ch, ndTxDrop, st.TxDropped, dev)
+			sc.counter(ndRxDrop, st.RxDropped, dev)
+			sc.counter(ndTxDrop, st.TxDropped, dev)
 		}
 	}
 	if s.VMPorts != nil && s.LinkStats != nil {
-		ports, err := s.VMPorts()
-		if err != nil {
-			failed++
-		}
-		for _, p := range ports {
-			st, err := s.LinkStats(p)
-			if err != nil {
-				failed++
-				continue
-			}
-			counter(ch, vmRxPkts, st.RxPackets, s.TAP, p)
-			counter(ch, vmRxBytes, st.RxBytes, s.TAP, p)
-			counter(ch, vmTxPkts, st.TxPackets, s.TAP, p)
-			counter(ch, vmTxBytes, st.TxBytes, s.TAP, p)
-			counter(ch, vmDrops, st.RxDropped, s.TAP, p, "receive")
-			counter(ch, vmDrops, st.TxDropped, s.TAP, p, "transmit")
-		}
+		c.collectVMPorts(sc)
 	}
-	ch <- prometheus.MustNewConstMetric(scrapeErr, prometheus.GaugeValue, float64(failed))
+	sc.gauge(scrapeErr, float64(sc.failed))
 }
 
-func histogram(h *forward.Hist, labels ...string) prometheus.Metric {
+// collectQueue sends one queue's counters, for both devices.
+func (c *Collector) collectQueue(sc *scrape, q *forward.Queue) {
+	s := &c.src
+	qs := strconv.Itoa(q.ID)
+	cpu := strconv.Itoa(q.CPU)
+	sc.gauge(queueInfo, 1, s.TAP, qs, cpu)
+	sc.gauge(queueInfo, 1, s.NIC, qs, cpu)
+	_, kdrops, err := q.KernelStats()
+	if err != nil {
+		sc.failed++
+	}
+	for _, d := range []struct {
+		from, to string
+		dir      *forward.Dir
+		kernel   uint64
+	}{{s.NIC, s.TAP, &q.C.NICToTAP, kdrops}, {s.TAP, s.NIC, &q.C.TAPToNIC, 0}} {
+		sc.counter(rxPackets, d.dir.Rx.Packets.Load(), d.from, qs)
+		sc.counter(rxBytes, d.dir.Rx.Bytes.Load(), d.from, qs)
+		sc.counter(txPackets, d.dir.Tx.Packets.Load(), d.to, qs)
+		sc.counter(txBytes, d.dir.Tx.Bytes.Load(), d.to, qs)
+		sc.counter(gso, d.dir.GSO.Load(), d.from, qs)
+		sc.counter(errs, d.dir.Errors.Load(), d.from, qs)
+		sc.counter(drops, d.kernel, d.from, qs, KernelRing)
+		for r := forward.DropReason(0); r < forward.NumDropReasons; r++ {
+			sc.counter(drops, d.dir.Drops[r].Load(), d.from, qs, c.reasons[r+1])
+		}
+		sc.send(histogram(&d.dir.Batch, d.from, qs))
+	}
+	sc.counter(segments, q.C.Segments.Load(), s.TAP, qs)
+	sc.counter(merged, q.C.Merged.Load(), s.NIC, qs)
+}
+
+// collectVMPorts sends the kernel's counters of each VM port on the TAP.
+func (c *Collector) collectVMPorts(sc *scrape) {
+	s := &c.src
+	ports, err := s.VMPorts()
+	if err != nil {
+		sc.failed++
+	}
+	for _, p := range ports {
+		st, err := s.LinkStats(p)
+		if err != nil {
+			sc.failed++
+			continue
+		}
+		sc.counter(vmRxPkts, st.RxPackets, s.TAP, p)
+		sc.counter(vmRxBytes, st.RxBytes, s.TAP, p)
+		sc.counter(vmTxPkts, st.TxPackets, s.TAP, p)
+		sc.counter(vmTxBytes, st.TxBytes, s.TAP, p)
+		sc.counter(vmDrops, st.RxDropped, s.TAP, p, "receive")
+		sc.counter(vmDrops, st.TxDropped, s.TAP, p, "transmit")
+	}
+}
+
+func histogram(h *forward.Hist, labels ...string) (prometheus.Metric, error) {
 	buckets := make(map[float64]uint64, forward.HistBuckets)
 	var cum uint64
 	for i := 0; i < forward.HistBuckets; i++ {
@@ -185,7 +255,7 @@ func histogram(h *forward.Hist, labels ...string) prometheus.Metric {
 	// Count is read after the buckets: a batch published in between makes
 	// Count larger than the last bucket, never smaller.
 	count := max(h.Count.Load(), cum)
-	return prometheus.MustNewConstHistogram(batch, count, float64(h.Sum.Load()), buckets, labels...)
+	return prometheus.NewConstHistogram(batch, count, float64(h.Sum.Load()), buckets, labelValues(labels)...)
 }
 
 // NewRegistry returns a registry with c, the Go and process collectors.
@@ -198,10 +268,22 @@ func NewRegistry(c prometheus.Collector) *prometheus.Registry {
 	return reg
 }
 
-// Handler serves reg at /metrics and a short index at /.
-func Handler(reg *prometheus.Registry) http.Handler {
+// Limits bound the scrapes Handler serves at once: each one runs the
+// collectors, and with them the rtnetlink dumps of Source.LinkStats.
+type Limits struct {
+	// InFlight is how many scrapes may run at once; one more is answered
+	// 503 at once. 0: no limit.
+	InFlight int
+	// Timeout answers 503 to a scrape that takes longer (the collection
+	// still runs to its end, holding its InFlight slot). 0: none.
+	Timeout time.Duration
+}
+
+// Handler serves reg at /metrics, within l, and a short index at /.
+func Handler(reg *prometheus.Registry, l Limits) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg,
+		MaxRequestsInFlight: l.InFlight, Timeout: l.Timeout}))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/" {
 			http.NotFound(w, r)

@@ -54,7 +54,7 @@ type daemon struct {
 // start sets everything up, in the order that lets each step use the one
 // before, and drops privileges last.
 func (d *daemon) start() error {
-	steps := []func() error{d.lookup, d.openTAP, d.addVMPorts, d.openNIC, d.tuneNAPI, d.newForwarder, d.serveMetrics, d.dropPrivileges}
+	steps := []func() error{d.lookup, d.openTAP, d.addVMPorts, d.openNIC, d.tuneNAPI, d.newForwarder, d.listenMetrics, d.dropPrivileges, d.serveMetrics}
 	for _, step := range steps {
 		if err := step(); err != nil {
 			return err

@@ -6,16 +6,104 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/tapfwd/tapfwd/metrics"
 	"github.com/tapfwd/tapfwd/netns"
 )
 
-// serveMetrics serves /metrics (and the profiler with --pprof) on
-// --metrics-addr. The rtnetlink sockets that read the TAP's and the NIC's
-// kernel counters are opened now, so scrapes need no privilege later.
-func (d *daemon) serveMetrics() error {
+// httpLimits bound what a client of the metrics listener can hold: the
+// listener is reachable by whoever can reach --metrics-addr, and every
+// scrape costs rtnetlink dumps. Tests use short ones.
+type httpLimits struct {
+	ReadHeader time.Duration // from a request's first byte to the end of its header
+	Read       time.Duration // the whole request
+	Write      time.Duration // from the end of the header to the end of the response
+	Idle       time.Duration // a keep-alive connection between requests
+	Scrapes    int           // /metrics requests at once; one more gets 503 at once
+	Scrape     time.Duration // a /metrics collection; a longer one gets 503
+	Profile    time.Duration // the longest profile or trace (?seconds=) --pprof serves
+}
+
+// serveLimits are the daemon's. A scrape here takes milliseconds (one
+// rtnetlink dump per device and VM port); 10 s is Prometheus's default
+// scrape_timeout. Prometheus scrapes a target one request at a time: 4
+// at once leaves room for an HA pair and a person with curl, and more
+// would only repeat the same dumps. Write exceeds Scrape so that the 503
+// of a scrape that timed out still reaches the client. Idle outlasts a
+// one-minute scrape interval, so Prometheus keeps its connection. A CPU
+// profile lasts 30 s unless asked otherwise; 60 s is the most --pprof
+// serves, and with --pprof the write timeout grows by as much (see
+// newMetricsServer).
+var serveLimits = httpLimits{
+	ReadHeader: 5 * time.Second,
+	Read:       10 * time.Second,
+	Write:      30 * time.Second,
+	Idle:       90 * time.Second,
+	Scrapes:    4,
+	Scrape:     10 * time.Second,
+	Profile:    60 * time.Second,
+}
+
+// newMetricsServer is the metrics listener's HTTP server: /metrics, the
+// index, with pprof the profiler under /debug/pprof/, all within l. It
+// needs no privilege and opens nothing.
+func newMetricsServer(src metrics.Source, withPprof bool, l httpLimits) *http.Server {
+	handler := metrics.Handler(metrics.NewRegistry(metrics.NewCollector(src)),
+		metrics.Limits{InFlight: l.Scrapes, Timeout: l.Scrape})
+	write := l.Write
+	if withPprof {
+		pp := http.NewServeMux()
+		pp.HandleFunc("/debug/pprof/", pprof.Index)
+		pp.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		pp.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		pp.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		mux := http.NewServeMux()
+		mux.Handle("/", handler)
+		mux.Handle("/debug/pprof/", boundSeconds(l.Profile, pp))
+		handler = mux
+		// A profile's response is written when it ends: the write timeout
+		// must outlast the longest one allowed.
+		write += l.Profile
+	}
+	return &http.Server{Handler: handler, ReadHeaderTimeout: l.ReadHeader, ReadTimeout: l.Read,
+		WriteTimeout: write, IdleTimeout: l.Idle}
+}
+
+// boundSeconds refuses, with 400 and one line, a request whose seconds
+// (the length of a profile, a trace or a delta profile) is not a number
+// of at most limit. Clamping it instead would hand back a shorter profile
+// than was asked for without saying so.
+func boundSeconds(limit time.Duration, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s := r.FormValue("seconds"); s != "" {
+			// !(sec <= limit) also refuses NaN.
+			if sec, err := strconv.ParseFloat(s, 64); err != nil || !(sec <= limit.Seconds()) {
+				http.Error(w, fmt.Sprintf("seconds: at most %v s (tapfwd's bound on profiles and traces)", limit.Seconds()), http.StatusBadRequest)
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// listening holds, per daemon, the server listenMetrics made and
+// serveMetrics starts.
+var listening sync.Map // *daemon -> *metricsServer
+
+type metricsServer struct {
+	srv *http.Server
+	ln  net.Listener
+}
+
+// listenMetrics binds --metrics-addr and builds the server behind it,
+// before privileges are dropped (a low port may need them). The rtnetlink
+// sockets that read the TAP's and the NIC's kernel counters are opened
+// now, so scrapes need no privilege later. Nothing is served until
+// serveMetrics: connections wait in the listen backlog.
+func (d *daemon) listenMetrics() error {
 	if d.c.MetricsAddr == "" {
 		return nil
 	}
@@ -27,24 +115,30 @@ func (d *daemon) serveMetrics() error {
 	if err != nil {
 		return fmt.Errorf("--metrics-addr: %w (choose another address, or \"\" to disable metrics)", err)
 	}
-	handler := metrics.Handler(metrics.NewRegistry(metrics.NewCollector(src)))
-	if d.c.PProf {
-		mux := http.NewServeMux()
-		mux.Handle("/", handler)
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-		handler = mux
-	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}
-	go srv.Serve(ln)
+	srv := newMetricsServer(src, d.c.PProf, serveLimits)
+	listening.Store(d, &metricsServer{srv: srv, ln: ln})
 	d.onClose(func() {
+		listening.Delete(d)
 		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 		defer cancel()
-		srv.Shutdown(ctx)
+		if srv.Shutdown(ctx) != nil {
+			srv.Close() // a profile still running
+		}
+		ln.Close() // not served yet: Shutdown does not know it
 	})
-	d.log.Info("metrics", "url", "http://"+ln.Addr().String()+"/metrics")
+	return nil
+}
+
+// serveMetrics starts serving what listenMetrics bound. It runs after
+// privileges are dropped, so no request is ever handled with them.
+func (d *daemon) serveMetrics() error {
+	v, ok := listening.Load(d)
+	if !ok {
+		return nil // metrics off
+	}
+	m := v.(*metricsServer)
+	go m.srv.Serve(m.ln)
+	d.log.Info("metrics", "url", "http://"+m.ln.Addr().String()+"/metrics")
 	return nil
 }
 
