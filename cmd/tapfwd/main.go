@@ -3,11 +3,15 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/tapfwd/tapfwd/internal/buildinfo"
+	"github.com/tapfwd/tapfwd/internal/cliflag"
 )
 
 const usage = `tapfwd: put a multiqueue TAP device on a wire from userspace.
@@ -18,6 +22,8 @@ Usage:
   tapfwd napi list|set [flags]       NIC NAPI instances: threaded, busy-poll, kthread CPU
   tapfwd vm-port add|list|del ...    VM ports (macvtap) on a TAP for QEMU/libvirt guests
   tapfwd down --tap NAME             remove a persistent TAP (run --persist) and its VM ports
+  tapfwd status [--json]             what a running tapfwd negotiated and is doing
+  tapfwd version                     this binary's version, VCS revision and Go version
 
 Run "tapfwd COMMAND -h" for a command's flags. The benchmark against the
 Linux bridge is tapfwd-bench (make bench).
@@ -37,6 +43,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		"vm-port":  func(a []string) error { return cmdVMPort(a, stdout, stderr) },
 		"napi":     func(a []string) error { return cmdNapi(a, stdout, stderr) },
 		"down":     func(a []string) error { return cmdDown(a, stdout, stderr) },
+		"version":  func(a []string) error { return cmdVersion(a, stdout, stderr) },
 		// Not listed: started by run --user to remove its VM ports.
 		"janitor": func([]string) error { return cmdJanitor(os.Stdin, stderr) },
 	}, stdout, stderr)
@@ -80,7 +87,7 @@ func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: tapfwd %s\n\nFlags:\n", synopsis)
-		fs.PrintDefaults()
+		cliflag.PrintDefaults(stderr, fs)
 	}
 	return fs
 }
@@ -98,4 +105,17 @@ func parse(fs *flag.FlagSet, args []string) error {
 		return errUsage
 	}
 	return nil
+}
+
+func cmdVersion(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("version", "version [--json]", stderr)
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *asJSON {
+		return json.NewEncoder(stdout).Encode(buildinfo.Get())
+	}
+	_, err := fmt.Fprintln(stdout, "tapfwd", buildinfo.Get())
+	return err
 }

@@ -27,12 +27,21 @@ func cmdRun(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	d := &daemon{c: c, log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: c.LogLevel}))}
+	d := &daemon{c: c, log: newLogger(c, stderr)}
 	defer d.close()
 	if err := d.start(); err != nil {
 		return err
 	}
 	return d.forward()
+}
+
+// newLogger logs at c.LogLevel to w, as text or JSON.
+func newLogger(c *runConfig, w io.Writer) *slog.Logger {
+	o := &slog.HandlerOptions{Level: c.LogLevel}
+	if c.LogJSON {
+		return slog.New(slog.NewJSONHandler(w, o))
+	}
+	return slog.New(slog.NewTextHandler(w, o))
 }
 
 // daemon is one `tapfwd run`: what it opened, and how to undo it.

@@ -48,6 +48,8 @@ type runConfig struct {
 	ReadyFd int
 	// L2 is what frames from the TAP side may carry onto the wire.
 	L2 forward.L2Policy
+	// LogJSON logs JSON objects instead of key=value text.
+	LogJSON bool
 }
 
 // runFlags are the raw flag values, before parseRun checks them.
@@ -60,7 +62,7 @@ type runFlags struct {
 	vmPorts, readyFd                                          int
 	persist                                                   bool
 	portOwner, configFile                                     string
-	guestVLANs, l2Control, l2Allow                            string
+	guestVLANs, l2Control, l2Allow, logFormat                 string
 }
 
 // Limits a configuration must stay within.
@@ -101,6 +103,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.pprof, "pprof", false, "also serve Go's profiler at /debug/pprof/ on --metrics-addr (for profiling the data path)")
 	fs.DurationVar(&f.statsInterval, "stats-interval", 0, "log a one-line throughput summary per queue this often (e.g. 10s); 0 disables")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&f.logFormat, "log-format", "text", "log lines as text (key=value) or json (one object per line)")
 	fs.BoolVar(&f.persist, "persist", false, "make the TAP persistent: it stays, with its VM ports and their device nodes, when tapfwd exits, and a later run with the same --tap attaches to it (its queues, vnet-hdr and napi must match); remove it with tapfwd down")
 	fs.StringVar(&f.portOwner, "vm-port-owner", "", "USER[:GROUP] that owns the VM ports' device nodes (mode 0660), so an unprivileged QEMU can open them; empty: root, mode 0600")
 	fs.IntVar(&f.readyFd, "ready-fd", -1, "write a line to this file descriptor and close it once forwarding has started (for launchers that are not systemd); -1 disables")
@@ -143,6 +146,13 @@ func (f *runFlags) config() (*runConfig, error) {
 	}
 	if err := c.LogLevel.UnmarshalText([]byte(strings.ToUpper(f.logLevel))); err != nil {
 		return nil, fmt.Errorf("--log-level: want debug, info, warn or error, got %q", f.logLevel)
+	}
+	switch f.logFormat {
+	case "text":
+	case "json":
+		c.LogJSON = true
+	default:
+		return nil, fmt.Errorf("--log-format: want text or json, got %q", f.logFormat)
 	}
 	for _, check := range []func(*runConfig) error{f.sizes, f.tapConfig, f.tapNAPI, f.nicNAPI, f.poller, f.exclusions, f.workerCPUs, f.l2Policy} {
 		if err := check(c); err != nil {

@@ -38,7 +38,7 @@ func TestParseRunValues(t *testing.T) {
 		"--tap-napi-threaded --tap-gro-flush-timeout 20us --tap-napi-defer-hard-irqs 2 --tap-napi-cpu 1 "+
 		"--nic-napi-threaded enabled --nic-napi-cpu 0 --poll busy --gro=false --batch 32 --promisc "+
 		"--wait-nic --vm-ports 3 --metrics-addr :9999 --pprof --stats-interval 10s --log-level debug "+
-		"--persist --vm-port-owner qemu:kvm --ready-fd 3"), io.Discard)
+		"--persist --vm-port-owner qemu:kvm --ready-fd 3 --log-format json"), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func TestParseRunValues(t *testing.T) {
 			Persist:      true},
 		CPUs: []int{2, 3}, TAPNAPICPU: 1, NICThreaded: napi.ThreadedEnabled, NICNAPICPU: 0, Busy: true, GRO: false,
 		Batch: 32, Promisc: true, WaitNIC: true, VMPorts: 3, MetricsAddr: ":9999", PProf: true,
-		StatsEvery: 10 * time.Second, LogLevel: slog.LevelDebug, PortOwner: "qemu:kvm", ReadyFd: 3,
+		StatsEvery: 10 * time.Second, LogLevel: slog.LevelDebug, PortOwner: "qemu:kvm", ReadyFd: 3, LogJSON: true,
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("values:\n got %+v\nwant %+v", c, want)
@@ -104,6 +104,7 @@ func TestParseRunRules(t *testing.T) {
 		{"--nic x --cpus a", "--cpus"},
 		{"--nic x --log-level loud", "--log-level: want debug, info, warn or error"},
 		{"--nic x --persist", "--persist needs --tap NAME"},
+		{"--nic x --log-format yaml", "--log-format: want text or json"},
 		{"--nic x --tap-mtu -1", "--tap-mtu -1"},
 		{"--nic x --stats-interval 1ns", "--stats-interval 1ns: want at least 1s"},
 		{"--nic x --tap-netns ../etc", "--tap-netns: netns: bad network namespace name"},

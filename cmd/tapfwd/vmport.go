@@ -8,6 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/tapfwd/tapfwd/internal/cliflag"
 	"github.com/tapfwd/tapfwd/tap"
 	"github.com/tapfwd/tapfwd/vmport"
 )
@@ -204,7 +205,7 @@ Flags:
 
 func cmdDown(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("down", "down --tap NAME [--tap-netns NS]", stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, downUsage); fs.PrintDefaults() }
+	fs.Usage = func() { fmt.Fprint(stderr, downUsage); cliflag.PrintDefaults(stderr, fs) }
 	name := fs.String("tap", "", "the persistent TAP (tapfwd run --tap); required")
 	ns := fs.String("tap-netns", "", "network namespace the TAP lives in (tapfwd run --tap-netns); empty: this one")
 	if err := parse(fs, args); err != nil {
