@@ -57,11 +57,14 @@ type daemon struct {
 	socks []*ring.Socket
 	cpus  []int
 	fw    *forward.Forwarder
-	undo  []func() // run in reverse by close
+	// metrics is the /metrics server, listening from before the privilege
+	// drop and serving from after it.
+	metrics *metricsServer
+	undo    []func() // run in reverse by close
 }
 
 // start sets everything up, in the order that lets each step use the one
-// before, and drops privileges last.
+// before; once privileges are dropped it only starts serving metrics.
 func (d *daemon) start() error {
 	steps := []func() error{d.lookup, d.openTAP, d.addVMPorts, d.openNIC, d.tuneNAPI, d.newForwarder, d.listenMetrics, d.dropPrivileges, d.serveMetrics}
 	for _, step := range steps {

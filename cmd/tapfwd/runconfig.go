@@ -255,6 +255,8 @@ func (f *runFlags) exclusions(*runConfig) error {
 		return errors.New("--wait-nic reopens packet sockets, which needs CAP_NET_RAW: it cannot be combined with --user")
 	case f.user != "" && f.nicThreaded != "":
 		return errors.New("--nic-napi-threaded is restored at exit, which needs CAP_NET_ADMIN: it cannot be combined with --user")
+	case f.tapName != "" && f.tapName == f.nic:
+		return fmt.Errorf("--tap %s names the NIC: the TAP needs a name of its own", f.tapName)
 	case f.persist && f.tapName == "":
 		return errors.New("--persist needs --tap NAME: a later run finds the TAP by its name")
 	case f.portOwner != "" && f.vmPorts == 0:

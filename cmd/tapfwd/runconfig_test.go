@@ -105,6 +105,7 @@ func TestParseRunRules(t *testing.T) {
 		{"--nic x --log-level loud", "--log-level: want debug, info, warn or error"},
 		{"--nic x --persist", "--persist needs --tap NAME"},
 		{"--nic x --log-format yaml", "--log-format: want text or json"},
+		{"--nic x --tap x", "--tap x names the NIC"},
 		{"--nic x --tap-mtu -1", "--tap-mtu -1"},
 		{"--nic x --stats-interval 1ns", "--stats-interval 1ns: want at least 1s"},
 		{"--nic x --tap-netns ../etc", "--tap-netns: netns: bad network namespace name"},

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/tapfwd/tapfwd/metrics"
@@ -89,10 +88,7 @@ func boundSeconds(limit time.Duration, h http.Handler) http.Handler {
 	})
 }
 
-// listening holds, per daemon, the server listenMetrics made and
-// serveMetrics starts.
-var listening sync.Map // *daemon -> *metricsServer
-
+// metricsServer is the server listenMetrics made and serveMetrics starts.
 type metricsServer struct {
 	srv *http.Server
 	ln  net.Listener
@@ -116,9 +112,8 @@ func (d *daemon) listenMetrics() error {
 		return fmt.Errorf("--metrics-addr: %w (choose another address, or \"\" to disable metrics)", err)
 	}
 	srv := newMetricsServer(src, d.c.PProf, serveLimits)
-	listening.Store(d, &metricsServer{srv: srv, ln: ln})
+	d.metrics = &metricsServer{srv: srv, ln: ln}
 	d.onClose(func() {
-		listening.Delete(d)
 		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 		defer cancel()
 		if srv.Shutdown(ctx) != nil {
@@ -132,11 +127,10 @@ func (d *daemon) listenMetrics() error {
 // serveMetrics starts serving what listenMetrics bound. It runs after
 // privileges are dropped, so no request is ever handled with them.
 func (d *daemon) serveMetrics() error {
-	v, ok := listening.Load(d)
-	if !ok {
+	m := d.metrics
+	if m == nil {
 		return nil // metrics off
 	}
-	m := v.(*metricsServer)
 	go m.srv.Serve(m.ln)
 	d.log.Info("metrics", "url", "http://"+m.ln.Addr().String()+"/metrics")
 	return nil
