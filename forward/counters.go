@@ -131,3 +131,33 @@ func (t *tally) publish(d *Dir, c *Counters, batch int) {
 	}
 	*t = tally{}
 }
+
+// DropReasons are the reasons a frame received from each device can be
+// dropped for under the workers' configuration; the others never happen,
+// so a reader (metrics) need not show them.
+func (f *Forwarder) DropReasons() (fromNIC, fromTAP []DropReason) {
+	q := f.queues[0]
+	fromNIC = []DropReason{DropOversize, DropBadHdr, DropTAPWrite, DropNICRecv}
+	if !q.tapVnet {
+		fromNIC = append(fromNIC, DropSegment)
+	}
+	fromTAP = []DropReason{DropOversize, DropBadHdr, DropNICRefused, DropNICBusy, DropTAPRead}
+	if q.strict {
+		fromTAP = append(fromTAP, DropSpoofed)
+	}
+	if q.l2.DenyVLANs {
+		fromTAP = append(fromTAP, DropGuestVLAN)
+	}
+	if q.l2.DropControl {
+		fromTAP = append(fromTAP, DropL2Control)
+	}
+	return fromNIC, fromTAP
+}
+
+// Segmenting reports whether the workers segment GSO frames for the TAP
+// (it has no vnet header), Merging whether userspace GRO merges frames
+// from the NIC: counters of what is off stay zero.
+func (f *Forwarder) Segmenting() bool { return !f.queues[0].tapVnet }
+
+// Merging reports whether userspace GRO is on.
+func (f *Forwarder) Merging() bool { return f.queues[0].gro != nil }

@@ -10,8 +10,10 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"golang.org/x/sys/unix"
 
+	"github.com/tapfwd/tapfwd/forward"
 	"github.com/tapfwd/tapfwd/netns"
 	"github.com/tapfwd/tapfwd/tap"
 )
@@ -38,17 +40,22 @@ func TestRulesWithPromtool(t *testing.T) {
 	promtool(t, "check", "config", "prometheus.yml")
 }
 
-// exported lists every metric name a tapfwd /metrics page can carry, plus
+// exported lists every metric name a tapfwd /metrics page can carry (with
+// every option that adds series on: GRO, the TAP without vnet header), plus
 // the recording rules' names.
 func exported(t *testing.T) map[string]bool {
-	fw, _, _ := fakeForwarder(t)
-	src := Source{TAP: "tap0", NIC: "eth1", Queues: fw.Queues(), Features: tap.Features{Offloads: unix.TUN_F_CSUM},
-		LinkStats: func(string) (netns.LinkStats, error) { return netns.LinkStats{}, nil },
-		VMPorts:   func() ([]string, error) { return []string{"tfwvm0"}, nil }}
-	reg := NewRegistry(NewCollector(src))
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
+	var mfs []*dto.MetricFamily
+	var src Source
+	for _, c := range []forward.Config{{TAPVnetHdr: true, GRO: true}, {}} {
+		fw, _, _ := fakeForwarderWith(t, c)
+		src = Source{TAP: "tap0", NIC: "eth1", Forwarder: fw, Features: tap.Features{Offloads: unix.TUN_F_CSUM},
+			LinkStats: func(string) (netns.LinkStats, error) { return netns.LinkStats{}, nil },
+			VMPorts:   func() ([]string, error) { return []string{"tfwvm0"}, nil }}
+		got, err := NewRegistry(NewCollector(src)).Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		mfs = append(mfs, got...)
 	}
 	names := map[string]bool{"up": true}
 	for _, mf := range mfs {
@@ -81,7 +88,7 @@ func exported(t *testing.T) map[string]bool {
 	return names
 }
 
-var metricRE = regexp.MustCompile(`\b(tapfwd[_:][a-zA-Z0-9_:]*|process_[a-z_]+|go_[a-z_]+|up)\b`)
+var metricRE = regexp.MustCompile(`\b((?:[a-z_]+:)?tapfwd[_:][a-zA-Z0-9_:]*|process_[a-z_]+|go_[a-z_]+|up)\b`)
 
 func checkNames(t *testing.T, where, text string, names map[string]bool) int {
 	n := 0

@@ -19,7 +19,7 @@ import (
 // series, and two bad names stay two series.
 func TestBadLabelKeepsScrape(t *testing.T) {
 	fw, _, _ := fakeForwarder(t)
-	src := Source{TAP: "tap\xfe0", NIC: "eth1", Queues: fw.Queues(),
+	src := Source{TAP: "tap\xfe0", NIC: "eth1", Forwarder: fw,
 		LinkStats: func(string) (netns.LinkStats, error) { return netns.LinkStats{RxPackets: 7}, nil },
 		VMPorts:   func() ([]string, error) { return []string{"vm\xff", "vm\xfe", `vm\xff`, "tfwvm0"}, nil }}
 	srv := httptest.NewServer(Handler(NewRegistry(NewCollector(src)), Limits{}))
@@ -39,14 +39,14 @@ func TestBadLabelKeepsScrape(t *testing.T) {
 	page := string(body)
 	for _, want := range []string{
 		`tapfwd_drops_total{device="eth1",queue="0",reason="kernel_ring"} 0`,
-		`tapfwd_receive_packets_total{device="eth1",queue="0"} 0`,
-		`tapfwd_vm_port_receive_packets_total{device="tap\\xfe0 (not UTF-8)",port="tfwvm0"} 7`,
-		`tapfwd_vm_port_receive_packets_total{device="tap\\xfe0 (not UTF-8)",port="vm\\xff (not UTF-8)"} 7`,
-		`tapfwd_vm_port_receive_packets_total{device="tap\\xfe0 (not UTF-8)",port="vm\\xfe (not UTF-8)"} 7`,
+		`tapfwd_packets_total{device="eth1",direction="rx",queue="0"} 0`,
+		`tapfwd_vm_port_packets_total{device="tap\\xfe0 (not UTF-8)",direction="rx",port="tfwvm0"} 7`,
+		`tapfwd_vm_port_packets_total{device="tap\\xfe0 (not UTF-8)",direction="rx",port="vm\\xff (not UTF-8)"} 7`,
+		`tapfwd_vm_port_packets_total{device="tap\\xfe0 (not UTF-8)",direction="rx",port="vm\\xfe (not UTF-8)"} 7`,
 		// A real name that reads like an escaped one keeps its own series.
-		`tapfwd_vm_port_receive_packets_total{device="tap\\xfe0 (not UTF-8)",port="vm\\xff"} 7`,
+		`tapfwd_vm_port_packets_total{device="tap\\xfe0 (not UTF-8)",direction="rx",port="vm\\xff"} 7`,
 		`tapfwd_tap_info{device="tap\\xfe0 (not UTF-8)"`,
-		`tapfwd_netdev_receive_drop_total{device="eth1"} 0`,
+		`tapfwd_netdev_drops_total{device="eth1",direction="rx"} 0`,
 		"tapfwd_build_info{",
 		"go_goroutines ",
 	} {

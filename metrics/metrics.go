@@ -2,7 +2,6 @@ package metrics
 
 import (
 	"net/http"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/tapfwd/tapfwd/forward"
+	"github.com/tapfwd/tapfwd/internal/buildinfo"
 	"github.com/tapfwd/tapfwd/netns"
 	"github.com/tapfwd/tapfwd/tap"
 )
@@ -21,7 +21,8 @@ import (
 type Source struct {
 	TAP, NIC string // device names, the values of the "device" label
 	Features tap.Features
-	Queues   []*forward.Queue
+	// Forwarder is the workers whose counters are read.
+	Forwarder *forward.Forwarder
 	// LinkStats reads a device's kernel counters (rtnetlink); nil leaves
 	// out the tapfwd_netdev_* metrics.
 	LinkStats func(device string) (netns.LinkStats, error)
@@ -45,30 +46,33 @@ func DropReasons() []string {
 
 const ns = "tapfwd"
 
-var (
-	dq = []string{"device", "queue"}
+// Direction label values: "rx" is what tapfwd (or a VM port, or the
+// kernel's netdev) took from the device, "tx" what it handed to it.
+const (
+	rx = "rx"
+	tx = "tx"
+)
 
-	rxPackets = prometheus.NewDesc(ns+"_receive_packets_total", "Frames tapfwd received from the device (for the TAP: read from it; for the NIC: from its packet socket).", dq, nil)
-	rxBytes   = prometheus.NewDesc(ns+"_receive_bytes_total", "Bytes of Ethernet frames tapfwd received from the device, vnet headers excluded.", dq, nil)
-	txPackets = prometheus.NewDesc(ns+"_transmit_packets_total", "Frames tapfwd handed to the device (GSO super-frames count once; segments count each).", dq, nil)
-	txBytes   = prometheus.NewDesc(ns+"_transmit_bytes_total", "Bytes of Ethernet frames tapfwd handed to the device, vnet headers excluded.", dq, nil)
-	drops     = prometheus.NewDesc(ns+"_drops_total", "Frames received from the device that were not delivered, by reason.", []string{"device", "queue", "reason"}, nil)
+var (
+	dq  = []string{"device", "queue"}
+	dqd = []string{"device", "queue", "direction"}
+
+	packets   = prometheus.NewDesc(ns+"_packets_total", "Frames tapfwd took from the device (direction rx: read from the TAP, received on the NIC's packet socket) or handed to it (tx; GSO super-frames count once, segments each).", dqd, nil)
+	bytes     = prometheus.NewDesc(ns+"_bytes_total", "Bytes of those Ethernet frames, vnet headers excluded.", dqd, nil)
+	drops     = prometheus.NewDesc(ns+"_drops_total", "Frames received from the device that were not delivered, by reason (only the reasons that can happen under this configuration).", []string{"device", "queue", "reason"}, nil)
 	errs      = prometheus.NewDesc(ns+"_errors_total", "Unexpected syscall errors on the device's fd that did not stop the worker.", dq, nil)
 	gso       = prometheus.NewDesc(ns+"_gso_frames_total", "GSO super-frames received from the device.", dq, nil)
-	segments  = prometheus.NewDesc(ns+"_segments_total", "Frames made by userspace GSO segmentation and written to the device (a TAP without vnet header).", dq, nil)
-	merged    = prometheus.NewDesc(ns+"_gro_merged_frames_total", "Frames received from the device that userspace GRO folded into an earlier frame of their flow (one TAP write for many).", dq, nil)
+	segments  = prometheus.NewDesc(ns+"_segments_total", "Frames made by userspace GSO segmentation and written to the device (only for a TAP without vnet header).", dq, nil)
+	merged    = prometheus.NewDesc(ns+"_gro_merged_frames_total", "Frames received from the device that userspace GRO folded into an earlier frame of their flow (only with GRO on).", dq, nil)
 	batch     = prometheus.NewDesc(ns+"_batch_frames", "Frames read from the device per wake-up of the queue's worker.", dq, nil)
 	tapInfo   = prometheus.NewDesc(ns+"_tap_info", "What was negotiated with the kernel for the TAP.", []string{"device", "napi", "vnet_hdr", "multi_queue", "offloads"}, nil)
 	queueInfo = prometheus.NewDesc(ns+"_queue_info", "The CPU each queue's worker is pinned to (-1: not pinned).", []string{"device", "queue", "cpu"}, nil)
 	buildInfo = prometheus.NewDesc(ns+"_build_info", "tapfwd's version, VCS revision and Go version.", []string{"version", "revision", "goversion"}, nil)
-	ndRxDrop  = prometheus.NewDesc(ns+"_netdev_receive_drop_total", "The kernel's rx_dropped counter of the device (a frame tapfwd wrote to the TAP but the kernel dropped counts here).", []string{"device"}, nil)
-	ndTxDrop  = prometheus.NewDesc(ns+"_netdev_transmit_drop_total", "The kernel's tx_dropped counter of the device (for the TAP: frames the lab stack sent that tapfwd did not read in time).", []string{"device"}, nil)
-	dp        = []string{"device", "port"}
-	vmRxPkts  = prometheus.NewDesc(ns+"_vm_port_receive_packets_total", "Frames the VM port (macvtap) took from the TAP toward its guest (the port netdev's rx_packets).", dp, nil)
-	vmRxBytes = prometheus.NewDesc(ns+"_vm_port_receive_bytes_total", "Bytes of those frames.", dp, nil)
-	vmTxPkts  = prometheus.NewDesc(ns+"_vm_port_transmit_packets_total", "Frames the guest sent through its VM port (tx_packets).", dp, nil)
-	vmTxBytes = prometheus.NewDesc(ns+"_vm_port_transmit_bytes_total", "Bytes of those frames.", dp, nil)
-	vmDrops   = prometheus.NewDesc(ns+"_vm_port_drops_total", "Frames the VM port dropped (rx_dropped, tx_dropped), by direction.", []string{"device", "port", "direction"}, nil)
+	ndDrops   = prometheus.NewDesc(ns+"_netdev_drops_total", "The kernel's own drop counters of the device (rx_dropped, tx_dropped): for the TAP, rx counts frames tapfwd wrote that the kernel dropped, tx frames the lab sent that tapfwd did not read (or sent while no tapfwd was attached).", []string{"device", "direction"}, nil)
+	dpd       = []string{"device", "port", "direction"}
+	vmPackets = prometheus.NewDesc(ns+"_vm_port_packets_total", "Frames of a VM port (macvtap) netdev: rx toward its guest, tx from it.", dpd, nil)
+	vmBytes   = prometheus.NewDesc(ns+"_vm_port_bytes_total", "Bytes of those frames.", dpd, nil)
+	vmDrops   = prometheus.NewDesc(ns+"_vm_port_drops_total", "Frames the VM port dropped (rx_dropped: the guest did not read them; tx_dropped).", dpd, nil)
 	scrapeErr = prometheus.NewDesc(ns+"_scrape_errors", "Kernel counters that could not be read, and series that could not be built, during this scrape.", nil, nil)
 )
 
@@ -76,29 +80,19 @@ var (
 // atomics: a scrape takes no lock a worker ever takes.
 type Collector struct {
 	src     Source
-	reasons []string
 	version [3]string
 }
 
 // NewCollector returns a Collector over src.
 func NewCollector(src Source) *Collector {
-	c := &Collector{src: src, reasons: DropReasons(), version: [3]string{"(devel)", "", ""}}
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		c.version[0] = bi.Main.Version
-		c.version[2] = bi.GoVersion
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" {
-				c.version[1] = s.Value
-			}
-		}
-	}
-	return c
+	bi := buildinfo.Get()
+	return &Collector{src: src, version: [3]string{bi.Version, bi.Revision, bi.GoVersion}}
 }
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{rxPackets, rxBytes, txPackets, txBytes, drops, errs, gso, segments,
-		batch, merged, tapInfo, queueInfo, buildInfo, ndRxDrop, ndTxDrop, vmRxPkts, vmRxBytes, vmTxPkts, vmTxBytes, vmDrops, scrapeErr} {
+	for _, d := range []*prometheus.Desc{packets, bytes, drops, errs, gso, segments,
+		batch, merged, tapInfo, queueInfo, buildInfo, ndDrops, vmPackets, vmBytes, vmDrops, scrapeErr} {
 		ch <- d
 	}
 }
@@ -171,8 +165,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	sc.gauge(tapInfo, 1, s.TAP,
 		strconv.FormatBool(f.NAPI), strconv.FormatBool(f.VnetHdr), strconv.FormatBool(f.MultiQueue), f.OffloadNames())
 	sc.gauge(buildInfo, 1, c.version[0], c.version[1], c.version[2])
-	for _, q := range s.Queues {
-		c.collectQueue(sc, q)
+	if s.Forwarder != nil {
+		fromNIC, fromTAP := s.Forwarder.DropReasons()
+		for _, q := range s.Forwarder.Queues() {
+			c.collectQueue(sc, q, fromNIC, fromTAP)
+		}
 	}
 	if s.LinkStats != nil {
 		for _, dev := range []string{s.TAP, s.NIC} {
@@ -181,8 +178,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 				sc.failed++
 				continue
 			}
-			sc.counter(ndRxDrop, st.RxDropped, dev)
-			sc.counter(ndTxDrop, st.TxDropped, dev)
+			sc.counter(ndDrops, st.RxDropped, dev, rx)
+			sc.counter(ndDrops, st.TxDropped, dev, tx)
 		}
 	}
 	if s.VMPorts != nil && s.LinkStats != nil {
@@ -191,8 +188,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	sc.gauge(scrapeErr, float64(sc.failed))
 }
 
-// collectQueue sends one queue's counters, for both devices.
-func (c *Collector) collectQueue(sc *scrape, q *forward.Queue) {
+// collectQueue sends one queue's counters, for both devices: drops only
+// for the reasons that can happen.
+func (c *Collector) collectQueue(sc *scrape, q *forward.Queue, fromNIC, fromTAP []forward.DropReason) {
 	s := &c.src
 	qs := strconv.Itoa(q.ID)
 	cpu := strconv.Itoa(q.CPU)
@@ -202,25 +200,29 @@ func (c *Collector) collectQueue(sc *scrape, q *forward.Queue) {
 	if err != nil {
 		sc.failed++
 	}
+	sc.counter(drops, kdrops, s.NIC, qs, KernelRing)
 	for _, d := range []struct {
 		from, to string
 		dir      *forward.Dir
-		kernel   uint64
-	}{{s.NIC, s.TAP, &q.C.NICToTAP, kdrops}, {s.TAP, s.NIC, &q.C.TAPToNIC, 0}} {
-		sc.counter(rxPackets, d.dir.Rx.Packets.Load(), d.from, qs)
-		sc.counter(rxBytes, d.dir.Rx.Bytes.Load(), d.from, qs)
-		sc.counter(txPackets, d.dir.Tx.Packets.Load(), d.to, qs)
-		sc.counter(txBytes, d.dir.Tx.Bytes.Load(), d.to, qs)
+		reasons  []forward.DropReason
+	}{{s.NIC, s.TAP, &q.C.NICToTAP, fromNIC}, {s.TAP, s.NIC, &q.C.TAPToNIC, fromTAP}} {
+		sc.counter(packets, d.dir.Rx.Packets.Load(), d.from, qs, rx)
+		sc.counter(bytes, d.dir.Rx.Bytes.Load(), d.from, qs, rx)
+		sc.counter(packets, d.dir.Tx.Packets.Load(), d.to, qs, tx)
+		sc.counter(bytes, d.dir.Tx.Bytes.Load(), d.to, qs, tx)
 		sc.counter(gso, d.dir.GSO.Load(), d.from, qs)
 		sc.counter(errs, d.dir.Errors.Load(), d.from, qs)
-		sc.counter(drops, d.kernel, d.from, qs, KernelRing)
-		for r := forward.DropReason(0); r < forward.NumDropReasons; r++ {
-			sc.counter(drops, d.dir.Drops[r].Load(), d.from, qs, c.reasons[r+1])
+		for _, r := range d.reasons {
+			sc.counter(drops, d.dir.Drops[r].Load(), d.from, qs, r.String())
 		}
 		sc.send(histogram(&d.dir.Batch, d.from, qs))
 	}
-	sc.counter(segments, q.C.Segments.Load(), s.TAP, qs)
-	sc.counter(merged, q.C.Merged.Load(), s.NIC, qs)
+	if s.Forwarder.Segmenting() {
+		sc.counter(segments, q.C.Segments.Load(), s.TAP, qs)
+	}
+	if s.Forwarder.Merging() {
+		sc.counter(merged, q.C.Merged.Load(), s.NIC, qs)
+	}
 }
 
 // collectVMPorts sends the kernel's counters of each VM port on the TAP.
@@ -236,12 +238,12 @@ func (c *Collector) collectVMPorts(sc *scrape) {
 			sc.failed++
 			continue
 		}
-		sc.counter(vmRxPkts, st.RxPackets, s.TAP, p)
-		sc.counter(vmRxBytes, st.RxBytes, s.TAP, p)
-		sc.counter(vmTxPkts, st.TxPackets, s.TAP, p)
-		sc.counter(vmTxBytes, st.TxBytes, s.TAP, p)
-		sc.counter(vmDrops, st.RxDropped, s.TAP, p, "receive")
-		sc.counter(vmDrops, st.TxDropped, s.TAP, p, "transmit")
+		sc.counter(vmPackets, st.RxPackets, s.TAP, p, rx)
+		sc.counter(vmBytes, st.RxBytes, s.TAP, p, rx)
+		sc.counter(vmPackets, st.TxPackets, s.TAP, p, tx)
+		sc.counter(vmBytes, st.TxBytes, s.TAP, p, tx)
+		sc.counter(vmDrops, st.RxDropped, s.TAP, p, rx)
+		sc.counter(vmDrops, st.TxDropped, s.TAP, p, tx)
 	}
 }
 

@@ -19,9 +19,16 @@ import (
 // fakeForwarder is a Forwarder over socketpairs: no root needed. It
 // returns the wire's and the lab's ends.
 func fakeForwarder(t *testing.T) (*forward.Forwarder, int, int) {
+	return fakeForwarderWith(t, forward.Config{})
+}
+
+// fakeForwarderWith is fakeForwarder configured by c (Batch and CPUs are
+// set here).
+func fakeForwarderWith(t *testing.T, c forward.Config) (*forward.Forwarder, int, int) {
 	nic, wire := forwardtest.NIC(t, 16)
 	tq, lab := forwardtest.TAP(t)
-	fw, err := forward.New([]forward.Endpoint{tq}, []forward.NIC{nic}, forward.Config{Batch: 16, CPUs: []int{-1}})
+	c.Batch, c.CPUs = 16, []int{-1}
+	fw, err := forward.New([]forward.Endpoint{tq}, []forward.NIC{nic}, c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +38,7 @@ func fakeForwarder(t *testing.T) (*forward.Forwarder, int, int) {
 
 func TestCollectorLint(t *testing.T) {
 	fw, _, _ := fakeForwarder(t)
-	c := NewCollector(Source{TAP: "tap0", NIC: "eth1", Features: tap.Features{NAPI: true, VnetHdr: true, MultiQueue: true, Offloads: unix.TUN_F_CSUM}, Queues: fw.Queues()})
+	c := NewCollector(Source{TAP: "tap0", NIC: "eth1", Features: tap.Features{NAPI: true, VnetHdr: true, MultiQueue: true, Offloads: unix.TUN_F_CSUM}, Forwarder: fw})
 	problems, err := testutil.CollectAndLint(c)
 	if err != nil {
 		t.Fatal(err)
@@ -39,9 +46,12 @@ func TestCollectorLint(t *testing.T) {
 	for _, p := range problems {
 		t.Errorf("lint: %s: %s", p.Metric, p.Text)
 	}
+	// Only the reasons that can happen: kernel_ring, and what this
+	// configuration (no vnet header on the TAP: segmentation) can drop.
 	n := testutil.CollectAndCount(c, "tapfwd_drops_total")
-	if want := 2 * len(DropReasons()); n != want {
-		t.Errorf("%d drop series, want %d (every reason for both devices)", n, want)
+	fromNIC, fromTAP := fw.DropReasons()
+	if want := 1 + len(fromNIC) + len(fromTAP); n != want || want != 11 {
+		t.Errorf("%d drop series, want %d (kernel_ring, %v from the NIC, %v from the TAP), and that 11", n, want, fromNIC, fromTAP)
 	}
 	want := `
 # HELP tapfwd_tap_info What was negotiated with the kernel for the TAP.
@@ -58,7 +68,7 @@ tapfwd_tap_info{device="tap0",multi_queue="true",napi="true",offloads="csum",vne
 // the counters a scrape sees only grow and end at what was sent.
 func TestScrapeWhileForwarding(t *testing.T) {
 	fw, nicPeer, tapPeer := fakeForwarder(t)
-	reg := NewRegistry(NewCollector(Source{TAP: "tap0", NIC: "eth1", Queues: fw.Queues()}))
+	reg := NewRegistry(NewCollector(Source{TAP: "tap0", NIC: "eth1", Forwarder: fw}))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- fw.Run(ctx) }()
@@ -103,7 +113,7 @@ func TestScrapeWhileForwarding(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			v := value(mfs, "tapfwd_receive_packets_total", "eth1")
+			v := value(mfs, "tapfwd_packets_total", "eth1", "rx")
 			if v < last {
 				t.Fatalf("receive counter went back: %v after %v", v, last)
 			}
@@ -116,26 +126,29 @@ func TestScrapeWhileForwarding(t *testing.T) {
 		t.Fatal(err)
 	}
 	mfs, _ := reg.Gather()
-	if v := value(mfs, "tapfwd_receive_packets_total", "eth1"); v != frames {
+	if v := value(mfs, "tapfwd_packets_total", "eth1", "rx"); v != frames {
 		t.Errorf("NIC receive packets = %v, want %d", v, frames)
 	}
 	drops := float64(q.C.NICToTAP.Drops[forward.DropTAPWrite].Load())
-	if v := value(mfs, "tapfwd_transmit_packets_total", "tap0"); v+drops != frames {
+	if v := value(mfs, "tapfwd_packets_total", "tap0", "tx"); v+drops != frames {
 		t.Errorf("TAP transmit packets %v + drops %v, want %d", v, drops, frames)
 	}
 }
 
-func value(mfs []*dto.MetricFamily, name, device string) float64 {
+// value sums the series of name with these device and direction labels.
+func value(mfs []*dto.MetricFamily, name, device, direction string) float64 {
 	for _, mf := range mfs {
 		if mf.GetName() != name {
 			continue
 		}
 		var sum float64
 		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "device" && l.GetValue() == device {
-					sum += m.GetCounter().GetValue()
-				}
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["device"] == device && labels["direction"] == direction {
+				sum += m.GetCounter().GetValue()
 			}
 		}
 		return sum
@@ -149,7 +162,7 @@ func value(mfs []*dto.MetricFamily, name, device string) float64 {
 // path.
 func TestZeroAllocsWithMetrics(t *testing.T) {
 	fw, nicPeer, tapPeer := fakeForwarder(t)
-	reg := NewRegistry(NewCollector(Source{TAP: "tap0", NIC: "eth1", Queues: fw.Queues()}))
+	reg := NewRegistry(NewCollector(Source{TAP: "tap0", NIC: "eth1", Forwarder: fw}))
 	if _, err := reg.Gather(); err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +186,7 @@ func TestZeroAllocsWithMetrics(t *testing.T) {
 		t.Errorf("%v allocations per forwarded frame with metrics enabled, want 0", allocs)
 	}
 	mfs, _ := reg.Gather()
-	if v := value(mfs, "tapfwd_transmit_packets_total", "tap0"); v < 2000 {
+	if v := value(mfs, "tapfwd_packets_total", "tap0", "tx"); v < 2000 {
 		t.Errorf("TAP transmit packets = %v, want >= 2000", v)
 	}
 }

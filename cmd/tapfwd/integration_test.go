@@ -219,8 +219,8 @@ func TestRunVMPorts(t *testing.T) {
 		t.Errorf("no QEMU line logged:\n%s", fw.Output())
 	}
 	m := testkit.Scrape(t, bed)
-	if n := strings.Count(m, "tapfwd_vm_port_receive_packets_total{"); n != 2 {
-		t.Errorf("%d per-port series in /metrics, want 2", n)
+	if n := strings.Count(m, "tapfwd_vm_port_packets_total{"); n != 4 {
+		t.Errorf("%d per-port packet series in /metrics, want 4 (two ports, rx and tx)", n)
 	}
 	if err := fw.Stop(); err != nil {
 		t.Fatalf("%v\n%s", err, fw.Output())

@@ -44,6 +44,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		"napi":     func(a []string) error { return cmdNapi(a, stdout, stderr) },
 		"down":     func(a []string) error { return cmdDown(a, stdout, stderr) },
 		"version":  func(a []string) error { return cmdVersion(a, stdout, stderr) },
+		"status":   func(a []string) error { return cmdStatus(a, stdout, stderr) },
 		// Not listed: started by run --user to remove its VM ports.
 		"janitor": func([]string) error { return cmdJanitor(os.Stdin, stderr) },
 	}, stdout, stderr)

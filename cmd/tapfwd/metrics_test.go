@@ -58,7 +58,7 @@ func TestMetricsScrape(t *testing.T) {
 		t.Fatalf("only %d scrapes during the run", len(during))
 	}
 	mid := during[len(during)/2]
-	if testkit.Sample(mid, "tapfwd_receive_bytes_total", nic) <= testkit.Sample(before, "tapfwd_receive_bytes_total", nic) {
+	if testkit.Sample(mid, "tapfwd_bytes_total", nic, `direction="rx"`) <= testkit.Sample(before, "tapfwd_bytes_total", nic, `direction="rx"`) {
 		t.Error("the scrape taken during the run shows no traffic")
 	}
 	cmd := exec.Command("promtool", "check", "metrics")
@@ -69,8 +69,8 @@ func TestMetricsScrape(t *testing.T) {
 
 	// iperf3 counts TCP payload; tapfwd counts whole Ethernet frames, which
 	// with GSO super-frames adds well under 1% of headers.
-	got := testkit.Sample(after, "tapfwd_receive_bytes_total", nic) - testkit.Sample(before, "tapfwd_receive_bytes_total", nic)
-	tx := testkit.Sample(after, "tapfwd_transmit_bytes_total", tapDev) - testkit.Sample(before, "tapfwd_transmit_bytes_total", tapDev)
+	got := testkit.Sample(after, "tapfwd_bytes_total", nic, `direction="rx"`) - testkit.Sample(before, "tapfwd_bytes_total", nic, `direction="rx"`)
+	tx := testkit.Sample(after, "tapfwd_bytes_total", tapDev, `direction="tx"`) - testkit.Sample(before, "tapfwd_bytes_total", tapDev, `direction="tx"`)
 	ratio := got / float64(r.Bytes)
 	t.Logf("iperf3 %d bytes, tapfwd NIC receive %.0f (ratio %.4f), TAP transmit %.0f", r.Bytes, got, ratio, tx)
 	if ratio < 0.97 || ratio > 1.05 {
@@ -150,8 +150,8 @@ scrape_configs:
 	if _, err := iperf.Run(ctx, bed, iperf.Options{Duration: 4 * time.Second, Reverse: true}); err != nil {
 		t.Fatal(err)
 	}
-	rate := testkit.PromQuery(t, bed, fmt.Sprintf(`sum(rate(tapfwd_receive_bytes_total{device=%q}[20s]))`, bed.LabIf))
-	t.Logf("Prometheus: rate(tapfwd_receive_bytes_total{device=%q}[20s]) = %.3g bytes/s", bed.LabIf, rate)
+	rate := testkit.PromQuery(t, bed, fmt.Sprintf(`sum(rate(tapfwd_bytes_total{device=%q,direction="rx"}[20s]))`, bed.LabIf))
+	t.Logf(`Prometheus: rate(tapfwd_bytes_total{device=%q,direction="rx"}[20s]) = %.3g bytes/s`, bed.LabIf, rate)
 	// 4 s of iperf3 averaged over 20 s is gigabits; idle chatter is bytes.
 	if rate < 1e6 {
 		t.Fatalf("Prometheus saw no real TAP receive rate; its log:\n%s", log.String())

@@ -28,19 +28,19 @@ import (
 //     w1's per-CPU backlog is full (drivers/net/veth.c: veth_xmit); the
 //     backlog counts the same frame as w1's rx_dropped
 //     (net/core/dev.c: enqueue_to_backlog), which tapfwd exports as
-//     tapfwd_netdev_receive_drop_total{device="w1"}. (With the sender in
+//     tapfwd_netdev_drops_total{device="w1",direction="rx"}. (With the sender in
 //     process context the backlog is drained after every frame, so this
 //     did not happen in our runs; it would with the softirq pushed to
 //     ksoftirqd.)
 //   - w1 -> tapfwd: every frame w1 receives reaches tapfwd's packet socket,
-//     which either queues it (tapfwd_receive_packets_total{device="w1"}
+//     which either queues it (tapfwd_packets_total{device="w1",direction="rx"}
 //     once read) or drops it with its queue full (PACKET_STATISTICS
 //     tp_drops: tapfwd_drops_total{reason="kernel_ring"}). This is where
 //     the overload shows.
 //   - tapfwd: a frame read is written to the TAP
-//     (tapfwd_transmit_packets_total{device=TAP}) or dropped under a reason.
+//     (tapfwd_packets_total{device=TAP,direction="tx"}) or dropped under a reason.
 //   - TAP -> lab: tun counts a write it took in the TAP's rx_packets, and
-//     one it dropped in rx_dropped (tapfwd_netdev_receive_drop_total of
+//     one it dropped in rx_dropped (tapfwd_netdev_drops_total (rx) of
 //     the TAP).
 //   - delivered: the lab's Udp InDatagrams + RcvbufErrors (/proc/net/snmp).
 //     The sink never reads during the flood, so nearly every datagram is a

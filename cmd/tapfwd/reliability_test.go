@@ -235,7 +235,7 @@ func TestUser(t *testing.T) {
 		}
 	}
 	m := testkit.Scrape(t, bed)
-	if testkit.Sample(m, "tapfwd_scrape_errors") != 0 || testkit.Sample(m, "tapfwd_netdev_receive_drop_total", `device="`+bed.LabIf+`"`) < 0 {
+	if testkit.Sample(m, "tapfwd_scrape_errors") != 0 || testkit.Sample(m, "tapfwd_netdev_drops_total", `device="`+bed.LabIf+`"`) < 0 {
 		t.Errorf("metrics without privileges: scrape errors %v", testkit.Sample(m, "tapfwd_scrape_errors"))
 	}
 	ports, err := vmport.List(bed.LabNS, bed.LabIf)
@@ -355,7 +355,7 @@ func TestStrictMACTwoInstances(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return testkit.Sample(body, "tapfwd_receive_packets_total", `device="`+bed.NIC+`"`)
+		return testkit.Sample(body, "tapfwd_packets_total", `device="`+bed.NIC+`"`, `direction="rx"`)
 	}
 	before := second()
 	r, err := iperf.Run(ctx, bed, iperf.Options{Duration: 2 * time.Second})

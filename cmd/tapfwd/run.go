@@ -60,7 +60,8 @@ type daemon struct {
 	// metrics is the /metrics server, listening from before the privilege
 	// drop and serving from after it.
 	metrics *metricsServer
-	undo    []func() // run in reverse by close
+	status  *statusSource // nil without the metrics listener
+	undo    []func()      // run in reverse by close
 }
 
 // start sets everything up, in the order that lets each step use the one
@@ -292,6 +293,9 @@ func (d *daemon) forward() error {
 	stopOnSignal(ctx, cancel, d.log)
 	if d.c.StatsEvery > 0 {
 		go logStats(ctx, d.log, d.fw, d.c.StatsEvery)
+	}
+	if d.status != nil {
+		go d.status.run(ctx)
 	}
 	n := &notifier{log: d.log, readyFd: d.c.ReadyFd}
 	go func() {

@@ -47,11 +47,17 @@ var serveLimits = httpLimits{
 }
 
 // newMetricsServer is the metrics listener's HTTP server: /metrics, the
-// index, with pprof the profiler under /debug/pprof/, all within l. It
-// needs no privilege and opens nothing.
-func newMetricsServer(src metrics.Source, withPprof bool, l httpLimits) *http.Server {
-	handler := metrics.Handler(metrics.NewRegistry(metrics.NewCollector(src)),
+// index, status (when not nil) at /status, with pprof the profiler under
+// /debug/pprof/, all within l. It needs no privilege and opens nothing.
+func newMetricsServer(src metrics.Source, status http.Handler, withPprof bool, l httpLimits) *http.Server {
+	var handler http.Handler = metrics.Handler(metrics.NewRegistry(metrics.NewCollector(src)),
 		metrics.Limits{InFlight: l.Scrapes, Timeout: l.Scrape})
+	if status != nil {
+		mux := http.NewServeMux()
+		mux.Handle("/", handler)
+		mux.Handle("/status", status)
+		handler = mux
+	}
 	write := l.Write
 	if withPprof {
 		pp := http.NewServeMux()
@@ -111,7 +117,8 @@ func (d *daemon) listenMetrics() error {
 	if err != nil {
 		return fmt.Errorf("--metrics-addr: %w (choose another address, or \"\" to disable metrics)", err)
 	}
-	srv := newMetricsServer(src, d.c.PProf, serveLimits)
+	d.status = newStatusSource(d, statusWindow)
+	srv := newMetricsServer(src, d.status, d.c.PProf, serveLimits)
 	d.metrics = &metricsServer{srv: srv, ln: ln}
 	d.onClose(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
@@ -151,7 +158,7 @@ func (d *daemon) metricsSource() (metrics.Source, error) {
 	}
 	d.onClose(func() { nicNS.Close() })
 	nic, tapName := d.c.NIC, d.dev.Name()
-	return metrics.Source{TAP: tapName, NIC: nic, Features: d.dev.Features(), Queues: d.fw.Queues(),
+	return metrics.Source{TAP: tapName, NIC: nic, Features: d.dev.Features(), Forwarder: d.fw,
 		LinkStats: func(name string) (netns.LinkStats, error) {
 			if name == nic {
 				return nicNS.Stats(name)

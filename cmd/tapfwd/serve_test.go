@@ -35,7 +35,7 @@ func serveOn(t *testing.T, src metrics.Source, pprof bool, l httpLimits) string 
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := newMetricsServer(src, pprof, l)
+	srv := newMetricsServer(src, nil, pprof, l)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -198,7 +198,7 @@ func TestVMGuests(t *testing.T) {
 		t.Errorf("tapfwd counted no GSO super-frames in one direction: TAP %v, NIC %v", gsoTAP, gsoNIC)
 	}
 	for _, g := range guests {
-		if v := testkit.Sample(m, "tapfwd_vm_port_transmit_bytes_total", `port="`+g.Port.Name+`"`); v < 4<<20 {
+		if v := testkit.Sample(m, "tapfwd_vm_port_bytes_total", `port="`+g.Port.Name+`"`, `direction="tx"`); v < 4<<20 {
 			t.Errorf("per-port metric: %s sent %v bytes, want >= 4 MiB", g.Port.Name, v)
 		}
 	}

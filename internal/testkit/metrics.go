@@ -126,19 +126,19 @@ type Counts struct {
 func ParseCounts(text string, bed *testbed.Bed) Counts {
 	nic, tap := `device="`+bed.NIC+`"`, `device="`+bed.LabIf+`"`
 	c := Counts{
-		NICRx:           Sample(text, "tapfwd_receive_packets_total", nic),
-		TAPTx:           Sample(text, "tapfwd_transmit_packets_total", tap),
-		TAPRx:           Sample(text, "tapfwd_receive_packets_total", tap),
-		NICTx:           Sample(text, "tapfwd_transmit_packets_total", nic),
+		NICRx:           Sample(text, "tapfwd_packets_total", nic, `direction="rx"`),
+		TAPTx:           Sample(text, "tapfwd_packets_total", tap, `direction="tx"`),
+		TAPRx:           Sample(text, "tapfwd_packets_total", tap, `direction="rx"`),
+		NICTx:           Sample(text, "tapfwd_packets_total", nic, `direction="tx"`),
 		Segments:        Sample(text, "tapfwd_segments_total"),
 		NICErrors:       Sample(text, "tapfwd_errors_total", nic),
 		TAPErrors:       Sample(text, "tapfwd_errors_total", tap),
 		NICDrops:        map[string]float64{},
 		TAPDrops:        map[string]float64{},
-		NICNetdevRxDrop: Sample(text, "tapfwd_netdev_receive_drop_total", nic),
-		NICNetdevTxDrop: Sample(text, "tapfwd_netdev_transmit_drop_total", nic),
-		TAPNetdevRxDrop: Sample(text, "tapfwd_netdev_receive_drop_total", tap),
-		TAPNetdevTxDrop: Sample(text, "tapfwd_netdev_transmit_drop_total", tap),
+		NICNetdevRxDrop: Sample(text, "tapfwd_netdev_drops_total", nic, `direction="rx"`),
+		NICNetdevTxDrop: Sample(text, "tapfwd_netdev_drops_total", nic, `direction="tx"`),
+		TAPNetdevRxDrop: Sample(text, "tapfwd_netdev_drops_total", tap, `direction="rx"`),
+		TAPNetdevTxDrop: Sample(text, "tapfwd_netdev_drops_total", tap, `direction="tx"`),
 		Goroutines:      Sample(text, "go_goroutines"),
 	}
 	for _, r := range metrics.DropReasons() {
@@ -226,6 +226,5 @@ func SettledCounts(t testing.TB, bed *testbed.Bed, limit time.Duration) Counts {
 func CountedDrops(t testing.TB, bed *testbed.Bed) int {
 	t.Helper()
 	m := Scrape(t, bed)
-	return int(Sample(m, "tapfwd_drops_total") + Sample(m, "tapfwd_netdev_transmit_drop_total") +
-		Sample(m, "tapfwd_netdev_receive_drop_total"))
+	return int(Sample(m, "tapfwd_drops_total") + Sample(m, "tapfwd_netdev_drops_total"))
 }

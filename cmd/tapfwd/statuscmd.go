@@ -1,0 +1,111 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+func cmdStatus(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("status", "status [--addr HOST:PORT] [--json]", stderr)
+	addr := fs.String("addr", "127.0.0.1:9310", "the running tapfwd's --metrics-addr (run this in the network namespace tapfwd runs in)")
+	asJSON := fs.Bool("json", false, "print the JSON tapfwd serves at /status")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get("http://" + *addr + "/status")
+	if err != nil {
+		return fmt.Errorf("status: no tapfwd answers at %s (is it running, with --metrics-addr %s, in this network namespace?): %w", *addr, *addr, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("status: %s/status: %s %v", *addr, resp.Status, err)
+	}
+	if *asJSON {
+		_, err := stdout.Write(body)
+		return err
+	}
+	var st Status
+	if err := json.Unmarshal(body, &st); err != nil || st.Schema != statusSchema {
+		return fmt.Errorf("status: %s/status is not a tapfwd status (%s): %v", *addr, st.Schema, err)
+	}
+	return writeStatus(stdout, &st)
+}
+
+// writeStatus prints st for a person.
+func writeStatus(w io.Writer, st *Status) error {
+	t := st.TAP
+	fmt.Fprintf(w, "tapfwd %s, up %v\n", st.Build, time.Duration(st.UptimeSeconds*float64(time.Second)).Round(time.Second))
+	where := ""
+	if t.Netns != "" {
+		where = " in network namespace " + t.Netns
+	}
+	persist := "goes away when tapfwd exits"
+	if t.Persistent {
+		persist = "persistent"
+		if t.Attached {
+			persist += " (attached to the TAP an earlier run left)"
+		}
+	}
+	fmt.Fprintf(w, "TAP %s%s: MAC %s, MTU %d, napi %s, vnet-hdr %s, multi-queue %s, offloads %s; %s\n",
+		t.Name, where, t.MAC, t.MTU, onOff(t.NAPI), onOff(t.VnetHdr), onOff(t.MultiQueue), t.Offloads, persist)
+	fmt.Fprintf(w, "NIC %s\n\n", st.NIC)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	rates := "rates over the last " + fmt.Sprintf("%.0f s", st.RateSeconds)
+	if st.RateSeconds == 0 {
+		rates = "rates after the first 5 s"
+	}
+	fmt.Fprintf(tw, "QUEUE\tCPU\tDIRECTION\tFRAMES/S\tMBIT/S\tRECEIVED\tSENT\tDROPS (%s)\n", rates)
+	for _, q := range st.Queues {
+		for _, d := range []struct {
+			name string
+			s    DirStatus
+		}{{"nic->tap", q.NICToTAP}, {"tap->nic", q.TAPToNIC}} {
+			drops := dropText(d.s.Drops)
+			if d.name == "nic->tap" && q.KernelDrops > 0 {
+				drops = fmt.Sprintf("kernel_ring=%d %s", q.KernelDrops, drops)
+			}
+			fmt.Fprintf(tw, "%d\t%d\t%s\t%.0f\t%.1f\t%d\t%d\t%s\n", q.ID, q.CPU, d.name, d.s.RxPacketsPerSecond,
+				d.s.RxBytesPerSecond*8/1e6, d.s.RxPackets, d.s.TxPackets, drops)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(st.VMPorts) > 0 {
+		fmt.Fprintln(w, "\nVM ports:")
+		for _, p := range st.VMPorts {
+			fmt.Fprintf(w, "  %s  %s  %s\n", p.Name, p.MAC, p.Dev)
+		}
+	}
+	return nil
+}
+
+// dropText is "reason=n ..." for the drops that happened, "none" if none.
+func dropText(m map[string]uint64) string {
+	var parts []string
+	for r, n := range m {
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("%s=%d", r, n))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, " ")
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
