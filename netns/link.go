@@ -294,20 +294,8 @@ func (n *NS) SetLink(index int, c LinkChange) error {
 // AddAddr assigns p to the link with index (RTM_NEWADDR), with the
 // broadcast address for an IPv4 prefix shorter than /31.
 func (n *NS) AddAddr(index int, p netip.Prefix) error {
-	fam, ip := unix.AF_INET, p.Addr().AsSlice()
-	if p.Addr().Is6() && !p.Addr().Is4In6() {
-		fam = unix.AF_INET6
-	} else {
-		ip = p.Addr().Unmap().AsSlice()
-	}
-	msg := make([]byte, unix.SizeofIfAddrmsg)
-	msg[0] = byte(fam)
-	msg[1] = byte(p.Bits())
-	binary.NativeEndian.PutUint32(msg[4:], uint32(index))
-	ae := netlink.NewAttributeEncoder()
-	ae.Bytes(unix.IFA_LOCAL, ip)
-	ae.Bytes(unix.IFA_ADDRESS, ip)
-	if fam == unix.AF_INET {
+	msg, ae := addrMsg(index, p)
+	if msg[0] == unix.AF_INET {
 		bc := netip.PrefixFrom(p.Addr().Unmap(), p.Bits()).Masked().Addr().As4()
 		host := uint32(1)<<(32-p.Bits()) - 1
 		binary.BigEndian.PutUint32(bc[:], binary.BigEndian.Uint32(bc[:])|host)
@@ -330,12 +318,25 @@ const macvlanModeBridge = 4
 // EOPNOTSUPP when it has no macvtap (net/core/rtnetlink.c: rtnl_newlink),
 // EEXIST for a taken name, EADDRINUSE for a taken address.
 func (n *NS) NewMacvtap(name string, parent int, mac net.HardwareAddr) error {
+	return n.newMacvlan("macvtap", name, parent, mac)
+}
+
+// NewMacvlan creates macvlan name in bridge mode on the link with index
+// parent, with address mac: a plain netdev that frames to mac reach, and
+// that reaches the other macvlans and macvtaps in bridge mode on parent
+// without leaving it (drivers/net/macvlan.c). The kernel's answers are
+// NewMacvtap's.
+func (n *NS) NewMacvlan(name string, parent int, mac net.HardwareAddr) error {
+	return n.newMacvlan("macvlan", name, parent, mac)
+}
+
+func (n *NS) newMacvlan(kind, name string, parent int, mac net.HardwareAddr) error {
 	ae := netlink.NewAttributeEncoder()
 	ae.String(unix.IFLA_IFNAME, name)
 	ae.Uint32(unix.IFLA_LINK, uint32(parent))
 	ae.Bytes(unix.IFLA_ADDRESS, mac)
 	ae.Nested(unix.IFLA_LINKINFO, func(li *netlink.AttributeEncoder) error {
-		li.String(unix.IFLA_INFO_KIND, "macvtap")
+		li.String(unix.IFLA_INFO_KIND, kind)
 		li.Nested(unix.IFLA_INFO_DATA, func(d *netlink.AttributeEncoder) error {
 			d.Uint32(unix.IFLA_MACVLAN_MODE, macvlanModeBridge)
 			return nil
@@ -344,7 +345,7 @@ func (n *NS) NewMacvtap(name string, parent int, mac net.HardwareAddr) error {
 	})
 	_, err := n.execute(unix.RTM_NEWLINK, netlink.Request|netlink.Acknowledge|netlink.Create|netlink.Excl, ifinfomsg(0, 0, 0), ae)
 	if err != nil {
-		return n.opErr(fmt.Sprintf("create macvtap %s on link %d", name, parent), err)
+		return n.opErr(fmt.Sprintf("create %s %s on link %d", kind, name, parent), err)
 	}
 	return nil
 }

@@ -13,12 +13,16 @@
 #
 #   TAPFWD_VMGUEST_KERNEL=linux-image-amd64 scripts/vmguest.sh   # another kernel
 #
-# Guest command line (all optional except tfw.addr):
+# Guest command line (all optional except tfw.addr or tfw.dhcp):
 #   tfw.addr=198.18.X.Y/24  eth0's address
+#   tfw.dhcp=1              get eth0's address by DHCP instead (busybox
+#                           udhcpc), reported as "TFW: dhcp ADDR/BITS"
+#                           ("TFW: dhcp FAIL" without a lease)
 #   tfw.gw=198.18.X.1       the wire host: pinged, and the TCP peer
-#   tfw.ping=A,B            more addresses to ping (other guests)
-#   tfw.tx=PORT             send tfw.mib MiB of random data to gw:PORT
-#   tfw.rx=PORT             receive from gw:PORT until the peer closes
+#   tfw.ping=A,B            more addresses to ping (other guests, the host)
+#   tfw.peer=ADDR           the TCP peer instead of gw (the lab host)
+#   tfw.tx=PORT             send tfw.mib MiB of random data to peer:PORT
+#   tfw.rx=PORT             receive from peer:PORT until the peer closes
 #   tfw.mib=N               MiB to send (default 4)
 #   tfw.halt=1              power off when done (default: stay up)
 #   tfw.pingi=SECS          at the end, ping gw every SECS seconds for good,
@@ -157,10 +161,12 @@ say() { echo "TFW: $*"; }
 for m in $(cat /etc/tfw-modules); do
 	insmod "/lib/modules/$m" || say "insmod $m failed"
 done
-addr= gw= pings= txport= rxport= mib=4 halt=0 pingi=
+addr= gw= pings= txport= rxport= mib=4 halt=0 pingi= dhcp= peer=
 for w in $(cat /proc/cmdline); do
 	case $w in
 	tfw.addr=*) addr=${w#*=} ;;
+	tfw.dhcp=*) dhcp=${w#*=} ;;
+	tfw.peer=*) peer=${w#*=} ;;
 	tfw.gw=*) gw=${w#*=} ;;
 	tfw.ping=*) pings=$(echo "${w#*=}" | tr , ' ') ;;
 	tfw.tx=*) txport=${w#*=} ;;
@@ -197,6 +203,16 @@ fi
 ip link set lo up
 ip link set eth0 up
 [ -n "$addr" ] && ip addr add "$addr" dev eth0
+if [ "$dhcp" = 1 ]; then
+	# Up to 60 discovers a second apart; the script applies the lease.
+	if udhcpc -i eth0 -f -q -n -t 60 -T 1 -A 1 -s /bin/tfw-dhcp >/dev/null 2>&1 && [ -s /tmp/dhcp-addr ]; then
+		addr=$(cat /tmp/dhcp-addr)
+		say "dhcp $addr"
+	else
+		say "dhcp FAIL"
+	fi
+fi
+[ -n "$peer" ] || peer=$gw
 say "eth0 mac=$(cat /sys/class/net/eth0/address) addr=$addr"
 for d in /sys/bus/virtio/devices/*; do
 	# Device id 1 is virtio-net; features is one 0/1 character per bit.
@@ -210,21 +226,39 @@ for ip in $gw $pings; do
 	done
 	if [ $n -lt 60 ]; then say "ping $ip ok"; else say "ping $ip FAIL"; fi
 done
-if [ -n "$gw" ] && [ -n "$txport" ]; then
+if [ -n "$peer" ] && [ -n "$txport" ]; then
 	dd if=/dev/urandom of=/tmp/tx bs=1048576 count="$mib" 2>/dev/null
 	sum=$(sha256sum /tmp/tx | cut -d' ' -f1)
-	if timeout 120 nc "$gw" "$txport" </tmp/tx >/dev/null; then r=ok; else r=FAIL; fi
+	if timeout 120 nc "$peer" "$txport" </tmp/tx >/dev/null; then r=ok; else r=FAIL; fi
 	say "tx $r bytes=$(wc -c </tmp/tx) sha256=$sum"
 	rm -f /tmp/tx
 fi
-if [ -n "$gw" ] && [ -n "$rxport" ]; then
-	if timeout 120 nc "$gw" "$rxport" </dev/null >/tmp/rx; then r=ok; else r=FAIL; fi
+if [ -n "$peer" ] && [ -n "$rxport" ]; then
+	if timeout 120 nc "$peer" "$rxport" </dev/null >/tmp/rx; then r=ok; else r=FAIL; fi
 	say "rx $r bytes=$(wc -c </tmp/rx) sha256=$(sha256sum /tmp/rx | cut -d' ' -f1)"
 	rm -f /tmp/rx
 fi
 finish
 EOF
 chmod 755 "$root/init"
+
+# udhcpc's script (tfw.dhcp=1): applies the lease to eth0 and leaves it in
+# /tmp/dhcp-addr for init.
+cat >"$root/bin/tfw-dhcp" <<'EOF'
+#!/bin/sh
+# udhcpc calls this with deconfig, bound, renew, leasefail or nak; the
+# lease is in the environment (ip, and mask: the prefix length).
+case $1 in
+deconfig) ip addr flush dev "$interface" ;;
+bound | renew)
+	ip addr flush dev "$interface"
+	ip addr add "$ip/${mask:-24}" dev "$interface"
+	echo "$ip/${mask:-24}" >/tmp/dhcp-addr
+	;;
+esac
+exit 0
+EOF
+chmod 755 "$root/bin/tfw-dhcp"
 
 (cd "$root" && find . | sort | "$bb" cpio -o -H newc -R 0:0 2>/dev/null) | gzip -6 >"$work/initrd.img"
 cp "$vmlinuz" "$work/vmlinuz"

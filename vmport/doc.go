@@ -1,3 +1,3 @@
-// Package vmport puts VM ports (macvtap devices in bridge mode) on a TAP
-// for guests to sit on, and keeps their device nodes under /dev/tapfwd.
+// Package vmport puts ports on a TAP: VM ports (macvtap, bridge mode) with device
+// nodes under /dev/tapfwd for guests, and the lab host's own port (macvlan).
 package vmport

@@ -23,6 +23,8 @@ var (
 	ErrNameInUse = errors.New("port name in use")
 	// ErrNoMacvtap means the kernel has no macvtap.
 	ErrNoMacvtap = errors.New("macvtap not supported")
+	// ErrNoMacvlan means the kernel has no macvlan (for a host port).
+	ErrNoMacvlan = errors.New("macvlan not supported")
 	// ErrUnsafeDir means DevDir is not a root-owned directory only root may
 	// write to; no node is made in it.
 	ErrUnsafeDir = errors.New("unsafe device node directory")

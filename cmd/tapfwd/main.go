@@ -47,6 +47,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		"status":   func(a []string) error { return cmdStatus(a, stdout, stderr) },
 		// Not listed: started by run --user to remove its VM ports.
 		"janitor": func([]string) error { return cmdJanitor(os.Stdin, stderr) },
+		// Not listed: started by run --dhcp to run dnsmasq.
+		"dhcp-keeper": func([]string) error { return cmdDHCPKeeper(os.Stdin, os.Stdout, stderr) },
 	}, stdout, stderr)
 	switch {
 	case err == nil:

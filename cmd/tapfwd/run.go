@@ -53,6 +53,7 @@ type daemon struct {
 	nic   *net.Interface
 	dev   *tap.Device
 	ports []vmport.Port
+	host  *vmport.HostPort // --host-port
 	rc    ring.Config
 	socks []*ring.Socket
 	cpus  []int
@@ -67,7 +68,7 @@ type daemon struct {
 // start sets everything up, in the order that lets each step use the one
 // before; once privileges are dropped it only starts serving metrics.
 func (d *daemon) start() error {
-	steps := []func() error{d.lookup, d.openTAP, d.addVMPorts, d.openNIC, d.tuneNAPI, d.newForwarder, d.listenMetrics, d.dropPrivileges, d.serveMetrics}
+	steps := []func() error{d.lookup, d.openTAP, d.addVMPorts, d.addHostPort, d.startDHCP, d.openNIC, d.tuneNAPI, d.newForwarder, d.listenMetrics, d.dropPrivileges, d.serveMetrics}
 	for _, step := range steps {
 		if err := step(); err != nil {
 			return err
@@ -193,15 +194,19 @@ func downLine(name, ns string) string {
 	return "tapfwd down --tap " + name + " --tap-netns " + ns
 }
 
-// openNIC opens the packet sockets, asking the NIC for the TAP's and the
-// VM ports' MACs (a real NIC filters unicast by address).
+// openNIC opens the packet sockets, asking the NIC for the TAP's, the
+// VM ports' and the host port's MACs (a real NIC filters unicast by
+// address).
 func (d *daemon) openNIC() error {
 	d.rc = ring.Config{Ifname: d.c.NIC, Queues: d.c.TAP.Queues, Batch: d.c.Batch, MACs: []net.HardwareAddr{d.dev.MAC()}, Promisc: d.c.Promisc}
 	for _, p := range d.ports {
 		d.rc.MACs = append(d.rc.MACs, p.MAC)
 	}
+	if d.host != nil {
+		d.rc.MACs = append(d.rc.MACs, d.host.MAC)
+	}
 	if d.c.StrictMAC {
-		d.rc.FilterMAC = d.dev.MAC()
+		d.rc.FilterMAC = d.labMAC()
 	}
 	socks, err := ring.Open(d.rc)
 	if err != nil {
@@ -259,7 +264,7 @@ func (d *daemon) newForwarder() error {
 	fc := forward.Config{Batch: d.c.Batch, CPUs: d.cpus, TAPVnetHdr: f.VnetHdr, MTU: d.c.TAP.MTU, Logger: d.log,
 		Busy: d.c.Busy, GRO: d.c.GRO, UDPGRO: f.Offloads&(unix.TUN_F_USO4|unix.TUN_F_USO6) == unix.TUN_F_USO4|unix.TUN_F_USO6}
 	if d.c.StrictMAC {
-		fc.StrictMAC = d.dev.MAC()
+		fc.StrictMAC = d.labMAC()
 	}
 	fc.L2 = d.c.L2
 	fc.GROMaxIPv4, fc.GROMaxIPv6 = d.dev.GROMaxSizes()

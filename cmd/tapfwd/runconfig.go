@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tapfwd/tapfwd/dhcp"
 	"github.com/tapfwd/tapfwd/forward"
 	"github.com/tapfwd/tapfwd/internal/cpulist"
 	"github.com/tapfwd/tapfwd/napi"
@@ -50,6 +51,12 @@ type runConfig struct {
 	L2 forward.L2Policy
 	// LogJSON logs JSON objects instead of key=value text.
 	LogJSON bool
+	// HostPort puts the lab host on its own port (a macvlan) on the TAP,
+	// with HostAddr (--tap-addr; TAP.Addr is then zero).
+	HostPort bool
+	HostAddr netip.Prefix
+	// DHCPFirst and DHCPLast are --dhcp's range; zero without --dhcp.
+	DHCPFirst, DHCPLast netip.Addr
 }
 
 // runFlags are the raw flag values, before parseRun checks them.
@@ -63,6 +70,8 @@ type runFlags struct {
 	persist                                                   bool
 	portOwner, configFile                                     string
 	guestVLANs, l2Control, l2Allow, logFormat                 string
+	hostPort                                                  bool
+	dhcpRange                                                 string
 }
 
 // Limits a configuration must stay within.
@@ -95,7 +104,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.gro, "gro", true, "userspace GRO: merge consecutive TCP segments of a flow from the NIC into one GSO frame per TAP write, and same-size UDP datagrams into one USO frame when the TAP takes USO (needs the TAP's vnet header)")
 	fs.IntVar(&f.batch, "batch", 64, "most frames moved per direction per wake-up (1-1024)")
 	fs.BoolVar(&f.promisc, "promisc", false, "put the NIC in promiscuous mode instead of asking for the TAP's MAC and all multicast")
-	fs.BoolVar(&f.strictMAC, "strict-mac", false, "drop frames from the TAP whose source MAC is not the TAP's, and accept from the NIC only frames to the TAP's MAC, broadcast and multicast (a BPF filter): lets several instances share one NIC; VM ports with their own MACs need it off")
+	fs.BoolVar(&f.strictMAC, "strict-mac", false, "drop frames from the TAP whose source MAC is not the TAP's (the host port's with --host-port), and accept from the NIC only frames to that MAC, broadcast and multicast (a BPF filter): lets several instances share one NIC; VM ports with their own MACs need it off")
 	fs.BoolVar(&f.waitNIC, "wait-nic", false, "when the NIC is removed, wait for it to come back and resume instead of exiting (needs CAP_NET_RAW throughout: not with --user)")
 	fs.StringVar(&f.user, "user", "", "after opening every fd, drop to this user: supplementary groups cleared, its uid and primary gid, no capabilities")
 	fs.IntVar(&f.vmPorts, "vm-ports", 0, "VM ports (macvtap, bridge mode) to create on the TAP at start and remove at exit (0-64); 0 creates none (see tapfwd vm-port)")
@@ -111,6 +120,8 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.guestVLANs, "guest-vlans", "allow", "frames from the TAP side (lab, VM ports) with an 802.1Q/802.1ad tag: allow, or deny (dropped as guest_vlan)")
 	fs.StringVar(&f.l2Control, "l2-control", "forward", "frames from the TAP side to the IEEE 802.1D reserved addresses 01:80:c2:00:00:00-0f (STP, PAUSE, LACP, 802.1X, LLDP): forward, or drop (as l2_control) but those --l2-control-allow lists")
 	fs.StringVar(&f.l2Allow, "l2-control-allow", "", `with --l2-control drop, the reserved addresses still forwarded, by last byte in hex, e.g. "0e" for LLDP or "0e,02"`)
+	fs.BoolVar(&f.hostPort, "host-port", false, "give the lab host its own port on the TAP (a macvlan in bridge mode, named after the TAP with an h) carrying --tap-addr instead of the TAP, so the host and the guests on VM ports reach each other; kept with --persist")
+	fs.StringVar(&f.dhcpRange, "dhcp", "", `with --host-port, run dnsmasq on the host port handing out this range of --tap-addr's subnet to the segment, e.g. "198.18.1.100-198.18.1.150"; stopped at exit`)
 }
 
 // parseRun parses `tapfwd run`'s arguments into a checked configuration.
@@ -154,7 +165,7 @@ func (f *runFlags) config() (*runConfig, error) {
 	default:
 		return nil, fmt.Errorf("--log-format: want text or json, got %q", f.logFormat)
 	}
-	for _, check := range []func(*runConfig) error{f.sizes, f.tapConfig, f.tapNAPI, f.nicNAPI, f.poller, f.exclusions, f.workerCPUs, f.l2Policy} {
+	for _, check := range []func(*runConfig) error{f.sizes, f.tapConfig, f.tapNAPI, f.nicNAPI, f.poller, f.exclusions, f.workerCPUs, f.l2Policy, f.hostSide} {
 		if err := check(c); err != nil {
 			return nil, err
 		}
@@ -310,6 +321,32 @@ func (f *runFlags) l2Policy(c *runConfig) error {
 			return fmt.Errorf("--l2-control-allow: %q is not the last byte of a reserved address 01:80:c2:00:00:00-0f (00 to 0f)", b)
 		}
 		c.L2.ControlAllow |= 1 << n
+	}
+	return nil
+}
+
+// hostSide takes --host-port and --dhcp: the lab address goes on the host
+// port instead of the TAP, and the range must lie in its subnet.
+func (f *runFlags) hostSide(c *runConfig) error {
+	if f.hostPort {
+		c.HostPort = true
+		c.HostAddr, c.TAP.Addr = c.TAP.Addr, netip.Prefix{}
+	}
+	if f.dhcpRange == "" {
+		return nil
+	}
+	switch {
+	case !f.hostPort:
+		return errors.New("--dhcp serves the guests from the host's port on the segment: add --host-port")
+	case !c.HostAddr.IsValid():
+		return errors.New("--dhcp needs the host's address: give --tap-addr, in the subnet of the range")
+	}
+	var err error
+	if c.DHCPFirst, c.DHCPLast, err = dhcp.ParseRange(f.dhcpRange); err != nil {
+		return fmt.Errorf("--dhcp: %w", err)
+	}
+	if err := dhcp.CheckRange(c.HostAddr, c.DHCPFirst, c.DHCPLast); err != nil {
+		return fmt.Errorf("--dhcp: %w (--tap-addr %s)", err, c.HostAddr)
 	}
 	return nil
 }

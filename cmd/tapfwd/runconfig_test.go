@@ -132,3 +132,35 @@ func TestParseRunRules(t *testing.T) {
 		}
 	}
 }
+
+// TestParseRunHostPort: --host-port takes --tap-addr off the TAP onto the
+// host port; --dhcp needs both and a range in the host's subnet.
+func TestParseRunHostPort(t *testing.T) {
+	c, err := parseRun(strings.Fields("--nic x --tap lab0 --tap-addr 198.18.1.2/24 --host-port --dhcp 198.18.1.100-198.18.1.150 --strict-mac"), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.HostPort || c.HostAddr != netip.MustParsePrefix("198.18.1.2/24") || c.TAP.Addr.IsValid() || !c.StrictMAC ||
+		c.DHCPFirst != netip.MustParseAddr("198.18.1.100") || c.DHCPLast != netip.MustParseAddr("198.18.1.150") {
+		t.Errorf("host port: %+v", c)
+	}
+	if c, err := parseRun(strings.Fields("--nic x --tap-addr 198.18.1.2/24"), io.Discard); err != nil || c.HostPort || c.HostAddr.IsValid() || !c.TAP.Addr.IsValid() {
+		t.Errorf("without --host-port the address stays on the TAP: %+v, %v", c, err)
+	}
+	if c, err := parseRun(strings.Fields("--nic x --host-port"), io.Discard); err != nil || !c.HostPort || c.HostAddr.IsValid() {
+		t.Errorf("--host-port without an address: %+v, %v", c, err)
+	}
+	for _, tc := range []struct{ args, want string }{
+		{"--nic x --tap-addr 198.18.1.2/24 --dhcp 198.18.1.100-198.18.1.150", "--dhcp serves the guests from the host's port on the segment: add --host-port"},
+		{"--nic x --host-port --dhcp 198.18.1.100-198.18.1.150", "--dhcp needs the host's address: give --tap-addr"},
+		{"--nic x --host-port --tap-addr 198.18.1.2/24 --dhcp 198.18.1.100", "--dhcp: dhcp: range \"198.18.1.100\": want FIRST-LAST"},
+		{"--nic x --host-port --tap-addr 198.18.1.2/24 --dhcp 198.18.2.100-198.18.2.150", "outside the host's subnet 198.18.1.0/24 (--tap-addr 198.18.1.2/24)"},
+		{"--nic x --host-port --tap-addr 198.18.1.2/24 --dhcp 198.18.1.1-198.18.1.9", "takes the host's own address 198.18.1.2"},
+		{"--nic x --host-port --tap-addr 2001:db8::2/64 --dhcp 198.18.1.100-198.18.1.150", "is not IPv4"},
+	} {
+		c, err := parseRun(strings.Fields(tc.args), io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%q: %v (%+v), want one line containing %q", tc.args, err, c, tc.want)
+		}
+	}
+}

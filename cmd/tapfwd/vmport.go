@@ -197,8 +197,9 @@ func vmPortDel(args []string, stderr io.Writer) error {
 const downUsage = `Usage: tapfwd down --tap NAME [--tap-netns NS]
 
 Removes a persistent TAP (tapfwd run --persist) that no tapfwd is attached
-to, with the VM ports on it and their device nodes. Guests on those ports
-lose their NICs.
+to, with the VM ports on it and their device nodes, its host port and
+the lease file of its DHCP server (run --host-port --dhcp). Guests on those
+ports lose their NICs.
 
 Flags:
 `
@@ -228,6 +229,9 @@ func cmdDown(args []string, stdout, stderr io.Writer) error {
 	}
 	// The kernel took the ports with the TAP; their nodes are stale now.
 	if err := vmport.Sweep(*ns); err != nil {
+		return err
+	}
+	if err := removeLeases(*ns, *name); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "removed TAP %s and its %d VM ports\n", *name, len(ports))

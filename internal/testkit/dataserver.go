@@ -14,9 +14,10 @@ import (
 	"github.com/tapfwd/tapfwd/testbed"
 )
 
-// DataServer runs in the wire namespace: guests send it data on TxPort
-// (it keeps the SHA-256 and size per guest address) and fetch data from
-// RxPort (it sends size random bytes and keeps their SHA-256).
+// DataServer runs in the wire namespace (or, StartDataServerAt, another
+// namespace of the bed): guests send it data on TxPort (it keeps the
+// SHA-256 and size per guest address) and fetch data from RxPort (it sends
+// size random bytes and keeps their SHA-256).
 type DataServer struct {
 	TxPort, RxPort int
 	size           int64
@@ -40,10 +41,18 @@ type Transfer struct {
 // bytes; it stops when t ends.
 func StartDataServer(t testing.TB, bed *testbed.Bed, size int64) *DataServer {
 	t.Helper()
+	return StartDataServerAt(t, bed, bed.WireNS, bed.WireAddr.Addr(), size)
+}
+
+// StartDataServerAt listens on addr in namespace ns of bed (the lab host's
+// address in the lab, say) for transfers of size bytes; it stops when t
+// ends.
+func StartDataServerAt(t testing.TB, bed *testbed.Bed, ns string, addr netip.Addr, size int64) *DataServer {
+	t.Helper()
 	s := &DataServer{size: size, got: map[netip.Addr]Transfer{}, sent: map[netip.Addr]Transfer{}}
-	err := bed.Do(bed.WireNS, func() error {
+	err := bed.Do(ns, func() error {
 		for i := 0; i < 2; i++ {
-			ln, err := net.Listen("tcp4", net.JoinHostPort(bed.WireAddr.Addr().String(), "0"))
+			ln, err := net.Listen("tcp4", net.JoinHostPort(addr.String(), "0"))
 			if err != nil {
 				return err
 			}
@@ -55,7 +64,7 @@ func StartDataServer(t testing.TB, bed *testbed.Bed, size int64) *DataServer {
 		for _, ln := range s.lns {
 			ln.Close()
 		}
-		t.Fatalf("listening in %s: %v", bed.WireNS, err)
+		t.Fatalf("listening on %s in %s: %v", addr, ns, err)
 	}
 	s.TxPort = s.lns[0].Addr().(*net.TCPAddr).Port
 	s.RxPort = s.lns[1].Addr().(*net.TCPAddr).Port

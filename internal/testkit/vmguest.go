@@ -93,8 +93,9 @@ type Guest struct {
 var tfwLine = regexp.MustCompile(`TFW: (ping \S+|\S+) ?(.*)$`)
 
 // BootGuest starts QEMU (TCG: nested KVM is not dependable on CI machines)
-// with a virtio-net NIC on port p, the guest at addr, and params (tfw.*)
-// for the guest's init (scripts/vmguest.sh). QEMU runs in the lab
+// with a virtio-net NIC on port p, the guest at addr (none when addr is
+// the zero Prefix: pass "tfw.dhcp=1" then, and read it from DHCPAddr),
+// and params (tfw.*) for the guest's init (scripts/vmguest.sh). QEMU runs in the lab
 // namespace (it needs no network of its own) so that removing the bed
 // kills it too; it is killed when t ends, and its console logged if t
 // failed.
@@ -105,7 +106,10 @@ func BootGuest(t testing.TB, bed *testbed.Bed, name, kernel, initrd string, p VM
 		t.Fatalf("opening %s's port device: %v", name, err)
 	}
 	defer dev.Close() // QEMU holds its own copy
-	appendLine := "console=ttyS0 panic=-1 quiet tfw.addr=" + addr.String() + " " + strings.Join(params, " ")
+	appendLine := "console=ttyS0 panic=-1 quiet " + strings.Join(params, " ")
+	if addr.IsValid() {
+		appendLine += " tfw.addr=" + addr.String()
+	}
 	cmd := bed.Command(context.Background(), bed.LabNS, "qemu-system-x86_64", "-accel", "tcg", "-m", "256", "-nodefaults", "-no-user-config",
 		"-display", "none", "-serial", "stdio", "-no-reboot",
 		"-kernel", kernel, "-initrd", initrd, "-append", appendLine,
@@ -180,6 +184,17 @@ func (g *Guest) Line(key string) (string, bool) {
 	defer g.mu.Unlock()
 	v, ok := g.lines[key]
 	return v, ok
+}
+
+// DHCPAddr is the address the guest reported it got by DHCP ("TFW: dhcp
+// ADDR/BITS"); ok is false before that, or when it got none.
+func (g *Guest) DHCPAddr() (netip.Prefix, bool) {
+	v, ok := g.Line("dhcp")
+	if !ok {
+		return netip.Prefix{}, false
+	}
+	p, err := netip.ParsePrefix(v)
+	return p, err == nil
 }
 
 // Wait waits until the guest says "TFW: done", QEMU exits or ctx ends.

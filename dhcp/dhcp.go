@@ -1,0 +1,302 @@
+package dhcp
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tapfwd/tapfwd/netns"
+)
+
+// Dir holds the lease files: Dir/TAP.leases for a lab in the initial
+// network namespace, Dir/NS:TAP.leases for one in namespace NS.
+const Dir = "/run/tapfwd/dhcp"
+
+// Errors callers test for with errors.Is.
+var (
+	// ErrNoDnsmasq means dnsmasq is not installed.
+	ErrNoDnsmasq = errors.New("dnsmasq not found")
+	// ErrStart means dnsmasq exited, or did not say it had started, at
+	// start; the error says dnsmasq's reason.
+	ErrStart = errors.New("dnsmasq did not start")
+	// ErrUnsafeDir means Dir is not a root-owned directory only root may
+	// write to; no lease file is put there.
+	ErrUnsafeDir = errors.New("unsafe lease directory")
+)
+
+// Config is a DHCP server for one lab segment: dnsmasq on the lab host's
+// port, handing out addresses from First to Last, nothing else.
+type Config struct {
+	// Netns is the network namespace of the interface (a /run/netns name;
+	// "" for the caller's). dnsmasq runs in it.
+	Netns string
+	// Interface is where dnsmasq serves, and only there: the host port,
+	// whose address says the subnet and netmask.
+	Interface   string
+	First, Last netip.Addr
+	// LeaseFile is dnsmasq's lease database (LeaseFile gives the path).
+	LeaseFile string
+	// KeepLeases leaves the lease file when the server stops, for a lab
+	// that persists: the next server knows the guests' leases.
+	KeepLeases bool
+	// Binary is dnsmasq's path; "" looks it up (Find).
+	Binary string
+}
+
+// LeaseFile is the lease file of the lab on TAP tapName in the namespace
+// labelled label (netns.NS.Label: "" for the initial one).
+func LeaseFile(label, tapName string) string {
+	if label == "" {
+		return filepath.Join(Dir, tapName+".leases")
+	}
+	return filepath.Join(Dir, label+":"+tapName+".leases")
+}
+
+// Args are dnsmasq's arguments for c: in the foreground, no configuration
+// file, no DNS (port 0), DHCP on c.Interface only (its sockets bound to
+// it), the range with dnsmasq's default lease time (1h), no router and no
+// DNS server offered, no PID file, its log on stderr.
+func Args(c Config) []string {
+	return []string{
+		"--keep-in-foreground",
+		"--conf-file=/dev/null",
+		"--port=0",
+		"--bind-dynamic",
+		"--interface=" + c.Interface,
+		"--dhcp-range=" + c.First.String() + "," + c.Last.String(),
+		"--dhcp-leasefile=" + c.LeaseFile,
+		"--dhcp-option=3",
+		"--dhcp-option=6",
+		"--pid-file=",
+		"--log-facility=-",
+	}
+}
+
+// Find returns dnsmasq's path: on $PATH, else in /usr/sbin or /sbin (a
+// user's $PATH may lack them).
+func Find() (string, error) {
+	if p, err := exec.LookPath("dnsmasq"); err == nil {
+		return p, nil
+	}
+	for _, p := range []string{"/usr/sbin/dnsmasq", "/sbin/dnsmasq"} {
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("dhcp: %w on $PATH or in /usr/sbin: install it (Debian and Ubuntu: apt-get install dnsmasq-base)", ErrNoDnsmasq)
+}
+
+// ParseRange parses "FIRST-LAST", two IPv4 addresses, FIRST not after
+// LAST.
+func ParseRange(s string) (first, last netip.Addr, err error) {
+	a, b, ok := strings.Cut(s, "-")
+	if ok {
+		first, err = netip.ParseAddr(strings.TrimSpace(a))
+		if err == nil {
+			last, err = netip.ParseAddr(strings.TrimSpace(b))
+		}
+	}
+	switch {
+	case !ok || err != nil || !first.Is4() || !last.Is4():
+		return netip.Addr{}, netip.Addr{}, fmt.Errorf("dhcp: range %q: want FIRST-LAST, two IPv4 addresses, e.g. 198.18.1.100-198.18.1.150", s)
+	case last.Less(first):
+		return netip.Addr{}, netip.Addr{}, fmt.Errorf("dhcp: range %q: %s comes after %s", s, first, last)
+	}
+	return first, last, nil
+}
+
+// CheckRange checks that first..last lies in host's IPv4 subnet, clear of
+// its network and broadcast addresses and of host's own address.
+func CheckRange(host netip.Prefix, first, last netip.Addr) error {
+	if !host.Addr().Is4() {
+		return fmt.Errorf("dhcp: the host's address %s is not IPv4: dnsmasq hands out addresses in the host port's IPv4 subnet", host)
+	}
+	sub := host.Masked()
+	for _, a := range []netip.Addr{first, last} {
+		if !sub.Contains(a) {
+			return fmt.Errorf("dhcp: %s is outside the host's subnet %s", a, sub)
+		}
+	}
+	bcast := lastAddr(sub)
+	switch {
+	case host.Bits() < 31 && (first == sub.Addr() || last == bcast):
+		return fmt.Errorf("dhcp: range %s-%s takes the network or broadcast address of %s", first, last, sub)
+	case !host.Addr().Less(first) && !last.Less(host.Addr()):
+		return fmt.Errorf("dhcp: range %s-%s takes the host's own address %s", first, last, host.Addr())
+	}
+	return nil
+}
+
+func lastAddr(p netip.Prefix) netip.Addr {
+	a := p.Addr().As4()
+	n := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
+	n |= 1<<(32-p.Bits()) - 1
+	return netip.AddrFrom4([4]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)})
+}
+
+// leaseDir makes Dir (and its parent) when missing and checks it: a
+// directory, not a link, owned by root, that nobody else may write to
+// (dnsmasq opens the lease file as root).
+func leaseDir() error {
+	for _, d := range []string{filepath.Dir(Dir), Dir} {
+		if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("dhcp: %w", err)
+		}
+		var st unix.Stat_t
+		if err := unix.Lstat(d, &st); err != nil {
+			return fmt.Errorf("dhcp: %w", &os.PathError{Op: "lstat", Path: d, Err: err})
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Uid != 0 || st.Mode&0o022 != 0 {
+			return fmt.Errorf("dhcp: %s must be a directory owned by root that only root may write to: %w", d, ErrUnsafeDir)
+		}
+	}
+	return nil
+}
+
+// startTimeout bounds how long dnsmasq may take to say it started.
+const startTimeout = 15 * time.Second
+
+// Server is a running dnsmasq.
+type Server struct {
+	c    Config
+	cmd  *exec.Cmd
+	done chan struct{} // closed once dnsmasq exited and was reaped
+	err  error         // its exit, once done
+
+	mu       sync.Mutex
+	last     string // its last line
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// Start starts dnsmasq for c in c.Netns and waits until it says it has
+// started (it binds its sockets and opens the lease file before). Each
+// line dnsmasq logs goes to log, from another goroutine. A dnsmasq that
+// exits first is ErrStart with its last line.
+func Start(c Config, log func(line string)) (*Server, error) {
+	bin := c.Binary
+	if bin == "" {
+		var err error
+		if bin, err = Find(); err != nil {
+			return nil, err
+		}
+	}
+	if c.Interface == "" || c.LeaseFile == "" || !c.First.IsValid() || !c.Last.IsValid() {
+		return nil, errors.New("dhcp: an interface, a range and a lease file are needed")
+	}
+	if filepath.Dir(c.LeaseFile) == Dir {
+		if err := leaseDir(); err != nil {
+			return nil, err
+		}
+	}
+	s := &Server{c: c, done: make(chan struct{})}
+	s.cmd = exec.Command(bin, Args(c)...)
+	s.cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+	// dnsmasq logs on stderr (--log-facility=-); stdout stays quiet.
+	out, err := s.cmd.StderrPipe()
+	if err != nil {
+		return nil, fmt.Errorf("dhcp: %w", err)
+	}
+	// A thread inside the namespace forks dnsmasq: the child inherits the
+	// thread's network namespace.
+	if err := netns.Do(c.Netns, s.cmd.Start); err != nil {
+		out.Close()
+		return nil, fmt.Errorf("dhcp: start %s: %w", bin, err)
+	}
+	started := make(chan struct{})
+	go s.read(bufio.NewScanner(out), started, log)
+	select {
+	case <-started:
+		return s, nil
+	case <-s.done:
+	case <-time.After(startTimeout):
+		s.Stop()
+		return nil, fmt.Errorf("dhcp: %w within %v on %s (its last line: %q)", ErrStart, startTimeout, c.Interface, s.lastLine())
+	}
+	s.removeLeases()
+	return nil, fmt.Errorf("dhcp: %w on %s: %s (%v)", ErrStart, c.Interface, s.lastLine(), s.err)
+}
+
+// read passes dnsmasq's lines to log, closes started at its "started"
+// line, and reaps it when its stderr closes.
+func (s *Server) read(sc *bufio.Scanner, started chan struct{}, log func(string)) {
+	once := false
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" {
+			continue
+		}
+		s.mu.Lock()
+		s.last = line
+		s.mu.Unlock()
+		if log != nil {
+			log(line)
+		}
+		// dnsmasq.c logs "started, version V ..." once its sockets are
+		// bound and its lease file open; errors before that end it.
+		if !once && strings.Contains(line, "]: started, version ") {
+			close(started)
+			once = true
+		}
+	}
+	s.err = s.cmd.Wait()
+	close(s.done)
+}
+
+func (s *Server) lastLine() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return strings.TrimPrefix(s.last, "dnsmasq: ")
+}
+
+// Done is closed once dnsmasq has exited.
+func (s *Server) Done() <-chan struct{} { return s.done }
+
+// Err is how dnsmasq exited, once Done is closed.
+func (s *Server) Err() error {
+	<-s.done
+	return s.err
+}
+
+// Pid is dnsmasq's process id.
+func (s *Server) Pid() int { return s.cmd.Process.Pid }
+
+// Stop ends dnsmasq (SIGTERM, SIGKILL after 5 s) and removes the lease
+// file unless Config.KeepLeases. It may be called again.
+func (s *Server) Stop() error {
+	s.stopOnce.Do(func() {
+		select {
+		case <-s.done:
+		default:
+			s.cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-s.done:
+			case <-time.After(5 * time.Second):
+				s.cmd.Process.Kill()
+				<-s.done
+			}
+		}
+		s.stopErr = s.removeLeases()
+	})
+	return s.stopErr
+}
+
+func (s *Server) removeLeases() error {
+	if s.c.KeepLeases {
+		return nil
+	}
+	if err := os.Remove(s.c.LeaseFile); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("dhcp: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,266 @@
+package vmport
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tapfwd/tapfwd/netns"
+)
+
+// HostPort is the lab host's own port on a TAP: a macvlan in bridge mode
+// that carries the host's lab address instead of the TAP. A macvtap sends
+// frames for its lower device's MAC down through the lower device's
+// transmit path, never up into its stack (drivers/net/macvlan.c:
+// macvlan_queue_xmit), so guests on VM ports cannot reach an address on
+// the TAP itself; they reach a sibling macvlan in bridge mode, inside the
+// kernel, without the frames reaching tapfwd or the wire. Frames between
+// the host port and the wire take the TAP's transmit path to tapfwd as a
+// VM port's do.
+//
+// The TAP under a host port is quietened so that the host is on the
+// segment once, through its port: it answers no ARP (arp_ignore 8: the
+// host's address is on the port, which answers with its own MAC), drops
+// IPv4 broadcasts whose source is reached through the port (rp_filter 1:
+// the port delivers them), and has no IPv6 (disable_ipv6: no link-local
+// address and no multicast copies). RemoveHost gives it back the
+// namespace's defaults.
+type HostPort struct {
+	Name     string           // the macvlan netdev, e.g. "lab0h"
+	Index    int              // its ifindex in Netns
+	MAC      net.HardwareAddr // the host's MAC on the segment and on the wire
+	TAP      string           // the TAP it sits on
+	TAPIndex int
+	Netns    string       // the namespace of the TAP and the port ("" for the caller's)
+	Addr     netip.Prefix // the address EnsureHost gave it; zero for none
+	// Adopted says an earlier run made it (a persistent TAP keeps it).
+	Adopted bool
+}
+
+// HostConfig describes the host port EnsureHost makes or adopts.
+type HostConfig struct {
+	TAP   string // the TAP netdev; required
+	Netns string // namespace of the TAP; "" for the caller's
+	// Addr is the host's lab address: it goes on the port, and off the TAP
+	// if an earlier run left it there. Zero: none.
+	Addr netip.Prefix
+	// MAC is a new port's address; nil picks a random locally administered
+	// one. An adopted port keeps its own.
+	MAC net.HardwareAddr
+}
+
+// HostPortName is the name of TAP tapName's host port: the TAP's name and
+// "h", the TAP's name cut to fit IFNAMSIZ.
+func HostPortName(tapName string) string {
+	if len(tapName) > unix.IFNAMSIZ-2 {
+		tapName = tapName[:unix.IFNAMSIZ-2]
+	}
+	return tapName + "h"
+}
+
+// quietTAP and restoreTAP settings: per-device IP settings of the TAP
+// (Documentation/networking/ip-sysctl.rst).
+var quietSettings = []struct{ version, key, value string }{
+	{netns.IPv4, "arp_ignore", "8"}, // reply for no local address
+	{netns.IPv4, "rp_filter", "1"},  // strict reverse-path check
+	{netns.IPv6, "disable_ipv6", "1"},
+}
+
+// EnsureHost gives TAP c.TAP in c.Netns its host port, named by
+// HostPortName: one already there (an earlier run's on a persistent TAP)
+// is adopted, else a new one is made. It quietens the TAP, moves c.Addr
+// from the TAP to the port, and brings the port up. A port it made is
+// removed again when a later step fails. The kernel deletes the port with
+// the TAP.
+func EnsureHost(c HostConfig) (HostPort, error) {
+	if c.TAP == "" {
+		return HostPort{}, errors.New("vmport: no TAP given")
+	}
+	if c.MAC != nil && (len(c.MAC) != 6 || c.MAC[0]&1 != 0 || isZero(c.MAC)) {
+		return HostPort{}, fmt.Errorf("vmport: MAC %s is not a unicast Ethernet address", c.MAC)
+	}
+	h, err := netns.Open(c.Netns)
+	if err != nil {
+		return HostPort{}, err
+	}
+	defer h.Close()
+	p, err := hostPort(h, c)
+	if err != nil {
+		return HostPort{}, err
+	}
+	if err := finishHost(h, &p, c.Addr); err != nil {
+		if !p.Adopted {
+			err = errors.Join(err, removeHost(h, p))
+		}
+		return HostPort{}, err
+	}
+	return p, nil
+}
+
+// hostPort adopts the TAP's host port or makes it, down.
+func hostPort(h *netns.NS, c HostConfig) (HostPort, error) {
+	links, err := h.Links()
+	if err != nil {
+		return HostPort{}, fmt.Errorf("vmport: %w", err)
+	}
+	t, err := findTAP(h, links, c.TAP)
+	if err != nil {
+		return HostPort{}, err
+	}
+	name := HostPortName(t.Name)
+	p := HostPort{Name: name, TAP: t.Name, TAPIndex: t.Index, Netns: portNetns(h, h.Label())}
+	if l := linkNamed(links, name); l != nil {
+		if !isHostPort(l, t) {
+			return HostPort{}, &Error{Kind: ErrNameInUse, Netns: h.Name(), Name: name,
+				msg: fmt.Sprintf("vmport: host port name %q is in use in %s (a %s device, not a macvlan on %s)", name, h, l.KindName(), t.Name)}
+		}
+		p.Index, p.MAC, p.Adopted = l.Index, l.MAC, true
+		return p, nil
+	}
+	mac := c.MAC
+	if mac == nil {
+		if mac, err = freeMAC(links); err != nil {
+			return HostPort{}, err
+		}
+	} else if l := linkWithMAC(links, mac); l != nil {
+		return HostPort{}, &Error{Kind: ErrMACInUse, Netns: h.Name(), Name: mac.String(),
+			msg: fmt.Sprintf("vmport: MAC %s is in use by %s in %s", mac, l.Name, h)}
+	}
+	if err := h.NewMacvlan(name, t.Index, mac); err != nil {
+		return HostPort{}, explainHostCreate(h, name, t.Name, err)
+	}
+	l, err := h.Link(name)
+	if err != nil {
+		return HostPort{}, fmt.Errorf("vmport: host port %s after creating it: %w", name, err)
+	}
+	p.Index, p.MAC = l.Index, l.MAC
+	return p, nil
+}
+
+// isHostPort says whether l is a host port on TAP t: a macvlan whose lower
+// device is t, in the same namespace.
+func isHostPort(l, t *netns.Link) bool {
+	return l.Kind == "macvlan" && l.Parent == t.Index && !l.ParentElsewhere
+}
+
+// finishHost quietens the TAP, moves addr onto the port and brings it up.
+func finishHost(h *netns.NS, p *HostPort, addr netip.Prefix) error {
+	for _, s := range quietSettings {
+		err := h.SetDevConf(s.version, p.TAP, s.key, s.value)
+		if err != nil && !(s.version == netns.IPv6 && errors.Is(err, netns.ErrNoDevConf)) {
+			return fmt.Errorf("vmport: quieten TAP %s under its host port: %w", p.TAP, err)
+		}
+	}
+	if addr.IsValid() {
+		if err := h.AddAddr(p.Index, addr); err != nil && !errors.Is(err, unix.EEXIST) {
+			return fmt.Errorf("vmport: host port %s: %w", p.Name, err)
+		}
+		err := h.DelAddr(p.TAPIndex, addr)
+		if err != nil && !errors.Is(err, unix.EADDRNOTAVAIL) {
+			return fmt.Errorf("vmport: move %s from TAP %s to its host port: %w", addr, p.TAP, err)
+		}
+		p.Addr = addr
+	}
+	if err := h.SetLink(p.Index, netns.LinkChange{Up: true}); err != nil {
+		if errors.Is(err, unix.EADDRINUSE) || errors.Is(err, unix.EADDRNOTAVAIL) {
+			return &Error{Kind: ErrMACInUse, Netns: h.Name(), Name: p.MAC.String(),
+				msg: fmt.Sprintf("vmport: MAC %s is in use on TAP %s", p.MAC, p.TAP)}
+		}
+		return fmt.Errorf("vmport: set %s up: %w", p.Name, err)
+	}
+	return nil
+}
+
+// FindHost returns TAP tapName's host port in namespace ns ("" for the
+// caller's); ok is false when it has none.
+func FindHost(ns, tapName string) (p HostPort, ok bool, err error) {
+	h, err := netns.Open(ns)
+	if err != nil {
+		return HostPort{}, false, err
+	}
+	defer h.Close()
+	links, err := h.Links()
+	if err != nil {
+		return HostPort{}, false, fmt.Errorf("vmport: %w", err)
+	}
+	t, err := findTAP(h, links, tapName)
+	if err != nil {
+		return HostPort{}, false, err
+	}
+	l := linkNamed(links, HostPortName(t.Name))
+	if l == nil || !isHostPort(l, t) {
+		return HostPort{}, false, nil
+	}
+	p = HostPort{Name: l.Name, Index: l.Index, MAC: l.MAC, TAP: t.Name, TAPIndex: t.Index,
+		Netns: portNetns(h, h.Label()), Adopted: true}
+	return p, true, nil
+}
+
+// RemoveHost deletes host port p (if it is still there with the same
+// ifindex), with its addresses, and gives its TAP back the namespace's
+// default settings for ARP, reverse-path filtering and IPv6. A port gone
+// with its TAP or namespace is not an error.
+func RemoveHost(p HostPort) error {
+	h, err := netns.Open(p.Netns)
+	if errors.Is(err, netns.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	return removeHost(h, p)
+}
+
+func removeHost(h *netns.NS, p HostPort) error {
+	l, err := h.Link(p.Name)
+	switch {
+	case errors.Is(err, unix.ENODEV):
+		return nil
+	case err != nil:
+		return fmt.Errorf("vmport: %w", err)
+	case l.Index != p.Index || l.Kind != "macvlan":
+		return nil // not ours any more
+	}
+	if err := h.DelLink(l.Index); err != nil && !errors.Is(err, unix.ENODEV) {
+		return fmt.Errorf("vmport: delete host port %s: %w", p.Name, err)
+	}
+	var errs []error
+	for _, s := range quietSettings {
+		def, err := h.DevConf(s.version, "default", s.key)
+		if err == nil {
+			err = h.SetDevConf(s.version, p.TAP, s.key, def)
+		}
+		if err != nil && !errors.Is(err, netns.ErrNoDevConf) {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("vmport: restore TAP %s after removing its host port: %w", p.TAP, err)
+	}
+	return nil
+}
+
+func explainHostCreate(h *netns.NS, name, tapName string, err error) error {
+	e := &Error{Netns: h.Name(), Name: name, err: err}
+	switch {
+	case errors.Is(err, unix.EOPNOTSUPP):
+		// As for macvtap: no macvlan link type registered.
+		e.Kind = ErrNoMacvlan
+		e.msg = fmt.Sprintf("vmport: create macvlan %s on %s: this kernel has no macvlan (CONFIG_MACVLAN): load the module with modprobe macvlan", name, tapName)
+	case errors.Is(err, unix.EEXIST):
+		e.Kind, e.err = ErrNameInUse, nil
+		e.msg = fmt.Sprintf("vmport: create host port %s: an interface of that name exists in %s", name, h)
+	case errors.Is(err, unix.EADDRINUSE), errors.Is(err, unix.EADDRNOTAVAIL):
+		e.Kind, e.err = ErrMACInUse, nil
+		e.msg = fmt.Sprintf("vmport: create host port %s: its MAC is in use on TAP %s", name, tapName)
+	case errors.Is(err, unix.EPERM) && !errors.Is(err, netns.ErrNotPermitted):
+		return fmt.Errorf("vmport: create host port %s: %w: %w", name, err, netns.ErrNotPermitted)
+	default:
+		return fmt.Errorf("vmport: create host port %s on %s: %w", name, tapName, err)
+	}
+	return e
+}
