@@ -10,23 +10,25 @@ type DropReason int
 
 // The drop reasons. The set is fixed: metrics export one series per reason.
 const (
-	DropOversize   DropReason = iota // larger than a buffer (truncated by the kernel)
-	DropBadHdr                       // malformed vnet header or headers that do not parse
-	DropSegment                      // GSO segmentation failed
-	DropTAPWrite                     // the TAP refused the write (EIO while it is down, ...)
-	DropNICRefused                   // the packet socket refused the frame (EINVAL, EMSGSIZE)
-	DropNICBusy                      // the NIC queue was full (ENOBUFS, EAGAIN after waiting)
-	DropNICRecv                      // recv consumed a frame it could not deliver (EINVAL, EFAULT)
-	DropSpoofed                      // from the TAP with a source MAC not the TAP's (StrictMAC)
-	DropTAPRead                      // a TAP read failed after the kernel took the frame off its queue
-	DropGuestVLAN                    // from the TAP with an 802.1Q/802.1ad tag (DenyGuestVLANs)
-	DropL2Control                    // from the TAP to an IEEE 802.1D reserved group address (DropL2Control)
+	DropOversize     DropReason = iota // larger than a buffer (truncated by the kernel)
+	DropBadHdr                         // malformed vnet header or headers that do not parse
+	DropSegment                        // GSO segmentation failed
+	DropTAPWrite                       // the TAP refused the write (EIO while it is down, ...)
+	DropNICRefused                     // the packet socket refused the frame (EINVAL, EMSGSIZE)
+	DropNICBusy                        // the NIC queue was full (ENOBUFS, EAGAIN after waiting)
+	DropNICRecv                        // recv consumed a frame it could not deliver (EINVAL, EFAULT)
+	DropSpoofed                        // from the TAP with a source MAC not the TAP's (StrictMAC)
+	DropTAPRead                        // a TAP read failed after the kernel took the frame off its queue
+	DropGuestVLAN                      // from the TAP with an 802.1Q/802.1ad tag (DenyGuestVLANs)
+	DropL2Control                      // from the TAP to an IEEE 802.1D reserved group address (DropL2Control)
+	DropGuestBusy                      // for a guest port whose inbox was full (the guest is slow)
+	DropGuestRefused                   // for a guest port that took no frame (no front-end, buffers too small)
 	NumDropReasons
 )
 
 var dropNames = [NumDropReasons]string{
 	"oversize", "bad_vnet_hdr", "segmentation", "tap_write", "nic_refused", "nic_busy", "nic_recv", "spoofed_mac",
-	"tap_read", "guest_vlan", "l2_control",
+	"tap_read", "guest_vlan", "l2_control", "guest_busy", "guest_refused",
 }
 
 func (r DropReason) String() string {
@@ -65,6 +67,9 @@ type Dir struct {
 	Drops  [NumDropReasons]atomic.Uint64
 	Errors atomic.Uint64 // unexpected syscall errors that did not stop the worker
 	Batch  Hist
+	// ToGuests counts frames received that went to guest ports alone
+	// (GuestPort), not to the other device.
+	ToGuests atomic.Uint64
 }
 
 // Counters are one queue's counters. Workers add to them once per batch;
@@ -89,7 +94,7 @@ func bucket(n int) int {
 // tally accumulates one batch locally before it is published.
 type tally struct {
 	rxPkts, rxBytes, txPkts, txBytes uint64
-	gso, segs, merged                uint64
+	gso, segs, merged, guests        uint64
 	drops                            [NumDropReasons]uint64
 	errors                           uint64
 }
@@ -115,6 +120,9 @@ func (t *tally) publish(d *Dir, c *Counters, batch int) {
 	}
 	if t.merged != 0 {
 		c.Merged.Add(t.merged)
+	}
+	if t.guests != 0 {
+		d.ToGuests.Add(t.guests)
 	}
 	for i, n := range t.drops {
 		if n != 0 {

@@ -50,6 +50,9 @@ type Config struct {
 	// GROMaxIPv4 and GROMaxIPv6 bound what userspace GRO builds: the TAP's
 	// gro_ipv4_max_size and gro_max_size (0: 65536, vnethdr.GRO's default).
 	GROMaxIPv4, GROMaxIPv6 int
+	// Guests are VMs on the segment besides the TAP and the NIC, each with
+	// a worker of its own (at most 64).
+	Guests []GuestPort
 }
 
 // BufferBytes is the memory the workers take for frame buffers: two
@@ -85,6 +88,8 @@ type Forwarder struct {
 	log    *slog.Logger
 	// Link state shared by the queues, so each change is logged once.
 	nicDown, tapDown atomic.Bool
+	// The guest ports; nil without any.
+	fab *fabric
 	// Workers in their loop, and Started closed when all are.
 	up        atomic.Int32
 	started   chan struct{}
@@ -121,6 +126,12 @@ func New(taps []Endpoint, nics []NIC, c Config) (*Forwarder, error) {
 		}
 		f.queues = append(f.queues, newQueue(f, i, cpu, taps[i], nics[i], c))
 	}
+	if len(c.Guests) > 0 {
+		if f.fab, err = newFabric(f, c); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
 	return f, nil
 }
 
@@ -137,13 +148,22 @@ func (f *Forwarder) Run(ctx context.Context) error {
 	unix.Read(f.stopFd, drain[:])
 	f.stop.Store(false)
 	var wg sync.WaitGroup
-	errc := make(chan error, len(f.queues))
+	errc := make(chan error, len(f.queues)+len(f.Guests()))
 	for _, q := range f.queues {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			if err := q.run(); err != nil {
 				errc <- fmt.Errorf("queue %d: %w", q.ID, err)
+			}
+		}()
+	}
+	for _, g := range f.Guests() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := g.run(); err != nil && err != errPortClosed {
+				errc <- fmt.Errorf("guest port %d: %w", g.ID, err)
 			}
 		}()
 	}
@@ -173,8 +193,12 @@ func (f *Forwarder) Reattach(nics []NIC) error {
 	return nil
 }
 
-// Close releases the stop eventfd. The endpoints stay the caller's.
-func (f *Forwarder) Close() error { return unix.Close(f.stopFd) }
+// Close releases the stop eventfd and the guests' inboxes. The endpoints
+// stay the caller's.
+func (f *Forwarder) Close() error {
+	f.closeFabric()
+	return unix.Close(f.stopFd)
+}
 
 // ErrTAPGone and ErrNICGone end a worker: the device was removed.
 var (

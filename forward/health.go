@@ -1,6 +1,9 @@
 package forward
 
-import "sync/atomic"
+import (
+	"fmt"
+	"sync/atomic"
+)
 
 // live is what a watchdog reads of a worker: beats counts the turns of
 // its loop, waiting is set while it sleeps in ppoll with nothing to do. A
@@ -17,23 +20,34 @@ func (f *Forwarder) Started() <-chan struct{} { return f.started }
 
 // workerUp counts a worker into its loop and closes Started with the last.
 func (f *Forwarder) workerUp() {
-	if int(f.up.Add(1)) == len(f.queues) {
+	if int(f.up.Add(1)) == len(f.queues)+len(f.Guests()) {
 		f.startOnce.Do(func() { close(f.started) })
 	}
 }
 
-// Stalled returns the IDs of the queues whose worker has neither waited
-// for frames nor made a turn of its loop since the previous call: wedged
-// in a syscall or a loop. Call it from one goroutine (a watchdog), at an
-// interval well above a batch's work, while Run runs.
-func (f *Forwarder) Stalled() []int {
-	var out []int
+// Stalled names the workers ("queue 0", "guest port 1") that have neither
+// waited for frames nor made a turn of their loop since the previous
+// call: wedged in a syscall or a loop. Call it from one goroutine (a
+// watchdog), at an interval well above a batch's work, while Run runs.
+func (f *Forwarder) Stalled() []string {
+	var out []string
 	for _, q := range f.queues {
-		b := q.live.beats.Load()
-		if !q.live.waiting.Load() && b == q.live.seen {
-			out = append(out, q.ID)
+		if q.live.stalled() {
+			out = append(out, fmt.Sprintf("queue %d", q.ID))
 		}
-		q.live.seen = b
+	}
+	for _, g := range f.Guests() {
+		if g.live.stalled() {
+			out = append(out, fmt.Sprintf("guest port %d", g.ID))
+		}
 	}
 	return out
+}
+
+// stalled is one worker's part of Stalled.
+func (l *live) stalled() bool {
+	b := l.beats.Load()
+	s := !l.waiting.Load() && b == l.seen
+	l.seen = b
+	return s
 }

@@ -34,7 +34,7 @@ func TestStartedAndStalled(t *testing.T) {
 		t.Fatal("Started not closed 2 s after Run")
 	}
 	// Two looks 100 ms apart, after the workers had 100 ms to settle.
-	stalled := func() []int {
+	stalled := func() []string {
 		time.Sleep(100 * time.Millisecond)
 		f.Stalled()
 		time.Sleep(100 * time.Millisecond)
@@ -44,8 +44,8 @@ func TestStartedAndStalled(t *testing.T) {
 		t.Errorf("idle workers reported stalled: %v", s)
 	}
 	nics[1].Hold()
-	if s := stalled(); !slices.Equal(s, []int{1}) {
-		t.Errorf("queue 1 wedged in a read: Stalled = %v, want [1]", s)
+	if s := stalled(); !slices.Equal(s, []string{"queue 1"}) {
+		t.Errorf("queue 1 wedged in a read: Stalled = %v, want [queue 1]", s)
 	}
 	nics[1].Release()
 	nics[0].Push(forwardtest.Frame{Data: withHdr(vnethdr.Hdr{}, tcpFrame(t, 60))})

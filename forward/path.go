@@ -47,6 +47,9 @@ func (q *Queue) nicToTAP() (int, error) {
 	err = q.toTAP()
 	q.frames = q.frames[:0]
 	q.tally.publish(&q.C.NICToTAP, &q.C, n)
+	if q.dirty != 0 {
+		q.fw.fab.wake(&q.dirty)
+	}
 	return n, err
 }
 
@@ -92,6 +95,13 @@ func (q *Queue) acceptFromNIC(i int) {
 	}
 	if h.IsGSO() {
 		t.gso++
+	}
+	if fab := q.fw.fab; fab != nil {
+		h.Encode(buf[start-hdrLen:])
+		if fab.deliver(buf[start-hdrLen:end], sideNIC, nil, &q.dirty) {
+			t.guests++
+			return
+		}
 	}
 	q.frames = append(q.frames, vnethdr.Frame{Buf: buf, Start: start, End: end, Hdr: h})
 }
@@ -197,6 +207,9 @@ func (q *Queue) tapToNIC() (int, error) {
 	}
 	q.toNIC()
 	t.publish(&q.C.TAPToNIC, &q.C, n)
+	if q.dirty != 0 {
+		q.fw.fab.wake(&q.dirty)
+	}
 	switch {
 	case err == nil, err == unix.EAGAIN, err == unix.EINTR:
 		return n, nil
@@ -250,7 +263,12 @@ func (q *Queue) acceptFromTAP(i int) {
 		}
 	}
 	h.Encode(buf[headroom-hdrLen:])
-	q.nicOut = append(q.nicOut, buf[headroom-hdrLen:headroom+size])
+	b := buf[headroom-hdrLen : headroom+size]
+	if fab := q.fw.fab; fab != nil && fab.deliver(b, sideTAP, nil, &q.dirty) {
+		t.guests++
+		return
+	}
+	q.nicOut = append(q.nicOut, b)
 }
 
 // toNIC hands the queued frames to the NIC, skipping (and counting) any it

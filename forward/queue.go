@@ -45,6 +45,7 @@ type Queue struct {
 	nicOut   [][]byte // frames for one NIC Write
 	pfd      [3]unix.PollFd
 	tally    tally
+	dirty    uint64 // guests handed frames in this batch
 }
 
 // kernelStats accumulates the NIC's kernel drop counters across Reattach.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	sd "github.com/coreos/go-systemd/v22/daemon"
@@ -56,7 +57,7 @@ func (n *notifier) stopping() { n.send(sd.SdNotifyStopping) }
 // while no worker is stalled, until ctx ends. A stalled worker stops the
 // pings, so systemd restarts a wedged forwarder; it is logged once per
 // stall.
-func (n *notifier) watchdog(ctx context.Context, stalled func() []int) {
+func (n *notifier) watchdog(ctx context.Context, stalled func() []string) {
 	every, err := sd.SdWatchdogEnabled(false)
 	if err != nil || every <= 0 {
 		return
@@ -72,7 +73,7 @@ func (n *notifier) watchdog(ctx context.Context, stalled func() []int) {
 		}
 		if s := stalled(); len(s) > 0 {
 			if !wasStalled {
-				n.log.Error("workers stalled: no longer telling the watchdog", "queues", fmt.Sprint(s))
+				n.log.Error("workers stalled: no longer telling the watchdog", "workers", strings.Join(s, ", "))
 			}
 			wasStalled = true
 			continue

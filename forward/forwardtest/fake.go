@@ -25,9 +25,11 @@ type Fake struct {
 	in       []Frame
 	tags     []Frame // of the last Read
 	written  [][]byte
-	hold     chan struct{} // while set, Read blocks until it is closed
-	readErr  []error       // returned by the next Reads, one each, after the frames queued before them
-	writeErr []error       // the next written frames fail with these, one each (nil: taken)
+	hold     chan struct{}      // while set, Read blocks until it is closed
+	full     bool               // Write takes nothing (EAGAIN)
+	refuse   func([]byte) error // Write refuses a frame this says no to
+	readErr  []error            // returned by the next Reads, one each, after the frames queued before them
+	writeErr []error            // the next written frames fail with these, one each (nil: taken)
 }
 
 // NewFake returns an empty Fake, closed when t ends.
@@ -63,6 +65,22 @@ func (f *Fake) FailWrite(errs ...error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.writeErr = append(f.writeErr, errs...)
+}
+
+// Full makes Write take nothing (EAGAIN) while on: a device with no room.
+func (f *Fake) Full(on bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.full = on
+}
+
+// Refuse makes Write refuse each frame (vnet header included) that fn
+// returns an error for, with that error, until Refuse(nil): a device that
+// will not take some frames (GSO ones without the offload: EOPNOTSUPP).
+func (f *Fake) Refuse(fn func(frame []byte) error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.refuse = fn
 }
 
 // Hold makes the next Read block until Release: a device that wedges the
@@ -150,7 +168,15 @@ func (f *Fake) VLAN(i int) (tpid, tci uint16, ok bool) {
 func (f *Fake) Write(bufs [][]byte, offset int) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.full {
+		return 0, unix.EAGAIN
+	}
 	for i, b := range bufs {
+		if f.refuse != nil {
+			if err := f.refuse(b[offset:]); err != nil {
+				return i, err
+			}
+		}
 		if len(f.writeErr) > 0 {
 			err := f.writeErr[0]
 			f.writeErr = f.writeErr[1:]

@@ -1,0 +1,303 @@
+package forward
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"runtime"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tapfwd/tapfwd/forward/forwardtest"
+	"github.com/tapfwd/tapfwd/vnethdr"
+)
+
+var (
+	guestMAC0 = net.HardwareAddr{0x02, 0, 0, 0, 0x10, 0}
+	guestMAC1 = net.HardwareAddr{0x02, 0, 0, 0, 0x10, 1}
+	wireMAC   = net.HardwareAddr{0x02, 0, 0, 0, 0x20, 1}
+	bcastMAC  = net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+)
+
+// segment is a queue (TAP and NIC fakes) and two guest ports, with a
+// sender of their own on the NIC each.
+type segment struct {
+	f         *Forwarder
+	q         *Queue
+	nic, tap  *forwardtest.Fake
+	guests    []*forwardtest.Fake
+	guestNICs []*forwardtest.Fake
+	g0, g1    *Guest
+}
+
+func newSegment(t *testing.T, c Config) *segment {
+	t.Helper()
+	s := &segment{nic: forwardtest.NewFake(t), tap: forwardtest.NewFake(t)}
+	for i, mac := range []net.HardwareAddr{guestMAC0, guestMAC1} {
+		s.guests = append(s.guests, forwardtest.NewFake(t))
+		s.guestNICs = append(s.guestNICs, forwardtest.NewFake(t))
+		c.Guests = append(c.Guests, GuestPort{Guest: s.guests[i], MAC: mac, NIC: s.guestNICs[i], CPU: -1})
+	}
+	c.Batch, c.CPUs, c.TAPVnetHdr = 16, []int{-1}, true
+	f, err := New([]Endpoint{s.tap}, []NIC{s.nic}, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	s.f, s.q, s.g0, s.g1 = f, f.queues[0], f.Guests()[0], f.Guests()[1]
+	return s
+}
+
+// ether is a frame from src to dst with an IPv4/TCP packet (payload n).
+func ether(t *testing.T, src, dst net.HardwareAddr, n int) []byte {
+	f := tcpFrame(t, n)
+	copy(f, dst)
+	copy(f[6:], src)
+	return withHdr(vnethdr.Hdr{}, f)
+}
+
+// seen reports whether fake got a frame whose Ethernet header is hdr's.
+func seen(fake *forwardtest.Fake, frame []byte) bool {
+	for _, w := range fake.Written() {
+		if bytes.Equal(w[vnethdr.Len:vnethdr.Len+12], frame[vnethdr.Len:vnethdr.Len+12]) {
+			return true
+		}
+	}
+	return false
+}
+
+// step runs every worker's loop once, in the order the frames travel.
+func (s *segment) step(t *testing.T) {
+	t.Helper()
+	for _, g := range []*Guest{s.g0, s.g1} {
+		if _, err := g.fromGuest(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.q.nicToTAP(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.q.tapToNIC(); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []*Guest{s.g0, s.g1} {
+		if _, err := g.toGuest(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestGuestUnicast: frames to a guest's MAC reach that guest alone, from
+// the NIC, the TAP or another guest; a guest's frame to an address not
+// seen yet goes to the NIC and the TAP, and once the answer came from the
+// wire, to the NIC alone.
+func TestGuestUnicast(t *testing.T) {
+	s := newSegment(t, Config{})
+	fromWire := ether(t, wireMAC, guestMAC0, 100)
+	fromLab := ether(t, s.tapMAC(), guestMAC1, 101)
+	g0toG1 := ether(t, guestMAC0, guestMAC1, 102)
+	g1toWire := ether(t, guestMAC1, wireMAC, 103)
+	s.nic.Push(forwardtest.Frame{Data: fromWire})
+	s.tap.Push(forwardtest.Frame{Data: fromLab})
+	s.guests[0].Push(forwardtest.Frame{Data: g0toG1})
+	s.guests[1].Push(forwardtest.Frame{Data: g1toWire})
+	s.step(t)
+	for _, c := range []struct {
+		what  string
+		frame []byte
+		at    *forwardtest.Fake
+		want  bool
+	}{
+		{"wire -> guest 0", fromWire, s.guests[0], true},
+		{"wire -> guest 0 not on the TAP", fromWire, s.tap, false},
+		{"lab -> guest 1", fromLab, s.guests[1], true},
+		{"lab -> guest 1 not on the NIC", fromLab, s.nic, false},
+		{"guest 0 -> guest 1", g0toG1, s.guests[1], true},
+		{"guest 0 -> guest 1 not to the wire", g0toG1, s.guestNICs[0], false},
+		{"guest 1 -> unknown: the wire", g1toWire, s.guestNICs[1], true},
+		{"guest 1 -> unknown: the TAP", g1toWire, s.tap, true},
+	} {
+		if seen(c.at, c.frame) != c.want {
+			t.Errorf("%s: seen %v, want %v", c.what, !c.want, c.want)
+		}
+	}
+	// Guest 0 heard from wireMAC: its answer goes to the wire alone.
+	answer := ether(t, guestMAC0, wireMAC, 104)
+	s.guests[0].Push(forwardtest.Frame{Data: answer})
+	s.step(t)
+	if !seen(s.guestNICs[0], answer) || seen(s.tap, answer) {
+		t.Errorf("an answer to a wire host: wire %v, TAP %v; want the wire alone", seen(s.guestNICs[0], answer), seen(s.tap, answer))
+	}
+	n := &s.q.C.NICToTAP
+	if n.Rx.Packets.Load() != 1 || n.ToGuests.Load() != 1 || n.Tx.Packets.Load() != 0 {
+		t.Errorf("NIC->TAP: rx %d to guests %d tx %d; want 1, 1, 0", n.Rx.Packets.Load(), n.ToGuests.Load(), n.Tx.Packets.Load())
+	}
+	if g := &s.g1.C; g.To.Rx.Packets.Load() != 2 || g.To.Tx.Packets.Load() != 2 || g.From.Tx.Packets.Load() != 1 {
+		t.Errorf("guest 1: to rx %d tx %d, from tx %d; want 2, 2, 1", g.To.Rx.Packets.Load(), g.To.Tx.Packets.Load(), g.From.Tx.Packets.Load())
+	}
+}
+
+func (s *segment) tapMAC() net.HardwareAddr { return net.HardwareAddr{0x02, 0, 0, 0, 0x30, 1} }
+
+// TestGuestBroadcast: a broadcast reaches every port but the one it came
+// from.
+func TestGuestBroadcast(t *testing.T) {
+	s := newSegment(t, Config{})
+	fromWire := ether(t, wireMAC, bcastMAC, 100)
+	fromG0 := ether(t, guestMAC0, bcastMAC, 101)
+	s.nic.Push(forwardtest.Frame{Data: fromWire})
+	s.guests[0].Push(forwardtest.Frame{Data: fromG0})
+	s.step(t)
+	for _, c := range []struct {
+		what  string
+		frame []byte
+		at    *forwardtest.Fake
+		want  bool
+	}{
+		{"wire bcast: TAP", fromWire, s.tap, true},
+		{"wire bcast: guest 0", fromWire, s.guests[0], true},
+		{"wire bcast: guest 1", fromWire, s.guests[1], true},
+		{"guest 0 bcast: wire", fromG0, s.guestNICs[0], true},
+		{"guest 0 bcast: TAP", fromG0, s.tap, true},
+		{"guest 0 bcast: guest 1", fromG0, s.guests[1], true},
+		{"guest 0 bcast: not back to guest 0", fromG0, s.guests[0], false},
+	} {
+		if seen(c.at, c.frame) != c.want {
+			t.Errorf("%s: seen %v, want %v", c.what, !c.want, c.want)
+		}
+	}
+	balanced(t, "NIC->TAP", &s.q.C.NICToTAP, 0)
+}
+
+// TestGuestSlow: a guest with no room fills its inbox; what does not fit
+// is dropped and counted, and the other guest and the TAP get everything.
+func TestGuestSlow(t *testing.T) {
+	s := newSegment(t, Config{})
+	s.guests[1].Full(true)
+	for i := 0; i < 100; i++ {
+		s.nic.Push(forwardtest.Frame{Data: ether(t, wireMAC, bcastMAC, 60+i)})
+		if i%16 == 15 {
+			s.step(t)
+		}
+	}
+	s.step(t)
+	s.step(t)
+	g1 := &s.g1.C.To
+	if got := g1.Drops[DropGuestBusy].Load(); got != 100-inboxSlots || g1.Tx.Packets.Load() != 0 {
+		t.Errorf("slow guest: guest_busy %d, written %d; want %d, 0", got, g1.Tx.Packets.Load(), 100-inboxSlots)
+	}
+	if len(s.guests[0].Written()) != 100 || len(s.tap.Written()) != 100 {
+		t.Errorf("the others: guest 0 got %d, the TAP %d; want 100 each", len(s.guests[0].Written()), len(s.tap.Written()))
+	}
+	s.guests[1].Full(false)
+	s.step(t)
+	if n := len(s.guests[1].Written()); n != inboxSlots {
+		t.Errorf("once it had room the slow guest got %d, want the %d that waited", n, inboxSlots)
+	}
+}
+
+// TestGuestChecks: the guest is not trusted: bad headers, oversize frames
+// and, with StrictMAC, forged sources are dropped and counted.
+func TestGuestChecks(t *testing.T) {
+	s := newSegment(t, Config{StrictMAC: net.HardwareAddr{0x02, 0, 0, 0, 0x30, 1}})
+	h, f := gsoFrame(t, 3000, 1448)
+	copy(f, wireMAC)
+	copy(f[6:], guestMAC0)
+	h.CsumStart = 14 // the kernel refuses a transport offset below 20
+	forged := ether(t, wireMAC, bcastMAC, 60)
+	s.guests[0].Push(forwardtest.Frame{Data: withHdr(h, f)}, forwardtest.Frame{Data: forged},
+		forwardtest.Frame{Data: make([]byte, vnethdr.Len+8)})
+	s.step(t)
+	d := &s.g0.C.From
+	if d.Drops[DropBadHdr].Load() != 2 || d.Drops[DropSpoofed].Load() != 1 || d.Tx.Packets.Load() != 0 {
+		t.Errorf("bad_vnet_hdr %d spoofed %d sent %d; want 2, 1, 0", d.Drops[DropBadHdr].Load(), d.Drops[DropSpoofed].Load(), d.Tx.Packets.Load())
+	}
+	balanced(t, "from guest 0", d, 0)
+}
+
+// TestGuestSoftOffload: a GSO frame for a guest that did not take TSO is
+// segmented for it.
+func TestGuestSoftOffload(t *testing.T) {
+	s := newSegment(t, Config{})
+	s.guests[0].Refuse(func(b []byte) error {
+		var h vnethdr.Hdr
+		if h.Decode(b) == nil && h.IsGSO() {
+			return unix.EOPNOTSUPP
+		}
+		return nil
+	})
+	h, f := gsoFrame(t, 10000, 1448)
+	copy(f, guestMAC0)
+	copy(f[6:], wireMAC)
+	s.nic.Push(forwardtest.Frame{Data: withHdr(h, f)})
+	s.step(t)
+	if got := len(s.guests[0].Written()); got != 7 { // ceil(10000/1448)
+		t.Errorf("guest got %d frames, want the 7 segments", got)
+	}
+	if d := &s.g0.C.To; d.Tx.Packets.Load() != 1 || d.Drops[DropGuestRefused].Load() != 0 {
+		t.Errorf("to guest: tx %d refused %d; want 1, 0", d.Tx.Packets.Load(), d.Drops[DropGuestRefused].Load())
+	}
+}
+
+// TestGuestRun: with Run's goroutines, a frame from the wire reaches a
+// guest and its answer the wire; Run stops with every worker.
+func TestGuestRun(t *testing.T) {
+	s := newSegment(t, Config{})
+	goroutines := runtime.NumGoroutine()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.f.Run(ctx) }()
+	<-s.f.Started()
+	s.nic.Push(forwardtest.Frame{Data: ether(t, wireMAC, guestMAC1, 80)})
+	s.guests[1].Push(forwardtest.Frame{Data: ether(t, guestMAC1, wireMAC, 81)})
+	for deadline := time.Now().Add(2 * time.Second); len(s.guests[1].Written()) == 0 || len(s.guestNICs[1].Written()) == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("guest got %d, its NIC sent %d", len(s.guests[1].Written()), len(s.guestNICs[1].Written()))
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; runtime.NumGoroutine() > goroutines; i++ {
+		if i == 100 {
+			t.Fatalf("%d goroutines after Run, %d before", runtime.NumGoroutine(), goroutines)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestZeroAllocsGuests: frames between the wire and a guest, both ways,
+// over socketpairs behind the real endpoint code, allocate nothing.
+func TestZeroAllocsGuests(t *testing.T) {
+	nic, wire := forwardtest.NIC(t, 16)
+	tq, _ := forwardtest.TAP(t)
+	gq, guest := forwardtest.TAP(t) // the guest's end speaks frames with a vnet header
+	gnic, gwire := forwardtest.NIC(t, 16)
+	f, err := New([]Endpoint{tq}, []NIC{nic}, Config{Batch: 16, CPUs: []int{-1}, TAPVnetHdr: true,
+		Guests: []GuestPort{{Guest: gq, MAC: guestMAC0, NIC: gnic, CPU: -1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	q, g := f.queues[0], f.Guests()[0]
+	in, out := ether(t, wireMAC, guestMAC0, 1400), ether(t, guestMAC0, wireMAC, 1400)
+	sink := make([]byte, 70000)
+	allocs := testing.AllocsPerRun(200, func() {
+		unix.Write(wire, in)
+		q.nicToTAP()
+		g.toGuest()
+		unix.Read(guest, sink)
+		unix.Write(guest, out)
+		g.fromGuest()
+		unix.Read(gwire, sink)
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations per frame each way, want 0", allocs)
+	}
+	if g.C.To.Tx.Packets.Load() == 0 || g.C.From.Tx.Packets.Load() == 0 {
+		t.Errorf("nothing moved: to guest %d, from guest %d", g.C.To.Tx.Packets.Load(), g.C.From.Tx.Packets.Load())
+	}
+}

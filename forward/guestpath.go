@@ -1,0 +1,241 @@
+package forward
+
+import (
+	"bytes"
+	"errors"
+	"math/bits"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tapfwd/tapfwd/vnethdr"
+)
+
+// errPortClosed ends a guest's worker quietly: its port was closed.
+var errPortClosed = errors.New("guest port closed")
+
+func trailingZeros(v uint64) int { return bits.TrailingZeros64(v) }
+
+// fromGuest moves one batch of what the guest sent and returns how many
+// frames it read.
+func (g *Guest) fromGuest() (int, error) {
+	n, err := g.port.Guest.Read(g.bufs, g.sizes, headroom-hdrLen)
+	switch {
+	case err == nil, err == unix.EAGAIN, err == unix.EINTR:
+	case err == unix.EBADFD:
+		return 0, errPortClosed
+	case err == unix.EIO:
+		// The guest broke the rules: its port stopped itself (and said
+		// so); nothing comes until the guest starts its rings again.
+	default:
+		g.C.From.Errors.Add(1)
+	}
+	for i := 0; i < n; i++ {
+		g.acceptFromGuest(i)
+	}
+	g.flush()
+	g.fromT.publish(&g.C.From, nil, n)
+	g.fw.fab.wake(&g.dirty)
+	return n, nil
+}
+
+// acceptFromGuest checks frame i of the batch (the guest is not trusted)
+// and routes it.
+func (g *Guest) acceptFromGuest(i int) {
+	t := &g.fromT
+	buf, size := g.bufs[i], g.sizes[i]-hdrLen
+	t.rxPkts++
+	if size > 0 {
+		t.rxBytes += uint64(size)
+	}
+	if size > frameCap {
+		t.drop(DropOversize)
+		return
+	}
+	if size < 14 {
+		t.drop(DropBadHdr)
+		return
+	}
+	frame := buf[headroom : headroom+size]
+	q := g.fw.queues[0]
+	if q.strict && !bytes.Equal(frame[6:12], g.mac[:]) {
+		t.drop(DropSpoofed)
+		return
+	}
+	if r, ok := q.l2.refuses(frame); ok {
+		t.drop(r)
+		return
+	}
+	var h vnethdr.Hdr
+	if h.Decode(buf[headroom-hdrLen:]) != nil || vnethdr.Fixup(&h, frame) != nil {
+		t.drop(DropBadHdr)
+		return
+	}
+	if h.IsGSO() {
+		t.gso++
+	}
+	h.Encode(buf[headroom-hdrLen:])
+	g.route(buf[headroom-hdrLen : headroom+size])
+}
+
+// route sends b by its destination: to a guest, to the side where the
+// address was seen, else (and for group addresses) to the NIC and the TAP
+// and, for group addresses, every other guest.
+func (g *Guest) route(b []byte) {
+	if g.fw.fab.deliver(b, sideGuest, g, &g.dirty) {
+		g.fromT.txPkts++
+		g.fromT.txBytes += uint64(len(b) - hdrLen)
+		return
+	}
+	switch g.where[[6]byte(b[hdrLen:hdrLen+6])] {
+	case sideTAP:
+		g.tapOut, g.tapMain = append(g.tapOut, b), append(g.tapMain, true)
+	case sideNIC:
+		g.nicOut = append(g.nicOut, b)
+	default: // group address or not seen yet
+		g.nicOut = append(g.nicOut, b)
+		g.tapOut, g.tapMain = append(g.tapOut, b), append(g.tapMain, false)
+	}
+}
+
+// flush writes the batch's frames to the NIC and the TAP. A frame counts
+// once, on its first destination: transmitted, or dropped with the
+// reason; a failed copy to a second destination counts as an error.
+func (g *Guest) flush() {
+	t := &g.fromT
+	for out := g.nicOut; len(out) > 0; {
+		n, err := g.port.NIC.Write(out, 0)
+		for _, b := range out[:n] {
+			t.txPkts++
+			t.txBytes += uint64(len(b) - hdrLen)
+		}
+		if out = out[n:]; len(out) == 0 || err == nil {
+			continue
+		}
+		switch err {
+		case unix.EINTR:
+		case unix.EAGAIN, unix.ENOBUFS:
+			t.drop(DropNICBusy)
+			out = out[1:]
+		default:
+			t.drop(DropNICRefused)
+			out = out[1:]
+		}
+	}
+	for out, main := g.tapOut, g.tapMain; len(out) > 0; {
+		n, err := g.tap.Write(out, 0)
+		for i, b := range out[:n] {
+			if main[i] {
+				t.txPkts++
+				t.txBytes += uint64(len(b) - hdrLen)
+			}
+		}
+		if out, main = out[n:], main[n:]; len(out) == 0 || err == nil {
+			continue
+		}
+		if main[0] {
+			t.drop(DropTAPWrite)
+		} else {
+			t.errors++
+		}
+		out, main = out[1:], main[1:]
+	}
+	g.nicOut, g.tapOut, g.tapMain = g.nicOut[:0], g.tapOut[:0], g.tapMain[:0]
+}
+
+// toGuest writes what waits in the inbox into the guest's queue and
+// reports whether frames are left that it could take now.
+func (g *Guest) toGuest() (more bool, err error) {
+	k := g.in.take(g.taken, g.from)
+	if k == 0 {
+		return false, nil
+	}
+	g.learn(k)
+	t := &g.toT
+	done := 0
+	for done < k {
+		n, err := g.port.Guest.Write(g.taken[done:k], 0)
+		for _, b := range g.taken[done : done+n] {
+			t.txPkts++
+			t.txBytes += uint64(len(b) - hdrLen)
+		}
+		if done += n; done == k || err == nil {
+			continue
+		}
+		switch err {
+		case unix.EINTR:
+		case unix.EAGAIN:
+			// No room: the rest waits until the guest posts buffers
+			// (the port's fd says when).
+			g.in.release(done)
+			t.publish(&g.C.To, nil, 0)
+			return false, nil
+		case unix.EOPNOTSUPP:
+			g.softOffload(g.taken[done])
+			done++
+		case unix.EBADFD:
+			g.in.release(done)
+			return false, errPortClosed
+		default: // no front-end, or a frame the guest cannot take
+			t.drop(DropGuestRefused)
+			done++
+		}
+	}
+	more = g.in.release(done)
+	t.publish(&g.C.To, nil, 0)
+	return more, nil
+}
+
+// learn notes on which side the sources of the k frames taken live, so
+// that the guest's answers go there alone.
+func (g *Guest) learn(k int) {
+	for i := 0; i < k; i++ {
+		if g.from[i] != sideNIC && g.from[i] != sideTAP {
+			continue
+		}
+		src := [6]byte(g.taken[i][hdrLen+6 : hdrLen+12])
+		if src[0]&1 != 0 || g.where[src] == g.from[i] {
+			continue
+		}
+		if len(g.where) >= maxLearned {
+			clear(g.where)
+		}
+		g.where[src] = g.from[i]
+	}
+}
+
+// softOffload writes b to a guest that did not take the offload its
+// header asks for: segmented, or with its checksum completed.
+func (g *Guest) softOffload(b []byte) {
+	t := &g.toT
+	var h vnethdr.Hdr
+	if h.Decode(b) != nil {
+		t.drop(DropGuestRefused)
+		return
+	}
+	frame := b[hdrLen:]
+	out := g.segOut[:0]
+	if h.IsGSO() {
+		k, err := vnethdr.Segment(h, frame, g.segView, g.segSize)
+		if err != nil {
+			t.drop(DropSegment)
+			return
+		}
+		for j := 0; j < k; j++ {
+			clear(g.segBufs[j][:hdrLen])
+			out = append(out, g.segBufs[j][:hdrLen+g.segSize[j]])
+		}
+	} else {
+		if vnethdr.CompleteChecksum(&h, frame) != nil {
+			t.drop(DropBadHdr)
+			return
+		}
+		clear(b[:hdrLen])
+		out = append(out, b)
+	}
+	if n, _ := g.port.Guest.Write(out, 0); n != len(out) {
+		t.drop(DropGuestRefused)
+		return
+	}
+	t.txPkts++
+	t.txBytes += uint64(len(frame))
+}
