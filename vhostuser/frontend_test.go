@@ -217,7 +217,7 @@ func TestDisconnectReleases(t *testing.T) {
 	// the port's: one mapping, the connection and six eventfds (each
 	// ring's kick, call and error); the port closed the memfd it mapped.
 	maps1, kinds1 := mapsLines(t, "memfd:vhostusertest"), fdKinds(t)
-	if maps1 != maps0+2 || kinds1 != kinds0.plus(fdKind{eventfds: 12, sockets: 2, memfds: 1}) {
+	if maps1 != maps0+2 || kinds1 != plus(kinds0, fdKind{Eventfds: 12, Sockets: 2, Memfds: 1}) {
 		t.Fatalf("connected: %d memfd mappings (from %d), fds %+v (from %+v)", maps1, maps0, kinds1, kinds0)
 	}
 	for range 3 {
@@ -279,7 +279,7 @@ func TestFrontEndKilled(t *testing.T) {
 	// Another process's: the port's connection and six eventfds (exec's
 	// pipe and pidfd are "other").
 	if maps, kinds := mapsLines(t, "memfd:vhostusertest"), fdKinds(t); maps != maps0+1 ||
-		kinds.ported() != kinds0.plus(fdKind{eventfds: 6, sockets: 1}).ported() {
+		ported(kinds) != ported(plus(kinds0, fdKind{Eventfds: 6, Sockets: 1})) {
 		t.Fatalf("connected: %d memfd mappings, fds %+v (from %d, %+v)", maps, kinds, maps0, kinds0)
 	}
 	cmd.Process.Signal(syscall.SIGKILL)

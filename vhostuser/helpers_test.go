@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -141,11 +140,11 @@ func pollFd(fd int, d time.Duration) bool {
 // mapsLines counts the lines of /proc/self/maps that contain s.
 func mapsLines(t testing.TB, s string) int {
 	t.Helper()
-	b, err := os.ReadFile("/proc/self/maps")
+	n, err := vhostusertest.MapsLines(0, s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return strings.Count(string(b), s)
+	return n
 }
 
 // fdCount counts /proc/self/fd entries.
@@ -168,36 +167,21 @@ func readOne(p *testPort) (int, error) {
 	return p.Read(b, s, 0)
 }
 
-// fdKind counts the process's fds of the kinds a front-end gives or makes.
-type fdKind struct{ eventfds, sockets, memfds, other int }
+// fdKind counts the process's fds by kind; ported leaves out the kinds
+// a front-end does not give.
+type fdKind = vhostusertest.Fds
 
-func (a fdKind) plus(b fdKind) fdKind {
-	return fdKind{a.eventfds + b.eventfds, a.sockets + b.sockets, a.memfds + b.memfds, a.other + b.other}
+func plus(a, b fdKind) fdKind {
+	return fdKind{Eventfds: a.Eventfds + b.Eventfds, Sockets: a.Sockets + b.Sockets, Memfds: a.Memfds + b.Memfds, Other: a.Other + b.Other}
 }
 
-// ported leaves out the kinds a front-end does not give.
-func (a fdKind) ported() fdKind { a.other = 0; return a }
+func ported(a fdKind) fdKind { a.Other = 0; return a }
 
 func fdKinds(t testing.TB) fdKind {
 	t.Helper()
-	e, err := os.ReadDir("/proc/self/fd")
+	k, err := vhostusertest.CountFds(0)
 	if err != nil {
 		t.Fatal(err)
-	}
-	var k fdKind
-	for _, f := range e {
-		l, err := os.Readlink("/proc/self/fd/" + f.Name())
-		switch {
-		case err != nil: // the directory's own fd, gone
-		case l == "anon_inode:[eventfd]":
-			k.eventfds++
-		case strings.HasPrefix(l, "socket:"):
-			k.sockets++
-		case strings.HasPrefix(l, "/memfd:"):
-			k.memfds++
-		default:
-			k.other++
-		}
 	}
 	return k
 }

@@ -285,3 +285,9 @@ func (d *Driver) Ring(i int) (num, desc, avail, used int) {
 
 // UsedIdx is the port's used->idx of ring i.
 func (d *Driver) UsedIdx(i int) uint16 { return uint16(load32(d.mem, d.r[i].used) >> 16) }
+
+// KickFd is ring i's kick eventfd.
+func (d *Driver) KickFd(i int) int { return d.kick[i] }
+
+// CallFd is ring i's call eventfd.
+func (d *Driver) CallFd(i int) int { return d.call[i] }
