@@ -113,6 +113,7 @@ func (p *Port) serve(c *net.UnixConn) error {
 			closeFds(in.fds)
 			return err
 		}
+		p.log.Debug("vhost-user request", "request", reqName(m.req), "need_reply", m.needReply, "fds", len(in.fds))
 		out, status, err := p.handle(&m, in.fds)
 		if err != nil {
 			return err

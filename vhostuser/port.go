@@ -119,6 +119,8 @@ type Port struct {
 	rings    [numRings]vring
 	reply    [hdrSize + maxPayload]byte
 
+	one [8]byte // an eventfd increment; set once, read by every goroutine
+
 	// Read's scratch, under rings[txRing].mu.
 	evs    [numRings + 1]unix.EpollEvent
 	rdBuf  [8]byte
@@ -160,6 +162,7 @@ func Listen(c Config) (*Port, error) {
 		r.kick, r.call, r.errFd, r.w = -1, -1, -1, newWalker()
 	}
 	p.hdrLen = 10
+	binary.NativeEndian.PutUint64(p.one[:], 1)
 	if err := p.openFds(); err != nil {
 		p.closeFds()
 		return nil, err
@@ -283,8 +286,4 @@ func (p *Port) dispatch() {
 }
 
 // wake makes Fd readable, so a worker waiting on it looks at the port.
-func (p *Port) wake() {
-	var one [8]byte
-	binary.NativeEndian.PutUint64(one[:], 1)
-	_, _ = unix.Write(p.wakefd, one[:])
-}
+func (p *Port) wake() { _, _ = unix.Write(p.wakefd, p.one[:]) }

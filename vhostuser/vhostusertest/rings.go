@@ -58,9 +58,7 @@ func (d *Driver) publish(ring int, old uint16) {
 		kick = binary.LittleEndian.Uint16(d.mem[r.used:])&1 == 0
 	}
 	if kick {
-		var one [8]byte
-		binary.NativeEndian.PutUint64(one[:], 1)
-		if _, err := unix.Write(d.kick[ring], one[:]); err == nil {
+		if _, err := unix.Write(d.kick[ring], d.one[:]); err == nil {
 			r.kicks++
 		}
 	}
