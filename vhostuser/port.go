@@ -31,7 +31,8 @@ type Config struct {
 	// discards.
 	Logger *slog.Logger
 	// OnEvent, if set, is called for every Event, in order, from a
-	// goroutine of the port's own. It must not call Close.
+	// goroutine of the port's own. It must return promptly (events that
+	// find 64 waiting are dropped and counted) and must not call Close.
 	OnEvent func(Event)
 }
 
@@ -87,9 +88,10 @@ type Event struct {
 // Port is one vhost-user virtio-net port: a listening socket, the
 // front-end connected to it, the guest's memory and its two virtqueues.
 //
-// Read and Write move frames with the forwarder's batch shape; each may
-// be called from one goroutine at a time (they may run concurrently with
-// each other). Everything else may be called from any goroutine.
+// Read and Write move frames with the forwarder's batch shape. All methods
+// are safe for concurrent use: Read and Write may run at once (each ring
+// has its own lock), and several goroutines writing to one port take turns
+// per batch.
 type Port struct {
 	cfg          Config
 	log          *slog.Logger
