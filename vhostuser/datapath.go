@@ -1,0 +1,425 @@
+package vhostuser
+
+import (
+	"fmt"
+	"runtime/debug"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tapfwd/tapfwd/vnethdr"
+)
+
+// Read takes up to len(bufs) frames the guest transmitted. Frame i lands
+// in bufs[i][offset:] behind a vnethdr.Len (10-byte) virtio_net_hdr, the
+// guest's header without num_buffers, and sizes[i] is its length with that
+// header; a size larger than len(bufs[i])-offset means the frame did not
+// fit and was cut. The header is the guest's: validate it (vnethdr.Fixup)
+// before trusting it.
+//
+// Read returns fewer than len(bufs) frames only when the queue is empty and
+// the guest was asked to kick, which makes Fd readable; after a full batch
+// call it again rather than wait on Fd.
+//
+// Errors: EAGAIN nothing to read (also while no front-end runs the rings);
+// EIO the guest broke the rules (ErrGuest: logged, in Stats and an
+// EventBroken); EBADFD the port is closed.
+func (p *Port) Read(bufs [][]byte, sizes []int, offset int) (n int, err error) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.closed {
+		return 0, unix.EBADFD
+	}
+	r := &p.rings[txRing]
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.started || r.broken.Load() {
+		p.drain()
+		if r.broken.Load() {
+			return 0, unix.EIO
+		}
+		return 0, unix.EAGAIN
+	}
+	old := debug.SetPanicOnFault(true)
+	defer p.recoverFault(r, old, &n, &err)
+	var t tally
+	n, err = p.readFrames(r, bufs[:min(len(bufs), len(sizes))], sizes, offset, &t)
+	p.finish(r, &t)
+	p.stats.addTx(&t)
+	if n == 0 && err == nil {
+		err = unix.EAGAIN
+	}
+	return n, err
+}
+
+// readFrames takes frames off the transmit queue until bufs are full or
+// the queue is empty with notifications enabled.
+func (p *Port) readFrames(r *vring, bufs [][]byte, sizes []int, offset int, t *tally) (int, error) {
+	n, drained, budget := 0, false, len(bufs)+int(r.num)
+	for n < len(bufs) {
+		if r.availLeft == 0 {
+			d, err := r.refill()
+			if err != nil {
+				return n, p.broke(r, fmt.Errorf("transmit queue: %w", err))
+			}
+			if d == 0 {
+				if drained {
+					break
+				}
+				// Idle: consume the kicks that woke the caller, ask for
+				// the next one and look once more, since the guest may
+				// have added an entry before it saw the request.
+				p.drain()
+				drained = true
+				if !r.notifyOn {
+					r.setNotify(true)
+				}
+				continue
+			}
+			if r.notifyOn {
+				r.setNotify(false) // busy: no kicks while draining
+			}
+		}
+		if budget--; budget < 0 {
+			// Only drops for a while: leave the rest to the next call and
+			// make sure there is one.
+			p.wake()
+			break
+		}
+		head := r.nextHead()
+		total, err := r.w.walk(head, false)
+		if err != nil && err != errTooLong {
+			// Leave the entry where it was, as drivers/vhost/vhost.c:
+			// vhost_get_vq_desc does: GET_VRING_BASE answers it as next.
+			r.lastAvail, r.availLeft = r.lastAvail-1, r.availLeft+1
+			return n, p.broke(r, fmt.Errorf("transmit queue, chain at %d: %w", head, err))
+		}
+		r.pushUsed(head, 0) // a transmit buffer gets nothing written
+		// A disabled ring's frames are taken and dropped
+		// (docs/interop/vhost-user.rst, "Ring states").
+		if err != nil || !r.active || total < uint64(p.hdrLen) {
+			t.dropped++
+			continue
+		}
+		sizes[n] = p.copyFrame(r.w.segs, bufs[n], offset, total)
+		t.frames++
+		t.bytes += total - uint64(p.hdrLen)
+		n++
+	}
+	return n, nil
+}
+
+// copyFrame copies a walked transmit chain into b[offset:] as a 10-byte
+// header and the frame, and returns the frame's size with that header.
+func (p *Port) copyFrame(segs [][]byte, b []byte, offset int, total uint64) int {
+	size := vnethdr.Len + int(total) - p.hdrLen
+	if offset < 0 || offset > len(b) || len(b)-offset < vnethdr.Len {
+		return size
+	}
+	dst := b[offset:]
+	// The guest's header starts with the 10 bytes of struct
+	// virtio_net_hdr; num_buffers, if there, means nothing on transmit.
+	gather(segs, dst[:vnethdr.Len], 0)
+	frame := dst[vnethdr.Len:]
+	if c := gather(segs, frame, p.hdrLen); c >= 12 {
+		p.learn(frame[6:12])
+	}
+	return size
+}
+
+// learn remembers the source address of a unicast frame from the guest.
+func (p *Port) learn(src []byte) {
+	if src[0]&1 != 0 || [6]byte(src) == p.macNow || [6]byte(src) == [6]byte{} {
+		return
+	}
+	p.macNow = [6]byte(src)
+	var v uint64
+	for _, b := range src {
+		v = v<<8 | uint64(b)
+	}
+	p.mac.Store(v | 1<<48)
+}
+
+// Write puts frames on the guest's receive queue. bufs[i][offset:] is a
+// vnethdr.Len (10-byte) virtio_net_hdr and the frame; the guest gets the
+// header it negotiated (12 bytes with num_buffers under VERSION_1 or
+// MRG_RXBUF) and, with MRG_RXBUF, the frame spread over as many buffers as
+// it takes. Write returns how many frames it took; when it took none, err
+// says why bufs[0] failed, and a short count with a nil error means
+// bufs[n] failed (writing again from there says why).
+//
+// Errors that leave the port usable: EAGAIN the guest posted no room (Fd
+// becomes readable when it does); EOPNOTSUPP the frame needs an offload
+// the guest did not negotiate (see GuestOffloads: segment it or complete
+// its checksum first); EMSGSIZE it does not fit the guest's buffers;
+// EINVAL its buffer is shorter than the header. ENETDOWN: no front-end
+// runs the receive ring. EIO: the guest broke the rules. EBADFD: closed.
+func (p *Port) Write(bufs [][]byte, offset int) (n int, err error) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.closed {
+		return 0, unix.EBADFD
+	}
+	r := &p.rings[rxRing]
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case r.broken.Load():
+		return 0, unix.EIO
+	case !r.active:
+		return 0, unix.ENETDOWN
+	}
+	old := debug.SetPanicOnFault(true)
+	defer p.recoverFault(r, old, &n, &err)
+	var t tally
+	n, err = p.writeFrames(r, bufs, offset, &t)
+	p.finish(r, &t)
+	p.stats.addRx(&t)
+	return n, err
+}
+
+func (p *Port) writeFrames(r *vring, bufs [][]byte, offset int, t *tally) (int, error) {
+	var h [12]byte
+	for n, b := range bufs {
+		err := p.writeOne(r, &h, b, offset)
+		if err == nil {
+			t.frames++
+			t.bytes += uint64(len(b) - offset - vnethdr.Len)
+			continue
+		}
+		errno, ok := err.(unix.Errno)
+		if !ok {
+			return n, p.broke(r, err)
+		}
+		if n > 0 {
+			return n, nil // the caller writes again from bufs[n] and learns why
+		}
+		if errno == unix.EAGAIN {
+			t.noRoom++
+		} else {
+			t.refused++
+		}
+		return 0, errno
+	}
+	return len(bufs), nil
+}
+
+// writeOne writes one frame. It returns an errno for a frame that could
+// not go, any other error when the guest broke the rules.
+func (p *Port) writeOne(r *vring, h *[12]byte, b []byte, offset int) error {
+	if offset < 0 || offset > len(b) || len(b)-offset < vnethdr.Len {
+		return unix.EINVAL
+	}
+	f := b[offset:]
+	copy(h[:vnethdr.Len], f)
+	h[10], h[11] = 1, 0 // num_buffers
+	frame := f[vnethdr.Len:]
+	if !p.guestTakes(h, frame) {
+		return unix.EOPNOTSUPP
+	}
+	return p.scatterFrame(r, h[:p.hdrLen], frame)
+}
+
+// guestTakes reports whether the guest negotiated what the frame's header
+// needs, clearing the flags it must not see (virtio 1.x 5.1.6.3: without
+// GUEST_CSUM the device sets flags to zero).
+func (p *Port) guestTakes(h *[12]byte, frame []byte) bool {
+	f := p.features
+	if f&(1<<FeatureNetGuestCsum) == 0 {
+		if h[0]&vnethdr.FlagNeedsCsum != 0 {
+			return false
+		}
+		h[0] = 0
+	}
+	gso := h[1]
+	if gso&vnethdr.GSOECN != 0 && f&(1<<FeatureNetGuestECN) == 0 {
+		return false
+	}
+	var need uint
+	switch gso &^ vnethdr.GSOECN {
+	case vnethdr.GSONone:
+		return gso == vnethdr.GSONone
+	case vnethdr.GSOTCPv4:
+		need = FeatureNetGuestTSO4
+	case vnethdr.GSOTCPv6:
+		need = FeatureNetGuestTSO6
+	case vnethdr.GSOUDPL4:
+		need = FeatureNetGuestUSO4
+		if isIPv6(frame) {
+			need = FeatureNetGuestUSO6
+		}
+	default:
+		return false
+	}
+	return f&(1<<need) != 0
+}
+
+// isIPv6 reports whether the frame's EtherType, past up to two VLAN tags,
+// is IPv6.
+func isIPv6(frame []byte) bool {
+	for off := 12; off+2 <= len(frame); off += 4 {
+		switch t := uint16(frame[off])<<8 | uint16(frame[off+1]); t {
+		case 0x8100, 0x88a8:
+			if off > 16 {
+				return false
+			}
+		default:
+			return t == 0x86dd
+		}
+	}
+	return false
+}
+
+// scatterFrame writes the guest's header and the frame into as many
+// receive buffers as it takes (one without MRG_RXBUF) and queues them as
+// used.
+func (p *Port) scatterFrame(r *vring, hdr, frame []byte) error {
+	need := len(hdr) + len(frame)
+	mrg := p.features&(1<<FeatureNetMrgRxbuf) != 0
+	saveAvail, saveLeft, saveUsed := r.lastAvail, r.availLeft, r.usedIdx
+	// A frame that cannot go whole, or breaks the rules, leaves the ring
+	// as it was.
+	undo := func(err error) error {
+		r.lastAvail, r.availLeft, r.usedIdx = saveAvail, saveLeft, saveUsed
+		return err
+	}
+	var nbLo, nbHi []byte
+	pos, nbufs, segs := 0, 0, 0
+	for pos < need {
+		if r.availLeft == 0 {
+			ok, err := r.room()
+			if err != nil {
+				return undo(fmt.Errorf("receive queue: %w", err))
+			}
+			if !ok {
+				return undo(unix.EAGAIN)
+			}
+		}
+		head := r.nextHead()
+		total, err := r.w.walk(head, true)
+		if err != nil {
+			return undo(fmt.Errorf("receive queue, chain at %d: %w", head, err))
+		}
+		if mrg && total < uint64(len(hdr)) {
+			// virtio 1.x 5.1.6.3.1: with MRG_RXBUF every buffer holds a header.
+			return undo(fmt.Errorf("receive queue, chain at %d: %d bytes, smaller than the %d-byte header", head, total, len(hdr)))
+		}
+		if segs += len(r.w.segs); segs > maxSegs || !mrg && total < uint64(need) {
+			return undo(unix.EMSGSIZE)
+		}
+		if nbufs == 0 && len(hdr) == 12 {
+			nbLo, nbHi = byteAt(r.w.segs, 10), byteAt(r.w.segs, 11)
+		}
+		c := scatter(r.w.segs, hdr, frame, pos)
+		r.pushUsed(head, uint32(c))
+		pos += c
+		nbufs++
+	}
+	if nbufs > 1 {
+		nbLo[0], nbHi[0] = byte(nbufs), byte(nbufs>>8)
+	}
+	return nil
+}
+
+// byteAt is the chain's byte i, which exists.
+func byteAt(segs [][]byte, i int) []byte {
+	for _, s := range segs {
+		if i < len(s) {
+			return s[i : i+1]
+		}
+		i -= len(s)
+	}
+	return nil
+}
+
+// room makes sure a write has an available entry. When the guest posted
+// none it asks for a kick and looks once more.
+func (r *vring) room() (bool, error) {
+	d, err := r.refill()
+	if err == nil && d == 0 && !r.notifyOn {
+		r.setNotify(true)
+		d, err = r.refill()
+	}
+	if err != nil || d == 0 {
+		return false, err
+	}
+	if r.notifyOn {
+		r.setNotify(false)
+	}
+	return true, nil
+}
+
+// finish publishes the batch's used entries and notifies the guest if it
+// wants to know: one eventfd write per batch at most.
+func (p *Port) finish(r *vring, t *tally) {
+	if r.usedIdx == r.published {
+		return
+	}
+	r.publish()
+	if r.notifyGuest() {
+		t.irqs++
+	}
+}
+
+// drain consumes the notifications that made Fd readable.
+func (p *Port) drain() {
+	n, err := unix.EpollWait(p.epfd, p.evs[:], 0)
+	if err != nil {
+		return
+	}
+	for _, ev := range p.evs[:n] {
+		fd := p.wakefd
+		if ev.Fd >= tagKick {
+			fd = p.rings[ev.Fd-tagKick].kick
+		}
+		if fd >= 0 {
+			_, _ = unix.Read(fd, p.rdBuf[:])
+		}
+	}
+}
+
+// broke stops the port after the guest broke the rules on ring r: both
+// rings stop, the front-end hears of it on the ring's error eventfd
+// (QEMU logs "vhost vring error"), and the ring's kicks no longer wake the
+// caller. It returns the errno for the data path.
+func (p *Port) broke(r *vring, err error) error {
+	if !r.broken.CompareAndSwap(false, true) {
+		return unix.EIO
+	}
+	name := "transmit"
+	if r == &p.rings[rxRing] {
+		name = "receive"
+	}
+	for i := range p.rings {
+		p.rings[i].broken.Store(true)
+		if k := p.rings[i].kick; k >= 0 {
+			_ = unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, k, nil)
+		}
+	}
+	e := fmt.Errorf("%w: %w", ErrGuest, err)
+	p.stats.guestErrors.Add(1)
+	p.log.Error("vhost-user guest broke the virtqueue rules: port stopped until its driver restarts the rings",
+		"queue", name, "err", e)
+	if r.errFd >= 0 {
+		_, _ = unix.Write(r.errFd, r.one[:])
+	}
+	p.state.Store(int32(StateBroken))
+	p.emit(Event{Kind: EventBroken, Err: e})
+	p.wake()
+	return unix.EIO
+}
+
+// recoverFault ends a Read or Write that faulted on guest memory (a file
+// the front-end shrank under its mapping raises SIGBUS, which
+// debug.SetPanicOnFault turns into a panic): the port stops instead of the
+// process.
+func (p *Port) recoverFault(r *vring, old bool, n *int, err *error) {
+	debug.SetPanicOnFault(old)
+	v := recover()
+	if v == nil {
+		return
+	}
+	if _, ok := v.(interface{ Addr() uintptr }); !ok {
+		panic(v)
+	}
+	*n, *err = 0, p.broke(r, fmt.Errorf("fault on guest memory (did the front-end shrink its memory file?): %v", v))
+}

@@ -1,0 +1,321 @@
+package vhostuser
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"runtime/debug"
+
+	"golang.org/x/sys/unix"
+)
+
+// handle applies one checked request to the port and returns its reply
+// (nil for requests without one) and, for need_reply, the status to
+// acknowledge with. It owns fds. An error sends the front-end away.
+func (p *Port) handle(m *message, fds []int) ([]byte, uint64, error) {
+	switch m.req {
+	case reqGetFeatures:
+		return p.u64Reply(m.req, p.offered), 0, nil
+	case reqSetFeatures:
+		return nil, 0, p.setFeatures(m.u64)
+	case reqGetProtocolFeatures, reqSetProtocolFeatures:
+		if p.offered&(1<<FeatureProtocolFeatures) == 0 {
+			return nil, 0, protoErr(m.req, "protocol features were not offered")
+		}
+		if m.req == reqGetProtocolFeatures {
+			return p.u64Reply(m.req, p.offeredProto), 0, nil
+		}
+		return nil, 0, p.setProtocolFeatures(m.u64)
+	case reqGetQueueNum:
+		return p.u64Reply(m.req, queuePairs), 0, nil
+	case reqSetOwner:
+		return nil, 0, nil
+	case reqResetOwner:
+		// Deprecated; docs/interop/vhost-user.rst recommends disabling the
+		// rings and keeping the rest.
+		p.mu.Lock()
+		for i := range p.rings {
+			p.stopRing(i)
+			p.rings[i].enabled = false
+		}
+		p.refreshActive()
+		p.mu.Unlock()
+		return nil, 0, nil
+	case reqSetMemTable:
+		return nil, 0, p.setMemTable(m, fds)
+	case reqSetVringNum, reqSetVringBase, reqSetVringAddr, reqSetVringEnable:
+		return nil, 0, p.setVring(m)
+	case reqGetVringBase:
+		return p.getVringBase(m), 0, nil
+	case reqSetVringKick, reqSetVringCall, reqSetVringErr:
+		fd := -1
+		if !m.noFd {
+			fd = fds[0]
+		}
+		return nil, 0, p.setVringFd(m, fd)
+	case reqNetSetMTU:
+		return p.setMTU(m)
+	}
+	closeFds(fds)
+	return nil, 0, protoErr(m.req, "not supported")
+}
+
+func (p *Port) u64Reply(req uint32, v uint64) []byte {
+	var b [sizeU64]byte
+	binary.NativeEndian.PutUint64(b[:], v)
+	return putReply(p.reply[:], req, b[:])
+}
+
+func (p *Port) setFeatures(v uint64) error {
+	if extra := v &^ p.offered; extra != 0 {
+		return protoErr(reqSetFeatures, "features %#x were not offered", extra)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.features = v
+	p.acked.Store(v)
+	p.hdrLen = 10
+	if v&(1<<FeatureVersion1|1<<FeatureNetMrgRxbuf) != 0 {
+		p.hdrLen = 12 // struct virtio_net_hdr_mrg_rxbuf
+	}
+	p.log.Debug("vhost-user features acknowledged", "features", fmt.Sprintf("%#x", v))
+	// EVENT_IDX and INDIRECT_DESC change what running rings look like.
+	err := p.resetup(reqSetFeatures)
+	p.refreshActive()
+	return err
+}
+
+func (p *Port) setProtocolFeatures(v uint64) error {
+	if extra := v &^ p.offeredProto; extra != 0 {
+		return protoErr(reqSetProtocolFeatures, "protocol features %#x were not offered", extra)
+	}
+	p.mu.Lock()
+	p.proto = v
+	p.mu.Unlock()
+	return nil
+}
+
+func (p *Port) setMTU(m *message) ([]byte, uint64, error) {
+	p.mu.RLock()
+	ok := p.proto&(1<<ProtocolNetMTU) != 0
+	p.mu.RUnlock()
+	if !ok {
+		return nil, 0, protoErr(m.req, "NET_MTU was not negotiated")
+	}
+	if m.u64 < minMTU || m.u64 > maxMTU {
+		p.log.Warn("vhost-user front-end set an MTU out of range", "mtu", m.u64)
+		return nil, 1, nil // refused with REPLY_ACK; the connection stays
+	}
+	p.mtu.Store(uint32(m.u64))
+	return nil, 0, nil
+}
+
+// setMemTable maps the new table, moves running rings onto it and unmaps
+// the old one.
+func (p *Port) setMemTable(m *message, fds []int) error {
+	t, err := mapTable(m.regions[:m.nregions], fds)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	old := p.mem
+	p.mem = t
+	err = p.resetup(reqSetMemTable)
+	old.unmap()
+	p.refreshActive()
+	return err
+}
+
+// resetup re-derives the host views of the running rings after the memory
+// table or the features changed. A ring that no longer fits is stopped
+// and the front-end is sent away.
+func (p *Port) resetup(req uint32) error {
+	var err error
+	for i := range p.rings {
+		r := &p.rings[i]
+		if !r.started {
+			continue
+		}
+		if e := r.setup(&p.mem, p.features); e != nil {
+			p.stopRing(i)
+			err = protoErr(req, "ring %d: %v", i, e)
+		}
+	}
+	return err
+}
+
+func (p *Port) setVring(m *message) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	i := int(m.state.index)
+	if m.req == reqSetVringAddr {
+		i = int(m.addr.index)
+	}
+	r := &p.rings[i]
+	switch m.req {
+	case reqSetVringNum, reqSetVringBase:
+		if r.started {
+			return protoErr(m.req, "ring %d is running", i)
+		}
+		if m.req == reqSetVringNum {
+			r.num = m.state.num
+		} else {
+			r.base = uint16(m.state.num)
+		}
+	case reqSetVringAddr:
+		r.addr, r.addrSet = m.addr, true
+		if r.started {
+			if err := r.setup(&p.mem, p.features); err != nil {
+				p.stopRing(i)
+				return protoErr(m.req, "ring %d: %v", i, err)
+			}
+		}
+	case reqSetVringEnable:
+		r.enabled = m.state.num == 1
+	}
+	p.refreshActive()
+	return nil
+}
+
+// getVringBase stops the ring and answers where the guest's next
+// available entry is.
+func (p *Port) getVringBase(m *message) []byte {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	i := int(m.state.index)
+	r := &p.rings[i]
+	if r.started {
+		r.base = r.lastAvail
+		p.stopRing(i)
+		p.refreshActive()
+	}
+	var b [sizeState]byte
+	binary.NativeEndian.PutUint32(b[:], m.state.index)
+	binary.NativeEndian.PutUint32(b[4:], uint32(r.base))
+	return putReply(p.reply[:], m.req, b[:])
+}
+
+// setVringFd takes a ring's kick, call or error eventfd (-1: none). A kick
+// fd starts the ring (docs/interop/vhost-user.rst, "Ring states").
+func (p *Port) setVringFd(m *message, fd int) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r := &p.rings[m.ring]
+	switch m.req {
+	case reqSetVringCall:
+		return setFd(&r.call, fd)
+	case reqSetVringErr:
+		return setFd(&r.errFd, fd)
+	}
+	if fd < 0 {
+		return protoErr(m.req, "ring %d: polling without a kick eventfd is not supported", m.ring)
+	}
+	if r.kick >= 0 {
+		_ = unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, r.kick, nil)
+	}
+	if err := setFd(&r.kick, fd); err != nil {
+		return fmt.Errorf("ring %d kick: %w", m.ring, err)
+	}
+	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(tagKick + m.ring)}
+	if err := unix.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, r.kick, &ev); err != nil {
+		return protoErr(m.req, "ring %d: kick fd cannot be polled: %v", m.ring, os.NewSyscallError("epoll_ctl", err))
+	}
+	if r.started {
+		return nil // a new fd for a running ring
+	}
+	if err := r.setup(&p.mem, p.features); err != nil {
+		return protoErr(m.req, "ring %d: %v", m.ring, err)
+	}
+	if v := guarded(func() { r.start(m.ring == rxRing) }); v != nil {
+		return protoErr(m.req, "ring %d: fault on the used ring: %v", m.ring, v)
+	}
+	p.refreshActive()
+	p.wake()
+	return nil
+}
+
+// guarded runs f, turning a fault on guest memory (its file shrank under
+// the mapping) into a returned value instead of a crash.
+func guarded(f func()) (fault any) {
+	old := debug.SetPanicOnFault(true)
+	defer func() {
+		debug.SetPanicOnFault(old)
+		if v := recover(); v != nil {
+			if _, ok := v.(interface{ Addr() uintptr }); !ok {
+				panic(v)
+			}
+			fault = v
+		}
+	}()
+	f()
+	return nil
+}
+
+// stopRing stops ring i: the data path leaves it alone until it starts
+// again, and its kick fd is closed (a new SET_VRING_KICK starts it).
+func (p *Port) stopRing(i int) {
+	r := &p.rings[i]
+	if r.kick >= 0 {
+		_ = unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, r.kick, nil)
+		_ = unix.Close(r.kick)
+		r.kick = -1
+	}
+	r.started = false
+	r.broken.Store(false)
+}
+
+// refreshActive recomputes which rings move frames: started ones, enabled
+// by SET_VRING_ENABLE when protocol features were negotiated (else a ring
+// starts enabled, docs/interop/vhost-user.rst), and the port's state.
+func (p *Port) refreshActive() {
+	for i := range p.rings {
+		r := &p.rings[i]
+		r.active = r.started && (r.enabled || p.features&(1<<FeatureProtocolFeatures) == 0)
+	}
+	p.updateState()
+}
+
+// updateState publishes the port's state and emits the change; under mu.
+func (p *Port) updateState() {
+	s := StateListening
+	p.connMu.Lock()
+	connected := p.conn != nil
+	p.connMu.Unlock()
+	switch {
+	case p.closed:
+		s = StateClosed
+	case !connected:
+	case p.rings[0].broken.Load() || p.rings[1].broken.Load():
+		s = StateBroken
+	case p.rings[0].active && p.rings[1].active:
+		s = StateRunning
+	default:
+		s = StateConnected
+	}
+	prev := State(p.state.Swap(int32(s)))
+	switch {
+	case s == prev:
+	case s == StateRunning:
+		p.log.Info("vhost-user port running", "features", fmt.Sprintf("%#x", p.features))
+		p.emit(Event{Kind: EventRunning})
+	case prev == StateRunning && s == StateConnected:
+		p.emit(Event{Kind: EventStopped})
+	}
+}
+
+// teardown releases everything the front-end gave: ring eventfds, memory
+// mappings, negotiated state. Under the write lock.
+func (p *Port) teardown() {
+	for i := range p.rings {
+		p.stopRing(i)
+		r := &p.rings[i]
+		_ = setFd(&r.call, -1)
+		_ = setFd(&r.errFd, -1)
+		r.reset()
+	}
+	p.mem.unmap()
+	p.features, p.proto, p.hdrLen = 0, 0, 10
+	p.acked.Store(0)
+	p.mtu.Store(0)
+}

@@ -1,0 +1,191 @@
+package vhostuser
+
+import (
+	"encoding/binary"
+	"errors"
+	"math/bits"
+	"strings"
+	"testing"
+)
+
+// msg encodes a request header and payload.
+func msg(req, flags uint32, payload ...[]byte) ([]byte, []byte) {
+	var p []byte
+	for _, b := range payload {
+		p = append(p, b...)
+	}
+	h := binary.NativeEndian.AppendUint32(nil, req)
+	h = binary.NativeEndian.AppendUint32(h, flags)
+	h = binary.NativeEndian.AppendUint32(h, uint32(len(p)))
+	return h, p
+}
+
+func le32s(v ...uint32) []byte {
+	var b []byte
+	for _, x := range v {
+		b = binary.NativeEndian.AppendUint32(b, x)
+	}
+	return b
+}
+
+func le64s(v ...uint64) []byte {
+	var b []byte
+	for _, x := range v {
+		b = binary.NativeEndian.AppendUint64(b, x)
+	}
+	return b
+}
+
+func TestParseMessage(t *testing.T) {
+	region := func(gpa, size, uaddr, off uint64) []byte { return le64s(gpa, size, uaddr, off) }
+	cases := []struct {
+		name  string
+		req   uint32
+		flags uint32
+		p     []byte
+		fds   int
+		want  string // "" for accepted
+	}{
+		{"get features", reqGetFeatures, 1, nil, 0, ""},
+		{"need reply", reqSetOwner, 1 | flagNeedReply, nil, 0, ""},
+		{"version 0", reqSetOwner, 0, nil, 0, "version 0"},
+		{"version 3", reqSetOwner, 3, nil, 0, "version 3"},
+		{"reply flag", reqGetFeatures, 1 | flagReply, nil, 0, "reply flag"},
+		{"unknown flag", reqSetOwner, 1 | 1<<31, nil, 0, "unknown header flags"},
+		{"payload where none", reqGetFeatures, 1, le64s(0), 0, "want 0"},
+		{"set features", reqSetFeatures, 1, le64s(1 << 32), 0, ""},
+		{"set features short", reqSetFeatures, 1, le32s(1), 0, "want 8"},
+		{"vring num", reqSetVringNum, 1, le32s(1, 256), 0, ""},
+		{"vring num 0", reqSetVringNum, 1, le32s(1, 0), 0, "power of two"},
+		{"vring num 3", reqSetVringNum, 1, le32s(1, 3), 0, "power of two"},
+		{"vring num 65536", reqSetVringNum, 1, le32s(1, 65536), 0, "power of two"},
+		{"vring num 32768", reqSetVringNum, 1, le32s(0, 32768), 0, ""},
+		{"vring index 2", reqSetVringNum, 1, le32s(2, 256), 0, "ring 2"},
+		{"vring base", reqSetVringBase, 1, le32s(0, 0xffff), 0, ""},
+		{"vring base wrap bit", reqSetVringBase, 1, le32s(0, 0x18000), 0, "16-bit"},
+		{"get vring base", reqGetVringBase, 1, le32s(1, 0), 0, ""},
+		{"enable", reqSetVringEnable, 1, le32s(1, 1), 0, ""},
+		{"enable 7", reqSetVringEnable, 1, le32s(1, 7), 0, "enable value"},
+		{"addr", reqSetVringAddr, 1, append(le32s(1, 0), le64s(0x1000, 0x3000, 0x2000, 0)...), 0, ""},
+		{"addr flags", reqSetVringAddr, 1, append(le32s(1, 1), le64s(0x1000, 0x3000, 0x2000, 0)...), 0, "dirty logging"},
+		{"addr desc misaligned", reqSetVringAddr, 1, append(le32s(1, 0), le64s(0x1008, 0x3000, 0x2000, 0)...), 0, "misaligned"},
+		{"addr used misaligned", reqSetVringAddr, 1, append(le32s(1, 0), le64s(0x1000, 0x3002, 0x2000, 0)...), 0, "misaligned"},
+		{"addr avail odd", reqSetVringAddr, 1, append(le32s(1, 0), le64s(0x1000, 0x3000, 0x2001, 0)...), 0, "misaligned"},
+		{"addr ring 9", reqSetVringAddr, 1, append(le32s(9, 0), le64s(0x1000, 0x3000, 0x2000, 0)...), 0, "ring 9"},
+		{"kick", reqSetVringKick, 1, le64s(1), 1, ""},
+		{"kick no fd flag", reqSetVringKick, 1, le64s(1 | 1<<8), 0, ""},
+		{"kick no fd flag with fd", reqSetVringKick, 1, le64s(1 | 1<<8), 1, "1 file descriptors, want 0"},
+		{"kick without fd", reqSetVringKick, 1, le64s(1), 0, "0 file descriptors, want 1"},
+		{"call two fds", reqSetVringCall, 1, le64s(0), 2, "2 file descriptors, want 1"},
+		{"err ring 3", reqSetVringErr, 1, le64s(3), 1, "ring 3"},
+		{"kick high bits", reqSetVringKick, 1, le64s(1 << 40), 1, "unknown bits"},
+		{"mem table", reqSetMemTable, 1, append(le32s(1, 0), region(0, 1<<20, 0x7f0000000000, 0)...), 1, ""},
+		{"mem table two", reqSetMemTable, 1, append(le32s(2, 0), append(region(0, 0xa0000, 0x7f0000000000, 0),
+			region(0x100000, 1<<30, 0x7f0000100000, 0x100000)...)...), 2, ""},
+		{"mem table fd count", reqSetMemTable, 1, append(le32s(1, 0), region(0, 1<<20, 0x7f0000000000, 0)...), 2, "2 file descriptors, want 1"},
+		{"mem table zero regions", reqSetMemTable, 1, le32s(0, 0), 0, "0 regions"},
+		{"mem table nine regions", reqSetMemTable, 1, le32s(9, 0), 9, "9 regions"},
+		{"mem table count beyond payload", reqSetMemTable, 1, append(le32s(2, 0), region(0, 1<<20, 0x7f0000000000, 0)...), 2, "want 72"},
+		{"mem table short", reqSetMemTable, 1, le32s(1), 1, "too short"},
+		{"empty region", reqSetMemTable, 1, append(le32s(1, 0), region(0, 0, 0x7f0000000000, 0)...), 1, "empty"},
+		{"region gpa wraps", reqSetMemTable, 1, append(le32s(1, 0), region(^uint64(0)-10, 100, 0x7f0000000000, 0)...), 1, "wrapping"},
+		{"region uaddr wraps", reqSetMemTable, 1, append(le32s(1, 0), region(0, 100, ^uint64(0), 0)...), 1, "wrapping"},
+		{"region offset wraps", reqSetMemTable, 1, append(le32s(1, 0), region(0, 100, 0, ^uint64(0)-1)...), 1, "wrapping"},
+		{"regions overlap in gpa", reqSetMemTable, 1, append(le32s(2, 0), append(region(0, 0x2000, 0x10000, 0),
+			region(0x1000, 0x2000, 0x20000, 0)...)...), 2, "overlap"},
+		{"regions overlap in uaddr", reqSetMemTable, 1, append(le32s(2, 0), append(region(0, 0x2000, 0x10000, 0),
+			region(0x10000, 0x2000, 0x11000, 0)...)...), 2, "overlap"},
+		{"mtu", reqNetSetMTU, 1, le64s(1500), 0, ""},
+		{"log base", reqSetLogBase, 1, le64s(0), 0, "not supported"},
+		{"unknown", 200, 1, nil, 0, "not supported"},
+		{"oversized", reqSetFeatures, 1, make([]byte, maxPayload+1), 0, "at most"},
+	}
+	for _, c := range cases {
+		h, p := msg(c.req, c.flags, c.p)
+		_, err := parseMessage(h, p, c.fds)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v", c.name, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, ErrProtocol)):
+			t.Errorf("%s: got %v, want ErrProtocol saying %q", c.name, err, c.want)
+		}
+	}
+	// The header's size must match the payload read.
+	h, p := msg(reqSetFeatures, 1, le64s(1))
+	if _, err := parseMessage(h, p[:4], 0); err == nil {
+		t.Error("size mismatch accepted")
+	}
+}
+
+// FuzzParseMessage: any bytes parse or fail with ErrProtocol, never panic,
+// and what parses satisfies every rule the handlers rely on.
+func FuzzParseMessage(f *testing.F) {
+	for _, s := range []struct {
+		req uint32
+		p   []byte
+		fds int
+	}{
+		{reqGetFeatures, nil, 0}, {reqSetFeatures, le64s(1 << 32), 0}, {reqSetVringNum, le32s(1, 256), 0},
+		{reqSetVringAddr, append(le32s(1, 0), le64s(0x1000, 0x3000, 0x2000, 0)...), 0},
+		{reqSetVringKick, le64s(1), 1}, {reqSetVringCall, le64s(1 << 8), 0},
+		{reqSetMemTable, append(le32s(1, 0), le64s(0, 1<<20, 0x7f0000000000, 0)...), 1},
+		{reqSetMemTable, append(le32s(2, 0), le64s(0, 0x1000, 0x10000, 0, 0x1000, 0x1000, 0x11000, 0x1000)...), 2},
+	} {
+		h, p := msg(s.req, 1, s.p)
+		f.Add(append(h, p...), s.fds)
+	}
+	f.Fuzz(func(t *testing.T, b []byte, nfds int) {
+		if len(b) < hdrSize {
+			return
+		}
+		m, err := parseMessage(b[:hdrSize], b[hdrSize:], nfds)
+		if err != nil {
+			if !errors.Is(err, ErrProtocol) {
+				t.Fatalf("error without ErrProtocol: %v", err)
+			}
+			return
+		}
+		checkParsed(t, m, b, nfds)
+	})
+}
+
+func checkParsed(t *testing.T, m message, b []byte, nfds int) {
+	if int(binary.NativeEndian.Uint32(b[8:])) != len(b)-hdrSize || len(b)-hdrSize > maxPayload {
+		t.Fatal("size mismatch accepted")
+	}
+	if nfds < 0 || nfds > maxFds {
+		t.Fatalf("%d fds accepted", nfds)
+	}
+	switch m.req {
+	case reqSetVringNum:
+		if m.state.num == 0 || m.state.num > maxQueueSize || bits.OnesCount32(m.state.num) != 1 {
+			t.Fatalf("queue size %d accepted", m.state.num)
+		}
+	case reqSetVringAddr:
+		if m.addr.index >= numRings || m.addr.desc%16 != 0 || m.addr.used%4 != 0 || m.addr.avail%2 != 0 {
+			t.Fatalf("addresses %+v accepted", m.addr)
+		}
+	case reqSetVringKick, reqSetVringCall, reqSetVringErr:
+		if m.ring >= numRings || (nfds == 1) == m.noFd {
+			t.Fatalf("ring %d nofd %v with %d fds accepted", m.ring, m.noFd, nfds)
+		}
+	case reqSetMemTable:
+		if m.nregions < 1 || m.nregions > maxRegions || m.nregions != nfds {
+			t.Fatalf("%d regions with %d fds accepted", m.nregions, nfds)
+		}
+		for i, r := range m.regions[:m.nregions] {
+			if r.size == 0 || r.gpa+r.size < r.gpa || r.uaddr+r.size < r.uaddr || r.mmapOffset+r.size < r.mmapOffset {
+				t.Fatalf("region %+v accepted", r)
+			}
+			for _, o := range m.regions[:i] {
+				if overlap(r.gpa, r.size, o.gpa, o.size) || overlap(r.uaddr, r.size, o.uaddr, o.size) {
+					t.Fatal("overlapping regions accepted")
+				}
+			}
+		}
+	case reqSetVringBase, reqGetVringBase, reqSetVringEnable:
+		if m.state.index >= numRings {
+			t.Fatalf("ring %d accepted", m.state.index)
+		}
+	}
+}
