@@ -128,9 +128,13 @@ func (c *RunComparison) Document() report.Document {
 		}
 		d.Summary = append(d.Summary, line)
 	}
+	width := ""
+	if c.TargetHalfWidth > 0 {
+		width = fmt.Sprintf(", an interval no wider than +-%s of A's median", pctAbs(c.TargetHalfWidth))
+	}
 	d.Summary = append(d.Summary, fmt.Sprintf("Ratio of B's median to A's with its %.0f%% percentile-bootstrap interval (the repetitions of each run resampled independently; %d resamples, seed %d). "+
-		"A verdict needs at least %d repetitions each, an interval no wider than +-%s of A's median, and the whole interval on one side of 1.",
-		c.Level*100, c.Resamples, c.Seed, c.MinReps, pctAbs(c.TargetHalfWidth)))
+		"A verdict needs at least %d repetitions each%s and the whole interval on one side of 1.",
+		c.Level*100, c.Resamples, c.Seed, c.MinReps, width))
 	for _, fig := range []struct{ name, title string }{
 		{FigureThroughput, "Throughput (Gbit/s for TCP, kpps delivered for UDP)"},
 		{FigureCost, "Cost: CPU seconds of the whole machine per unit delivered"},

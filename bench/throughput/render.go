@@ -61,9 +61,9 @@ func (r *Report) ruleLine() string {
 	line := fmt.Sprintf("Configurations are compared within each repetition: the median of the per-repetition differences, with its interval (pairs resampled), as a change of %s's median. "+
 		"A verdict needs at least %d repetitions each", NAPIOff, rule.MinReps)
 	if rule.MaxHalfWidth > 0 {
-		line += fmt.Sprintf(", an interval no wider than +-%s of the median compared against", pctAbs(rule.MaxHalfWidth))
+		line += fmt.Sprintf(", an interval no wider than +-%s of %s's median", pctAbs(rule.MaxHalfWidth), NAPIOff)
 	}
-	return line + " and the whole interval on one side of 0."
+	return line + ", and the whole interval on one side of 0."
 }
 
 // pctAbs writes a positive percentage without its sign: 7.5%, 11%.

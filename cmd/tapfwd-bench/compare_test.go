@@ -3,9 +3,12 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/tapfwd/tapfwd/bench/stats"
 	"github.com/tapfwd/tapfwd/bench/throughput"
@@ -80,10 +83,27 @@ func TestThroughputOptions(t *testing.T) {
 		return strings.Join(n, ",")
 	}
 	o := opts()
-	if names(o) != "napi-off,napi-on,napi-threaded,bridge" || o.Reps != 10 || o.Duration != 2*time.Second || o.Omit != time.Second ||
+	if names(o) != "napi-off,napi-on,napi-threaded,bridge,direct" || o.Reps != 9 || o.Duration != 2*time.Second || o.Omit != time.Second ||
 		o.Rule != stats.DefaultRule ||
 		workloads(o) != "tcp-64B-P1-w2l,tcp-128B-P1-w2l,tcp-4KB-P1-w2l,tcp-64B-P4-w2l,tcp-128B-P4-w2l,tcp-4KB-P4-w2l" {
 		t.Errorf("default run: %s; %s; %d reps of %v after %v; rule %+v", names(o), workloads(o), o.Reps, o.Duration, o.Omit, o.Rule)
+	}
+	// auto: the first two CPUs this process may use, the client on the
+	// first (beside tapfwd's worker); none with one CPU.
+	want := autoIperfPin()
+	switch {
+	case want == nil && !singleAffinity():
+		t.Error("auto placement: none, with two CPUs or more")
+	case want != nil && want.Wire >= want.Lab:
+		t.Errorf("auto placement %+v: want the client on the lower CPU", want)
+	case !reflect.DeepEqual(o.IperfPin, want):
+		t.Errorf("default run: iperf3 pinned %+v, want %+v", o.IperfPin, want)
+	}
+	if o = opts("--iperf-cpus", "none"); o.IperfPin != nil {
+		t.Errorf("--iperf-cpus none: pinned %+v", o.IperfPin)
+	}
+	if o = opts("--iperf-cpus", "1,0"); o.IperfPin == nil || o.IperfPin.Wire != 1 {
+		t.Errorf("--iperf-cpus 1,0: pinned %+v", o.IperfPin)
 	}
 	o = opts("--full")
 	if len(o.Configs) != len(throughput.Configs(throughput.DefaultTAPNAPI)) || len(o.Workloads) != 15 || o.Reps != 5 || o.Omit != time.Second {
@@ -100,4 +120,10 @@ func TestThroughputOptions(t *testing.T) {
 	if o = opts("--target", "0"); o.Rule.MaxHalfWidth != 0 || o.Rule.MinReps != stats.MinReps {
 		t.Errorf("--target 0: rule %+v", o.Rule)
 	}
+}
+
+// singleAffinity reports whether this process may run on one CPU only.
+func singleAffinity() bool {
+	var set unix.CPUSet
+	return unix.SchedGetaffinity(0, &set) == nil && set.Count() < 2
 }

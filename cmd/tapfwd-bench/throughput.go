@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/tapfwd/tapfwd/bench/report"
 	"github.com/tapfwd/tapfwd/bench/stats"
 	"github.com/tapfwd/tapfwd/bench/throughput"
@@ -19,14 +21,16 @@ import (
 // The default run answers the QEMU patch's question: its table's rows
 // (TCP 64 B, 128 B and 4 KB writes, one stream and several) in the
 // direction where IFF_NAPI acts (wire->lab: frames written into the TAP),
-// the TAP's NAPI modes and the bridge, with enough repetitions for
-// intervals of about +-7.5% (README: "Choosing the default run").
+// the TAP's NAPI modes, the bridge (ratios and cost) and the direct veth
+// (where the sender, not the path, is the limit), with enough repetitions
+// for intervals of about +-7.5% (README: "The default run: why these
+// settings").
 var (
-	defaultConfigs  = []string{throughput.NAPIOff, throughput.NAPIOn, throughput.NAPIThreaded, throughput.Bridge}
-	defaultReps     = 10
+	defaultConfigs  = []string{throughput.NAPIOff, throughput.NAPIOn, throughput.NAPIThreaded, throughput.Bridge, throughput.Direct}
+	defaultReps     = 9
 	defaultDuration = 2 * time.Second
 	defaultOmit     = time.Second
-	defaultTime     = "about 13 minutes"
+	defaultTime     = "about 15 minutes"
 )
 
 // --full: every configuration, both directions, UDP and MTU-sized frames.
@@ -78,7 +82,7 @@ func throughputFlagSet(stderr io.Writer) (*flag.FlagSet, *throughputFlags) {
 		groFlush:  fs.Duration("gro-flush-timeout", throughput.DefaultTAPNAPI.GROFlushTimeout, "the TAP's gro_flush_timeout in the "+throughput.NAPIGRO+" configuration"),
 		deferIRQs: fs.Int("defer-hard-irqs", throughput.DefaultTAPNAPI.DeferHardIRQs, "the TAP's napi_defer_hard_irqs in the "+throughput.NAPIGRO+" configuration"),
 		asCSV:     fs.Bool("csv", false, "print one CSV line per configuration and workload"),
-		iperfCPUs: fs.String("iperf-cpus", "", "pin iperf3 in every run: WIRE,LAB are the CPUs of the client (wire namespace) and the server (lab namespace), e.g. 1,0; empty leaves them to the scheduler. With few CPUs, where they run decides small-packet results"),
+		iperfCPUs: fs.String("iperf-cpus", "auto", "pin iperf3 in every run: WIRE,LAB are the CPUs of the client (wire namespace) and the server (lab namespace), e.g. 1,0; auto puts the client beside tapfwd's worker on the first CPU and the server on the second; none leaves them to the scheduler. With few CPUs, where they run decides the figures"),
 	}
 }
 
@@ -232,10 +236,14 @@ func (f *throughputFlags) workloads() ([]throughput.Workload, error) {
 	return w, nil
 }
 
-// parseIperfCPUs parses --iperf-cpus: empty, or WIRE,LAB with CPUs this
-// process may run on.
+// parseIperfCPUs parses --iperf-cpus: "auto" (autoIperfPin), "none" or
+// empty (the scheduler places them), or WIRE,LAB with CPUs this process
+// may run on.
 func parseIperfCPUs(s string) (*iperf.Pinning, error) {
-	if s == "" {
+	switch s {
+	case "auto":
+		return autoIperfPin(), nil
+	case "", "none":
 		return nil, nil
 	}
 	cpus, err := cpulist.ParseAllowed(s)
@@ -303,4 +311,25 @@ func renderThroughput(rep *throughput.Report, f *throughputFlags, stdout io.Writ
 		return rep.WriteMarkdown(stdout)
 	}
 	return rep.WriteText(stdout)
+}
+
+// autoIperfPin is the placement --iperf-cpus auto picks: the iperf3
+// client on the first CPU this process may use, beside tapfwd's worker
+// (tapfwd pins queue 0 there), the server alone on the second; nil, the
+// scheduler's placement, with fewer than two CPUs.
+func autoIperfPin() *iperf.Pinning {
+	var set unix.CPUSet
+	if unix.SchedGetaffinity(0, &set) != nil {
+		return nil
+	}
+	var cpus []int
+	for c := 0; c < cpulist.Max && len(cpus) < 2; c++ {
+		if set.IsSet(c) {
+			cpus = append(cpus, c)
+		}
+	}
+	if len(cpus) < 2 {
+		return nil
+	}
+	return &iperf.Pinning{Wire: cpus[0], Lab: cpus[1]}
 }
