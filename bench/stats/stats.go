@@ -137,10 +137,14 @@ func interval(stats []float64) (lo, hi float64) {
 // MedianCI returns the 95% percentile-bootstrap interval of the median of x.
 // A single sample gives [x0, x0]; an empty x gives NaNs.
 func (b Bootstrap) MedianCI(key string, x []float64) (lo, hi float64) {
+	return b.medianCI("median/"+key, x)
+}
+
+func (b Bootstrap) medianCI(key string, x []float64) (lo, hi float64) {
 	if len(x) == 0 {
 		return math.NaN(), math.NaN()
 	}
-	r := b.rng("median/" + key)
+	r := b.rng(key)
 	buf := make([]float64, len(x))
 	stats := make([]float64, b.Count())
 	for i := range stats {
@@ -212,8 +216,14 @@ type Difference struct {
 	// Percent is the change of the median, 100 * (Ratio - 1), interval
 	// included.
 	Percent Estimate `json:"difference_percent"`
-	// Verdict reads Diff's interval (see Verdict).
+	// Verdict reads Diff's interval (see Verdict and Rule.Verdict).
 	Verdict string `json:"verdict"`
+	// HalfWidth is half the width of Percent's interval, in percent of
+	// B's median; set by CompareRule and Paired.
+	HalfWidth float64 `json:"half_width_percent,omitempty"`
+	// Pairs is the number of pairs a Paired comparison used; 0 when A and
+	// B were resampled independently.
+	Pairs int `json:"pairs,omitempty"`
 }
 
 // Compare compares a against b (see Pair for the key); false when either

@@ -32,12 +32,16 @@ func (r *Report) WriteJSON(w io.Writer) error { return report.WriteJSON(w, r) }
 // summary is the report's opening: where, when, how.
 func (r *Report) summary() []string {
 	s := r.Settings
+	run := fmt.Sprintf("%d s per iperf3 run", s.RunSeconds)
+	if s.OmitSeconds > 0 {
+		run = fmt.Sprintf("%d s per iperf3 run after %d s left out (-O %d)", s.RunSeconds, s.OmitSeconds, s.OmitSeconds)
+	}
 	lines := []string{
 		r.HostLine(),
-		fmt.Sprintf("%d configurations x %d workloads, %d repetitions interleaved (fresh test bed per configuration and repetition), %d s per iperf3 run, %s in all",
-			len(r.ranConfigs()), len(r.Workloads), s.Reps, s.RunSeconds, r.Finished.Sub(r.Started).Round(time.Second)),
+		fmt.Sprintf("%d configurations x %d workloads, %d repetitions interleaved (fresh test bed per configuration and repetition), %s, %s in all",
+			len(r.ranConfigs()), len(r.Workloads), s.Reps, run, r.Finished.Sub(r.Started).Round(time.Second)),
 		fmt.Sprintf("Medians with %.0f%% percentile-bootstrap intervals (%d resamples, seed %d). %s",
-			s.Level*100, s.Resamples, s.Seed, s.VerdictRule()),
+			s.Level*100, s.Resamples, s.Seed, r.ruleLine()),
 	}
 	if p := s.IperfPin; p != nil {
 		lines = append(lines, fmt.Sprintf("iperf3 pinned: the wire side (client) to CPU %d, the lab side (server) to CPU %d.", p.Wire, p.Lab))
@@ -46,6 +50,42 @@ func (r *Report) summary() []string {
 }
 
 func (r *Report) ranConfigs() []report.Config { return report.RanConfigs(r.Configs) }
+
+// ruleLine says how configurations are compared and what a verdict takes.
+func (r *Report) ruleLine() string {
+	s := r.Settings
+	if !s.Paired {
+		return s.VerdictRule()
+	}
+	rule := s.Rule()
+	line := fmt.Sprintf("Configurations are compared within each repetition: the median of the per-repetition differences, with its interval (pairs resampled), as a change of %s's median. "+
+		"A verdict needs at least %d repetitions each", NAPIOff, rule.MinReps)
+	if rule.MaxHalfWidth > 0 {
+		line += fmt.Sprintf(", an interval no wider than +-%s of %s's median", pctAbs(rule.MaxHalfWidth), NAPIOff)
+	}
+	return line + ", and the whole interval on one side of 0."
+}
+
+// pctAbs writes a positive percentage without its sign: 7.5%, 11%.
+func pctAbs(v float64) string { return strings.TrimPrefix(report.Pct(v), "+") }
+
+// halfWidth is c's interval half-width in percent of B's median (for a
+// schema 1 report, half the width of its percent-change interval).
+func halfWidth(c *report.Comparison) float64 {
+	if c.HalfWidth > 0 {
+		return c.HalfWidth
+	}
+	return (c.Percent.High - c.Percent.Low) / 2
+}
+
+// verdictText is c's verdict as the tables write it: a verdict withheld
+// for a wide interval says how wide against what target.
+func (r *Report) verdictText(c *report.Comparison) string {
+	if c.Verdict == stats.TooWide {
+		return fmt.Sprintf("interval +-%s: too wide for a verdict at the +-%s target", pctAbs(halfWidth(c)), pctAbs(r.Settings.TargetHalfWidth))
+	}
+	return c.Verdict
+}
 
 func (r *Report) sections() []report.Section {
 	var out []report.Section
@@ -58,7 +98,9 @@ func (r *Report) sections() []report.Section {
 	for _, g := range gs {
 		out = append(out, r.groupSection(g))
 	}
-	if s, ok := r.cpuSection(); ok {
+	if s, ok := r.costSection(); ok {
+		out = append(out, s)
+	} else if s, ok := r.cpuSection(); ok {
 		out = append(out, s)
 	}
 	if s, ok := r.modesSection(); ok {
@@ -81,15 +123,15 @@ func (r *Report) napiSection(g group) report.Section {
 		head = "size"
 	}
 	s := report.Section{Title: "IFF_NAPI off -> on: " + g.title(),
-		Head: []string{head, NAPIOff, NAPIOn, "on - off [95% CI]", "verdict", Bridge, NAPIOn + "/" + Bridge}}
+		Head: []string{head, NAPIOff, NAPIOn, "on - off [95% CI]", "+-", "verdict", Bridge, NAPIOn + "/" + Bridge}}
 	for _, w := range g.Workloads {
 		off, on, br := r.Cell(NAPIOff, w.Name), r.Cell(NAPIOn, w.Name), r.Cell(Bridge, w.Name)
-		row := []string{SizeName(w.Len), report.Est(off.Value), report.Est(on.Value), "-", "-", "-", report.Ratio(on.RatioToBridge)}
+		row := []string{SizeName(w.Len), report.Est(off.Value), report.Est(on.Value), "-", "-", "-", "-", report.Ratio(on.RatioToBridge)}
 		if c := r.Comparison(NAPIOn, NAPIOff, w.Name); c != nil {
-			row[3], row[4] = report.DiffEst(c.Difference, 1), c.Verdict
+			row[3], row[4], row[5] = report.DiffEst(c.Difference, 1), pctAbs(halfWidth(c)), r.verdictText(c)
 		}
 		if br != nil {
-			row[5] = report.Est(br.Value)
+			row[6] = report.Est(br.Value)
 		}
 		s.Rows = append(s.Rows, row)
 	}
@@ -149,6 +191,33 @@ func (r *Report) cpuSection() (report.Section, bool) {
 	return s, len(s.Rows) > 0 && len(ws) > 0
 }
 
+// costSection is what each configuration cost the whole machine per unit
+// delivered, in its parts, beside the forwarder's own share and as a
+// ratio to the bridge; none for a report without cost figures.
+func (r *Report) costSection() (report.Section, bool) {
+	s := report.Section{
+		Title: "Cost: CPU seconds of the whole machine per unit delivered (all CPUs, user + system + softirq, /proc/stat over each run; " +
+			PerGbit + " of TCP payload, " + PerMpkt + " of UDP datagrams), its parts, the forwarder's own share, and the ratio to the bridge",
+		Head: []string{"workload", "config", "unit", "machine [95% CI]", "user", "system", "softirq", "forwarder", "/bridge [95% CI]"},
+	}
+	for _, w := range r.Workloads {
+		for _, c := range r.ranConfigs() {
+			cell := r.Cell(c.Name, w.Name)
+			if cell == nil || cell.Cost == nil {
+				continue
+			}
+			k := cell.Cost
+			fwd := "-"
+			if k.Forwarder > 0 {
+				fwd = report.Num(k.Forwarder)
+			}
+			s.Rows = append(s.Rows, []string{w.Name, c.Name, k.Unit, report.Est(&k.Machine),
+				report.Num(k.User), report.Num(k.System), report.Num(k.Softirq), fwd, report.Est(k.RatioToBridge)})
+		}
+	}
+	return s, len(s.Rows) > 0
+}
+
 // modesSection is the TAP NAPI modes, each against IFF_NAPI off, when
 // more than one ran.
 func (r *Report) modesSection() (report.Section, bool) {
@@ -160,6 +229,9 @@ func (r *Report) modesSection() (report.Section, bool) {
 	}
 	s := report.Section{Title: "TAP NAPI modes against " + NAPIOff + ": change of the median [95% CI], verdict",
 		Head: append([]string{"workload"}, modes...)}
+	if r.Settings.Paired {
+		s.Title = "TAP NAPI modes against " + NAPIOff + ": change [95% CI] (median of the per-repetition differences over " + NAPIOff + "'s median), verdict"
+	}
 	for _, w := range r.Workloads {
 		row := []string{w.Name}
 		for _, a := range modes {
@@ -168,7 +240,7 @@ func (r *Report) modesSection() (report.Section, bool) {
 				row = append(row, "-")
 				continue
 			}
-			row = append(row, fmt.Sprintf("%s [%s, %s] %s", report.Pct(c.Percent.Median), report.Pct(c.Percent.Low), report.Pct(c.Percent.High), c.Verdict))
+			row = append(row, fmt.Sprintf("%s [%s, %s] %s", report.Pct(c.Percent.Median), report.Pct(c.Percent.Low), report.Pct(c.Percent.High), r.verdictText(c)))
 		}
 		s.Rows = append(s.Rows, row)
 	}
@@ -179,7 +251,10 @@ func (r *Report) modesSection() (report.Section, bool) {
 var CSVHeader = []string{"config", "kind", "workload", "proto", "len", "streams", "direction", "unit",
 	"reps", "median", "ci_low", "ci_high", "ratio_to_bridge", "ratio_ci_low", "ratio_ci_high",
 	"napi_on_vs_off_diff", "napi_on_vs_off_verdict",
-	"retransmits_median", "sender_cpu_median", "receiver_cpu_median", "loss_percent_median", "rcvbuf_drop_percent_median", "samples", "failures"}
+	"retransmits_median", "sender_cpu_median", "receiver_cpu_median", "loss_percent_median", "rcvbuf_drop_percent_median", "samples", "failures",
+	"napi_on_vs_off_half_width_percent", "cost_unit", "cost_machine_median", "cost_machine_ci_low", "cost_machine_ci_high",
+	"cost_user_median", "cost_system_median", "cost_softirq_median", "cost_forwarder_median",
+	"cost_ratio_to_bridge", "cost_ratio_ci_low", "cost_ratio_ci_high"}
 
 // WriteCSV writes one line per cell; the napi columns are filled on the
 // napi-on rows.
@@ -194,7 +269,8 @@ func (r *Report) WriteCSV(w io.Writer) error {
 		wl := r.workload(c.Workload)
 		rec := []string{c.Config, kind, c.Workload, wl.Proto, strconv.Itoa(wl.Len), strconv.Itoa(wl.Streams), wl.Direction, c.Unit,
 			strconv.Itoa(c.Reps), "", "", "", "", "", "", "", "",
-			f(c.Retransmits), f(c.SenderCPU), f(c.ReceiverCPU), f(c.LossPercent), f(c.RcvbufPercent), "", strings.Join(c.Failures, "; ")}
+			f(c.Retransmits), f(c.SenderCPU), f(c.ReceiverCPU), f(c.LossPercent), f(c.RcvbufPercent), "", strings.Join(c.Failures, "; "),
+			"", "", "", "", "", "", "", "", "", "", "", ""}
 		if c.Value != nil {
 			rec[9], rec[10], rec[11] = f(c.Value.Median), f(c.Value.Low), f(c.Value.High)
 		}
@@ -202,7 +278,14 @@ func (r *Report) WriteCSV(w io.Writer) error {
 			rec[12], rec[13], rec[14] = f(c.RatioToBridge.Median), f(c.RatioToBridge.Low), f(c.RatioToBridge.High)
 		}
 		if cmp := r.Comparison(NAPIOn, NAPIOff, c.Workload); cmp != nil && c.Config == NAPIOn {
-			rec[15], rec[16] = f(cmp.Diff.Median), cmp.Verdict
+			rec[15], rec[16], rec[24] = f(cmp.Diff.Median), cmp.Verdict, f(halfWidth(cmp))
+		}
+		if k := c.Cost; k != nil {
+			copy(rec[25:], []string{k.Unit, f(k.Machine.Median), f(k.Machine.Low), f(k.Machine.High),
+				f(k.User), f(k.System), f(k.Softirq), f(k.Forwarder)})
+			if q := k.RatioToBridge; q != nil {
+				copy(rec[33:], []string{f(q.Median), f(q.Low), f(q.High)})
+			}
 		}
 		s := make([]string, len(c.Samples))
 		for i, v := range c.Samples {

@@ -2,6 +2,7 @@ package throughput
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/tapfwd/tapfwd/bench/report"
@@ -10,8 +11,13 @@ import (
 )
 
 // Schema names the JSON layout of Report; it changes when a field changes
-// meaning or goes away.
-const Schema = "tapfwd-bench-throughput/1"
+// meaning or goes away. Schema 2 pairs the comparisons by repetition,
+// applies stats.Rule to their verdicts and adds each cell's Cost.
+const Schema = "tapfwd-bench-throughput/2"
+
+// SchemaV1 is the first layout, which Read still takes: comparisons of
+// independently resampled medians, verdicts from 3 repetitions, no Cost.
+const SchemaV1 = "tapfwd-bench-throughput/1"
 
 // Report is the outcome of Run: what ran, where, and the statistics. Its
 // JSON form is the --json output.
@@ -34,6 +40,16 @@ type Report struct {
 type Settings struct {
 	report.Method
 	RunSeconds int `json:"run_seconds"` // length of each iperf3 run
+	// OmitSeconds is the start of each run left out of its figure
+	// (iperf3 -O); the run took OmitSeconds + RunSeconds.
+	OmitSeconds int `json:"omit_seconds"`
+	// Paired says the comparisons are of within-repetition differences
+	// (stats.Paired); false in schema 1 reports.
+	Paired bool `json:"paired_comparisons,omitempty"`
+	// MinReps and TargetHalfWidth are the verdict rule (stats.Rule);
+	// absent in schema 1 reports.
+	MinReps         int     `json:"verdict_min_reps,omitempty"`
+	TargetHalfWidth float64 `json:"verdict_target_half_width_percent,omitempty"`
 	// IperfPin is where the iperf3 processes were pinned; nil when the
 	// scheduler placed them.
 	IperfPin *iperf.Pinning `json:"iperf_cpus,omitempty"`
@@ -69,21 +85,60 @@ type Cell struct {
 	// (tapfwd or the naive forwarder) used per gigabit it delivered, in
 	// seconds, from /proc/PID/stat; 0 for the bridge and direct veth.
 	ForwarderCPUPerGbit float64 `json:"forwarder_cpu_seconds_per_gbit,omitempty"`
+	// Cost is what the runs cost the whole machine per unit delivered;
+	// nil in schema 1 reports and when no run measured it.
+	Cost *Cost `json:"cost,omitempty"`
 	// Failures lists runs that gave no value, as "rep N: reason".
 	Failures []string `json:"failures,omitempty"`
+}
+
+// Cost is the CPU time a configuration spent on a workload per unit
+// delivered: the whole machine's from /proc/stat (every CPU, so the
+// kernel's forwarding in softirqs counts as much as a forwarder process),
+// over each whole iperf3 run, divided by what the receiving namespace's
+// IP layer took in over the same time.
+type Cost struct {
+	// Unit is PerGbit (CPU seconds per gigabit of TCP payload) or PerMpkt
+	// (per million UDP datagrams delivered to the socket).
+	Unit string `json:"unit"`
+	// Machine is user + system + softirq of all CPUs per unit: the median
+	// of the repetitions and its 95% interval.
+	Machine stats.Estimate `json:"machine"`
+	// User (with nice), System (with hard interrupts) and Softirq are the
+	// medians of the parts; they need not add up to Machine's median.
+	User    float64 `json:"user_median"`
+	System  float64 `json:"system_median"`
+	Softirq float64 `json:"softirq_median"`
+	// Forwarder is the forwarding process's own CPU per unit, median;
+	// 0 for the bridge and the direct veth.
+	Forwarder float64 `json:"forwarder_median,omitempty"`
+	// RatioToBridge is Machine's median over the bridge's, with the
+	// bootstrap interval of that ratio; nil without a bridge figure.
+	RatioToBridge *stats.Estimate `json:"ratio_to_bridge,omitempty"`
+	// Samples are Machine's figure per repetition.
+	Samples []float64 `json:"samples"`
 }
 
 // comparisons: the TAP NAPI variants, each against IFF_NAPI off.
 var comparisons = [][2]string{{NAPIOn, NAPIOff}, {NAPIThreaded, NAPIOff}, {NAPIGRO, NAPIOff}}
 
-// Read reads a report written as JSON, for rendering again. It holds the
-// cells and comparisons, not the single runs.
+// Read reads a report written as JSON (schema 1 or 2), for rendering
+// again. It holds the cells and comparisons, not the single runs.
 func Read(path string) (*Report, error) {
 	var r Report
-	if err := report.ReadJSON(path, &r, Schema); err != nil {
+	if err := report.ReadJSON(path, &r, Schema, SchemaV1); err != nil {
 		return nil, err
 	}
 	return &r, nil
+}
+
+// Rule is the verdict rule the report's comparisons were made under.
+func (s Settings) Rule() stats.Rule {
+	if s.MinReps == 0 {
+		// Schema 1: 3 repetitions, no target.
+		return stats.Rule{MinReps: stats.MinVerdictReps}
+	}
+	return stats.Rule{MinReps: s.MinReps, MaxHalfWidth: s.TargetHalfWidth}
 }
 
 // Cell returns the cell of config on workload, or nil.
@@ -123,6 +178,21 @@ func (r *Report) values(config, workload string) []float64 {
 	return v
 }
 
+// byRep are the figures of config's runs on workload, one per repetition
+// (index rep-1), NaN where the run failed or is missing.
+func (r *Report) byRep(config, workload string) []float64 {
+	v := make([]float64, r.Settings.Reps)
+	for i := range v {
+		v[i] = math.NaN()
+	}
+	for _, run := range r.runs {
+		if run.Config == config && run.Row == workload && run.Err == "" && run.Rep >= 1 && run.Rep <= len(v) {
+			v[run.Rep-1] = run.Sample.Value
+		}
+	}
+	return v
+}
+
 // analyze turns r.runs into r.Cells and r.Comparisons.
 func (r *Report) analyze(bs stats.Bootstrap) {
 	r.Cells = nil
@@ -140,7 +210,7 @@ func (r *Report) analyze(bs stats.Bootstrap) {
 			continue
 		}
 		for _, w := range r.Workloads {
-			d, ok := bs.Compare(ab[0]+"-"+ab[1]+"/"+w.Name, r.values(ab[0], w.Name), r.values(ab[1], w.Name), stats.Speed)
+			d, ok := bs.Paired(ab[0]+"-"+ab[1]+"/"+w.Name, r.byRep(ab[0], w.Name), r.byRep(ab[1], w.Name), r.Settings.Rule(), stats.Speed)
 			if ok {
 				r.Comparisons = append(r.Comparisons, report.Comparison{Workload: w.Name, A: ab[0], B: ab[1], Unit: w.Unit, Difference: d})
 			}
@@ -152,6 +222,7 @@ func (r *Report) analyze(bs stats.Bootstrap) {
 func (r *Report) cell(bs stats.Bootstrap, config string, w Workload) Cell {
 	cell := Cell{Config: config, Workload: w.Name, Unit: w.Unit, Samples: []float64{}}
 	var retr, scpu, rcpu, loss, rcvbuf, fcpu []float64
+	var costs []sample
 	for _, run := range r.runs {
 		if run.Config != config || run.Row != w.Name {
 			continue
@@ -169,6 +240,9 @@ func (r *Report) cell(bs stats.Bootstrap, config string, w Workload) Cell {
 		rcvbuf = append(rcvbuf, s.RcvbufPercent)
 		if s.FwdCPUPerGbit > 0 {
 			fcpu = append(fcpu, s.FwdCPUPerGbit)
+		}
+		if s.HasCost {
+			costs = append(costs, s)
 		}
 	}
 	cell.Reps = len(cell.Samples)
@@ -192,7 +266,53 @@ func (r *Report) cell(bs stats.Bootstrap, config string, w Workload) Cell {
 		ci := bs.Pair("bridge/"+config+"/"+w.Name, cell.Samples, br)
 		cell.RatioToBridge = &stats.Estimate{Median: cell.Value.Median / stats.Median(br), Low: ci.RatioLow, High: ci.RatioHigh}
 	}
+	cell.Cost = r.cost(bs, config, w, costs)
 	return cell
+}
+
+// machineCosts are the whole machine's cost figures of config's runs on
+// workload.
+func (r *Report) machineCosts(config, workload string) []float64 {
+	var v []float64
+	for _, run := range r.runs {
+		if run.Config == config && run.Row == workload && run.Err == "" && run.Sample.HasCost {
+			v = append(v, run.Sample.Cost.Total)
+		}
+	}
+	return v
+}
+
+// cost summarises the cost figures of config's runs on w; nil without
+// any.
+func (r *Report) cost(bs stats.Bootstrap, config string, w Workload, runs []sample) *Cost {
+	if len(runs) == 0 {
+		return nil
+	}
+	c := &Cost{Unit: w.CostUnit()}
+	var user, sys, soft, fwd []float64
+	for _, s := range runs {
+		c.Samples = append(c.Samples, s.Cost.Total)
+		user, sys, soft = append(user, s.Cost.User), append(sys, s.Cost.System), append(soft, s.Cost.Softirq)
+		if s.Cost.Process > 0 {
+			fwd = append(fwd, s.Cost.Process)
+		}
+	}
+	lo, hi := bs.MedianCI("cost/"+config+"/"+w.Name, c.Samples)
+	c.Machine = stats.Estimate{Median: stats.Median(c.Samples), Low: lo, High: hi}
+	c.User, c.System, c.Softirq = stats.Median(user), stats.Median(sys), stats.Median(soft)
+	if len(fwd) > 0 {
+		c.Forwarder = stats.Median(fwd)
+	}
+	br := r.machineCosts(Bridge, w.Name)
+	switch {
+	case len(br) == 0 || stats.Median(br) <= 0:
+	case config == Bridge:
+		c.RatioToBridge = &stats.Estimate{Median: 1, Low: 1, High: 1}
+	default:
+		ci := bs.Pair("cost-bridge/"+config+"/"+w.Name, c.Samples, br)
+		c.RatioToBridge = &stats.Estimate{Median: c.Machine.Median / stats.Median(br), Low: ci.RatioLow, High: ci.RatioHigh}
+	}
+	return c
 }
 
 // group is a block of the report: one protocol, direction and stream count,

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tapfwd/tapfwd/bench/cost"
 	"github.com/tapfwd/tapfwd/bench/matrix"
 	"github.com/tapfwd/tapfwd/bench/report"
+	"github.com/tapfwd/tapfwd/bench/stats"
 	"github.com/tapfwd/tapfwd/internal/procfs"
 	"github.com/tapfwd/tapfwd/testbed"
 	"github.com/tapfwd/tapfwd/testbed/iperf"
@@ -22,6 +24,12 @@ type Options struct {
 	Workloads []Workload
 	// Duration of each iperf3 run (whole seconds); 0 means 1 s.
 	Duration time.Duration
+	// Omit is how long each iperf3 run goes before its measured part
+	// (iperf3 -O, whole seconds): left out of the figures.
+	Omit time.Duration
+	// Rule decides the verdicts of the comparisons; the zero Rule means
+	// stats.DefaultRule.
+	Rule stats.Rule
 	// IperfPin, when set, pins the iperf3 client (wire namespace) and
 	// server (lab namespace) to CPUs in every run; nil leaves them to the
 	// scheduler. On a machine with few CPUs where they run decides
@@ -42,6 +50,10 @@ type sample struct {
 	RcvbufPercent float64
 	// FwdCPUPerGbit is the forwarder's CPU seconds per gigabit delivered.
 	FwdCPUPerGbit float64
+	// Cost is the whole machine's CPU (and the forwarder's) per unit
+	// delivered over the run; valid when HasCost.
+	Cost    cost.PerUnit
+	HasCost bool
 }
 
 type record = matrix.Record[sample]
@@ -53,6 +65,9 @@ func (o *Options) defaults() error {
 	}
 	if o.Duration <= 0 {
 		o.Duration = time.Second
+	}
+	if o.Rule == (stats.Rule{}) {
+		o.Rule = stats.DefaultRule
 	}
 	if len(o.Configs) == 0 || len(o.Workloads) == 0 {
 		return errors.New("throughput: nothing to measure: no configuration or no workload")
@@ -74,8 +89,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	r := &Report{
-		Header:    report.Header{Schema: Schema, Started: time.Now().UTC(), Host: matrix.ProbeHost(o.TUNFeatures, true)},
-		Settings:  Settings{Method: report.NewMethod(o.Reps, o.Bootstrap), RunSeconds: iperfSeconds(o.Duration), IperfPin: o.IperfPin},
+		Header: report.Header{Schema: Schema, Started: time.Now().UTC(), Host: matrix.ProbeHost(o.TUNFeatures, true)},
+		Settings: Settings{Method: report.NewMethod(o.Reps, o.Bootstrap), RunSeconds: iperfSeconds(o.Duration),
+			OmitSeconds: omitSeconds(o.Omit), IperfPin: o.IperfPin, Paired: true,
+			MinReps: o.Rule.MinReps, TargetHalfWidth: o.Rule.MaxHalfWidth},
 		Configs:   append([]report.Config(nil), o.Configs...),
 		Workloads: o.Workloads,
 	}
@@ -86,7 +103,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	// A first guess per run: the run itself plus about half a second
 	// around it.
-	guess := time.Duration(iperfSeconds(o.Duration))*time.Second + 500*time.Millisecond
+	guess := time.Duration(iperfSeconds(o.Duration)+omitSeconds(o.Omit))*time.Second + 500*time.Millisecond
 	m := matrix.NewMeter(o.Progress, matrix.Active(r.Configs)*o.Reps*len(o.Workloads), o.Reps, guess)
 	rows := make([]string, len(o.Workloads))
 	for i, w := range o.Workloads {
@@ -111,6 +128,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 func iperfSeconds(d time.Duration) int {
 	s := int((d + time.Second - 1) / time.Second)
 	return max(1, s)
+}
+
+// omitSeconds is the omitted start iperf3 actually uses (-O, seconds).
+func omitSeconds(d time.Duration) int {
+	return max(0, int((d+time.Second-1)/time.Second))
 }
 
 // visit runs every workload on a fresh bed for c.
@@ -144,34 +166,40 @@ func visit(ctx context.Context, o Options, c *report.Config, rep int, m *matrix.
 // measure runs workload w across bed. runErr is iperf3 failing (recorded
 // in the cell); err ends the visit (ctx ended, the bed failing).
 func measure(ctx context.Context, o Options, bed *testbed.Bed, fw *testbed.Process, w Workload) (s sample, runErr, err error) {
-	var cpu0 time.Duration
-	if fw != nil {
-		cpu0 = procCPU(fw.Pid())
-	}
 	if w.WireMTU {
 		if _, err := bed.Run(ctx, bed.WireNS, "ethtool", "-K", bed.WireIf, "tso", "off", "gso", "off"); err != nil {
 			return s, nil, fmt.Errorf("turning TSO/GSO off on the wire: %w", err)
 		}
 		defer bed.Run(context.Background(), bed.WireNS, "ethtool", "-K", bed.WireIf, "tso", "on", "gso", "on")
 	}
-	// Where UDP datagrams are lost: the receiver's socket buffer, or on
-	// the way.
+	// What reached the receiver, and where UDP datagrams are lost: the
+	// receiver's socket buffer, or on the way.
 	rcvNS := bed.LabNS
 	if w.Direction == LabToWire {
 		rcvNS = bed.WireNS
 	}
-	var udp0 procfs.UDP
-	if w.Proto == "udp" {
-		if udp0, err = udpStats(bed, rcvNS); err != nil {
-			return s, nil, err
-		}
+	in0, udp0, err := receiverStats(bed, rcvNS)
+	if err != nil {
+		return s, nil, err
+	}
+	pid := 0
+	if fw != nil {
+		pid = fw.Pid()
+	}
+	win, err := cost.Start(pid)
+	if err != nil {
+		return s, nil, err
 	}
 	res, runErr := iperf.Run(ctx, bed, iperf.Options{
-		Duration: o.Duration, Len: w.Len, Streams: w.Streams,
+		Duration: o.Duration, Omit: o.Omit, Len: w.Len, Streams: w.Streams,
 		Reverse: w.Direction == LabToWire, UDP: w.Proto == "udp", Bitrate: bitrate(w), Pin: o.IperfPin,
 	})
+	spent, err := win.Stop()
 	if ctx.Err() != nil {
 		return s, nil, ctx.Err()
+	}
+	if err != nil {
+		return s, nil, err
 	}
 	if runErr != nil {
 		return s, runErr, nil
@@ -181,17 +209,52 @@ func measure(ctx context.Context, o Options, bed *testbed.Bed, fw *testbed.Proce
 	if w.Unit == Kpps {
 		s.Value = res.BitsPerSecond / 8 / float64(w.Len) / 1e3
 	}
+	in1, udp1, err := receiverStats(bed, rcvNS)
+	if err != nil {
+		return s, nil, err
+	}
 	if w.Proto == "udp" {
-		udp1, err := udpStats(bed, rcvNS)
-		if err != nil {
-			return s, nil, err
-		}
 		s.RcvbufPercent = procfs.RcvbufPercent(udp0, udp1)
 	}
-	if fw != nil && res.Bytes > 0 {
-		s.FwdCPUPerGbit = (procCPU(fw.Pid()) - cpu0).Seconds() / (float64(res.Bytes) * 8 / 1e9)
-	}
+	s.setCost(w, spent, in1.Sub(in0), fw != nil)
 	return s, nil, nil
+}
+
+// tcpHeaderBytes is what IpExt InOctets counts beyond the payload of each
+// TCP packet: a 20-byte IPv4 header and a 32-byte TCP header (20 and the
+// timestamp option, which Linux puts on every segment by default).
+const tcpHeaderBytes = 52
+
+// setCost divides what the run spent by what the receiving namespace took
+// in over the same window (the whole iperf3 run, its omitted start
+// included): gigabits of TCP payload (IP bytes less the headers of each
+// packet) or millions of UDP datagrams queued to the socket.
+func (s *sample) setCost(w Workload, spent cost.Spent, in procfs.Received, forwarder bool) {
+	units := float64(in.IPOctets-tcpHeaderBytes*in.IPPackets) * 8 / 1e9
+	gbit := units
+	if w.Proto == "udp" {
+		units = float64(in.UDPDatagrams) / 1e6
+		gbit = float64(in.UDPDatagrams) * float64(w.Len) * 8 / 1e9
+	}
+	s.Cost, s.HasCost = spent.Per(units)
+	if forwarder && gbit > 0 {
+		s.FwdCPUPerGbit = spent.Process.Seconds() / gbit
+	}
+}
+
+// Cost units: CPU seconds per gigabit of TCP payload delivered, or per
+// million UDP datagrams delivered.
+const (
+	PerGbit = "s/Gbit"
+	PerMpkt = "s/Mpkt"
+)
+
+// CostUnit is the unit of w's cost figures.
+func (w Workload) CostUnit() string {
+	if w.Proto == "udp" {
+		return PerMpkt
+	}
+	return PerGbit
 }
 
 func bitrate(w Workload) string {
@@ -211,12 +274,15 @@ func udpStats(b *testbed.Bed, ns string) (procfs.UDP, error) {
 	return u, err
 }
 
-// procCPU is the user plus system CPU time of process pid; 0 when it
-// cannot be read.
-func procCPU(pid int) time.Duration {
-	s, err := procfs.ReadStat(pid)
-	if err != nil {
-		return 0
+// receiverStats reads what namespace ns took in, and its UDP receive
+// counters.
+func receiverStats(b *testbed.Bed, ns string) (in procfs.Received, u procfs.UDP, err error) {
+	if u, err = udpStats(b, ns); err != nil {
+		return in, u, err
 	}
-	return s.CPU()
+	err = b.Do(ns, func() (err error) {
+		in, err = procfs.ReadReceived()
+		return err
+	})
+	return in, u, err
 }

@@ -456,6 +456,10 @@ func TestBenchErrors(t *testing.T) {
 		{[]string{"throughput", "--iperf-cpus", "0,4096"}, 1, `"4096" is not a CPU this process may use`},
 		{[]string{"throughput", "--iperf-cpus", "x,0"}, 1, `"x" is not a CPU`},
 		{[]string{"throughput", "-h"}, 0, "--quick: configurations napi-off, napi-on, bridge, direct"},
+		{[]string{"throughput", "-h"}, 0, "Default run: configurations napi-off, napi-on, napi-threaded, bridge, direct"},
+		{[]string{"throughput", "--quick", "--full"}, 1, "--quick and --full: pick one"},
+		{[]string{"throughput", "--omit", "-1s"}, 1, "--omit -1s"},
+		{[]string{"throughput", "--target", "101"}, 1, "--target 101"},
 		{[]string{"naive-forwarder"}, 2, "--nic is required"},
 	})
 

@@ -35,16 +35,19 @@ type benchFlags struct {
 	verbose         *bool
 }
 
-// addBenchFlags defines the shared flags on fs; outFiles names what --out
-// writes, fromAlso what --from can render besides tables, verbose what
-// --verbose logs.
-func addBenchFlags(fs *flag.FlagSet, outFiles, fromAlso, verbose string) *benchFlags {
+// repsDefault is a bench's default --reps and the fewest a verdict takes.
+type repsDefault struct{ reps, verdict int }
+
+// addBenchFlags defines the shared flags on fs; reps gives --reps its
+// default and help, outFiles names what --out writes, fromAlso what --from
+// can render besides tables, verbose what --verbose logs.
+func addBenchFlags(fs *flag.FlagSet, reps repsDefault, outFiles, fromAlso, verbose string) *benchFlags {
 	from := "render a report saved with --json (or --out) instead of measuring"
 	if fromAlso != "" {
 		from += ": " + fromAlso
 	}
 	return &benchFlags{
-		reps:      fs.Int("reps", 3, "repetitions of every configuration, interleaved (at least 3 for a verdict)"),
+		reps:      fs.Int("reps", reps.reps, fmt.Sprintf("repetitions of every configuration, interleaved (at least %d for a verdict)", reps.verdict)),
 		seed:      fs.Uint64("seed", 1, "bootstrap seed: the same seed and samples give the same intervals"),
 		resamples: fs.Int("resamples", stats.DefaultResamples, "bootstrap resamples per interval"),
 		asJSON:    fs.Bool("json", false, "print the report as JSON"),

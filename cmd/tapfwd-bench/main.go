@@ -17,16 +17,19 @@ import (
 )
 
 const usage = `Usage: tapfwd-bench throughput|latency [flags]
+       tapfwd-bench compare [flags] A.json B.json
 
 throughput: iperf3 through tapfwd in several TAP configurations and through
 the baselines (Linux bridge, direct veth, a naive water-based forwarder).
 latency: UDP request/response round-trip times at fixed rates and
 application delays (the xsk_rr method) through tapfwd's polling modes and
 the Linux bridge.
-Both build their network namespaces and remove them, and start tapfwd as a
-user would: --tapfwd PATH, by default the tapfwd next to tapfwd-bench, else
-the one on $PATH. Run "tapfwd-bench throughput -h" or "tapfwd-bench latency
--h" for the flags.
+compare: two saved throughput reports, cell by cell: the ratio of the
+medians with its interval and a verdict.
+throughput and latency build their network namespaces and remove them,
+and start tapfwd as a user would: --tapfwd PATH, by default the tapfwd
+next to tapfwd-bench, else the one on $PATH. Run "tapfwd-bench throughput
+-h", "tapfwd-bench latency -h" or "tapfwd-bench compare -h" for the flags.
 `
 
 func main() {
@@ -40,6 +43,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	err := dispatch(args, map[string]func([]string) error{
 		"throughput": func(a []string) error { return cmdThroughput(a, stdout, stderr) },
 		"latency":    func(a []string) error { return cmdLatency(a, stdout, stderr) },
+		"compare":    func(a []string) error { return cmdCompare(a, stdout, stderr) },
 		// Hidden: the naive baseline, started by the bench in a bed.
 		forwarder.NaiveCommand: func(a []string) error { return cmdNaiveForwarder(a, stderr) },
 	}, stdout, stderr)

@@ -22,6 +22,11 @@ type Options struct {
 	// Duration of the test (-t); iperf3 takes whole seconds, so it is
 	// rounded up. 0 means 5 s.
 	Duration time.Duration
+	// Omit runs this long before the test and leaves it out of the
+	// figures (-O, whole seconds, rounded up): slow start and the first
+	// scheduling of a fresh path are not measured. The run takes
+	// Omit + Duration. 0 omits nothing.
+	Omit time.Duration
 	// Len is the message size in bytes (-l): the write size for TCP, the
 	// datagram payload for UDP. 0 keeps iperf3's default.
 	Len int
@@ -53,7 +58,7 @@ type Result struct {
 	// BitsPerSecond is what the receiver got: sum_received for TCP, and for
 	// UDP the rate of datagrams that arrived.
 	BitsPerSecond float64
-	// Bytes the receiver got.
+	// Bytes the receiver got (after the omitted start, with Omit).
 	Bytes int64
 	// Retransmits counted by the sending side (TCP).
 	Retransmits int
@@ -81,7 +86,7 @@ func Run(ctx context.Context, b *testbed.Bed, opt Options) (Result, error) {
 	if opt.Duration == 0 {
 		opt.Duration = 5 * time.Second
 	}
-	if opt.Duration < 0 || opt.Len < 0 || opt.Streams < 0 || opt.Port < 0 || opt.Port > 65535 {
+	if opt.Duration < 0 || opt.Omit < 0 || opt.Len < 0 || opt.Streams < 0 || opt.Port < 0 || opt.Port > 65535 {
 		return Result{}, fmt.Errorf("iperf: invalid options %+v", opt)
 	}
 	if opt.Streams == 0 {
@@ -91,12 +96,13 @@ func Run(ctx context.Context, b *testbed.Bed, opt Options) (Result, error) {
 		opt.Port = 20000 + mrand.IntN(40001)
 	}
 	secs := max(1, int(math.Ceil(opt.Duration.Seconds())))
+	omit := int(math.Ceil(opt.Omit.Seconds()))
 	port := strconv.Itoa(opt.Port)
 	addr := b.LabAddr.Addr().String()
 
 	// The test itself, plus generous time to start, exchange results and
 	// stop; a wedged iperf3 must not hang the caller forever.
-	ctx, cancel := context.WithTimeout(ctx, time.Duration(secs)*time.Second+30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(secs+omit)*time.Second+30*time.Second)
 	defer cancel()
 
 	srvArgs := []string{"-s", "-1", "-B", addr, "-p", port}
@@ -126,6 +132,9 @@ func Run(ctx context.Context, b *testbed.Bed, opt Options) (Result, error) {
 	}
 
 	args := []string{"-c", addr, "-p", port, "-J", "-t", strconv.Itoa(secs), "-P", strconv.Itoa(opt.Streams)}
+	if omit > 0 {
+		args = append(args, "-O", strconv.Itoa(omit))
+	}
 	if opt.Len > 0 {
 		args = append(args, "-l", strconv.Itoa(opt.Len))
 	}

@@ -297,3 +297,55 @@ func TestRunPinned(t *testing.T) {
 		}
 	}
 }
+
+// TestRunOmit checks that Omit runs a pre-test that the figures leave out:
+// iperf3 reports the omit it was given, marks the first interval omitted,
+// and the bytes are those of the measured second only.
+func TestRunOmit(t *testing.T) {
+	needIperf(t)
+	b := testbed.NewForTest(t, testbed.Config{Mode: testbed.Direct})
+	ctx := context.Background()
+	if err := b.WaitLabReachable(ctx, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	r, err := Run(ctx, b, Options{Duration: time.Second, Omit: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if el := time.Since(start); el < 2*time.Second {
+		t.Errorf("a 1 s run with 1 s omitted took %v, want at least 2 s", el)
+	}
+	checkSane(t, "TCP with omit", r, time.Second)
+	var doc struct {
+		Start struct {
+			TestStart struct {
+				Omit int `json:"omit"`
+			} `json:"test_start"`
+		} `json:"start"`
+		Intervals []struct {
+			Sum struct {
+				Bytes   int64 `json:"bytes"`
+				Omitted bool  `json:"omitted"`
+			} `json:"sum"`
+		} `json:"intervals"`
+	}
+	if err := json.Unmarshal(r.Raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Start.TestStart.Omit != 1 {
+		t.Errorf("iperf3 reports omit %d, want 1 (0.5 s rounded up)", doc.Start.TestStart.Omit)
+	}
+	var omitted, kept int64
+	for _, iv := range doc.Intervals {
+		if iv.Sum.Omitted {
+			omitted += iv.Sum.Bytes
+		} else {
+			kept += iv.Sum.Bytes
+		}
+	}
+	if omitted == 0 || kept == 0 {
+		t.Errorf("intervals: %d bytes omitted, %d kept; want both", omitted, kept)
+	}
+	t.Logf("omitted %d bytes, measured %d (receiver %d)", omitted, kept, r.Bytes)
+}

@@ -1,0 +1,180 @@
+package throughput
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/tapfwd/tapfwd/bench/report"
+	"github.com/tapfwd/tapfwd/bench/stats"
+)
+
+// CompareSchema names the JSON layout of RunComparison.
+const CompareSchema = "tapfwd-bench-compare/1"
+
+// Figures a compared row can be.
+const (
+	FigureThroughput = "throughput" // the cell's value: Gbit/s or kpps
+	FigureCost       = "cost"       // the whole machine's CPU per unit delivered
+)
+
+// CostWords name the verdicts on a cost: more is worse.
+var CostWords = stats.Words{Above: "costs more", Below: "costs less"}
+
+// RunComparison is run B against run A, two saved reports: for every cell
+// both have, the ratio of B's median to A's with its interval and a
+// verdict. Its JSON form is compare --json.
+type RunComparison struct {
+	Schema string  `json:"schema"`
+	A      RunInfo `json:"a"`
+	B      RunInfo `json:"b"`
+	// The bootstrap, and the verdict rule: MinReps, and the widest
+	// interval, in percent of A's median, that gets a verdict.
+	Seed            uint64       `json:"bootstrap_seed"`
+	Resamples       int          `json:"bootstrap_resamples"`
+	Level           float64      `json:"confidence_level"`
+	MinReps         int          `json:"verdict_min_reps"`
+	TargetHalfWidth float64      `json:"verdict_target_half_width_percent"`
+	Rows            []CompareRow `json:"rows"`
+	// OnlyA and OnlyB are the cells ("config/workload") one run has and
+	// the other lacks.
+	OnlyA []string `json:"only_in_a,omitempty"`
+	OnlyB []string `json:"only_in_b,omitempty"`
+}
+
+// RunInfo says what a compared run was.
+type RunInfo struct {
+	Path        string      `json:"path"`
+	Schema      string      `json:"schema"`
+	Started     time.Time   `json:"started"`
+	Host        report.Host `json:"host"`
+	Reps        int         `json:"reps"`
+	RunSeconds  int         `json:"run_seconds"`
+	OmitSeconds int         `json:"omit_seconds"`
+	Quick       bool        `json:"quick,omitempty"`
+}
+
+// CompareRow is one figure of one cell in both runs.
+type CompareRow struct {
+	Config   string `json:"config"`
+	Workload string `json:"workload"`
+	Figure   string `json:"figure"` // FigureThroughput or FigureCost
+	Unit     string `json:"unit"`
+	// A and B are each run's median with its interval, as its report
+	// gives it.
+	A     stats.Estimate `json:"a"`
+	B     stats.Estimate `json:"b"`
+	RepsA int            `json:"reps_a"`
+	RepsB int            `json:"reps_b"`
+	// Difference is B against A: the difference and the ratio of the
+	// medians, each with its interval (the two runs' repetitions
+	// resampled independently), and the verdict.
+	stats.Difference
+}
+
+// Compare compares report b against report a, read from pathA and pathB,
+// cell by cell: throughput figures, and costs where both have them.
+func Compare(a, b *Report, pathA, pathB string, bs stats.Bootstrap, rule stats.Rule) *RunComparison {
+	c := &RunComparison{Schema: CompareSchema, A: info(a, pathA), B: info(b, pathB),
+		Seed: bs.Seed, Resamples: bs.Count(), Level: stats.Level, MinReps: rule.MinReps, TargetHalfWidth: rule.MaxHalfWidth}
+	for _, ca := range a.Cells {
+		cb := b.Cell(ca.Config, ca.Workload)
+		if cb == nil {
+			c.OnlyA = append(c.OnlyA, ca.Config+"/"+ca.Workload)
+			continue
+		}
+		key := ca.Config + "/" + ca.Workload
+		if ca.Value != nil && cb.Value != nil {
+			if d, ok := bs.CompareRule("compare/"+key, cb.Samples, ca.Samples, rule, stats.Speed); ok {
+				c.Rows = append(c.Rows, CompareRow{Config: ca.Config, Workload: ca.Workload, Figure: FigureThroughput, Unit: ca.Unit,
+					A: *ca.Value, B: *cb.Value, RepsA: len(ca.Samples), RepsB: len(cb.Samples), Difference: d})
+			}
+		}
+		if ka, kb := ca.Cost, cb.Cost; ka != nil && kb != nil && ka.Unit == kb.Unit {
+			if d, ok := bs.CompareRule("compare-cost/"+key, kb.Samples, ka.Samples, rule, CostWords); ok {
+				c.Rows = append(c.Rows, CompareRow{Config: ca.Config, Workload: ca.Workload, Figure: FigureCost, Unit: ka.Unit,
+					A: ka.Machine, B: kb.Machine, RepsA: len(ka.Samples), RepsB: len(kb.Samples), Difference: d})
+			}
+		}
+	}
+	for _, cb := range b.Cells {
+		if a.Cell(cb.Config, cb.Workload) == nil {
+			c.OnlyB = append(c.OnlyB, cb.Config+"/"+cb.Workload)
+		}
+	}
+	return c
+}
+
+func info(r *Report, path string) RunInfo {
+	return RunInfo{Path: path, Schema: r.Schema, Started: r.Started, Host: r.Host, Reps: r.Settings.Reps,
+		RunSeconds: r.Settings.RunSeconds, OmitSeconds: r.Settings.OmitSeconds, Quick: r.Settings.Quick}
+}
+
+// Document lays the comparison out for reading.
+func (c *RunComparison) Document() report.Document {
+	d := report.Document{Title: "tapfwd-bench compare: B against A"}
+	for _, x := range []struct {
+		name string
+		r    RunInfo
+	}{{"A", c.A}, {"B", c.B}} {
+		h := report.Header{Started: x.r.Started, Host: x.r.Host}
+		line := fmt.Sprintf("%s: %s (%s): %s; %d repetitions of %d s runs", x.name, x.r.Path, x.r.Schema, h.HostLine(), x.r.Reps, x.r.RunSeconds)
+		if x.r.OmitSeconds > 0 {
+			line += fmt.Sprintf(" after %d s left out", x.r.OmitSeconds)
+		}
+		if x.r.Quick {
+			line += " (QUICK RUN: a smoke test, not a measurement)"
+		}
+		d.Summary = append(d.Summary, line)
+	}
+	width := ""
+	if c.TargetHalfWidth > 0 {
+		width = fmt.Sprintf(", an interval no wider than +-%s of A's median", pctAbs(c.TargetHalfWidth))
+	}
+	d.Summary = append(d.Summary, fmt.Sprintf("Ratio of B's median to A's with its %.0f%% percentile-bootstrap interval (the repetitions of each run resampled independently; %d resamples, seed %d). "+
+		"A verdict needs at least %d repetitions each%s and the whole interval on one side of 1.",
+		c.Level*100, c.Resamples, c.Seed, c.MinReps, width))
+	for _, fig := range []struct{ name, title string }{
+		{FigureThroughput, "Throughput (Gbit/s for TCP, kpps delivered for UDP)"},
+		{FigureCost, "Cost: CPU seconds of the whole machine per unit delivered"},
+	} {
+		s := report.Section{Title: fig.title + ": B against A",
+			Head: []string{"config", "workload", "unit", "A", "B", "B/A [95% CI]", "+-", "verdict"}}
+		for _, r := range c.Rows {
+			if r.Figure != fig.name {
+				continue
+			}
+			s.Rows = append(s.Rows, []string{r.Config, r.Workload, r.Unit, report.Est(&r.A), report.Est(&r.B),
+				fmt.Sprintf("%.3f [%.3f, %.3f]", r.Ratio.Median, r.Ratio.Low, r.Ratio.High), pctAbs(r.HalfWidth), c.verdictText(r)})
+		}
+		if len(s.Rows) > 0 {
+			d.Sections = append(d.Sections, s)
+		}
+	}
+	for _, only := range []struct {
+		title string
+		cells []string
+	}{{"Only in A", c.OnlyA}, {"Only in B", c.OnlyB}} {
+		if len(only.cells) > 0 {
+			d.Sections = append(d.Sections, report.Section{Title: only.title, Notes: []string{strings.Join(only.cells, ", ")}})
+		}
+	}
+	return d
+}
+
+func (c *RunComparison) verdictText(r CompareRow) string {
+	if r.Verdict == stats.TooWide {
+		return fmt.Sprintf("interval +-%s: too wide for a verdict at the +-%s target", pctAbs(r.HalfWidth), pctAbs(c.TargetHalfWidth))
+	}
+	return r.Verdict
+}
+
+// WriteText writes the comparison as aligned plain-text tables.
+func (c *RunComparison) WriteText(w io.Writer) error { return c.Document().WriteText(w) }
+
+// WriteMarkdown writes the comparison as Markdown.
+func (c *RunComparison) WriteMarkdown(w io.Writer) error { return c.Document().WriteMarkdown(w) }
+
+// WriteJSON writes the comparison as indented JSON.
+func (c *RunComparison) WriteJSON(w io.Writer) error { return report.WriteJSON(w, c) }

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/tapfwd/tapfwd/bench/stats"
+	"github.com/tapfwd/tapfwd/bench/throughput"
+)
+
+// compareFlags are the compare command's flags.
+type compareFlags struct {
+	asJSON, asMD *bool
+	target       *float64
+	seed         *uint64
+	resamples    *int
+}
+
+func compareFlagSet(stderr io.Writer) (*flag.FlagSet, *compareFlags) {
+	fs := newFlagSet("compare", "compare [flags] A.json B.json", stderr)
+	f := &compareFlags{
+		asJSON:    fs.Bool("json", false, "print the comparison as JSON"),
+		asMD:      fs.Bool("markdown", false, "print the comparison as Markdown"),
+		target:    fs.Float64("target", stats.TargetHalfWidth, "widest interval that gets a verdict, as its half-width in percent of A's median; 0 for no limit"),
+		seed:      fs.Uint64("seed", 1, "bootstrap seed: the same seed and samples give the same intervals"),
+		resamples: fs.Int("resamples", stats.DefaultResamples, "bootstrap resamples per interval"),
+	}
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, `Usage: tapfwd-bench compare [flags] A.json B.json
+
+Compares two throughput reports saved with --json or --out (from two
+kernels, two machines or two settings; schema 1 or 2): for every
+configuration and workload both have, the ratio of B's median to A's with
+its 95%% bootstrap interval (each run's repetitions resampled) and a
+verdict, for the throughput and, where both runs measured it, for the
+whole machine's CPU cost per unit delivered. A verdict needs %d
+repetitions on each side and an interval within +-%.1f%% of A's median
+(--target).
+
+Flags:
+`, stats.MinReps, stats.TargetHalfWidth)
+		fs.PrintDefaults()
+	}
+	return fs, f
+}
+
+// parseInterleaved parses flags that may come before, between or after
+// the file arguments, and returns the files.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var files []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, errUsage
+		}
+		if fs.NArg() == 0 {
+			return files, nil
+		}
+		files = append(files, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+func cmdCompare(args []string, stdout, stderr io.Writer) error {
+	fs, f := compareFlagSet(stderr)
+	files, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(files) != 2 {
+		fmt.Fprintf(stderr, "tapfwd-bench: compare takes two reports, A.json and B.json; got %d\n", len(files))
+		fs.Usage()
+		return errUsage
+	}
+	switch {
+	case *f.asJSON && *f.asMD:
+		return errors.New("--json and --markdown: pick one")
+	case *f.target < 0 || *f.target > 100:
+		return fmt.Errorf("--target %v: want 0 (no limit) to 100 percent", *f.target)
+	case *f.resamples < 100:
+		return fmt.Errorf("--resamples %d: want at least 100", *f.resamples)
+	}
+	a, err := throughput.Read(files[0])
+	if err != nil {
+		return err
+	}
+	b, err := throughput.Read(files[1])
+	if err != nil {
+		return err
+	}
+	c := throughput.Compare(a, b, files[0], files[1], stats.Bootstrap{Seed: *f.seed, Resamples: *f.resamples},
+		stats.Rule{MinReps: stats.MinReps, MaxHalfWidth: *f.target})
+	switch {
+	case *f.asJSON:
+		return c.WriteJSON(stdout)
+	case *f.asMD:
+		return c.WriteMarkdown(stdout)
+	}
+	return c.WriteText(stdout)
+}

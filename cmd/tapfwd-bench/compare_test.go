@@ -1,0 +1,129 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tapfwd/tapfwd/bench/stats"
+	"github.com/tapfwd/tapfwd/bench/throughput"
+)
+
+const (
+	fixtureA = "../../bench/throughput/testdata/compare-a.json"
+	fixtureB = "../../bench/throughput/testdata/compare-b.json"
+	oldRun   = "../../docs/bench-throughput/throughput.json"
+)
+
+// TestCompareCLI runs `tapfwd-bench compare` on two saved runs in each
+// form, flags before or after the files, and on the committed run of the
+// first schema against a run of the second.
+func TestCompareCLI(t *testing.T) {
+	checkCLI(t, []cliCase{
+		{[]string{"compare", fixtureA, fixtureB}, 0, "faster"},
+		{[]string{"compare", "--markdown", fixtureA, fixtureB}, 0, "| napi-on | tcp-4KB-P1-w2l | Gbit/s |"},
+		{[]string{"compare", fixtureA, fixtureB, "--target", "50"}, 0, "no significant difference"},
+		{[]string{"compare", oldRun, fixtureB}, 0, "tapfwd-bench-throughput/1"},
+		{[]string{"compare", "-h"}, 0, "Usage: tapfwd-bench compare [flags] A.json B.json"},
+		{[]string{"compare", fixtureA}, 2, "compare takes two reports, A.json and B.json; got 1"},
+		{[]string{"compare", "--json", "--markdown", fixtureA, fixtureB}, 1, "pick one"},
+		{[]string{"compare", "--target", "-1", fixtureA, fixtureB}, 1, "--target -1"},
+		{[]string{"compare", fixtureA, "/nonexistent/b.json"}, 1, "no such file"},
+	})
+	var out, errb bytes.Buffer
+	if code := run([]string{"compare", fixtureA, fixtureB, "--json"}, &out, &errb); code != 0 {
+		t.Fatalf("compare --json: exit %d: %s", code, errb.String())
+	}
+	var c throughput.RunComparison
+	if err := json.Unmarshal(out.Bytes(), &c); err != nil {
+		t.Fatal(err)
+	}
+	if c.Schema != throughput.CompareSchema || c.A.Path != fixtureA || c.TargetHalfWidth != stats.TargetHalfWidth || len(c.Rows) == 0 {
+		t.Errorf("compare --json: %+v", c)
+	}
+	out.Reset()
+	if code := run([]string{"compare", "--target", "50", fixtureA, fixtureB}, &out, &errb); code != 0 || strings.Contains(out.String(), "too wide") {
+		t.Errorf("--target 50: exit %d, still too wide:\n%s", code, out.String())
+	}
+}
+
+// TestThroughputOptions checks what the default run, --full and --quick
+// measure, and that flags given override them.
+func TestThroughputOptions(t *testing.T) {
+	opts := func(args ...string) throughput.Options {
+		t.Helper()
+		var errb bytes.Buffer
+		fs, f := throughputFlagSet(&errb)
+		if err := parse(fs, args); err != nil {
+			t.Fatalf("%q: %v %s", args, err, errb.String())
+		}
+		o, err := f.options(fs)
+		if err != nil {
+			t.Fatalf("%q: %v", args, err)
+		}
+		return o
+	}
+	names := func(o throughput.Options) string {
+		var n []string
+		for _, c := range o.Configs {
+			n = append(n, c.Name)
+		}
+		return strings.Join(n, ",")
+	}
+	workloads := func(o throughput.Options) string {
+		var n []string
+		for _, w := range o.Workloads {
+			n = append(n, w.Name)
+		}
+		return strings.Join(n, ",")
+	}
+	o := opts()
+	if names(o) != "napi-off,napi-on,napi-threaded,bridge,direct" || o.Reps != 9 || o.Duration != 2*time.Second || o.Omit != time.Second ||
+		o.Rule != stats.DefaultRule ||
+		workloads(o) != "tcp-64B-P1-w2l,tcp-128B-P1-w2l,tcp-4KB-P1-w2l,tcp-64B-P4-w2l,tcp-128B-P4-w2l,tcp-4KB-P4-w2l" {
+		t.Errorf("default run: %s; %s; %d reps of %v after %v; rule %+v", names(o), workloads(o), o.Reps, o.Duration, o.Omit, o.Rule)
+	}
+	// auto: the first two CPUs this process may use, the client on the
+	// first (beside tapfwd's worker); none with one CPU.
+	want := autoIperfPin()
+	switch {
+	case want == nil && !singleAffinity():
+		t.Error("auto placement: none, with two CPUs or more")
+	case want != nil && want.Wire >= want.Lab:
+		t.Errorf("auto placement %+v: want the client on the lower CPU", want)
+	case !reflect.DeepEqual(o.IperfPin, want):
+		t.Errorf("default run: iperf3 pinned %+v, want %+v", o.IperfPin, want)
+	}
+	if o = opts("--iperf-cpus", "none"); o.IperfPin != nil {
+		t.Errorf("--iperf-cpus none: pinned %+v", o.IperfPin)
+	}
+	if o = opts("--iperf-cpus", "1,0"); o.IperfPin == nil || o.IperfPin.Wire != 1 {
+		t.Errorf("--iperf-cpus 1,0: pinned %+v", o.IperfPin)
+	}
+	o = opts("--full")
+	if len(o.Configs) != len(throughput.Configs(throughput.DefaultTAPNAPI)) || len(o.Workloads) != 15 || o.Reps != 5 || o.Omit != time.Second {
+		t.Errorf("--full: %s; %d workloads; %d reps, omit %v", names(o), len(o.Workloads), o.Reps, o.Omit)
+	}
+	o = opts("--full", "--reps", "8", "--configs", "napi-off,bridge", "--udp=false")
+	if names(o) != "napi-off,bridge" || o.Reps != 8 || len(o.Workloads) != 13 {
+		t.Errorf("--full with flags: %s; %d workloads; %d reps", names(o), len(o.Workloads), o.Reps)
+	}
+	o = opts("--quick")
+	if names(o) != "napi-off,napi-on,bridge,direct" || o.Reps != 2 || o.Omit != 0 || workloads(o) != "tcp-4KB-P1-w2l,tcp-4KB-P1-l2w,udp-64B-w2l" {
+		t.Errorf("--quick: %s; %s; %d reps, omit %v", names(o), workloads(o), o.Reps, o.Omit)
+	}
+	if o = opts("--target", "0"); o.Rule.MaxHalfWidth != 0 || o.Rule.MinReps != stats.MinReps {
+		t.Errorf("--target 0: rule %+v", o.Rule)
+	}
+}
+
+// singleAffinity reports whether this process may run on one CPU only.
+func singleAffinity() bool {
+	var set unix.CPUSet
+	return unix.SchedGetaffinity(0, &set) == nil && set.Count() < 2
+}
