@@ -28,7 +28,7 @@ bench: deps-bench build
 # The committed throughput report under docs/ (5 repetitions, about 12
 # minutes; run it on a quiet machine).
 bench-docs: deps-bench build
-	./$(BENCH_BIN) throughput --reps 5 --out docs/bench-throughput
+	./$(BENCH_BIN) throughput --out docs/bench-throughput
 
 # Everything CI runs: vet, the whole test suite under the race detector
 # (privileged tests build their own namespaces; run as root), and a short
