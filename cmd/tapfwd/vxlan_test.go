@@ -222,22 +222,37 @@ func vxlanNested(t *testing.T, h *testbed.Hosts, views [2]*testbed.Bed) {
 	}
 }
 
-// vxlanVLAN: an 802.1Q-tagged frame from one lab reaches the other with
-// its tag, both ways (the VXLAN device, like a veth, strips it into the
-// skb on receive; tapfwd puts it back).
+// vxlanVLAN: 802.1Q-tagged frames from one lab reach the other with their
+// tag, both ways (the VXLAN device, like a veth, strips it into the skb on
+// receive; tapfwd puts it back): a small one, and one whose IP packet fills
+// the MTU. The tag takes that one 4 bytes past what the underlay carries
+// in one packet (1450 + 18 + 50 > 1500), so the VXLAN device's outer
+// packet is fragmented on the underlay (its df is unset by default) and
+// reassembled by the other host.
 func vxlanVLAN(t *testing.T, h *testbed.Hosts, views [2]*testbed.Bed) {
 	for i, v := range views {
 		// v: from lab 2-i to lab i+1.
 		src, dst := testkit.LinkMAC(t, v.WireNS, v.WireIf), testkit.LinkMAC(t, v.LabNS, v.LabIf)
 		from := testkit.OpenRaw(t, v, v.WireNS, v.WireIf)
 		to := testkit.OpenRaw(t, v, v.LabNS, v.LabIf)
-		inner := testkit.UDPPacket(t, v)
-		tci := uint16(0x2000 | (100 + i))
-		if _, err := syscall.Write(from, testkit.Tagged(t, src, dst, tci, inner)); err != nil {
-			t.Fatal(err)
-		}
-		if got := testkit.RecvTagged(t, to, src, inner); got != tci {
-			t.Errorf("%s -> %s: VLAN TCI %#x, want %#x", v.WireNS, v.LabNS, got, tci)
+		for _, payload := range []int{400, h.MTU - 28} {
+			inner := testkit.UDPPacketLen(t, v, payload)
+			tci := uint16(0x2000 | (100 + i))
+			reasm := func() int64 {
+				n, _ := testkit.SNMP(t, v, v.FwdNS).Counter("Ip", "ReasmOKs")
+				return n
+			}
+			before := reasm()
+			if _, err := syscall.Write(from, testkit.Tagged(t, src, dst, tci, inner)); err != nil {
+				t.Fatalf("%d-byte packet: %v", len(inner), err)
+			}
+			if got := testkit.RecvTagged(t, to, src, inner); got != tci {
+				t.Errorf("%s -> %s, %d-byte packet: VLAN TCI %#x, want %#x", v.WireNS, v.LabNS, len(inner), got, tci)
+			}
+			if n := reasm() - before; payload > 400 && n == 0 {
+				t.Errorf("%s -> %s, %d-byte packet: host %d reassembled no outer packet; want the tagged full-size frame fragmented on the underlay",
+					v.WireNS, v.LabNS, len(inner), i+1)
+			}
 		}
 	}
 }
