@@ -211,7 +211,9 @@ func vxlanNested(t *testing.T, h *testbed.Hosts, views [2]*testbed.Bed) {
 	d := testkit.ParseCounts(testkit.Scrape(t, views[1]), views[1]).Sub(before)
 	t.Logf("TCP over the labs' tunnel, lab 1 -> lab 2: %.2f Gbit/s, %d retransmits; host 2's tapfwd: %v frames from vx0, %v segments made, drops %s",
 		r.BitsPerSecond/1e9, r.Retransmits, d.NICRx, d.Segments, testkit.NonZero(d.NICDrops))
-	if r.Bytes < 10<<20 {
+	// The rate is not the point (a shared machine and the token bucket
+	// decide it): that the flow moves, and nothing is dropped, is.
+	if r.Bytes < 1<<20 {
 		t.Errorf("only %d bytes in 2 s over the labs' tunnel", r.Bytes)
 	}
 	if d.NICDrops["bad_vnet_hdr"] != 0 || d.NICDrops["segmentation"] != 0 {
