@@ -183,7 +183,8 @@ func vxlanTCP(t *testing.T, h *testbed.Hosts, views [2]*testbed.Bed) {
 		nicGSO := gsoFrames(t, views[dst], to.VXLAN) - nicBefore
 		t.Logf("TCP %s: %.2f Gbit/s, %d retransmits; GSO frames from host %d's TAP %v, from host %d's VXLAN device %v; underlay: %v",
 			dir, r.BitsPerSecond/1e9, r.Retransmits, src+1, tapGSO, dst+1, nicGSO, underlay)
-		if r.Bytes < 20<<20 {
+		// A stalled path moves almost nothing; the rate is the machine's.
+		if r.Bytes < 4<<20 {
 			t.Errorf("TCP %s: only %d bytes in 2 s", dir, r.Bytes)
 		}
 		if tapGSO == 0 || nicGSO == 0 {
