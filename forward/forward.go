@@ -57,7 +57,10 @@ type Config struct {
 
 // BufferBytes is the memory the workers take for frame buffers: two
 // batches of 64 KiB frames per queue (one each way), plus the segment
-// buffers when the TAP has no vnet header.
+// buffers when the TAP has no vnet header. With one, a queue allocates its
+// segment buffers (maxSegments MTU-sized frames, under 1 MiB) only when the
+// first GSO frame from inside a tunnel arrives, which BufferBytes leaves
+// out.
 func BufferBytes(queues, batch int, tapVnet bool, mtu int) int64 {
 	per := 2 * int64(batch) * bufSize
 	if !tapVnet {

@@ -89,20 +89,36 @@ func (q *Queue) acceptFromNIC(i int) {
 			return
 		}
 	}
+	orig, tunnel := h, false
 	if vnethdr.Fixup(&h, buf[start:end]) != nil {
-		t.drop(DropBadHdr)
-		return
+		// The kernel's GRO merges segments inside a tunnel too, and the
+		// vnet header cannot say so: toTAP segments such a frame.
+		if !orig.IsGSO() || vnethdr.CheckTunnel(orig, buf[start:end]) != nil {
+			t.drop(DropBadHdr)
+			return
+		}
+		h, tunnel = orig, true
 	}
 	if h.IsGSO() {
 		t.gso++
 	}
 	if fab := q.fw.fab; fab != nil {
-		h.Encode(buf[start-hdrLen:])
-		if fab.deliver(buf[start-hdrLen:end], sideNIC, nil, &q.dirty) {
-			t.guests++
-			return
+		if tunnel {
+			// Guests get no tunnel GSO frames (only the TAP path segments
+			// them): one for a guest is dropped, and counted.
+			if fab.byMAC[[6]byte(buf[start:start+6])] != nil {
+				t.drop(DropGuestRefused)
+				return
+			}
+		} else {
+			h.Encode(buf[start-hdrLen:])
+			if fab.deliver(buf[start-hdrLen:end], sideNIC, nil, &q.dirty) {
+				t.guests++
+				return
+			}
 		}
 	}
+	q.tunnel[len(q.frames)] = tunnel
 	q.frames = append(q.frames, vnethdr.Frame{Buf: buf, Start: start, End: end, Hdr: h})
 }
 
@@ -113,6 +129,12 @@ func (q *Queue) toTAP() error {
 	for i := range q.frames {
 		f := &q.frames[i]
 		if f.Merged {
+			continue
+		}
+		if q.tunnel[i] {
+			if err := q.tunnelForTAP(f); err != nil {
+				return err
+			}
 			continue
 		}
 		if q.tapVnet {
@@ -155,6 +177,35 @@ func (q *Queue) plainForTAP(f *vnethdr.Frame) error {
 	q.tally.segs += uint64(k)
 	for j := q.segUsed; j < q.segUsed+k; j++ {
 		q.tapOut = append(q.tapOut, q.segBufs[j][:q.segSizes[j]])
+	}
+	q.segUsed += k
+	return nil
+}
+
+// tunnelForTAP queues the packets a tunnel GSO frame was made of, for
+// either kind of TAP: segmented in userspace (vnethdr.SegmentTunnel), each
+// with finished checksums and, when the TAP takes one, a zero vnet header.
+func (q *Queue) tunnelForTAP(f *vnethdr.Frame) error {
+	if q.segBufs == nil {
+		q.makeSegBufs()
+	}
+	frame := f.Buf[f.Start:f.End]
+	k, err := vnethdr.SegmentTunnel(f.Hdr, frame, q.segOut[q.segUsed:], q.segSizes[q.segUsed:])
+	if err == vnethdr.ErrTooManySegments && q.segUsed > 0 {
+		if err := q.flushTAP(); err != nil {
+			return err
+		}
+		k, err = vnethdr.SegmentTunnel(f.Hdr, frame, q.segOut, q.segSizes)
+	}
+	if err != nil {
+		q.tally.drop(DropSegment)
+		return nil
+	}
+	q.tally.segs += uint64(k)
+	for j := q.segUsed; j < q.segUsed+k; j++ {
+		b := q.segBufs[j][:q.tapHdr+q.segSizes[j]]
+		clear(b[:q.tapHdr])
+		q.tapOut = append(q.tapOut, b)
 	}
 	q.segUsed += k
 	return nil

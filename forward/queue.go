@@ -37,9 +37,12 @@ type Queue struct {
 	frames   []vnethdr.Frame // the batch being forwarded NIC -> TAP
 	gro      *vnethdr.GRO
 	tapOut   [][]byte // frames for one TAP Write
-	segBufs  [][]byte
+	segBufs  [][]byte // segments for the TAP, each with tapHdr bytes of room in front
+	segOut   [][]byte // segBufs[i][tapHdr:], where segmentation writes
 	segSizes []int
-	segUsed  int // segBufs taken by tapOut
+	segUsed  int    // segBufs taken by tapOut
+	mtu      int    // the TAP's, which sizes segBufs
+	tunnel   []bool // tunnel[i]: frames[i] is a GSO frame inside a tunnel (vnethdr.SegmentTunnel)
 	tapBufs  [][]byte
 	tapSizes []int
 	nicOut   [][]byte // frames for one NIC Write
@@ -74,6 +77,7 @@ func newQueue(f *Forwarder, id, cpu int, tap Endpoint, nic NIC, c Config) *Queue
 	q.nicBufs = makeBufs(c.Batch, bufSize)
 	q.nicSizes = make([]int, c.Batch)
 	q.frames = make([]vnethdr.Frame, 0, c.Batch)
+	q.tunnel = make([]bool, c.Batch)
 	if c.GRO && c.TAPVnetHdr {
 		q.gro = vnethdr.NewGRO(c.Batch)
 		q.gro.SetUDP(c.UDPGRO)
@@ -83,10 +87,9 @@ func newQueue(f *Forwarder, id, cpu int, tap Endpoint, nic NIC, c Config) *Queue
 	}
 	q.l2 = c.L2
 	q.tapOut = make([][]byte, 0, c.Batch+maxSegments)
+	q.mtu = c.MTU
 	if !c.TAPVnetHdr {
-		seg := c.MTU + 14 + 4
-		q.segBufs = makeBufs(maxSegments, seg)
-		q.segSizes = make([]int, maxSegments)
+		q.makeSegBufs()
 	}
 	q.tapBufs = makeBufs(c.Batch, bufSize)
 	q.tapSizes = make([]int, c.Batch)
@@ -109,6 +112,17 @@ func orDefault(v, d int) int {
 // would need ~745 segments; 512 covers every MSS >= 128. Larger counts are
 // dropped as DropSegment.
 const maxSegments = 512
+
+// makeSegBufs allocates the segment buffers: at start when the TAP has no
+// vnet header, else when the first tunnel GSO frame needs them.
+func (q *Queue) makeSegBufs() {
+	q.segBufs = makeBufs(maxSegments, q.tapHdr+q.mtu+14+4)
+	q.segOut = make([][]byte, maxSegments)
+	for i, b := range q.segBufs {
+		q.segOut[i] = b[q.tapHdr:]
+	}
+	q.segSizes = make([]int, maxSegments)
+}
 
 // makeBufs carves n buffers of size bytes out of one allocation.
 func makeBufs(n, size int) [][]byte {

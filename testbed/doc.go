@@ -1,5 +1,7 @@
-// Package testbed builds the wire / fwd / lab network namespaces that tapfwd
-// tests and benchmarks run in, starts a forwarder in them, and removes them.
+// Package testbed builds the network namespaces that tapfwd tests and
+// benchmarks run in, starts a forwarder in them, and removes them: the
+// single-host bed (wire / fwd / lab) and the two-host bed (two hosts joined
+// by an underlay veth, each with a VXLAN device and a lab of its own).
 //
 // Every bed gets a random suffix, so beds can run in parallel and a crashed
 // run never blocks the next one. Addresses come only from 198.18.0.0/15

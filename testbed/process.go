@@ -38,7 +38,24 @@ func (b *Bed) StartForwarder(ctx context.Context, name, exe string, args ...stri
 	if b.Mode != Forwarder {
 		return nil, fmt.Errorf("testbed: bed mode %v has no forwarder", b.Mode)
 	}
-	cmd := b.Command(context.Background(), b.FwdNS, exe, args...)
+	p, err := b.start(b.FwdNS, name, exe, args)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.WaitLabReachable(ctx, 10*time.Second); err != nil {
+		p.Stop()
+		out := p.Tail(3)
+		if out == "" {
+			out = "(nothing)"
+		}
+		return nil, fmt.Errorf("testbed: lab not reachable through %s: %w; %s said: %s", name, err, name, out)
+	}
+	return p, nil
+}
+
+// start runs exe with args in namespace ns, its output collected.
+func (b *Bed) start(ns, name, exe string, args []string) (*Process, error) {
+	cmd := b.Command(context.Background(), ns, exe, args...)
 	p := &Process{name: name, cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	cmd.Stdout = p.stderr
@@ -49,14 +66,6 @@ func (b *Bed) StartForwarder(ctx context.Context, name, exe string, args ...stri
 		p.err = cmd.Wait()
 		close(p.done)
 	}()
-	if err := b.WaitLabReachable(ctx, 10*time.Second); err != nil {
-		p.Stop()
-		out := p.Tail(3)
-		if out == "" {
-			out = "(nothing)"
-		}
-		return nil, fmt.Errorf("testbed: lab not reachable through %s: %w; %s said: %s", name, err, name, out)
-	}
 	return p, nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -79,6 +80,7 @@ type Bed struct {
 	MTU               int
 
 	ipPath string
+	hosts  *Hosts // set on a Hosts.View: Close closes that bed
 
 	mu       sync.Mutex
 	closed   bool
@@ -153,6 +155,18 @@ func ipCommand() (string, error) {
 		}
 	}
 	return "", errors.New("testbed: ip command not found: install iproute2 (apt-get install iproute2)")
+}
+
+// bridgeCommand finds iproute2's bridge binary: on $PATH, else beside ip.
+func bridgeCommand(ipPath string) (string, error) {
+	if p, err := exec.LookPath("bridge"); err == nil {
+		return p, nil
+	}
+	p := filepath.Join(filepath.Dir(ipPath), "bridge")
+	if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+		return p, nil
+	}
+	return "", errors.New("testbed: bridge command not found: install iproute2 (apt-get install iproute2)")
 }
 
 // New builds a bed. On any failure it removes what it made.
@@ -271,9 +285,15 @@ func (b *Bed) build(ctx context.Context) error {
 // ip runs the ip command in the root namespace (the -n flag switches to a
 // bed namespace) and returns an error that includes its output.
 func (b *Bed) ip(ctx context.Context, arg ...string) error {
-	out, err := exec.CommandContext(ctx, b.ipPath, arg...).CombinedOutput()
+	return runTool(ctx, b.ipPath, arg...)
+}
+
+// runTool runs an iproute2 command (ip, bridge) and returns an error that
+// includes its output.
+func runTool(ctx context.Context, path string, arg ...string) error {
+	out, err := exec.CommandContext(ctx, path, arg...).CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("testbed: ip %s: %w: %s", strings.Join(arg, " "), err, strings.TrimSpace(string(out)))
+		return fmt.Errorf("testbed: %s %s: %w: %s", filepath.Base(path), strings.Join(arg, " "), err, strings.TrimSpace(string(out)))
 	}
 	return nil
 }
@@ -286,7 +306,12 @@ func (b *Bed) ip(ctx context.Context, arg ...string) error {
 // thread of this process that setns'd into it, an open socket created
 // there); its interfaces then go only when that goes. Names never clash,
 // since each bed has its own suffix.
+//
+// A Bed from Hosts.View closes its two-host bed.
 func (b *Bed) Close() error {
+	if b.hosts != nil {
+		return b.hosts.Close()
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
@@ -300,7 +325,7 @@ func (b *Bed) Close() error {
 		if !nsExists(ns) {
 			continue
 		}
-		errs = append(errs, b.killAll(ctx, ns))
+		errs = append(errs, killAll(ctx, b.ipPath, ns))
 		errs = append(errs, b.ip(ctx, "netns", "del", ns))
 	}
 	b.closeErr = errors.Join(errs...)
@@ -315,8 +340,8 @@ func nsExists(ns string) bool {
 // killAll sends SIGKILL to every process whose main thread is in ns, except
 // this process. Processes started with Command are among them: ip netns exec
 // execs the program in place, keeping its pid.
-func (b *Bed) killAll(ctx context.Context, ns string) error {
-	out, err := exec.CommandContext(ctx, b.ipPath, "netns", "pids", ns).CombinedOutput()
+func killAll(ctx context.Context, ipPath, ns string) error {
+	out, err := exec.CommandContext(ctx, ipPath, "netns", "pids", ns).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("testbed: ip netns pids %s: %w: %s", ns, err, strings.TrimSpace(string(out)))
 	}

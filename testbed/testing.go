@@ -28,3 +28,25 @@ func NewForTest(t testing.TB, cfg Config) *Bed {
 	})
 	return b
 }
+
+// NewHostsForTest builds a two-host bed for t, as NewForTest does a bed:
+// it skips t when beds cannot be built here, fails t when building fails,
+// and removes the bed when t and its subtests end, also when they fail.
+func NewHostsForTest(t testing.TB, cfg HostsConfig) *Hosts {
+	t.Helper()
+	if err := Available(); err != nil {
+		t.Skipf("skipping privileged test: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	h, err := NewHosts(ctx, cfg)
+	if err != nil {
+		t.Fatalf("building %v two-host test bed: %v", cfg.Mode, err)
+	}
+	t.Cleanup(func() {
+		if err := h.Close(); err != nil {
+			t.Errorf("removing two-host test bed %s: %v", h.ID, err)
+		}
+	})
+	return h
+}

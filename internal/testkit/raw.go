@@ -84,13 +84,20 @@ func OpenRaw(t testing.TB, bed *testbed.Bed, ns, dev string) int {
 // payload.
 func UDPPacket(t testing.TB, bed *testbed.Bed) []byte {
 	t.Helper()
+	return UDPPacketLen(t, bed, 400)
+}
+
+// UDPPacketLen is UDPPacket with n bytes of payload: an IP packet of n+28
+// bytes.
+func UDPPacketLen(t testing.TB, bed *testbed.Bed, n int) []byte {
+	t.Helper()
 	ip := &layers.IPv4{Version: 4, TTL: 64, Protocol: layers.IPProtocolUDP,
 		SrcIP: bed.WireAddr.Addr().AsSlice(), DstIP: bed.LabAddr.Addr().AsSlice()}
 	udp := &layers.UDP{SrcPort: 9, DstPort: 9}
 	udp.SetNetworkLayerForChecksum(ip)
 	b := gopacket.NewSerializeBuffer()
 	if err := gopacket.SerializeLayers(b, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true},
-		ip, udp, gopacket.Payload(bytes.Repeat([]byte("vlan"), 100))); err != nil {
+		ip, udp, gopacket.Payload(bytes.Repeat([]byte("vlan"), n/4+1)[:n])); err != nil {
 		t.Fatal(err)
 	}
 	return b.Bytes()

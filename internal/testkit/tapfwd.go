@@ -56,6 +56,27 @@ func StartTapfwdOn(t testing.TB, bed *testbed.Bed, exe string, args ...string) *
 	return fw
 }
 
+// StartTapfwdHosts runs exe as `tapfwd run` on both hosts of h, each with
+// its devices (testbed.Hosts.ForwarderArgs) and then args, waits until the
+// labs reach each other, and stops both when t ends.
+func StartTapfwdHosts(t testing.TB, h *testbed.Hosts, exe string, args ...string) [2]*testbed.Process {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	fws, err := h.StartForwarders(ctx, "tapfwd", exe, func(i int) []string {
+		return append(append([]string{"run"}, h.ForwarderArgs(i)...), args...)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, fw := range fws {
+			fw.Stop()
+		}
+	})
+	return fws
+}
+
 // BedRun runs args in namespace ns of bed and returns the output; it fails
 // t when the command fails or takes more than 20 s.
 func BedRun(t testing.TB, bed *testbed.Bed, ns string, args ...string) string {

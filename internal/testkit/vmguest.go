@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -70,9 +71,12 @@ func moduleRoot() (string, error) {
 }
 
 // VMPort is what BootGuest needs of a VM port (macvtap): its name, its
-// device node and the guest's Ethernet address.
+// device node and the guest's Ethernet address. MTU, when not 0, is offered
+// to the guest as its NIC's MTU (virtio-net host_mtu, VIRTIO_NET_F_MTU):
+// the MTU of the segment the port is on, when it is below 1500.
 type VMPort struct {
 	Name, Dev, MAC string
+	MTU            int
 }
 
 // Guest is a QEMU process whose serial console the test reads.
@@ -113,7 +117,7 @@ func BootGuest(t testing.TB, bed *testbed.Bed, name, kernel, initrd string, p VM
 	cmd := bed.Command(context.Background(), bed.LabNS, "qemu-system-x86_64", "-accel", "tcg", "-m", "256", "-nodefaults", "-no-user-config",
 		"-display", "none", "-serial", "stdio", "-no-reboot",
 		"-kernel", kernel, "-initrd", initrd, "-append", appendLine,
-		"-netdev", "tap,id=n0,fd=3", "-device", "virtio-net-pci,netdev=n0,mac="+p.MAC)
+		"-netdev", "tap,id=n0,fd=3", "-device", virtioNet(p))
 	cmd.ExtraFiles = []*os.File{dev}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -137,6 +141,15 @@ func BootGuest(t testing.TB, bed *testbed.Bed, name, kernel, initrd string, p VM
 		}
 	})
 	return g
+}
+
+// virtioNet is the -device option of the guest's NIC on port p.
+func virtioNet(p VMPort) string {
+	dev := "virtio-net-pci,netdev=n0,mac=" + p.MAC
+	if p.MTU != 0 {
+		dev += ",host_mtu=" + strconv.Itoa(p.MTU)
+	}
+	return dev
 }
 
 // read collects the console and its TFW lines until QEMU closes it.

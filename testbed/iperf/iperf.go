@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	mrand "math/rand/v2"
+	"net/netip"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -44,6 +45,10 @@ type Options struct {
 	// Pin, when set, pins the iperf3 processes to CPUs (-A); nil leaves
 	// them to the scheduler.
 	Pin *Pinning
+	// Addr, when valid, is the address the server binds and the client
+	// connects to instead of the bed's LabAddr: another address in the lab
+	// namespace, such as one on a tunnel of the lab's own.
+	Addr netip.Addr
 }
 
 // Pinning names the CPU of the iperf3 process in each namespace: the
@@ -99,6 +104,9 @@ func Run(ctx context.Context, b *testbed.Bed, opt Options) (Result, error) {
 	omit := int(math.Ceil(opt.Omit.Seconds()))
 	port := strconv.Itoa(opt.Port)
 	addr := b.LabAddr.Addr().String()
+	if opt.Addr.IsValid() {
+		addr = opt.Addr.String()
+	}
 
 	// The test itself, plus generous time to start, exchange results and
 	// stop; a wedged iperf3 must not hang the caller forever.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"math"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -348,4 +349,33 @@ func TestRunOmit(t *testing.T) {
 		t.Errorf("intervals: %d bytes omitted, %d kept; want both", omitted, kept)
 	}
 	t.Logf("omitted %d bytes, measured %d (receiver %d)", omitted, kept, r.Bytes)
+}
+
+// TestRunAddr runs iperf3 to another address of the lab (Options.Addr), and
+// across the two-host bed's bridges (a Hosts view).
+func TestRunAddr(t *testing.T) {
+	needIperf(t)
+	ctx := context.Background()
+	b := testbed.NewForTest(t, testbed.Config{Mode: testbed.Direct})
+	x := b.LabAddr.Addr().As4()
+	other := netip.AddrFrom4([4]byte{x[0], x[1], x[2], 3})
+	if _, err := b.Run(ctx, b.LabNS, "ip", "addr", "add", other.String()+"/24", "dev", b.LabIf); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Run(ctx, b, Options{Duration: time.Second, Addr: other})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSane(t, "TCP to "+other.String(), r, time.Second)
+
+	h := testbed.NewHostsForTest(t, testbed.HostsConfig{Mode: testbed.HostsBridge})
+	if err := h.WaitReachable(ctx, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	r, err = Run(ctx, h.View(0, 1), Options{Duration: time.Second, Reverse: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSane(t, "TCP lab 2 -> lab 1 over VXLAN and bridges", r, time.Second)
+	t.Logf("two-host bridge bed, lab 2 -> lab 1: %.2f Gbit/s", r.BitsPerSecond/1e9)
 }

@@ -1,0 +1,267 @@
+package vnethdr
+
+import (
+	"encoding/binary"
+	"errors"
+)
+
+// Tunnel GSO frames. The kernel's GRO also merges the TCP segments (and UDP
+// datagrams) of a flow inside a tunnel: IP-in-IP, GRE, and UDP tunnels
+// with a socket on the receiving host, as a VXLAN device has on its port
+// (net/ipv4/udp_offload.c: udp_gro_receive, net/ipv4/gre_offload.c:
+// gre_gro_receive, net/ipv4/af_inet.c: ipip_gro_receive). The merged skb's
+// gso_type then has SKB_GSO_UDP_TUNNEL[_CSUM], SKB_GSO_GRE or
+// SKB_GSO_IPXIP4/6 beside TCPV4, TCPV6 or UDP_L4, which the legacy
+// virtio_net_hdr cannot express: a packet socket reports the inner type
+// alone (include/linux/virtio_net.h: virtio_net_hdr_from_skb), with
+// csum_start at the inner transport header when the checksum is partial.
+// Written to a TAP as it is, the frame would pass for a TCP or UDP
+// super-frame whose outer header is not TCP or UDP; Fixup refuses it.
+// SegmentTunnel cuts it back into the packets it was made of, as the
+// kernel does before a device without tunnel offloads
+// (net/ipv4/udp_offload.c: skb_udp_tunnel_segment, gre_gso_segment,
+// inet_gso_segment).
+
+// ErrNotTunnel: SegmentTunnel found no tunnel it can segment in the frame.
+var ErrNotTunnel = errors.New("vnethdr: not a GSO frame inside a tunnel")
+
+const (
+	protoIPIP = 4  // IPv4 in IP
+	protoIPv6 = 41 // IPv6 in IP
+	protoGRE  = 47
+	// greCsum is the C bit in the first byte of a GRE header (RFC 2784):
+	// a GRE checksum, which segmenting would have to redo; not supported.
+	greCsum = 0x80
+
+	// maxTunnelHdr bounds how far past the outer transport header the
+	// inner IP header may start: a Geneve header with the most options
+	// (8 + 252 bytes) and an inner Ethernet header with two VLAN tags.
+	maxTunnelHdr = 8 + 252 + 14 + 8
+)
+
+// tunnel is where the headers of a tunnel GSO frame are.
+type tunnel struct {
+	outer layout // the outer IP header
+	udp   int    // the outer UDP header; 0 for IP-in-IP and GRE
+	inner layout // the inner IP and TCP or UDP headers
+}
+
+// parseTunnel finds the outer and inner headers of a GSO frame h describes
+// whose TCP or UDP segments are inside a tunnel, and checks h against the
+// inner headers as checkGSO does for a plain frame.
+func parseTunnel(h *Hdr, frame []byte) (tunnel, error) {
+	var tn tunnel
+	gso := h.GSOType &^ GSOECN
+	switch {
+	case gso != GSOTCPv4 && gso != GSOTCPv6 && gso != GSOUDPL4, gso == GSOUDPL4 && h.GSOType&GSOECN != 0:
+		return tn, ErrNotTunnel
+	}
+	outer, err := parse(frame)
+	if err != nil || outer.frag || outer.end != len(frame) || outer.proto == protoTCP {
+		return tn, ErrNotTunnel
+	}
+	tn.outer = outer
+	start, ok := tunnelPayload(frame, &tn)
+	if !ok {
+		return tn, ErrNotTunnel
+	}
+	if tn.inner, ok = findInner(h, frame, start); !ok {
+		return tn, ErrNotTunnel
+	}
+	in := &tn.inner
+	tcp := gso != GSOUDPL4
+	switch {
+	case tcp && in.proto != protoTCP, !tcp && in.proto != protoUDP,
+		gso == GSOTCPv4 && in.ipv6, gso == GSOTCPv6 && !in.ipv6:
+		return tn, ErrNotTunnel
+	case h.GSOSize == 0 || h.GSOSize == gsoSizeByFrags || (tcp && h.GSOSize < tcpMinMSS):
+		return tn, ErrGSOSize
+	case h.Flags&FlagNeedsCsum != 0 && int(h.CsumOffset) != l4CsumOff(in.proto):
+		return tn, ErrCsumBounds
+	}
+	return tn, nil
+}
+
+// tunnelPayload returns where the tunnel's payload starts: after the outer
+// UDP header (tn.udp is set), the GRE header, or the outer IP header for
+// IP-in-IP.
+func tunnelPayload(frame []byte, tn *tunnel) (int, bool) {
+	o := &tn.outer
+	if o.proto == protoUDP {
+		// A super-frame's UDP length runs to its end
+		// (net/ipv4/udp_offload.c: udp_gro_complete).
+		if int(binary.BigEndian.Uint16(frame[o.l4+4:])) != len(frame)-o.l4 {
+			return 0, false
+		}
+		tn.udp = o.l4
+		return o.payload, true
+	}
+	// parse reached no transport header: IP-in-IP or GRE. Extension
+	// headers in an outer IPv6 header are not looked through.
+	var proto uint8
+	var off int
+	if o.ipv6 {
+		proto, off = frame[o.l3+6], o.l3+ipv6HdrLen
+	} else {
+		proto, off = frame[o.l3+9], o.l3+int(frame[o.l3]&0x0f)*4
+	}
+	switch proto {
+	case protoIPIP, protoIPv6:
+		return off, true
+	case protoGRE:
+		if off+4 > len(frame) || frame[off]&greCsum != 0 {
+			return 0, false
+		}
+		return off + 4, true
+	}
+	return 0, false
+}
+
+// findInner finds the inner IP header at or after start: the first offset
+// within maxTunnelHdr where an IPv4 header with a valid checksum, or an
+// IPv6 header without extension headers, carries TCP or UDP and runs to
+// the end of the frame, as GRO leaves the inner header of a super-frame
+// (inet_gro_complete, ipv6_gro_complete). Anything between start and it
+// (a VXLAN or Geneve header and an inner Ethernet header, GRE's key and
+// sequence number) is copied into every segment as it is. With
+// FlagNeedsCsum its transport header must be at csum_start.
+func findInner(h *Hdr, frame []byte, start int) (layout, bool) {
+	end := min(start+maxTunnelHdr, len(frame)-ipv4MinLen)
+	for off := start; off <= end; off++ {
+		l, ok := innerAt(frame, off)
+		if ok && (h.Flags&FlagNeedsCsum == 0 || int(h.CsumStart) == l.l4) {
+			return l, true
+		}
+	}
+	return layout{}, false
+}
+
+// innerAt reports whether an inner IP header whose packet ends where the
+// frame ends, and carries TCP or UDP, starts at off, and parses it. An
+// IPv4 header's checksum must verify.
+func innerAt(frame []byte, off int) (layout, bool) {
+	var l layout
+	var err error
+	switch frame[off] >> 4 {
+	case 4:
+		ihl := int(frame[off]&0x0f) * 4
+		if ihl < ipv4MinLen || off+ihl > len(frame) || fold(sum(frame[off:off+ihl], 0)) != 0xffff {
+			return l, false
+		}
+		l, err = parseIPv4(frame, layout{l3: off})
+	case 6:
+		l, err = parseIPv6(frame, layout{l3: off})
+	default:
+		return l, false
+	}
+	return l, err == nil && !l.frag && l.l4 != 0 && l.end == len(frame)
+}
+
+// CheckTunnel returns nil when SegmentTunnel can split the frame h
+// describes, else what SegmentTunnel would return (before its output
+// buffers are looked at). It reads only.
+func CheckTunnel(h Hdr, frame []byte) error {
+	_, err := parseTunnel(&h, frame)
+	return err
+}
+
+// SegmentTunnel splits a GSO frame whose TCP segments or UDP datagrams are
+// inside a tunnel (see above) into the frames it was made of, each with
+// every header of the input and finished checksums, for any TAP. The
+// inner headers get what Segment gives a plain frame (IPv4 total length,
+// ID + i and header checksum, IPv6 payload length, TCP sequence number and
+// flags, UDP length, L4 checksum from scratch); the outer IP header its
+// length (and ID + i and checksum); an outer UDP header its length, and a
+// checksum over the whole segment when the input's was not 0. Bytes
+// between the outer and inner headers are copied as they are.
+//
+// ErrNotTunnel when h or frame is not such a frame (a plain super-frame is
+// Segment's; anything else is no GSO frame the kernel makes), ErrGSOSize
+// and ErrCsumBounds as checkGSO, ErrTooManySegments and ErrSegmentTooBig
+// as Segment, all before anything is written. frame is only read;
+// SegmentTunnel does not allocate.
+func SegmentTunnel(h Hdr, frame []byte, out [][]byte, sizes []int) (int, error) {
+	tn, err := parseTunnel(&h, frame)
+	if err != nil {
+		return 0, err
+	}
+	in := &tn.inner
+	innerAddrs, ok1 := addrSum(frame, in)
+	outerAddrs, ok2 := addrSum(frame, &tn.outer)
+	if !ok1 || !ok2 {
+		return 0, ErrNotTunnel
+	}
+	hdrLen, mss := in.payload, int(h.GSOSize)
+	payload := frame[hdrLen:]
+	n := max(1, (len(payload)+mss-1)/mss)
+	if n > len(out) || n > len(sizes) {
+		return 0, ErrTooManySegments
+	}
+	for i := 0; i < n; i++ {
+		if hdrLen+min(mss, len(payload)-i*mss) > len(out[i]) {
+			return 0, ErrSegmentTooBig
+		}
+	}
+	udpCsum := tn.udp != 0 && binary.BigEndian.Uint16(frame[tn.udp+udpCsumOff:]) != 0
+	for i := 0; i < n; i++ {
+		seg := payload[i*mss : min((i+1)*mss, len(payload))]
+		o := out[i]
+		copy(o, frame[:hdrLen])
+		copy(o[hdrLen:], seg)
+		size := hdrLen + len(seg)
+		fixIP(o, frame, &tn.outer, size, i)
+		fixIP(o, frame, in, size, i)
+		fixL4(o, frame, in, size, i, n, mss, innerAddrs)
+		if tn.udp != 0 {
+			u := tn.udp
+			binary.BigEndian.PutUint16(o[u+4:], uint16(size-u))
+			o[u+udpCsumOff], o[u+udpCsumOff+1] = 0, 0
+			if udpCsum {
+				acc := sum(o[u:size], outerAddrs+protoUDP+uint64(size-u))
+				binary.BigEndian.PutUint16(o[u+udpCsumOff:], csumResult(acc))
+			}
+		}
+		sizes[i] = size
+	}
+	return n, nil
+}
+
+// fixIP sets the length of segment i (size bytes in o) in the IP header l
+// describes: the payload length for IPv6; for IPv4 the total length, the
+// input's ID + i and the header checksum.
+func fixIP(o, frame []byte, l *layout, size, i int) {
+	if l.ipv6 {
+		binary.BigEndian.PutUint16(o[l.l3+4:], uint16(size-l.l3-ipv6HdrLen))
+		return
+	}
+	ihl := int(o[l.l3]&0x0f) * 4
+	binary.BigEndian.PutUint16(o[l.l3+2:], uint16(size-l.l3))
+	binary.BigEndian.PutUint16(o[l.l3+4:], binary.BigEndian.Uint16(frame[l.l3+4:])+uint16(i))
+	o[l.l3+10], o[l.l3+11] = 0, 0
+	binary.BigEndian.PutUint16(o[l.l3+10:], ^fold(sum(o[l.l3:l.l3+ihl], 0)))
+}
+
+// fixL4 finishes the TCP or UDP header of segment i of n (size bytes in o,
+// mss of payload each but the last): TCP sequence number and flags (CWR on
+// the first, FIN and PSH on the last), UDP length, and the checksum from
+// scratch with the pseudo-header sum addrs.
+func fixL4(o, frame []byte, l *layout, size, i, n, mss int, addrs uint64) {
+	l4Len := size - l.l4
+	if l.proto == protoTCP {
+		binary.BigEndian.PutUint32(o[l.l4+4:], binary.BigEndian.Uint32(frame[l.l4+4:])+uint32(i*mss))
+		f := frame[l.l4+13]
+		if i > 0 {
+			f &^= tcpCWR
+		}
+		if i < n-1 {
+			f &^= tcpFIN | tcpPSH
+		}
+		o[l.l4+13] = f
+	} else {
+		binary.BigEndian.PutUint16(o[l.l4+4:], uint16(l4Len))
+	}
+	off := l.l4 + l4CsumOff(l.proto)
+	o[off], o[off+1] = 0, 0
+	acc := sum(o[l.l4:size], addrs+uint64(l.proto)+uint64(l4Len))
+	binary.BigEndian.PutUint16(o[off:], csumResult(acc))
+}
