@@ -314,11 +314,13 @@ func (n *NS) AddAddr(index int, p netip.Prefix) error {
 const macvlanModeBridge = 4
 
 // NewMacvtap creates macvtap name in bridge mode on the link with index
-// parent, with address mac. The kernel's answers stay matchable:
-// EOPNOTSUPP when it has no macvtap (net/core/rtnetlink.c: rtnl_newlink),
-// EEXIST for a taken name, EADDRINUSE for a taken address.
-func (n *NS) NewMacvtap(name string, parent int, mac net.HardwareAddr) error {
-	return n.newMacvlan("macvtap", name, parent, mac)
+// parent, with address mac, and interface index index (0: the kernel's
+// next). The kernel's answers stay matchable: EOPNOTSUPP when it has no
+// macvtap (net/core/rtnetlink.c: rtnl_newlink), EEXIST for a taken name,
+// EADDRINUSE for a taken address; EEXIST for a taken index too
+// (net/core/rtnetlink.c: rtnl_newlink finds the index taken).
+func (n *NS) NewMacvtap(name string, parent int, mac net.HardwareAddr, index int) error {
+	return n.newMacvlan("macvtap", name, parent, mac, index)
 }
 
 // NewMacvlan creates macvlan name in bridge mode on the link with index
@@ -327,10 +329,10 @@ func (n *NS) NewMacvtap(name string, parent int, mac net.HardwareAddr) error {
 // without leaving it (drivers/net/macvlan.c). The kernel's answers are
 // NewMacvtap's.
 func (n *NS) NewMacvlan(name string, parent int, mac net.HardwareAddr) error {
-	return n.newMacvlan("macvlan", name, parent, mac)
+	return n.newMacvlan("macvlan", name, parent, mac, 0)
 }
 
-func (n *NS) newMacvlan(kind, name string, parent int, mac net.HardwareAddr) error {
+func (n *NS) newMacvlan(kind, name string, parent int, mac net.HardwareAddr, index int) error {
 	ae := netlink.NewAttributeEncoder()
 	ae.String(unix.IFLA_IFNAME, name)
 	ae.Uint32(unix.IFLA_LINK, uint32(parent))
@@ -343,7 +345,7 @@ func (n *NS) newMacvlan(kind, name string, parent int, mac net.HardwareAddr) err
 		})
 		return nil
 	})
-	_, err := n.execute(unix.RTM_NEWLINK, netlink.Request|netlink.Acknowledge|netlink.Create|netlink.Excl, ifinfomsg(0, 0, 0), ae)
+	_, err := n.execute(unix.RTM_NEWLINK, netlink.Request|netlink.Acknowledge|netlink.Create|netlink.Excl, ifinfomsg(index, 0, 0), ae)
 	if err != nil {
 		return n.opErr(fmt.Sprintf("create %s %s on link %d", kind, name, parent), err)
 	}

@@ -146,10 +146,10 @@ func TestLinks(t *testing.T) {
 	}
 
 	vmac := net.HardwareAddr{0x02, 0, 0x5e, 0, 0x53, 0x02}
-	if err := na.NewMacvtap("mv0", l.Index, vmac); err != nil {
+	if err := na.NewMacvtap("mv0", l.Index, vmac, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := na.NewMacvtap("mv0", l.Index, vmac); !errors.Is(err, unix.EEXIST) {
+	if err := na.NewMacvtap("mv0", l.Index, vmac, 0); !errors.Is(err, unix.EEXIST) {
 		t.Errorf("a second mv0: %v, want EEXIST", err)
 	}
 	if names, err := na.Macvtaps("d0"); err != nil || !slices.Equal(names, []string{"mv0"}) {
@@ -168,6 +168,20 @@ func TestLinks(t *testing.T) {
 	}
 	if err := na.DelLink(links[i].Index); !errors.Is(err, unix.ENODEV) {
 		t.Errorf("deleting mv0 again: %v, want ENODEV", err)
+	}
+	// A chosen index: it is the port's, and a second taker gets EEXIST.
+	if err := na.NewMacvtap("mv1", l.Index, vmac, 54321); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := na.Link("mv1"); err != nil || got.Index != 54321 {
+		t.Errorf("mv1 = %+v, %v; want index 54321", got, err)
+	}
+	other := net.HardwareAddr{0x02, 0, 0x5e, 0, 0x53, 0x03}
+	if err := na.NewMacvtap("mv2", l.Index, other, 54321); !errors.Is(err, unix.EEXIST) {
+		t.Errorf("a second port at index 54321: %v, want EEXIST", err)
+	}
+	if err := na.DelLink(54321); err != nil {
+		t.Fatal(err)
 	}
 
 	// Move d0 to b; a second d0 cannot follow it there.

@@ -3,6 +3,7 @@ package vmport
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -239,5 +240,43 @@ func sweepNodes(h *netns.NS, label string) {
 			}
 		}
 		removeNode(path)
+	}
+}
+
+// The kernel names a macvtap's character device tapINDEX (drivers/net/
+// macvtap.c), and devtmpfs or udev make /dev/tapINDEX for it: one name
+// space for the whole host, while interface indexes are per network
+// namespace. A lab with ports in several namespaces would have two ports
+// with index 2 and one /dev/tap2, and libvirt (<target dev='PORT'
+// managed='no'/>) opens /dev/tapINDEX: so a new port takes an index whose
+// node does not exist yet.
+const (
+	indexMin = 1 << 12 // above what namespaces reach by counting
+	indexMax = 1 << 24
+)
+
+// errNodeTaken: the port's /dev/tapINDEX is another device's (a port made
+// at the same time in another namespace): the caller tries another index.
+var errNodeTaken = errors.New("device node taken")
+
+func kernelNode(index int) string { return fmt.Sprintf("/dev/tap%d", index) }
+
+func fileExists(path string) bool {
+	var st unix.Stat_t
+	return unix.Lstat(path, &st) == nil
+}
+
+// freeIndex picks an interface index for a new port: random in
+// [indexMin, indexMax), not used by links and without a /dev/tapINDEX.
+func freeIndex(links []netns.Link) int {
+	used := map[int]bool{}
+	for _, l := range links {
+		used[l.Index] = true
+	}
+	for {
+		i := indexMin + rand.IntN(indexMax-indexMin)
+		if !used[i] && !fileExists(kernelNode(i)) {
+			return i
+		}
 	}
 }

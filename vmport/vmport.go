@@ -106,8 +106,10 @@ func addPort(h *netns.NS, label string, c Config) (Port, error) {
 			return Port{}, &Error{Kind: ErrNameInUse, Netns: h.Name(), Name: name,
 				msg: fmt.Sprintf("vmport: vm-port name %q is in use in %s (a %s device)", name, h, l.KindName())}
 		}
-		err = h.NewMacvtap(name, t.Index, mac)
-		if errors.Is(err, unix.EEXIST) && c.Name == "" && try < 16 {
+		err = h.NewMacvtap(name, t.Index, mac, freeIndex(links))
+		// EEXIST: the name (when picked here) or the index was taken
+		// meanwhile; a taken given name is caught on the next try.
+		if errors.Is(err, unix.EEXIST) && try < 16 {
 			continue
 		}
 		if err != nil {
@@ -117,6 +119,9 @@ func addPort(h *netns.NS, label string, c Config) (Port, error) {
 		if err != nil {
 			if derr := delLink(h, name, 0); derr != nil && !errors.Is(derr, ErrNoPort) {
 				err = errors.Join(err, derr)
+			}
+			if errors.Is(err, errNodeTaken) && try < 16 {
+				continue
 			}
 			return Port{}, err
 		}
@@ -147,6 +152,9 @@ func finishPort(h *netns.NS, label, name string, t *netns.Link, mac net.Hardware
 	defer unix.Close(mnt)
 	if p.Major, p.Minor, err = portDevt(mnt, name, p.Index); err != nil {
 		return Port{}, err
+	}
+	if k := kernelNode(p.Index); fileExists(k) && !nodeIs(k, p.Major, p.Minor) {
+		return Port{}, fmt.Errorf("vmport: %s belongs to another namespace's port: %w", k, errNodeTaken)
 	}
 	p.Dev = nodePath(label, name)
 	if err := makeNode(p.Dev, p.Major, p.Minor, owner); err != nil {
@@ -216,7 +224,7 @@ func List(ns, tapName string) ([]Port, error) {
 			return nil, err
 		}
 		// Ours first; the kernel's devtmpfs node when it is this port's.
-		for _, path := range []string{nodePath(label, l.Name), fmt.Sprintf("/dev/tap%d", l.Index)} {
+		for _, path := range []string{nodePath(label, l.Name), kernelNode(l.Index)} {
 			if nodeIs(path, p.Major, p.Minor) {
 				p.Dev = path
 				break
@@ -224,7 +232,7 @@ func List(ns, tapName string) ([]Port, error) {
 		}
 		out = append(out, p)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Index < out[j].Index })
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
 }
 

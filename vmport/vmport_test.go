@@ -143,8 +143,12 @@ func TestVMPortLifecycle(t *testing.T) {
 	}
 
 	ports, err := List(bed.LabNS, d.Name())
-	if err != nil || len(ports) != 2 || ports[0].Name != a.Name || ports[1].Name != b.Name || ports[0].Dev != a.Dev || ports[1].Index != b.Index {
-		t.Fatalf("List = %+v, %v; want %s and %s", ports, err, a.Name, b.Name)
+	first, second := a, b // List sorts by name
+	if second.Name < first.Name {
+		first, second = second, first
+	}
+	if err != nil || len(ports) != 2 || ports[0].Name != first.Name || ports[1].Name != second.Name || ports[0].Dev != first.Dev || ports[1].Index != second.Index {
+		t.Fatalf("List = %+v, %v; want %s and %s", ports, err, first.Name, second.Name)
 	}
 
 	_, err = Add(Config{TAP: d.Name(), Netns: bed.LabNS, MAC: mac})
@@ -249,7 +253,24 @@ func TestVMPortNodesPerNamespace(t *testing.T) {
 	if ports[0].Dev == ports[1].Dev || ports[0].Minor == ports[1].Minor {
 		t.Fatalf("two ports share a node or minor: %+v", ports)
 	}
+	if ports[0].Index == ports[1].Index || ports[0].Index < indexMin {
+		t.Errorf("port indexes %d and %d: want distinct, from %d up", ports[0].Index, ports[1].Index, indexMin)
+	}
+	mounts, _ := os.ReadFile("/proc/self/mounts")
+	devtmpfs := strings.Contains(string(mounts), " /dev devtmpfs ")
 	for i, p := range ports {
 		checkNode(t, beds[i], p)
+		// libvirt opens /dev/tapINDEX: it must be this port's, not the
+		// other namespace's.
+		k := kernelNode(p.Index)
+		if !fileExists(k) {
+			if devtmpfs {
+				t.Errorf("%s: no %s on a devtmpfs /dev", p.Name, k)
+			}
+			continue
+		}
+		kp := p
+		kp.Dev = k
+		checkNode(t, beds[i], kp)
 	}
 }
