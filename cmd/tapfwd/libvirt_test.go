@@ -74,7 +74,8 @@ func TestLibvirtGuests(t *testing.T) {
 		tx, _ := g.con.Line("tx")
 		rx, _ := g.con.Line("rx")
 		if !ok || tx != fmt.Sprintf("ok bytes=%d sha256=%s", mib<<20, got.Sum) || rx != fmt.Sprintf("ok bytes=%d sha256=%s", mib<<20, sent.Sum) {
-			t.Errorf("%s: guest said tx %q rx %q; wire host got %+v, sent %+v", what, tx, rx, got, sent)
+			t.Errorf("%s: guest said tx %q rx %q; wire host got %+v, sent %+v\nconsole:\n%s\nQEMU:\n%s",
+				what, tx, rx, got, sent, g.con.Output(), lv.QEMULog(g.name))
 			continue
 		}
 		t.Logf("%s: ping ok, %d MiB each way, hashes match", what, mib)

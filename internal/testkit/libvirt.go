@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -88,6 +89,13 @@ func (l *Libvirtd) Virsh(args ...string) (string, error) {
 		return string(out), fmt.Errorf("virsh %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 	}
 	return string(out), nil
+}
+
+// QEMULog is what libvirt logged of domain's QEMU: its command line and
+// its complaints (libvirt's /var/log/libvirt/qemu/DOMAIN.log).
+func (l *Libvirtd) QEMULog(domain string) string {
+	b, _ := os.ReadFile(filepath.Join(l.dir, fmt.Sprint(slices.Index(libvirtDirs, "/var/log/libvirt")), "qemu", domain+".log"))
+	return string(b)
 }
 
 // Log is what libvirtd wrote.
