@@ -159,7 +159,7 @@ func TestRunErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"--tap-netns", "tfw-no-such-ns"}, `network namespace "tfw-no-such-ns"`},
-		{[]string{"--tap", bed.NIC}, "is in use"},
+		{[]string{"--tap", bed.NIC}, "names the NIC"},
 		{[]string{"--tap-addr", "198.18.0.2/24", "--tap", "tfw-" + bed.ID, "--tap-mtu", "70000"}, "tap:"},
 	} {
 		args := append([]string{"run", "--nic", bed.NIC}, tc.args...)
