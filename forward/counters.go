@@ -145,9 +145,11 @@ func (t *tally) publish(d *Dir, c *Counters, batch int) {
 // so a reader (metrics) need not show them.
 func (f *Forwarder) DropReasons() (fromNIC, fromTAP []DropReason) {
 	q := f.queues[0]
-	fromNIC = []DropReason{DropOversize, DropBadHdr, DropTAPWrite, DropNICRecv}
-	if !q.tapVnet {
-		fromNIC = append(fromNIC, DropSegment)
+	// Segmentation: every GSO frame for a TAP without vnet header, and a
+	// tunnel's GSO frames for any TAP.
+	fromNIC = []DropReason{DropOversize, DropBadHdr, DropSegment, DropTAPWrite, DropNICRecv}
+	if f.fab != nil {
+		fromNIC = append(fromNIC, DropGuestRefused) // a tunnel's GSO frame for a guest
 	}
 	fromTAP = []DropReason{DropOversize, DropBadHdr, DropNICRefused, DropNICBusy, DropTAPRead}
 	if q.strict {
@@ -161,11 +163,6 @@ func (f *Forwarder) DropReasons() (fromNIC, fromTAP []DropReason) {
 	}
 	return fromNIC, fromTAP
 }
-
-// Segmenting reports whether the workers segment GSO frames for the TAP
-// (it has no vnet header), Merging whether userspace GRO merges frames
-// from the NIC: counters of what is off stay zero.
-func (f *Forwarder) Segmenting() bool { return !f.queues[0].tapVnet }
 
 // Merging reports whether userspace GRO is on.
 func (f *Forwarder) Merging() bool { return f.queues[0].gro != nil }

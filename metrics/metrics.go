@@ -62,7 +62,7 @@ var (
 	drops     = prometheus.NewDesc(ns+"_drops_total", "Frames received from the device that were not delivered, by reason (only the reasons that can happen under this configuration).", []string{"device", "queue", "reason"}, nil)
 	errs      = prometheus.NewDesc(ns+"_errors_total", "Unexpected syscall errors on the device's fd that did not stop the worker.", dq, nil)
 	gso       = prometheus.NewDesc(ns+"_gso_frames_total", "GSO super-frames received from the device.", dq, nil)
-	segments  = prometheus.NewDesc(ns+"_segments_total", "Frames made by userspace GSO segmentation and written to the device (only for a TAP without vnet header).", dq, nil)
+	segments  = prometheus.NewDesc(ns+"_segments_total", "Frames made by userspace GSO segmentation and written to the TAP: of every GSO frame for a TAP without vnet header, and of GSO frames from inside a tunnel (which a vnet header cannot describe) for any TAP.", dq, nil)
 	merged    = prometheus.NewDesc(ns+"_gro_merged_frames_total", "Frames received from the device that userspace GRO folded into an earlier frame of their flow (only with GRO on).", dq, nil)
 	batch     = prometheus.NewDesc(ns+"_batch_frames", "Frames read from the device per wake-up of the queue's worker.", dq, nil)
 	tapInfo   = prometheus.NewDesc(ns+"_tap_info", "What was negotiated with the kernel for the TAP.", []string{"device", "napi", "vnet_hdr", "multi_queue", "offloads"}, nil)
@@ -217,9 +217,7 @@ func (c *Collector) collectQueue(sc *scrape, q *forward.Queue, fromNIC, fromTAP 
 		}
 		sc.send(histogram(&d.dir.Batch, d.from, qs))
 	}
-	if s.Forwarder.Segmenting() {
-		sc.counter(segments, q.C.Segments.Load(), s.TAP, qs)
-	}
+	sc.counter(segments, q.C.Segments.Load(), s.TAP, qs)
 	if s.Forwarder.Merging() {
 		sc.counter(merged, q.C.Merged.Load(), s.NIC, qs)
 	}

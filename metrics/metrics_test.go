@@ -47,7 +47,7 @@ func TestCollectorLint(t *testing.T) {
 		t.Errorf("lint: %s: %s", p.Metric, p.Text)
 	}
 	// Only the reasons that can happen: kernel_ring, and what this
-	// configuration (no vnet header on the TAP: segmentation) can drop.
+	// configuration can drop.
 	n := testutil.CollectAndCount(c, "tapfwd_drops_total")
 	fromNIC, fromTAP := fw.DropReasons()
 	if want := 1 + len(fromNIC) + len(fromTAP); n != want || want != 11 {
