@@ -52,10 +52,10 @@ func TestFleetPrometheus(t *testing.T) {
 	start := time.Now()
 	moved := fleetTraffic(t, h)
 	// Evaluate at a time with a rule evaluation (every second) after
-	// every byte was scraped, and every rule of it written by then; its
-	// minute must still reach back to before the traffic.
+	// every byte was scraped; its minute must still reach back to before
+	// the traffic.
 	at := time.Now().Add(2 * time.Second)
-	time.Sleep(time.Until(at) + 1200*time.Millisecond)
+	waitFleetEvaluated(t, prom, at)
 	if at.Sub(start) > 55*time.Second {
 		t.Fatalf("the traffic took %v: the rules' 1m window no longer covers it", at.Sub(start))
 	}
@@ -111,6 +111,26 @@ func waitFleetScraped(t *testing.T, prom *testbed.Bed, server *testkit.Prometheu
 	for testkit.PromQuery(t, prom, rule) != 2 || testkit.PromQuery(t, prom, warm) != 2 {
 		if time.Now().After(deadline) {
 			t.Fatalf("prometheus has not scraped both forwarders %d times after 25 s:\n%s", fleetWarmScrapes, server.Log())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// waitFleetEvaluated waits until the rules' last evaluation at or before
+// time at is written whole: the group writes its rules one after the
+// other, so the fleet rule's sample is the last to carry that
+// evaluation's time.
+func waitFleetEvaluated(t *testing.T, prom *testbed.Bed, at time.Time) {
+	time.Sleep(time.Until(at) + time.Second)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		first := testkit.PromQueryAt(t, prom, `min(timestamp(instance_device_queue_direction:tapfwd_bytes:rate1m))`, at)
+		last := testkit.PromQueryAt(t, prom, `timestamp(job:tapfwd_bytes_received:rate1m)`, at)
+		if first > 0 && first == last {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the rules evaluated at %.3f are not all written (the fleet rule's last sample is at %.3f)", first, last)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
