@@ -3,7 +3,7 @@ GO ?= go
 BIN := bin/tapfwd
 BENCH_BIN := bin/tapfwd-bench
 
-.PHONY: all build deps deps-bench bench bench-docs test check fuzz soak clean
+.PHONY: all build deps deps-bench bench bench-docs bench-docs-vxlan test check fuzz soak clean
 
 all: build
 
@@ -29,6 +29,16 @@ bench: deps-bench build
 # minutes; run it on a quiet machine).
 bench-docs: deps-bench build
 	./$(BENCH_BIN) throughput --out docs/bench-throughput
+
+# The committed run across two hosts over VXLAN (docs/bench-vxlan/, read in
+# docs/performance.md, "Across two hosts over VXLAN"): tapfwd on each
+# host's VXLAN device against a bridge on each host, the default run of
+# --topology vxlan (about 10 minutes; run it on a quiet machine).
+# BENCH_VXLAN_OUT and BENCH_FLAGS (e.g. --quick) let a smoke test write
+# elsewhere.
+BENCH_VXLAN_OUT ?= docs/bench-vxlan
+bench-docs-vxlan: deps-bench build
+	./$(BENCH_BIN) throughput --topology vxlan --out $(BENCH_VXLAN_OUT) $(BENCH_FLAGS)
 
 # Everything CI runs: vet, the whole test suite under the race detector
 # (privileged tests build their own namespaces; run as root), and a short

@@ -30,33 +30,39 @@ func FromProc(c procfs.CPUTimes) Times {
 	return Times{User: c.User + c.Nice, System: c.System + c.IRQ, Softirq: c.SoftIRQ}
 }
 
-// Window is an open measurement: the machine's CPU times, and one
-// process's, when it started.
+// Window is an open measurement: the machine's CPU times, and some
+// processes', when it started.
 type Window struct {
-	start   time.Time
-	machine procfs.CPUTimes
-	pid     int
-	process time.Duration
+	start        time.Time
+	machine      procfs.CPUTimes
+	pids         []int
+	user, system time.Duration // the followed processes'
 }
 
-// Start opens a window. With pid > 0 it also follows that process's CPU
-// time (user plus system, from /proc/PID/stat), so the forwarder's share
-// can be told apart; a process that cannot be read counts 0.
-func Start(pid int) (*Window, error) {
+// Start opens a window. It also follows the CPU time (user plus system,
+// from /proc/PID/stat) of the processes pids names, together: the
+// forwarders, so that their share can be told apart. A pid <= 0 is left
+// out, and a process that cannot be read counts 0.
+func Start(pids ...int) (*Window, error) {
 	m, err := procfs.ReadCPUTimes()
 	if err != nil {
 		return nil, fmt.Errorf("cost: opening a window: %w", err)
 	}
-	return &Window{start: time.Now(), machine: m, pid: pid, process: processCPU(pid)}, nil
+	w := &Window{start: time.Now(), machine: m, pids: pids}
+	w.user, w.system = processesCPU(pids)
+	return w, nil
 }
 
 // Spent is what a window measured.
 type Spent struct {
 	// Machine is the CPU time of every CPU in the window.
 	Machine Times
-	// Process is the followed process's CPU time in the window; 0
-	// without one.
-	Process time.Duration
+	// Process is the followed processes' CPU time in the window; 0
+	// without one. ProcessUser and ProcessSystem are its parts: user
+	// mode (the processes' own code) and kernel mode (their system calls
+	// and what the kernel runs inside them).
+	Process                    time.Duration
+	ProcessUser, ProcessSystem time.Duration
 	// Wall is the window's length.
 	Wall time.Duration
 }
@@ -68,32 +74,39 @@ func (w *Window) Stop() (Spent, error) {
 		return Spent{}, fmt.Errorf("cost: closing a window: %w", err)
 	}
 	s := Spent{Machine: FromProc(m.Sub(w.machine)), Wall: time.Since(w.start)}
-	if w.pid > 0 {
-		s.Process = max(0, processCPU(w.pid)-w.process)
+	if len(w.pids) > 0 {
+		user, system := processesCPU(w.pids)
+		s.ProcessUser, s.ProcessSystem = max(0, user-w.user), max(0, system-w.system)
+		s.Process = s.ProcessUser + s.ProcessSystem
 	}
 	return s, nil
 }
 
-func processCPU(pid int) time.Duration {
-	if pid <= 0 {
-		return 0
+// processesCPU is the user and system CPU time of the processes pids,
+// together.
+func processesCPU(pids []int) (user, system time.Duration) {
+	for _, pid := range pids {
+		if pid <= 0 {
+			continue
+		}
+		if st, err := procfs.ReadStat(pid); err == nil {
+			user, system = user+st.UTime, system+st.STime
+		}
 	}
-	st, err := procfs.ReadStat(pid)
-	if err != nil {
-		return 0
-	}
-	return st.CPU()
+	return user, system
 }
 
 // PerUnit is CPU seconds per unit delivered (a gigabit, a million
 // datagrams): the machine's, in its three parts and in all, and the
-// followed process's.
+// followed processes', in all and in user and kernel mode.
 type PerUnit struct {
-	User    float64 `json:"user"`
-	System  float64 `json:"system"`
-	Softirq float64 `json:"softirq"`
-	Total   float64 `json:"total"`
-	Process float64 `json:"process,omitempty"`
+	User          float64 `json:"user"`
+	System        float64 `json:"system"`
+	Softirq       float64 `json:"softirq"`
+	Total         float64 `json:"total"`
+	Process       float64 `json:"process,omitempty"`
+	ProcessUser   float64 `json:"process_user,omitempty"`
+	ProcessSystem float64 `json:"process_system,omitempty"`
 }
 
 // Per divides s by units delivered; ok is false when nothing was.
@@ -103,5 +116,6 @@ func (s Spent) Per(units float64) (p PerUnit, ok bool) {
 	}
 	sec := func(d time.Duration) float64 { return d.Seconds() / units }
 	return PerUnit{User: sec(s.Machine.User), System: sec(s.Machine.System), Softirq: sec(s.Machine.Softirq),
-		Total: sec(s.Machine.Total()), Process: sec(s.Process)}, true
+		Total: sec(s.Machine.Total()), Process: sec(s.Process),
+		ProcessUser: sec(s.ProcessUser), ProcessSystem: sec(s.ProcessSystem)}, true
 }

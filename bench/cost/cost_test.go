@@ -14,9 +14,10 @@ import (
 )
 
 func TestPer(t *testing.T) {
-	s := Spent{Machine: Times{User: 2 * time.Second, System: time.Second, Softirq: 500 * time.Millisecond}, Process: 250 * time.Millisecond}
+	s := Spent{Machine: Times{User: 2 * time.Second, System: time.Second, Softirq: 500 * time.Millisecond}, Process: 250 * time.Millisecond,
+		ProcessUser: 50 * time.Millisecond, ProcessSystem: 200 * time.Millisecond}
 	p, ok := s.Per(2)
-	if !ok || p != (PerUnit{User: 1, System: 0.5, Softirq: 0.25, Total: 1.75, Process: 0.125}) {
+	if !ok || p != (PerUnit{User: 1, System: 0.5, Softirq: 0.25, Total: 1.75, Process: 0.125, ProcessUser: 0.025, ProcessSystem: 0.1}) {
 		t.Errorf("Per(2) = %+v, %v", p, ok)
 	}
 	if _, ok := s.Per(0); ok {
@@ -137,4 +138,45 @@ func median(x []float64) float64 {
 	s := slices.Clone(x)
 	slices.Sort(s)
 	return s[len(s)/2]
+}
+
+// TestFollowsSeveralProcesses checks that a window follows the processes
+// it names together (a pid named twice counts twice) and leaves out pids
+// <= 0.
+func TestFollowsSeveralProcesses(t *testing.T) {
+	self := os.Getpid()
+	one, err := Start(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	two, err := Start(self, 0, self, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job()
+	s2, err := two.Stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s1, err := one.Stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// /proc/PID/stat counts in clock ticks (10 ms): the two windows'
+	// reads may fall either side of one.
+	tick := 10 * time.Millisecond
+	if s1.Process <= 0 || (s2.Process-2*s1.Process).Abs() > 2*tick {
+		t.Errorf("one pid: %v; the same pid twice: %v, want twice as much", s1.Process, s2.Process)
+	}
+	// job hashes in user mode.
+	if s1.Process != s1.ProcessUser+s1.ProcessSystem || s1.ProcessUser < s1.ProcessSystem {
+		t.Errorf("one pid: %v = user %v + system %v, want mostly user", s1.Process, s1.ProcessUser, s1.ProcessSystem)
+	}
+	none, err := Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err := none.Stop(); err != nil || s.Process != 0 {
+		t.Errorf("no pid: %+v, %v", s, err)
+	}
 }

@@ -58,8 +58,8 @@ func (r *Report) calibrate(ctx context.Context, o Options, m *matrix.Meter) erro
 		return nil
 	}
 	o.Log.Info("calibrating the rates", "config", c.Name)
-	err := o.Lab.Visit(ctx, c, 0, func(bed *testbed.Bed, fw *testbed.Process) error {
-		pr := &prober{ctx: ctx, o: o, m: m, bed: bed, fw: fw, config: c.Name}
+	err := o.Lab.Visit(ctx, c, 0, func(bed *testbed.Bed, fws matrix.Forwarders) error {
+		pr := &prober{ctx: ctx, o: o, m: m, bed: bed, fws: fws, config: c.Name}
 		base, err := pr.probe(point(baselineRate, 0), baselineRate, 1)
 		if err != nil {
 			return err
@@ -97,17 +97,15 @@ type prober struct {
 	o        Options
 	m        *matrix.Meter
 	bed      *testbed.Bed
-	fw       *testbed.Process
+	fws      matrix.Forwarders
 	config   string
 	unloaded time.Duration // the median round trip at baselineRate
 }
 
 // probe runs p's delay at rate for probeLength; n counts the probes of p.
 func (pr *prober) probe(p Point, rate int, n int) (*rr.Result, error) {
-	if pr.fw != nil {
-		if err := pr.fw.Alive(); err != nil {
-			return nil, err
-		}
+	if err := pr.fws.Alive(); err != nil {
+		return nil, err
 	}
 	pr.m.Note(matrix.Progress{Config: "calibrating on " + pr.config,
 		Row: fmt.Sprintf("%s at %s (probe %d)", p.Name, RateName(rate), n)})

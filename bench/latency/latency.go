@@ -180,12 +180,10 @@ func napiSupports(f napi.Features, mode napi.Threaded) error {
 // visit runs every point on a fresh bed for c.
 func visit(ctx context.Context, o Options, c *report.Config, points []Point, rep int, m *matrix.Meter) ([]record, error) {
 	var runs []record
-	err := o.Lab.Visit(ctx, c, rep, func(bed *testbed.Bed, fw *testbed.Process) error {
+	err := o.Lab.Visit(ctx, c, rep, func(bed *testbed.Bed, fws matrix.Forwarders) error {
 		for _, p := range points {
-			if fw != nil {
-				if err := fw.Alive(); err != nil {
-					return err
-				}
+			if err := fws.Alive(); err != nil {
+				return err
 			}
 			m.Step(c.Name, rep, p.Name)
 			res, err := rr.RoundTrips(ctx, bed, rrOptions(o, p.Rate, p.Delay, o.Duration))

@@ -1,3 +1,3 @@
-// Package matrix runs an experiment's configurations over its rows on fresh
-// test beds: interleaved repetitions, retry and skip rules, progress, host probes.
+// Package matrix runs an experiment's configurations over its rows on fresh one-host
+// or two-host test beds: interleaved repetitions, retry and skip rules, progress, host probes.
 package matrix

@@ -28,12 +28,22 @@ type Lab struct {
 	Bench string
 	// Log receives one line per bed; nil discards.
 	Log *slog.Logger
+	// Topology is the bed each visit builds; the zero value is Veth.
+	Topology Topology
+	// HostCPUs, on VXLAN, are the CPUs host 1's and host 2's tapfwd run
+	// their workers on (--cpus); nil leaves tapfwd's default, which puts
+	// both on the first CPU.
+	HostCPUs []int
 }
 
-// Visit builds a fresh bed for c, runs c's set-up, starts its forwarder
-// (none for the bridge and the direct veth), waits until the lab answers,
-// calls fn, and removes everything.
-func (l Lab) Visit(ctx context.Context, c *report.Config, rep int, fn func(*testbed.Bed, *testbed.Process) error) error {
+// Visit builds a fresh bed of l.Topology for c, runs c's set-up, starts
+// its forwarders (none for the bridge and the direct veth), waits until
+// the lab answers, calls fn, and removes everything. c must fit the
+// topology (Topology.Fit).
+func (l Lab) Visit(ctx context.Context, c *report.Config, rep int, fn func(*testbed.Bed, Forwarders) error) error {
+	if l.Topology == VXLAN {
+		return l.visitHosts(ctx, c, rep, fn)
+	}
 	mode := testbed.Forwarder
 	switch c.Kind {
 	case report.KindBridge:
@@ -49,14 +59,11 @@ func (l Lab) Visit(ctx context.Context, c *report.Config, rep int, fn func(*test
 	if l.Log != nil {
 		l.Log.Info("bed", "config", c.Name, "rep", rep, "id", bed.ID, "namespaces", bed.WireNS+" "+bed.FwdNS+" "+bed.LabNS)
 	}
-	for _, s := range c.Setup {
-		args := make([]string, len(s)-1)
-		for i, a := range s[1:] {
-			args[i] = strings.ReplaceAll(a, report.NICToken, bed.NIC)
-		}
-		if _, err := bed.Run(ctx, bed.FwdNS, s[0], args...); err != nil {
-			return fmt.Errorf("set-up: %w", err)
-		}
+	if err := setup(c, bed.NIC, func(name string, arg ...string) error {
+		_, err := bed.Run(ctx, bed.FwdNS, name, arg...)
+		return err
+	}); err != nil {
+		return err
 	}
 	var fw *testbed.Process
 	switch c.Kind {
@@ -70,10 +77,12 @@ func (l Lab) Visit(ctx context.Context, c *report.Config, rep int, fn func(*test
 	if err != nil {
 		return err
 	}
+	var fws Forwarders
 	if fw != nil {
-		defer fw.Stop()
+		fws = Forwarders{fw}
 	}
-	return fn(bed, fw)
+	defer fws.stop()
+	return fn(bed, fws)
 }
 
 // CheckKernel reports whether the kernel's TUNGETFEATURES flags cover what

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/tapfwd/tapfwd/bench/forwarder"
 	"github.com/tapfwd/tapfwd/bench/report"
+	"github.com/tapfwd/tapfwd/testbed"
 )
 
 // fakeVisits scripts the visits of a plan: fail says how a visit of
@@ -143,5 +145,76 @@ func TestCheckKernel(t *testing.T) {
 	bridge := report.Config{Name: report.Bridge, Kind: report.KindBridge}
 	if !CheckKernel(&bridge, 0) {
 		t.Error("the bridge needs nothing of the TUN driver")
+	}
+}
+
+func TestTopologyFit(t *testing.T) {
+	for _, s := range []string{"", "veth", "vxlan"} {
+		if _, err := ParseTopology(s); err != nil {
+			t.Errorf("ParseTopology(%q): %v", s, err)
+		}
+	}
+	if _, err := ParseTopology("gre"); err == nil || !strings.Contains(err.Error(), `unknown topology "gre" (known: veth, vxlan)`) {
+		t.Errorf("ParseTopology(gre): %v", err)
+	}
+	mk := func() []report.Config {
+		return []report.Config{
+			report.Tapfwd("napi-on", "tapfwd", forwarder.Options{NAPI: forwarder.On}),
+			{Name: report.Bridge, Kind: report.KindBridge, Description: "bridge"},
+			{Name: report.Direct, Kind: report.KindDirect},
+			{Name: "naive", Kind: report.KindNaive},
+		}
+	}
+	for _, c := range mk() {
+		if !Veth.Fit(&c) || !Topology("").Fit(&c) || c.Skipped != "" {
+			t.Errorf("veth: %s does not fit (%q)", c.Name, c.Skipped)
+		}
+	}
+	cs := mk()
+	want := []bool{true, true, false, false}
+	for i := range cs {
+		if got := VXLAN.Fit(&cs[i]); got != want[i] || (cs[i].Skipped == "") != want[i] {
+			t.Errorf("vxlan: %s fits %v (skipped %q), want %v", cs[i].Name, got, cs[i].Skipped, want[i])
+		}
+	}
+	if !strings.Contains(cs[0].Description, "each host's VXLAN device") || !strings.Contains(cs[1].Description, "enslaving its VXLAN device") {
+		t.Errorf("vxlan descriptions: %q, %q", cs[0].Description, cs[1].Description)
+	}
+	skipped := report.Config{Name: "x", Kind: report.KindTapfwd, Skipped: "no IFF_NAPI"}
+	if VXLAN.Fit(&skipped) || skipped.Skipped != "no IFF_NAPI" {
+		t.Errorf("an already skipped configuration: %+v", skipped)
+	}
+}
+
+// TestVisitVXLAN visits the bridge on the VXLAN topology: the bed handed
+// over is the view from host 1's lab toward host 2's, the labs reach each
+// other, no forwarder runs, and the two-host bed is gone afterwards.
+func TestVisitVXLAN(t *testing.T) {
+	if err := testbed.Available(); err != nil {
+		t.Skipf("skipping privileged test: %v", err)
+	}
+	c := report.Config{Name: report.Bridge, Kind: report.KindBridge}
+	var seen []string
+	err := Lab{Topology: VXLAN}.Visit(context.Background(), &c, 0, func(bed *testbed.Bed, fws Forwarders) error {
+		seen = []string{bed.WireNS, bed.FwdNS, bed.LabNS}
+		if len(fws) != 0 || fws.Alive() != nil || len(fws.Pids()) != 0 {
+			t.Errorf("forwarders %v on the bridge", fws)
+		}
+		if !strings.HasSuffix(bed.WireNS, "-lab1") || !strings.HasSuffix(bed.FwdNS, "-host2") || !strings.HasSuffix(bed.LabNS, "-lab2") {
+			t.Errorf("view %v: want lab 1 -> host 2 -> lab 2", seen)
+		}
+		return bed.WaitLabReachable(context.Background(), 5*time.Second)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range seen {
+		if _, err := os.Stat("/run/netns/" + ns); err == nil {
+			t.Errorf("namespace %s left behind", ns)
+		}
+	}
+	naive := report.Config{Name: "naive", Kind: report.KindNaive}
+	if err := (Lab{Topology: VXLAN}).Visit(context.Background(), &naive, 0, nil); err == nil {
+		t.Error("the naive forwarder visited on the VXLAN topology")
 	}
 }

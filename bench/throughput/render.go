@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tapfwd/tapfwd/bench/matrix"
 	"github.com/tapfwd/tapfwd/bench/report"
 	"github.com/tapfwd/tapfwd/bench/stats"
 )
@@ -42,6 +43,14 @@ func (r *Report) summary() []string {
 			len(r.ranConfigs()), len(r.Workloads), s.Reps, run, r.Finished.Sub(r.Started).Round(time.Second)),
 		fmt.Sprintf("Medians with %.0f%% percentile-bootstrap intervals (%d resamples, seed %d). %s",
 			s.Level*100, s.Resamples, s.Seed, r.ruleLine()),
+	}
+	if s.Topology == matrix.VXLAN.String() {
+		line := "Topology vxlan: two hosts (namespaces) joined by an underlay veth, a VXLAN device on each (MTU 1450); " +
+			"the wire side is host 1's lab, the lab side host 2's, and every frame crosses a forwarder (or bridge) on each host and the tunnel."
+		if c := s.HostCPUs; len(c) == 2 {
+			line += fmt.Sprintf(" Host 1's tapfwd works on CPU %d, host 2's on CPU %d.", c[0], c[1])
+		}
+		lines = append(lines, line)
 	}
 	if p := s.IperfPin; p != nil {
 		lines = append(lines, fmt.Sprintf("iperf3 pinned: the wire side (client) to CPU %d, the lab side (server) to CPU %d.", p.Wire, p.Lab))
@@ -197,8 +206,8 @@ func (r *Report) cpuSection() (report.Section, bool) {
 func (r *Report) costSection() (report.Section, bool) {
 	s := report.Section{
 		Title: "Cost: CPU seconds of the whole machine per unit delivered (all CPUs, user + system + softirq, /proc/stat over each run; " +
-			PerGbit + " of TCP payload, " + PerMpkt + " of UDP datagrams), its parts, the forwarder's own share, and the ratio to the bridge",
-		Head: []string{"workload", "config", "unit", "machine [95% CI]", "user", "system", "softirq", "forwarder", "/bridge [95% CI]"},
+			PerGbit + " of TCP payload, " + PerMpkt + " of UDP datagrams), its parts, the forwarder's own share (/proc/PID/stat, in user and kernel mode), and the ratio to the bridge",
+		Head: []string{"workload", "config", "unit", "machine [95% CI]", "user", "system", "softirq", "forwarder", "fwd user", "fwd kernel", "/bridge [95% CI]"},
 	}
 	for _, w := range r.Workloads {
 		for _, c := range r.ranConfigs() {
@@ -207,12 +216,12 @@ func (r *Report) costSection() (report.Section, bool) {
 				continue
 			}
 			k := cell.Cost
-			fwd := "-"
+			fwd := []string{"-", "-", "-"}
 			if k.Forwarder > 0 {
-				fwd = report.Num(k.Forwarder)
+				fwd = []string{report.Num(k.Forwarder), report.Num(k.ForwarderUser), report.Num(k.ForwarderSystem)}
 			}
-			s.Rows = append(s.Rows, []string{w.Name, c.Name, k.Unit, report.Est(&k.Machine),
-				report.Num(k.User), report.Num(k.System), report.Num(k.Softirq), fwd, report.Est(k.RatioToBridge)})
+			row := []string{w.Name, c.Name, k.Unit, report.Est(&k.Machine), report.Num(k.User), report.Num(k.System), report.Num(k.Softirq)}
+			s.Rows = append(s.Rows, append(append(row, fwd...), report.Est(k.RatioToBridge)))
 		}
 	}
 	return s, len(s.Rows) > 0
@@ -254,7 +263,8 @@ var CSVHeader = []string{"config", "kind", "workload", "proto", "len", "streams"
 	"retransmits_median", "sender_cpu_median", "receiver_cpu_median", "loss_percent_median", "rcvbuf_drop_percent_median", "samples", "failures",
 	"napi_on_vs_off_half_width_percent", "cost_unit", "cost_machine_median", "cost_machine_ci_low", "cost_machine_ci_high",
 	"cost_user_median", "cost_system_median", "cost_softirq_median", "cost_forwarder_median",
-	"cost_ratio_to_bridge", "cost_ratio_ci_low", "cost_ratio_ci_high"}
+	"cost_ratio_to_bridge", "cost_ratio_ci_low", "cost_ratio_ci_high",
+	"cost_forwarder_user_median", "cost_forwarder_system_median"}
 
 // WriteCSV writes one line per cell; the napi columns are filled on the
 // napi-on rows.
@@ -270,7 +280,7 @@ func (r *Report) WriteCSV(w io.Writer) error {
 		rec := []string{c.Config, kind, c.Workload, wl.Proto, strconv.Itoa(wl.Len), strconv.Itoa(wl.Streams), wl.Direction, c.Unit,
 			strconv.Itoa(c.Reps), "", "", "", "", "", "", "", "",
 			f(c.Retransmits), f(c.SenderCPU), f(c.ReceiverCPU), f(c.LossPercent), f(c.RcvbufPercent), "", strings.Join(c.Failures, "; "),
-			"", "", "", "", "", "", "", "", "", "", "", ""}
+			"", "", "", "", "", "", "", "", "", "", "", "", "", ""}
 		if c.Value != nil {
 			rec[9], rec[10], rec[11] = f(c.Value.Median), f(c.Value.Low), f(c.Value.High)
 		}
@@ -285,6 +295,9 @@ func (r *Report) WriteCSV(w io.Writer) error {
 				f(k.User), f(k.System), f(k.Softirq), f(k.Forwarder)})
 			if q := k.RatioToBridge; q != nil {
 				copy(rec[33:], []string{f(q.Median), f(q.Low), f(q.High)})
+			}
+			if k.Forwarder > 0 {
+				rec[36], rec[37] = f(k.ForwarderUser), f(k.ForwarderSystem)
 			}
 		}
 		s := make([]string, len(c.Samples))

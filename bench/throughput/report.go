@@ -53,6 +53,14 @@ type Settings struct {
 	// IperfPin is where the iperf3 processes were pinned; nil when the
 	// scheduler placed them.
 	IperfPin *iperf.Pinning `json:"iperf_cpus,omitempty"`
+	// Topology is the test bed (matrix.Topology): "veth", the one-host
+	// bed, or "vxlan", two hosts over VXLAN, where the wire is host 1's
+	// lab and the lab host 2's. Empty in reports from before it existed:
+	// veth.
+	Topology string `json:"topology,omitempty"`
+	// HostCPUs are, on vxlan, the CPUs of host 1's and host 2's tapfwd
+	// workers; absent when tapfwd placed them (both on the first CPU).
+	HostCPUs []int `json:"host_cpus,omitempty"`
 }
 
 // Cell summarises one configuration on one workload.
@@ -109,9 +117,15 @@ type Cost struct {
 	User    float64 `json:"user_median"`
 	System  float64 `json:"system_median"`
 	Softirq float64 `json:"softirq_median"`
-	// Forwarder is the forwarding process's own CPU per unit, median;
-	// 0 for the bridge and the direct veth.
-	Forwarder float64 `json:"forwarder_median,omitempty"`
+	// Forwarder is the forwarding processes' own CPU per unit (both
+	// hosts' on vxlan), median; 0 for the bridge and the direct veth.
+	// ForwarderUser and ForwarderSystem are the medians of its parts
+	// (/proc/PID/stat utime and stime): the forwarder's own code, and the
+	// kernel inside its system calls (copies, and the paths a TAP write
+	// or a packet socket send runs).
+	Forwarder       float64 `json:"forwarder_median,omitempty"`
+	ForwarderUser   float64 `json:"forwarder_user_median,omitempty"`
+	ForwarderSystem float64 `json:"forwarder_system_median,omitempty"`
 	// RatioToBridge is Machine's median over the bridge's, with the
 	// bootstrap interval of that ratio; nil without a bridge figure.
 	RatioToBridge *stats.Estimate `json:"ratio_to_bridge,omitempty"`
@@ -289,19 +303,20 @@ func (r *Report) cost(bs stats.Bootstrap, config string, w Workload, runs []samp
 		return nil
 	}
 	c := &Cost{Unit: w.CostUnit()}
-	var user, sys, soft, fwd []float64
+	var user, sys, soft, fwd, fwdUser, fwdSys []float64
 	for _, s := range runs {
 		c.Samples = append(c.Samples, s.Cost.Total)
 		user, sys, soft = append(user, s.Cost.User), append(sys, s.Cost.System), append(soft, s.Cost.Softirq)
 		if s.Cost.Process > 0 {
 			fwd = append(fwd, s.Cost.Process)
+			fwdUser, fwdSys = append(fwdUser, s.Cost.ProcessUser), append(fwdSys, s.Cost.ProcessSystem)
 		}
 	}
 	lo, hi := bs.MedianCI("cost/"+config+"/"+w.Name, c.Samples)
 	c.Machine = stats.Estimate{Median: stats.Median(c.Samples), Low: lo, High: hi}
 	c.User, c.System, c.Softirq = stats.Median(user), stats.Median(sys), stats.Median(soft)
 	if len(fwd) > 0 {
-		c.Forwarder = stats.Median(fwd)
+		c.Forwarder, c.ForwarderUser, c.ForwarderSystem = stats.Median(fwd), stats.Median(fwdUser), stats.Median(fwdSys)
 	}
 	br := r.machineCosts(Bridge, w.Name)
 	switch {

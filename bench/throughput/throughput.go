@@ -69,6 +69,11 @@ func (o *Options) defaults() error {
 	if o.Rule == (stats.Rule{}) {
 		o.Rule = stats.DefaultRule
 	}
+	// Two hosts on one machine: each host's forwarder beside its lab's
+	// iperf3, a CPU per host, rather than both on the first CPU.
+	if p := o.IperfPin; p != nil && o.Lab.Topology == matrix.VXLAN && o.Lab.HostCPUs == nil {
+		o.Lab.HostCPUs = []int{p.Wire, p.Lab}
+	}
 	if len(o.Configs) == 0 || len(o.Workloads) == 0 {
 		return errors.New("throughput: nothing to measure: no configuration or no workload")
 	}
@@ -92,12 +97,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		Header: report.Header{Schema: Schema, Started: time.Now().UTC(), Host: matrix.ProbeHost(o.TUNFeatures, true)},
 		Settings: Settings{Method: report.NewMethod(o.Reps, o.Bootstrap), RunSeconds: iperfSeconds(o.Duration),
 			OmitSeconds: omitSeconds(o.Omit), IperfPin: o.IperfPin, Paired: true,
-			MinReps: o.Rule.MinReps, TargetHalfWidth: o.Rule.MaxHalfWidth},
+			MinReps: o.Rule.MinReps, TargetHalfWidth: o.Rule.MaxHalfWidth, Topology: o.Lab.Topology.String(), HostCPUs: o.Lab.HostCPUs},
 		Configs:   append([]report.Config(nil), o.Configs...),
 		Workloads: o.Workloads,
 	}
 	for i := range r.Configs {
-		if c := &r.Configs[i]; !matrix.CheckKernel(c, o.TUNFeatures) {
+		if c := &r.Configs[i]; !o.Lab.Topology.Fit(c) || !matrix.CheckKernel(c, o.TUNFeatures) {
 			o.Log.Info("skipping configuration", "config", c.Name, "reason", c.Skipped)
 		}
 	}
@@ -138,15 +143,13 @@ func omitSeconds(d time.Duration) int {
 // visit runs every workload on a fresh bed for c.
 func visit(ctx context.Context, o Options, c *report.Config, rep int, m *matrix.Meter) ([]record, error) {
 	var runs []record
-	err := o.Lab.Visit(ctx, c, rep, func(bed *testbed.Bed, fw *testbed.Process) error {
+	err := o.Lab.Visit(ctx, c, rep, func(bed *testbed.Bed, fws matrix.Forwarders) error {
 		for _, w := range o.Workloads {
-			if fw != nil {
-				if err := fw.Alive(); err != nil {
-					return err
-				}
+			if err := fws.Alive(); err != nil {
+				return err
 			}
 			m.Step(c.Name, rep, w.Name)
-			s, runErr, err := measure(ctx, o, bed, fw, w)
+			s, runErr, err := measure(ctx, o, bed, fws, w)
 			if err != nil {
 				return err
 			}
@@ -165,7 +168,7 @@ func visit(ctx context.Context, o Options, c *report.Config, rep int, m *matrix.
 
 // measure runs workload w across bed. runErr is iperf3 failing (recorded
 // in the cell); err ends the visit (ctx ended, the bed failing).
-func measure(ctx context.Context, o Options, bed *testbed.Bed, fw *testbed.Process, w Workload) (s sample, runErr, err error) {
+func measure(ctx context.Context, o Options, bed *testbed.Bed, fws matrix.Forwarders, w Workload) (s sample, runErr, err error) {
 	if w.WireMTU {
 		if _, err := bed.Run(ctx, bed.WireNS, "ethtool", "-K", bed.WireIf, "tso", "off", "gso", "off"); err != nil {
 			return s, nil, fmt.Errorf("turning TSO/GSO off on the wire: %w", err)
@@ -182,11 +185,7 @@ func measure(ctx context.Context, o Options, bed *testbed.Bed, fw *testbed.Proce
 	if err != nil {
 		return s, nil, err
 	}
-	pid := 0
-	if fw != nil {
-		pid = fw.Pid()
-	}
-	win, err := cost.Start(pid)
+	win, err := cost.Start(fws.Pids()...)
 	if err != nil {
 		return s, nil, err
 	}
@@ -216,7 +215,7 @@ func measure(ctx context.Context, o Options, bed *testbed.Bed, fw *testbed.Proce
 	if w.Proto == "udp" {
 		s.RcvbufPercent = procfs.RcvbufPercent(udp0, udp1)
 	}
-	s.setCost(w, spent, in1.Sub(in0), fw != nil)
+	s.setCost(w, spent, in1.Sub(in0), len(fws) > 0)
 	return s, nil, nil
 }
 

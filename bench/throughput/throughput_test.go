@@ -60,7 +60,7 @@ func synthetic(t *testing.T) *Report {
 				k := costBase[c.Name] * (1 + 0.02*float64(rep))
 				run.Sample.Cost = cost.PerUnit{User: k / 4, System: k / 4, Softirq: k / 2, Total: k}
 				if c.Kind == report.KindTapfwd || c.Kind == report.KindNaive {
-					run.Sample.Cost.Process = k / 3
+					run.Sample.Cost.Process, run.Sample.Cost.ProcessUser, run.Sample.Cost.ProcessSystem = k/3, k/12, k/4
 				}
 				run.Sample.HasCost = true
 				if c.Name == Naive && w.Name == "udp-64B-l2w" && rep == 2 {
@@ -152,6 +152,33 @@ func TestThroughputSkipsWhatTheKernelLacks(t *testing.T) {
 	}
 	if _, err := report.SelectConfigs(all, []string{"napi-maybe"}); err == nil || !strings.Contains(err.Error(), "known: napi-off") {
 		t.Errorf("unknown configuration: %v", err)
+	}
+}
+
+// TestThroughputVXLANSkips runs the direct veth and the naive forwarder on
+// the VXLAN topology: both are skipped with the reason before any bed is
+// built, and the report names the topology.
+func TestThroughputVXLANSkips(t *testing.T) {
+	cfgs, err := report.SelectConfigs(Configs(DefaultTAPNAPI), []string{Naive, Direct})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Run(context.Background(), Options{Common: matrix.Common{Configs: cfgs, Lab: matrix.Lab{Topology: matrix.VXLAN}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Settings.Topology != "vxlan" || len(r.Cells) != 0 {
+		t.Errorf("topology %q, %d cells", r.Settings.Topology, len(r.Cells))
+	}
+	for _, c := range r.Configs {
+		if c.Skipped == "" {
+			t.Errorf("%s ran on the VXLAN topology", c.Name)
+		}
+	}
+	var out bytes.Buffer
+	if err := r.WriteText(&out); err != nil || !strings.Contains(out.String(), "Topology vxlan: two hosts") ||
+		!strings.Contains(out.String(), "SKIPPED: no direct path across the two hosts") {
+		t.Errorf("text report (%v):\n%s", err, out.String())
 	}
 }
 

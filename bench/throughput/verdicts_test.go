@@ -41,6 +41,9 @@ func TestCostCells(t *testing.T) {
 		if hasFwd := kind == report.KindTapfwd || kind == report.KindNaive; hasFwd != (k.Forwarder > 0) {
 			t.Errorf("%s/%s (%s): forwarder's share %v", c.Config, c.Workload, kind, k.Forwarder)
 		}
+		if math.Abs(k.ForwarderUser+k.ForwarderSystem-k.Forwarder) > 1e-9 || math.Abs(k.ForwarderSystem-3*k.ForwarderUser) > 1e-9 {
+			t.Errorf("%s/%s: forwarder %v = user %v + kernel %v?", c.Config, c.Workload, k.Forwarder, k.ForwarderUser, k.ForwarderSystem)
+		}
 		if k.RatioToBridge == nil || !(k.RatioToBridge.Low <= k.RatioToBridge.Median && k.RatioToBridge.Median <= k.RatioToBridge.High) {
 			t.Errorf("%s/%s: cost ratio to the bridge %+v", c.Config, c.Workload, k.RatioToBridge)
 		}
@@ -90,6 +93,9 @@ func TestCostCells(t *testing.T) {
 	for _, rec := range recs[1:] {
 		if rec[col["cost_unit"]] == "" || rec[col["cost_machine_median"]] == "" || rec[col["cost_ratio_to_bridge"]] == "" {
 			t.Errorf("CSV row without its cost: %v", rec)
+		}
+		if fwd := rec[col["cost_forwarder_median"]] != "0"; fwd != (rec[col["cost_forwarder_system_median"]] != "") {
+			t.Errorf("CSV row: forwarder %q, its kernel share %q", rec[col["cost_forwarder_median"]], rec[col["cost_forwarder_system_median"]])
 		}
 	}
 }

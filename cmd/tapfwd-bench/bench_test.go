@@ -43,6 +43,88 @@ func benchCmd(t *testing.T, ctx context.Context, cmd string, args ...string) *ex
 // interval, ratio to the bridge and repetition count, and that the bridge
 // and direct-veth rows are there and non-zero.
 func TestBenchQuickJSON(t *testing.T) {
+	r := runQuick(t)
+	configs := ranConfigs(t, r)
+	for _, must := range []string{throughput.Bridge, throughput.Direct, throughput.NAPIOn, throughput.NAPIOff} {
+		if !slices.Contains(configs, must) {
+			t.Errorf("configuration %s missing from the quick run: %v", must, configs)
+		}
+	}
+	checkQuickCells(t, r, configs)
+	n := 0
+	for _, c := range r.Comparisons {
+		if c.A == throughput.NAPIOn && c.B == throughput.NAPIOff {
+			n++
+			if c.Verdict == "" {
+				t.Errorf("napi-on against napi-off on %s: no verdict", c.Workload)
+			}
+		}
+	}
+	if n != len(r.Workloads) {
+		t.Errorf("%d napi-on/napi-off comparisons, want one per workload (%d)", n, len(r.Workloads))
+	}
+}
+
+// TestBenchQuickVXLAN runs `tapfwd-bench throughput --topology vxlan
+// --quick --json`: tapfwd on both hosts of the two-host bed against the
+// bridges, every cell with its median, interval, ratio to the bridge and
+// cost, the forwarders' own share (both of them) in tapfwd's cost, the
+// direct veth absent, and the topology and the forwarders' CPUs in the
+// settings.
+func TestBenchQuickVXLAN(t *testing.T) {
+	r := runQuick(t, "--topology", "vxlan")
+	if r.Settings.Topology != "vxlan" {
+		t.Errorf("settings.topology %q, want vxlan", r.Settings.Topology)
+	}
+	if pin := autoIperfPin(); pin != nil && !slices.Equal(r.Settings.HostCPUs, []int{pin.Wire, pin.Lab}) {
+		t.Errorf("settings.host_cpus %v, want host 1's tapfwd beside the client (%d), host 2's beside the server (%d)", r.Settings.HostCPUs, pin.Wire, pin.Lab)
+	}
+	configs := ranConfigs(t, r)
+	if !slices.Equal(configs, []string{throughput.NAPIOn, throughput.Bridge}) {
+		t.Errorf("configurations run: %v, want napi-on and bridge", configs)
+	}
+	checkQuickCells(t, r, configs)
+	for _, c := range r.Cells {
+		switch {
+		case c.Cost == nil || c.Cost.Machine["median"] == nil || *c.Cost.Machine["median"] <= 0:
+			t.Errorf("%s / %s: no cost %+v", c.Config, c.Workload, c.Cost)
+		case c.Config == throughput.NAPIOn && c.Cost.Forwarder <= 0:
+			t.Errorf("%s / %s: the forwarders' own CPU is %v", c.Config, c.Workload, c.Cost.Forwarder)
+		}
+	}
+}
+
+// quickReport is the JSON report of a quick run as a consumer reads it:
+// plain structs and maps, not throughput.Report.
+type quickReport struct {
+	Schema   string `json:"schema"`
+	Settings struct {
+		Reps     int    `json:"reps"`
+		Quick    bool   `json:"quick"`
+		Topology string `json:"topology"`
+		HostCPUs []int  `json:"host_cpus"`
+	} `json:"settings"`
+	Host struct {
+		Kernel string `json:"kernel"`
+	} `json:"host"`
+	Configs []struct {
+		Name    string `json:"name"`
+		Skipped string `json:"skipped"`
+	} `json:"configs"`
+	Workloads []struct {
+		Name string `json:"name"`
+	} `json:"workloads"`
+	Cells       []quickCell `json:"cells"`
+	Comparisons []struct {
+		A, B, Workload, Verdict string
+	} `json:"comparisons"`
+}
+
+// runQuick runs `tapfwd-bench throughput --quick --json ARGS` and returns
+// its report, checked for the schema, the quick mark and the progress
+// line.
+func runQuick(t *testing.T, args ...string) quickReport {
+	t.Helper()
 	if err := testbed.Available(); err != nil {
 		t.Skipf("skipping privileged test: %v", err)
 	}
@@ -50,46 +132,31 @@ func TestBenchQuickJSON(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
-	cmd := benchCmd(t, ctx, "throughput", "--quick", "--json")
+	cmd := benchCmd(t, ctx, "throughput", append([]string{"--quick", "--json"}, args...)...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("bench throughput --quick --json: %v\nstderr:\n%s", err, stderr.String())
+		t.Fatalf("bench throughput --quick --json %s: %v\nstderr:\n%s", strings.Join(args, " "), err, stderr.String())
 	}
-	t.Logf("--quick took %v", time.Since(start).Round(time.Second))
+	t.Logf("%s took %v", strings.Join(append([]string{"--quick"}, args...), " "), time.Since(start).Round(time.Second))
 	if !strings.Contains(stderr.String(), "left") {
 		t.Errorf("no progress line on stderr:\n%s", stderr.String())
 	}
-
-	// Decode into plain maps, as a consumer of the JSON would, not into
-	// throughput.Report.
-	var r struct {
-		Schema   string `json:"schema"`
-		Settings struct {
-			Reps  int  `json:"reps"`
-			Quick bool `json:"quick"`
-		} `json:"settings"`
-		Host struct {
-			Kernel string `json:"kernel"`
-		} `json:"host"`
-		Configs []struct {
-			Name    string `json:"name"`
-			Skipped string `json:"skipped"`
-		} `json:"configs"`
-		Workloads []struct {
-			Name string `json:"name"`
-		} `json:"workloads"`
-		Cells       []quickCell `json:"cells"`
-		Comparisons []struct {
-			A, B, Workload, Verdict string
-		} `json:"comparisons"`
-	}
+	var r quickReport
 	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
 		t.Fatalf("output is not JSON: %v\n%s", err, stdout.String())
 	}
 	if r.Schema != throughput.Schema || !r.Settings.Quick || r.Settings.Reps < 2 || r.Host.Kernel == "" {
 		t.Errorf("schema %q, settings %+v, kernel %q", r.Schema, r.Settings, r.Host.Kernel)
 	}
+	if len(r.Workloads) < 2 {
+		t.Fatalf("only %d workloads", len(r.Workloads))
+	}
+	return r
+}
+
+// ranConfigs are the configurations of r that ran, in report order.
+func ranConfigs(t *testing.T, r quickReport) []string {
 	var configs []string
 	for _, c := range r.Configs {
 		if c.Skipped != "" {
@@ -98,14 +165,14 @@ func TestBenchQuickJSON(t *testing.T) {
 		}
 		configs = append(configs, c.Name)
 	}
-	for _, must := range []string{throughput.Bridge, throughput.Direct, throughput.NAPIOn, throughput.NAPIOff} {
-		if !slices.Contains(configs, must) {
-			t.Errorf("configuration %s missing from the quick run: %v", must, configs)
-		}
-	}
-	if len(r.Workloads) < 2 {
-		t.Fatalf("only %d workloads", len(r.Workloads))
-	}
+	return configs
+}
+
+// checkQuickCells checks every cell of configs in r: all repetitions, a
+// loss no smaller than its share at the receiving socket, and a positive
+// median inside its interval for the value and the ratio to the bridge.
+func checkQuickCells(t *testing.T, r quickReport, configs []string) {
+	t.Helper()
 	for _, c := range configs {
 		for _, w := range r.Workloads {
 			i := slices.IndexFunc(r.Cells, func(x quickCell) bool { return x.Config == c && x.Workload == w.Name })
@@ -135,18 +202,6 @@ func TestBenchQuickJSON(t *testing.T) {
 			}
 		}
 	}
-	n := 0
-	for _, c := range r.Comparisons {
-		if c.A == throughput.NAPIOn && c.B == throughput.NAPIOff {
-			n++
-			if c.Verdict == "" {
-				t.Errorf("napi-on against napi-off on %s: no verdict", c.Workload)
-			}
-		}
-	}
-	if n != len(r.Workloads) {
-		t.Errorf("%d napi-on/napi-off comparisons, want one per workload (%d)", n, len(r.Workloads))
-	}
 }
 
 // quickCell is a cell of the JSON report as a consumer reads it.
@@ -158,6 +213,10 @@ type quickCell struct {
 	Ratio    map[string]*float64 `json:"ratio_to_bridge"`
 	Loss     float64             `json:"loss_percent_median"`
 	Rcvbuf   float64             `json:"rcvbuf_drop_percent_median"`
+	Cost     *struct {
+		Machine   map[string]*float64 `json:"machine"`
+		Forwarder float64             `json:"forwarder_median"`
+	} `json:"cost"`
 }
 
 // TestBenchMatchesPlainIperf3 checks the bench's figure for one
@@ -460,6 +519,9 @@ func TestBenchErrors(t *testing.T) {
 		{[]string{"throughput", "--quick", "--full"}, 1, "--quick and --full: pick one"},
 		{[]string{"throughput", "--omit", "-1s"}, 1, "--omit -1s"},
 		{[]string{"throughput", "--target", "101"}, 1, "--target 101"},
+		{[]string{"throughput", "--topology", "gre"}, 1, `--topology: unknown topology "gre" (known: veth, vxlan)`},
+		{[]string{"throughput", "-h"}, 0, "--topology vxlan: the same method across two hosts"},
+		{[]string{"throughput", "-h"}, 0, "Its default run:\nconfigurations napi-off, napi-on, bridge;"},
 		{[]string{"naive-forwarder"}, 2, "--nic is required"},
 	})
 

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tapfwd/tapfwd/bench/matrix"
 	"github.com/tapfwd/tapfwd/bench/stats"
 	"github.com/tapfwd/tapfwd/bench/throughput"
 )
@@ -119,6 +120,33 @@ func TestThroughputOptions(t *testing.T) {
 	}
 	if o = opts("--target", "0"); o.Rule.MaxHalfWidth != 0 || o.Rule.MinReps != stats.MinReps {
 		t.Errorf("--target 0: rule %+v", o.Rule)
+	}
+	if o = opts(); o.Lab.Topology != matrix.Veth {
+		t.Errorf("default topology %q", o.Lab.Topology)
+	}
+	checkVXLANOptions(t, opts, names, workloads)
+}
+
+// checkVXLANOptions checks what --topology vxlan measures by default, with
+// --quick and --full, and that flags given override it.
+func checkVXLANOptions(t *testing.T, opts func(...string) throughput.Options, names, workloads func(throughput.Options) string) {
+	o := opts("--topology", "vxlan")
+	if o.Lab.Topology != matrix.VXLAN || names(o) != "napi-off,napi-on,bridge" || o.Reps != 9 || o.Duration != 2*time.Second ||
+		workloads(o) != "tcp-4KB-P1-w2l,tcp-128KB-P1-w2l,tcp-4KB-P4-w2l,tcp-128KB-P4-w2l,udp-64B-w2l" {
+		t.Errorf("--topology vxlan: %q; %s; %s; %d reps of %v", o.Lab.Topology, names(o), workloads(o), o.Reps, o.Duration)
+	}
+	o = opts("--topology", "vxlan", "--configs", "napi-threaded,bridge", "--sizes", "64", "--streams", "1")
+	if names(o) != "napi-threaded,bridge" || workloads(o) != "tcp-64B-P1-w2l" {
+		t.Errorf("--topology vxlan with flags: %s; %s", names(o), workloads(o))
+	}
+	o = opts("--topology", "vxlan", "--quick")
+	if o.Lab.Topology != matrix.VXLAN || names(o) != "napi-on,bridge" || o.Reps != 2 || workloads(o) != "tcp-4KB-P1-w2l,tcp-4KB-P1-l2w,udp-64B-w2l" {
+		t.Errorf("--topology vxlan --quick: %s; %s; %d reps", names(o), workloads(o), o.Reps)
+	}
+	// --full names every configuration; the run skips those the two
+	// hosts cannot have (bench/throughput: TestThroughputVXLANSkips).
+	if o = opts("--topology", "vxlan", "--full"); len(o.Configs) != len(throughput.Configs(throughput.DefaultTAPNAPI)) || len(o.Workloads) != 15 {
+		t.Errorf("--topology vxlan --full: %s; %d workloads", names(o), len(o.Workloads))
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tapfwd/tapfwd/bench/matrix"
 	"github.com/tapfwd/tapfwd/bench/report"
 	"github.com/tapfwd/tapfwd/bench/stats"
 	"github.com/tapfwd/tapfwd/bench/throughput"
@@ -50,6 +51,22 @@ var (
 	}
 )
 
+// --topology vxlan: the two-host bed. What differs between tapfwd and the
+// bridge there is the path through each host (the tunnel's work is the
+// kernel's in both), so the default run asks what that costs: bulk TCP
+// (GSO super-frames end to end) and small writes, one and four streams,
+// and UDP 64 B (a frame per datagram), host 1's lab to host 2's (the bed
+// is symmetric), tapfwd with IFF_NAPI off and on against the bridges.
+var (
+	vxlanConfigs      = []string{throughput.NAPIOff, throughput.NAPIOn, throughput.Bridge}
+	vxlanQuickConfigs = []string{throughput.NAPIOn, throughput.Bridge}
+	vxlanTime         = "about 10 minutes"
+	vxlanWorkloads    = func() []throughput.Workload {
+		w := throughput.Workloads([]int{4096, 128 << 10}, []int{1, 4}, []string{throughput.WireToLab}, false)
+		return append(w, throughput.Workloads(nil, nil, []string{throughput.WireToLab}, true)...)
+	}
+)
+
 // throughputFlags are the throughput bench's flags.
 type throughputFlags struct {
 	*benchFlags
@@ -60,6 +77,7 @@ type throughputFlags struct {
 	deferIRQs                        *int
 	target                           *float64
 	iperfCPUs                        *string
+	topology                         *string
 }
 
 func throughputFlagSet(stderr io.Writer) (*flag.FlagSet, *throughputFlags) {
@@ -82,6 +100,7 @@ func throughputFlagSet(stderr io.Writer) (*flag.FlagSet, *throughputFlags) {
 		groFlush:  fs.Duration("gro-flush-timeout", throughput.DefaultTAPNAPI.GROFlushTimeout, "the TAP's gro_flush_timeout in the "+throughput.NAPIGRO+" configuration"),
 		deferIRQs: fs.Int("defer-hard-irqs", throughput.DefaultTAPNAPI.DeferHardIRQs, "the TAP's napi_defer_hard_irqs in the "+throughput.NAPIGRO+" configuration"),
 		asCSV:     fs.Bool("csv", false, "print one CSV line per configuration and workload"),
+		topology:  fs.String("topology", string(matrix.Veth), "the test bed: veth (one host: wire veth, forwarder, lab) or vxlan (two hosts, a lab on each, one segment over a VXLAN device per host; see above)"),
 		iperfCPUs: fs.String("iperf-cpus", "auto", "pin iperf3 in every run: WIRE,LAB are the CPUs of the client (wire namespace) and the server (lab namespace), e.g. 1,0; auto puts the client beside tapfwd's worker on the first CPU and the server on the second; none leaves them to the scheduler. With few CPUs, where they run decides the figures"),
 	}
 }
@@ -117,9 +136,21 @@ TCP 4 KB 1 stream both ways and UDP 64 B wire->lab; %d repetitions of %v:
 under a minute, a smoke test, not a measurement. Flags given explicitly
 override what --full and --quick pick.
 
+--topology vxlan: the same method across two hosts (namespaces joined by
+an underlay veth, a kernel VXLAN device on each, a lab on each; one L2
+segment): tapfwd on each host's VXLAN device against a Linux bridge on
+each host enslaving it. wire->lab is host 1's lab to host 2's; every frame
+crosses a forwarder (or bridge) on each host and the tunnel. The direct
+veth and the naive forwarder do not run there. Its default run:
+configurations %s;
+TCP -l 4K and 128K x -P 1, 4 and UDP 64 B, wire->lab; %d repetitions:
+%s. With --quick: %s. --full: every configuration
+that runs there.
+
 Flags:
 `, strings.Join(defaultConfigs, ", "), defaultReps, defaultDuration, defaultOmit, defaultTime, stats.MinReps, stats.TargetHalfWidth,
-		fullReps, fullTime, strings.Join(quickConfigs, ", "), quickReps, quickDuration)
+		fullReps, fullTime, strings.Join(quickConfigs, ", "), quickReps, quickDuration,
+		strings.Join(vxlanConfigs, ", "), defaultReps, vxlanTime, strings.Join(vxlanQuickConfigs, ", "))
 	fs.PrintDefaults()
 }
 
@@ -145,6 +176,9 @@ func (f *throughputFlags) options(fs *flag.FlagSet) (throughput.Options, error) 
 	if o.IperfPin, err = parseIperfCPUs(*f.iperfCPUs); err != nil {
 		return o, err
 	}
+	if o.Lab.Topology, err = matrix.ParseTopology(*f.topology); err != nil {
+		return o, fmt.Errorf("--topology: %w", err)
+	}
 	all := throughput.Configs(throughput.TAPNAPI{GROFlushTimeout: *f.groFlush, DeferHardIRQs: *f.deferIRQs})
 	if o.Configs, err = report.SelectConfigs(all, splitList(*f.configs)); err != nil {
 		return o, fmt.Errorf("--configs: %w", err)
@@ -167,6 +201,8 @@ func (f *throughputFlags) options(fs *flag.FlagSet) (throughput.Options, error) 
 		}
 	case *f.quick:
 		f.quickRun(&o, set)
+	case o.Lab.Topology == matrix.VXLAN:
+		vxlanRun(&o, set)
 	}
 	if len(o.Workloads) == 0 {
 		return o, errors.New("no workload: give --sizes and --streams, or --udp")
@@ -191,7 +227,11 @@ func (f *throughputFlags) fullMatrix(set map[string]bool) {
 // quickRun sets what --quick picks and no flag given overrides.
 func (f *throughputFlags) quickRun(o *throughput.Options, set map[string]bool) {
 	if !set["configs"] {
-		o.Configs, _ = report.SelectConfigs(throughput.Configs(throughput.DefaultTAPNAPI), quickConfigs)
+		names := quickConfigs
+		if o.Lab.Topology == matrix.VXLAN {
+			names = vxlanQuickConfigs
+		}
+		o.Configs, _ = report.SelectConfigs(throughput.Configs(throughput.DefaultTAPNAPI), names)
 	}
 	if !set["reps"] {
 		o.Reps = quickReps
@@ -204,6 +244,17 @@ func (f *throughputFlags) quickRun(o *throughput.Options, set map[string]bool) {
 	}
 	if !set["sizes"] && !set["streams"] && !set["dirs"] && !set["udp"] && !set["wire-mtu"] {
 		o.Workloads = quickWorkloads()
+	}
+}
+
+// vxlanRun sets what --topology vxlan picks for a default run and no flag
+// given overrides.
+func vxlanRun(o *throughput.Options, set map[string]bool) {
+	if !set["configs"] {
+		o.Configs, _ = report.SelectConfigs(throughput.Configs(throughput.DefaultTAPNAPI), vxlanConfigs)
+	}
+	if !set["sizes"] && !set["streams"] && !set["dirs"] && !set["udp"] && !set["wire-mtu"] {
+		o.Workloads = vxlanWorkloads()
 	}
 }
 
@@ -277,6 +328,7 @@ func cmdThroughput(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer env.stop()
+	env.lab.Topology = o.Lab.Topology
 	o.Lab, o.TUNFeatures, o.Progress, o.Log = env.lab, env.features, env.prog.update, env.log
 	rep, err := throughput.Run(env.ctx, o)
 	if err := env.finish(err); err != nil {

@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -103,46 +101,24 @@ func TestPrometheusServer(t *testing.T) {
 	testkit.NeedRoot(t)
 	testkit.NeedTools(t, "iperf3", "prometheus")
 	bed, fw := startForwarder(t, "--metrics-addr", "127.0.0.1:9310")
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "prometheus.yml")
-	os.WriteFile(cfg, []byte(`global:
+	prom := testkit.StartPrometheus(t, bed, `global:
   scrape_interval: 1s
 scrape_configs:
   - job_name: tapfwd
     static_configs:
       - targets: ["127.0.0.1:9310"]
-`), 0o644)
+`)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	prom := bed.Command(ctx, bed.FwdNS, "prometheus", "--config.file="+cfg,
-		"--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address=127.0.0.1:9090")
-	var log strings.Builder
-	prom.Stdout, prom.Stderr = &log, &log
-	if err := prom.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		prom.Process.Kill()
-		prom.Wait()
-	})
 	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if code, _, err := testkit.HTTPGet(t, bed, bed.FwdNS, "http://127.0.0.1:9090/-/ready"); err == nil && code == 200 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("prometheus not ready after 20 s:\n%s", log.String())
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 	// Prometheus throttles its first target sync (about 5 s): wait until
 	// it has scraped tapfwd at least twice before sending traffic.
 	for {
 		if v := testkit.PromQuery(t, bed, `count_over_time(up{job="tapfwd"}[1m]) >= 2`); v >= 2 {
 			break
 		}
-		if time.Now().After(deadline.Add(20 * time.Second)) {
-			t.Fatalf("prometheus never scraped tapfwd:\n%s", log.String())
+		if time.Now().After(deadline) {
+			t.Fatalf("prometheus never scraped tapfwd:\n%s", prom.Log())
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
@@ -154,7 +130,7 @@ scrape_configs:
 	t.Logf(`Prometheus: rate(tapfwd_bytes_total{device=%q,direction="rx"}[20s]) = %.3g bytes/s`, bed.LabIf, rate)
 	// 4 s of iperf3 averaged over 20 s is gigabits; idle chatter is bytes.
 	if rate < 1e6 {
-		t.Fatalf("Prometheus saw no real TAP receive rate; its log:\n%s", log.String())
+		t.Fatalf("Prometheus saw no real TAP receive rate; its log:\n%s", prom.Log())
 	}
 	fw.Stop()
 }

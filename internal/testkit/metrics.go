@@ -2,7 +2,6 @@ package testkit
 
 import (
 	"bufio"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -80,34 +79,6 @@ func Sample(text, name string, want ...string) float64 {
 		sum += v
 	}
 	return sum
-}
-
-// PromQuery runs an instant query against a Prometheus listening on
-// 127.0.0.1:9090 in bed's fwd namespace and returns the first result's
-// value (0 for none).
-func PromQuery(t testing.TB, bed *testbed.Bed, query string) float64 {
-	t.Helper()
-	_, body, err := HTTPGet(t, bed, bed.FwdNS, "http://127.0.0.1:9090/api/v1/query?"+url.Values{"query": {query}}.Encode())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var resp struct {
-		Status string
-		Data   struct {
-			Result []struct {
-				Value [2]any
-			}
-		}
-	}
-	if err := json.Unmarshal([]byte(body), &resp); err != nil || resp.Status != "success" {
-		t.Fatalf("query %s: %v %s", query, err, body)
-	}
-	if len(resp.Data.Result) == 0 {
-		return 0
-	}
-	s, _ := resp.Data.Result[0].Value[1].(string)
-	v, _ := strconv.ParseFloat(s, 64)
-	return v
 }
 
 // Counts are tapfwd's counters from one scrape, summed over queues.

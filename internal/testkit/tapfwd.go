@@ -61,10 +61,17 @@ func StartTapfwdOn(t testing.TB, bed *testbed.Bed, exe string, args ...string) *
 // labs reach each other, and stops both when t ends.
 func StartTapfwdHosts(t testing.TB, h *testbed.Hosts, exe string, args ...string) [2]*testbed.Process {
 	t.Helper()
+	return StartTapfwdHostsEach(t, h, exe, func(int) []string { return args })
+}
+
+// StartTapfwdHostsEach is StartTapfwdHosts with flags of each host's own:
+// host i's forwarder gets its devices and then args(i).
+func StartTapfwdHostsEach(t testing.TB, h *testbed.Hosts, exe string, args func(host int) []string) [2]*testbed.Process {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	fws, err := h.StartForwarders(ctx, "tapfwd", exe, func(i int) []string {
-		return append(append([]string{"run"}, h.ForwarderArgs(i)...), args...)
+		return append(append([]string{"run"}, h.ForwarderArgs(i)...), args(i)...)
 	})
 	if err != nil {
 		t.Fatal(err)

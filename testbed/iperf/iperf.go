@@ -21,8 +21,14 @@ import (
 // test from wire to lab.
 type Options struct {
 	// Duration of the test (-t); iperf3 takes whole seconds, so it is
-	// rounded up. 0 means 5 s.
+	// rounded up. 0 means 5 s. Ignored when Bytes is set.
 	Duration time.Duration
+	// Bytes, when positive, makes the sender stop after this many bytes
+	// (-n) instead of after Duration. It sends whole writes (Len, 128 KiB
+	// by default for TCP) and may write one more before it notices, so
+	// Result.SentBytes is at least Bytes; the receiver may stop counting
+	// at Bytes (Result.Bytes).
+	Bytes int64
 	// Omit runs this long before the test and leaves it out of the
 	// figures (-O, whole seconds, rounded up): slow start and the first
 	// scheduling of a fresh path are not measured. The run takes
@@ -65,6 +71,11 @@ type Result struct {
 	BitsPerSecond float64
 	// Bytes the receiver got (after the omitted start, with Omit).
 	Bytes int64
+	// SentBytes the sender wrote (end.sum_sent for TCP, end.sum for UDP).
+	// A TCP receiver that stops counting when the sender says the test
+	// ended can miss what was still on its way: a forward (client sends)
+	// run often reports fewer Bytes than SentBytes.
+	SentBytes int64
 	// Retransmits counted by the sending side (TCP).
 	Retransmits int
 	// SenderCPU and ReceiverCPU are total CPU use in percent of one core
@@ -91,7 +102,7 @@ func Run(ctx context.Context, b *testbed.Bed, opt Options) (Result, error) {
 	if opt.Duration == 0 {
 		opt.Duration = 5 * time.Second
 	}
-	if opt.Duration < 0 || opt.Omit < 0 || opt.Len < 0 || opt.Streams < 0 || opt.Port < 0 || opt.Port > 65535 {
+	if opt.Duration < 0 || opt.Bytes < 0 || opt.Omit < 0 || opt.Len < 0 || opt.Streams < 0 || opt.Port < 0 || opt.Port > 65535 {
 		return Result{}, fmt.Errorf("iperf: invalid options %+v", opt)
 	}
 	if opt.Streams == 0 {
@@ -139,7 +150,12 @@ func Run(ctx context.Context, b *testbed.Bed, opt Options) (Result, error) {
 		return Result{}, err
 	}
 
-	args := []string{"-c", addr, "-p", port, "-J", "-t", strconv.Itoa(secs), "-P", strconv.Itoa(opt.Streams)}
+	args := []string{"-c", addr, "-p", port, "-J", "-P", strconv.Itoa(opt.Streams)}
+	if opt.Bytes > 0 {
+		args = append(args, "-n", strconv.FormatInt(opt.Bytes, 10))
+	} else {
+		args = append(args, "-t", strconv.Itoa(secs))
+	}
 	if omit > 0 {
 		args = append(args, "-O", strconv.Itoa(omit))
 	}
@@ -248,7 +264,7 @@ func parse(raw []byte) (Result, error) {
 			return Result{}, errors.New("iperf3 JSON: TCP report without end.sum_sent and end.sum_received")
 		}
 		res.BitsPerSecond = r.End.SumReceived.BitsPerSecond
-		res.Bytes = r.End.SumReceived.Bytes
+		res.Bytes, res.SentBytes = r.End.SumReceived.Bytes, r.End.SumSent.Bytes
 		res.Retransmits = r.End.SumSent.Retransmits
 	case "UDP":
 		// end.sum is the sender's count with the receiver's loss merged in;
@@ -263,6 +279,7 @@ func parse(raw []byte) (Result, error) {
 			return Result{}, errors.New("iperf3 JSON: UDP report without end.sum")
 		}
 		res.Packets, res.LostPackets, res.LostPercent = s.Packets, s.LostPackets, s.LostPercent
+		res.SentBytes = s.Bytes
 		if rs := r.End.SumReceived; rs != nil {
 			res.Bytes, res.BitsPerSecond = rs.Bytes, rs.BitsPerSecond
 			if rs.Packets > 0 {

@@ -98,6 +98,9 @@ func TestParseSamples(t *testing.T) {
 				}
 				return
 			}
+			if got, want := r.SentBytes, int64(lookup(t, doc, "end", "sum_sent", "bytes")); got != want || got <= 0 {
+				t.Errorf("SentBytes %d, want end.sum_sent %d (> 0)", got, want)
+			}
 			if got, want := r.Retransmits, int(lookup(t, doc, "end", "sum_sent", "retransmits")); got != want {
 				t.Errorf("Retransmits %d, want %d", got, want)
 			}
@@ -378,4 +381,33 @@ func TestRunAddr(t *testing.T) {
 	}
 	checkSane(t, "TCP lab 2 -> lab 1 over VXLAN and bridges", r, time.Second)
 	t.Logf("two-host bridge bed, lab 2 -> lab 1: %.2f Gbit/s", r.BitsPerSecond/1e9)
+}
+
+// TestRunBytes sends a byte count (-n) instead of running for a time, both
+// ways: the sender reports at least that much sent, the receiver no more
+// than was sent.
+func TestRunBytes(t *testing.T) {
+	needIperf(t)
+	b := testbed.NewForTest(t, testbed.Config{Mode: testbed.Direct})
+	ctx := context.Background()
+	if err := b.WaitLabReachable(ctx, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	const n = 50 << 20
+	for _, rev := range []bool{false, true} {
+		r, err := Run(ctx, b, Options{Bytes: n, Reverse: rev})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("reverse %v: sent %d bytes, received %d", rev, r.SentBytes, r.Bytes)
+		if r.SentBytes < n {
+			t.Errorf("reverse %v: sent %d bytes, want at least %d", rev, r.SentBytes, n)
+		}
+		if r.Bytes <= 0 || r.Bytes > r.SentBytes {
+			t.Errorf("reverse %v: received %d of %d bytes sent", rev, r.Bytes, r.SentBytes)
+		}
+	}
+	if _, err := Run(ctx, b, Options{Bytes: -1}); err == nil {
+		t.Error("Bytes -1 accepted")
+	}
 }
