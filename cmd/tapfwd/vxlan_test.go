@@ -223,24 +223,32 @@ func vxlanNested(t *testing.T, h *testbed.Hosts, views [2]*testbed.Bed) {
 	host1 := h.Host[0]
 	testkit.BedRun(t, views[0], host1.NS, "tc", "qdisc", "replace", "dev", host1.Underlay, "root", "tbf", "rate", "400mbit", "burst", "32k", "latency", "20ms")
 	defer h.Run(ctx, host1.NS, "tc", "qdisc", "del", "dev", host1.Underlay, "root")
-	before := testkit.ParseCounts(testkit.Scrape(t, views[1]), views[1])
-	r, err := iperf.Run(ctx, h.View(0, 1), iperf.Options{Duration: 2 * time.Second, Addr: inner(1)})
-	if err != nil {
-		t.Fatalf("TCP over the labs' own tunnel: %v", err)
-	}
-	d := testkit.ParseCounts(testkit.Scrape(t, views[1]), views[1]).Sub(before)
-	t.Logf("TCP over the labs' tunnel, lab 1 -> lab 2: %.2f Gbit/s, %d retransmits; host 2's tapfwd: %v frames from vx0, %v segments made, drops %s",
-		r.BitsPerSecond/1e9, r.Retransmits, d.NICRx, d.Segments, testkit.NonZero(d.NICDrops))
-	// The rate is not the point (a shared machine and the token bucket
-	// decide it): that the flow moves, and nothing is dropped, is.
-	if r.Bytes < 1<<20 {
-		t.Errorf("only %d bytes in 2 s over the labs' tunnel", r.Bytes)
-	}
-	if d.NICDrops["bad_vnet_hdr"] != 0 || d.NICDrops["segmentation"] != 0 {
-		t.Errorf("host 2's tapfwd dropped frames from its VXLAN device: %s", testkit.NonZero(d.NICDrops))
-	}
-	if d.Segments == 0 {
-		t.Error("host 2's tapfwd segmented nothing: its VXLAN device's GRO merged none of the lab tunnel's segments (no bursts?)")
+	// vx0's GRO merges the lab tunnel's segments only when they arrive in
+	// bursts, which a busy machine may not give in one run: up to three.
+	for try := 1; ; try++ {
+		before := testkit.ParseCounts(testkit.Scrape(t, views[1]), views[1])
+		r, err := iperf.Run(ctx, h.View(0, 1), iperf.Options{Duration: 2 * time.Second, Addr: inner(1)})
+		if err != nil {
+			t.Fatalf("TCP over the labs' own tunnel: %v", err)
+		}
+		d := testkit.ParseCounts(testkit.Scrape(t, views[1]), views[1]).Sub(before)
+		t.Logf("TCP over the labs' tunnel, lab 1 -> lab 2: %.2f Gbit/s, %d retransmits; host 2's tapfwd: %v frames from vx0, %v segments made, drops %s",
+			r.BitsPerSecond/1e9, r.Retransmits, d.NICRx, d.Segments, testkit.NonZero(d.NICDrops))
+		// The rate is not the point (a shared machine and the token bucket
+		// decide it): that the flow moves, and nothing is dropped, is.
+		if r.Bytes < 1<<20 {
+			t.Errorf("only %d bytes in 2 s over the labs' tunnel", r.Bytes)
+		}
+		if d.NICDrops["bad_vnet_hdr"] != 0 || d.NICDrops["segmentation"] != 0 {
+			t.Errorf("host 2's tapfwd dropped frames from its VXLAN device: %s", testkit.NonZero(d.NICDrops))
+		}
+		if d.Segments > 0 || t.Failed() {
+			return
+		}
+		if try == 3 {
+			t.Error("host 2's tapfwd segmented nothing in three runs: its VXLAN device's GRO merged none of the lab tunnel's segments (no bursts?)")
+			return
+		}
 	}
 }
 
