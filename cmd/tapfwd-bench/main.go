@@ -5,7 +5,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -14,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/tapfwd/tapfwd/bench/forwarder"
+	"github.com/tapfwd/tapfwd/internal/cliflag"
 )
 
 const usage = `Usage: tapfwd-bench throughput|latency [flags]
@@ -37,71 +37,17 @@ func main() {
 }
 
 // errUsage marks errors already explained by the flag package.
-var errUsage = errors.New("usage")
+var errUsage = cliflag.ErrUsage
 
 func run(args []string, stdout, stderr io.Writer) int {
-	err := dispatch(args, map[string]func([]string) error{
+	err := cliflag.Dispatch("tapfwd-bench", usage, args, map[string]cliflag.Command{
 		"throughput": func(a []string) error { return cmdThroughput(a, stdout, stderr) },
 		"latency":    func(a []string) error { return cmdLatency(a, stdout, stderr) },
 		"compare":    func(a []string) error { return cmdCompare(a, stdout, stderr) },
 		// Hidden: the naive baseline, started by the bench in a bed.
 		forwarder.NaiveCommand: func(a []string) error { return cmdNaiveForwarder(a, stderr) },
 	}, stdout, stderr)
-	switch {
-	case err == nil:
-		return 0
-	case errors.Is(err, flag.ErrHelp):
-		return 0
-	case errors.Is(err, errUsage):
-		return 2
-	}
-	fmt.Fprintf(stderr, "tapfwd-bench: %v\n", err)
-	return 1
-}
-
-// dispatch runs the command of cmds that args[0] names. Without one, or
-// with an unknown one, it prints usage to stderr and returns errUsage; for
-// help, usage goes to stdout and it returns flag.ErrHelp.
-func dispatch(args []string, cmds map[string]func([]string) error, stdout, stderr io.Writer) error {
-	if len(args) > 0 {
-		if cmd, ok := cmds[args[0]]; ok {
-			return cmd(args[1:])
-		}
-		switch args[0] {
-		case "-h", "-help", "--help", "help":
-			fmt.Fprint(stdout, usage)
-			return flag.ErrHelp
-		}
-		fmt.Fprintf(stderr, "tapfwd-bench: unknown command %q\n\n", args[0])
-	}
-	fmt.Fprint(stderr, usage)
-	return errUsage
-}
-
-// newFlagSet makes a subcommand's flag set that reports errors, not exits.
-func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: tapfwd-bench %s\n\nFlags:\n", synopsis)
-		fs.PrintDefaults()
-	}
-	return fs
-}
-
-func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return errUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(fs.Output(), "tapfwd-bench: unexpected argument %q\n", fs.Arg(0))
-		fs.Usage()
-		return errUsage
-	}
-	return nil
+	return cliflag.Exit("tapfwd-bench", err, stderr)
 }
 
 func newLogger(level string, w io.Writer) (*slog.Logger, error) {
@@ -111,3 +57,11 @@ func newLogger(level string, w io.Writer) (*slog.Logger, error) {
 	}
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
 }
+
+// newFlagSet makes a subcommand's flag set: errors are reported, not
+// exits, and -h prints the flags as --name.
+func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
+	return cliflag.NewFlagSet("tapfwd-bench", name, synopsis, stderr)
+}
+
+func parse(fs *flag.FlagSet, args []string) error { return cliflag.Parse("tapfwd-bench", fs, args) }

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tapfwd/tapfwd/bench/forwarder"
+	"github.com/tapfwd/tapfwd/internal/cliflag/clitest"
 	"github.com/tapfwd/tapfwd/testbed"
 )
 
@@ -99,52 +98,23 @@ func startForwarder(t *testing.T, args ...string) (*testbed.Bed, *testbed.Proces
 
 // cliCase is one command line run in process: its exit status and a
 // string its output must contain.
-type cliCase struct {
-	args []string
-	code int
-	want string
-}
+type cliCase = clitest.Case
 
-// checkCLI runs each case through run and checks the status, the output,
-// and that an error (status 1) is one line.
 func checkCLI(t *testing.T, cases []cliCase) {
 	t.Helper()
-	for _, tc := range cases {
-		var out, errb bytes.Buffer
-		code := run(tc.args, &out, &errb)
-		if code != tc.code {
-			t.Errorf("tapfwd-bench %q: exit %d, want %d; stderr: %s", tc.args, code, tc.code, errb.String())
-		}
-		if !strings.Contains(out.String()+errb.String(), tc.want) {
-			t.Errorf("tapfwd-bench %q: output lacks %q:\n%s%s", tc.args, tc.want, out.String(), errb.String())
-		}
-		if code == 1 && strings.Count(strings.TrimSpace(errb.String()), "\n") != 0 {
-			t.Errorf("tapfwd-bench %q: error is not one line:\n%s", tc.args, errb.String())
-		}
-	}
+	clitest.Check(t, "tapfwd-bench", run, cases)
 }
 
-// oneLineError runs cmd and checks that it exits 1 with a one-line message
-// containing want.
 func oneLineError(t *testing.T, name string, cmd *exec.Cmd, want string) {
 	t.Helper()
-	out, err := cmd.CombinedOutput()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
-		t.Errorf("%s: %v, want exit status 1\n%s", name, err, out)
-	}
-	if s := strings.TrimSpace(string(out)); strings.Contains(s, "\n") || !strings.Contains(s, want) {
-		t.Errorf("%s: want one line containing %q, got:\n%s", name, want, s)
-	}
+	clitest.OneLineError(t, name, cmd, want)
 }
 
-// asNobody runs tapfwd-bench args as user nobody without capabilities (the
-// test runs as root) and checks for a one-line error containing want.
+// asNobody runs tapfwd-bench args as user nobody without capabilities and checks
+// for a one-line error containing want.
 func asNobody(t *testing.T, want string, args ...string) {
 	t.Helper()
-	needTools(t, "setpriv")
-	cmd := exec.Command("setpriv", append([]string{"--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", exe(t)}, args...)...)
-	oneLineError(t, "tapfwd-bench "+strings.Join(args, " ")+" as nobody", cmd, want)
+	clitest.AsNobody(t, "tapfwd-bench", exe(t), want, args...)
 }
 
 // TestFindTapfwd checks where the bench looks for tapfwd: --tapfwd, next

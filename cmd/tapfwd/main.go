@@ -4,7 +4,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -34,10 +33,10 @@ func main() {
 }
 
 // errUsage marks errors already explained by the flag package.
-var errUsage = errors.New("usage")
+var errUsage = cliflag.ErrUsage
 
 func run(args []string, stdout, stderr io.Writer) int {
-	err := dispatch("tapfwd", usage, args, map[string]command{
+	err := cliflag.Dispatch("tapfwd", usage, args, map[string]cliflag.Command{
 		"run":      func(a []string) error { return cmdRun(a, stderr) },
 		"features": func(a []string) error { return cmdFeatures(a, stdout, stderr) },
 		"vm-port":  func(a []string) error { return cmdVMPort(a, stdout, stderr) },
@@ -50,64 +49,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		// Not listed: started by run --dhcp to run dnsmasq.
 		"dhcp-keeper": func([]string) error { return cmdDHCPKeeper(os.Stdin, os.Stdout, stderr) },
 	}, stdout, stderr)
-	switch {
-	case err == nil:
-		return 0
-	case errors.Is(err, flag.ErrHelp):
-		return 0
-	case errors.Is(err, errUsage):
-		return 2
-	}
-	fmt.Fprintf(stderr, "tapfwd: %v\n", err)
-	return 1
-}
-
-// A command runs with the arguments after its name.
-type command func(args []string) error
-
-// dispatch runs the command of cmds that args[0] names. Without one, or
-// with an unknown one, it prints usage to stderr and returns errUsage; for
-// help, usage goes to stdout and it returns flag.ErrHelp.
-func dispatch(name, usage string, args []string, cmds map[string]command, stdout, stderr io.Writer) error {
-	if len(args) > 0 {
-		if cmd, ok := cmds[args[0]]; ok {
-			return cmd(args[1:])
-		}
-		switch args[0] {
-		case "-h", "-help", "--help", "help":
-			fmt.Fprint(stdout, usage)
-			return flag.ErrHelp
-		}
-		fmt.Fprintf(stderr, "%s: unknown command %q\n\n", name, args[0])
-	}
-	fmt.Fprint(stderr, usage)
-	return errUsage
-}
-
-// newFlagSet makes a subcommand's flag set that reports errors, not exits.
-func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: tapfwd %s\n\nFlags:\n", synopsis)
-		cliflag.PrintDefaults(stderr, fs)
-	}
-	return fs
-}
-
-func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return errUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(fs.Output(), "tapfwd: unexpected argument %q\n", fs.Arg(0))
-		fs.Usage()
-		return errUsage
-	}
-	return nil
+	return cliflag.Exit("tapfwd", err, stderr)
 }
 
 func cmdVersion(args []string, stdout, stderr io.Writer) error {
@@ -122,3 +64,11 @@ func cmdVersion(args []string, stdout, stderr io.Writer) error {
 	_, err := fmt.Fprintln(stdout, "tapfwd", buildinfo.Get())
 	return err
 }
+
+// newFlagSet makes a subcommand's flag set: errors are reported, not
+// exits, and -h prints the flags as --name.
+func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
+	return cliflag.NewFlagSet("tapfwd", name, synopsis, stderr)
+}
+
+func parse(fs *flag.FlagSet, args []string) error { return cliflag.Parse("tapfwd", fs, args) }

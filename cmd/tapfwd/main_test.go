@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bytes"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
+	"github.com/tapfwd/tapfwd/internal/cliflag/clitest"
 	"github.com/tapfwd/tapfwd/internal/testkit"
 	"github.com/tapfwd/tapfwd/testbed"
 )
@@ -85,44 +83,23 @@ type cliCase struct {
 	want string
 }
 
-// checkCLI runs each case through run and checks the status, the output,
-// and that an error (status 1) is one line.
 func checkCLI(t *testing.T, cases []cliCase) {
 	t.Helper()
-	for _, tc := range cases {
-		var out, errb bytes.Buffer
-		code := run(tc.args, &out, &errb)
-		if code != tc.code {
-			t.Errorf("tapfwd %q: exit %d, want %d; stderr: %s", tc.args, code, tc.code, errb.String())
-		}
-		if !strings.Contains(out.String()+errb.String(), tc.want) {
-			t.Errorf("tapfwd %q: output lacks %q:\n%s%s", tc.args, tc.want, out.String(), errb.String())
-		}
-		if code == 1 && strings.Count(strings.TrimSpace(errb.String()), "\n") != 0 {
-			t.Errorf("tapfwd %q: error is not one line:\n%s", tc.args, errb.String())
-		}
+	cs := make([]clitest.Case, len(cases))
+	for i, c := range cases {
+		cs[i] = clitest.Case{Args: c.args, Code: c.code, Want: c.want}
 	}
+	clitest.Check(t, "tapfwd", run, cs)
 }
 
-// oneLineError runs cmd and checks that it exits 1 with a one-line message
-// containing want.
 func oneLineError(t *testing.T, name string, cmd *exec.Cmd, want string) {
 	t.Helper()
-	out, err := cmd.CombinedOutput()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
-		t.Errorf("%s: %v, want exit status 1\n%s", name, err, out)
-	}
-	if s := strings.TrimSpace(string(out)); strings.Contains(s, "\n") || !strings.Contains(s, want) {
-		t.Errorf("%s: want one line containing %q, got:\n%s", name, want, s)
-	}
+	clitest.OneLineError(t, name, cmd, want)
 }
 
-// asNobody runs tapfwd args as user nobody without capabilities (the test
-// runs as root) and checks for a one-line error containing want.
+// asNobody runs tapfwd args as user nobody without capabilities and checks
+// for a one-line error containing want.
 func asNobody(t *testing.T, want string, args ...string) {
 	t.Helper()
-	testkit.NeedTools(t, "setpriv")
-	cmd := exec.Command("setpriv", append([]string{"--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", exe(t)}, args...)...)
-	oneLineError(t, "tapfwd "+strings.Join(args, " ")+" as nobody", cmd, want)
+	clitest.AsNobody(t, "tapfwd", exe(t), want, args...)
 }

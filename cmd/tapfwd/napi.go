@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/tapfwd/tapfwd/internal/cliflag"
 	"github.com/tapfwd/tapfwd/napi"
 )
 
@@ -28,7 +29,7 @@ only with GRO or XDP on. Run "tapfwd napi COMMAND -h" for a command's flags.
 `
 
 func cmdNapi(args []string, stdout, stderr io.Writer) error {
-	return dispatch("tapfwd napi", napiUsage, args, map[string]command{
+	return cliflag.Dispatch("tapfwd napi", napiUsage, args, map[string]cliflag.Command{
 		"list": func(a []string) error { return napiList(a, stdout, stderr) },
 		"set":  func(a []string) error { return napiSet(a, stdout, stderr) },
 	}, stdout, stderr)

@@ -28,7 +28,7 @@ flags.
 `
 
 func cmdVMPort(args []string, stdout, stderr io.Writer) error {
-	return dispatch("tapfwd vm-port", vmPortUsage, args, map[string]command{
+	return cliflag.Dispatch("tapfwd vm-port", vmPortUsage, args, map[string]cliflag.Command{
 		"add":  func(a []string) error { return vmPortAdd(a, stdout, stderr) },
 		"list": func(a []string) error { return vmPortList(a, stdout, stderr) },
 		"del":  func(a []string) error { return vmPortDel(a, stderr) },

@@ -1,5 +1,6 @@
-// Package cliflag prints a flag set's flags the way tapfwd's README writes
-// them: --name VALUE, then the usage, then the default.
+// Package cliflag is what tapfwd's two commands share on the command line:
+// subcommand dispatch, flag sets that print flags the way the README
+// writes them (--name VALUE, the usage, the default), and exit statuses.
 package cliflag
 
 import (
