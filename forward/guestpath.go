@@ -1,7 +1,6 @@
 package forward
 
 import (
-	"bytes"
 	"errors"
 	"math/bits"
 
@@ -41,40 +40,10 @@ func (g *Guest) fromGuest() (int, error) {
 // acceptFromGuest checks frame i of the batch (the guest is not trusted)
 // and routes it.
 func (g *Guest) acceptFromGuest(i int) {
-	t := &g.fromT
 	buf, size := g.bufs[i], g.sizes[i]-hdrLen
-	t.rxPkts++
-	if size > 0 {
-		t.rxBytes += uint64(size)
+	if g.fw.queues[0].checkUntrusted(&g.fromT, buf, size, &g.mac, true) {
+		g.route(buf[headroom-hdrLen : headroom+size])
 	}
-	if size > frameCap {
-		t.drop(DropOversize)
-		return
-	}
-	if size < 14 {
-		t.drop(DropBadHdr)
-		return
-	}
-	frame := buf[headroom : headroom+size]
-	q := g.fw.queues[0]
-	if q.strict && !bytes.Equal(frame[6:12], g.mac[:]) {
-		t.drop(DropSpoofed)
-		return
-	}
-	if r, ok := q.l2.refuses(frame); ok {
-		t.drop(r)
-		return
-	}
-	var h vnethdr.Hdr
-	if h.Decode(buf[headroom-hdrLen:]) != nil || vnethdr.Fixup(&h, frame) != nil {
-		t.drop(DropBadHdr)
-		return
-	}
-	if h.IsGSO() {
-		t.gso++
-	}
-	h.Encode(buf[headroom-hdrLen:])
-	g.route(buf[headroom-hdrLen : headroom+size])
 }
 
 // route sends b by its destination: to a guest, to the side where the

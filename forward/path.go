@@ -282,44 +282,57 @@ func (q *Queue) tapToNIC() (int, error) {
 func (q *Queue) acceptFromTAP(i int) {
 	t := &q.tally
 	buf, size := q.tapBufs[i], q.tapSizes[i]-q.tapHdr
-	t.rxPkts++
-	if size > 0 {
-		t.rxBytes += uint64(size)
-	}
-	if size > frameCap {
-		t.drop(DropOversize)
+	if !q.checkUntrusted(t, buf, size, &q.mac, q.tapVnet) {
 		return
 	}
-	if size < 14 {
-		t.drop(DropBadHdr)
-		return
-	}
-	frame := buf[headroom : headroom+size]
-	if q.strict && !bytes.Equal(frame[6:12], q.mac[:]) {
-		t.drop(DropSpoofed)
-		return
-	}
-	if r, ok := q.l2.refuses(frame); ok {
-		t.drop(r)
-		return
-	}
-	var h vnethdr.Hdr
-	if q.tapVnet {
-		if h.Decode(buf[headroom-hdrLen:]) != nil || vnethdr.Fixup(&h, frame) != nil {
-			t.drop(DropBadHdr)
-			return
-		}
-		if h.IsGSO() {
-			t.gso++
-		}
-	}
-	h.Encode(buf[headroom-hdrLen:])
 	b := buf[headroom-hdrLen : headroom+size]
 	if fab := q.fw.fab; fab != nil && fab.deliver(b, sideTAP, nil, &q.dirty) {
 		t.guests++
 		return
 	}
 	q.nicOut = append(q.nicOut, b)
+}
+
+// checkUntrusted counts a frame from an untrusted writer (the TAP's, a
+// guest's) as received into t and checks it: its size, its source address
+// (StrictMAC: mac), the L2 policy and, when the writer gave one (vnet), the
+// vnet header's claims. It leaves a checked vnet header in front of the
+// frame (a zero one without vnet), or counts the drop and returns false.
+// The frame is buf[headroom:headroom+size].
+func (q *Queue) checkUntrusted(t *tally, buf []byte, size int, mac *[6]byte, vnet bool) bool {
+	t.rxPkts++
+	if size > 0 {
+		t.rxBytes += uint64(size)
+	}
+	if size > frameCap {
+		t.drop(DropOversize)
+		return false
+	}
+	if size < 14 {
+		t.drop(DropBadHdr)
+		return false
+	}
+	frame := buf[headroom : headroom+size]
+	if q.strict && !bytes.Equal(frame[6:12], mac[:]) {
+		t.drop(DropSpoofed)
+		return false
+	}
+	if r, ok := q.l2.refuses(frame); ok {
+		t.drop(r)
+		return false
+	}
+	var h vnethdr.Hdr
+	if vnet {
+		if h.Decode(buf[headroom-hdrLen:]) != nil || vnethdr.Fixup(&h, frame) != nil {
+			t.drop(DropBadHdr)
+			return false
+		}
+		if h.IsGSO() {
+			t.gso++
+		}
+	}
+	h.Encode(buf[headroom-hdrLen:])
+	return true
 }
 
 // toNIC hands the queued frames to the NIC, skipping (and counting) any it
