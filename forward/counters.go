@@ -162,6 +162,25 @@ func (f *Forwarder) DropReasons() (fromNIC, fromTAP []DropReason) {
 	return fromNIC, fromTAP
 }
 
+// GuestDropReasons are the reasons a guest port's frames can be dropped for
+// under the workers' configuration: fromGuest what the guest sent
+// (GuestCounters.From), toGuest what was for it (GuestCounters.To).
+func (f *Forwarder) GuestDropReasons() (fromGuest, toGuest []DropReason) {
+	q := f.queues[0]
+	fromGuest = []DropReason{DropOversize, DropBadHdr, DropNICRefused, DropNICBusy, DropTAPWrite}
+	if q.strict {
+		fromGuest = append(fromGuest, DropSpoofed)
+	}
+	if q.l2.DenyVLANs {
+		fromGuest = append(fromGuest, DropGuestVLAN)
+	}
+	if q.l2.DropControl {
+		fromGuest = append(fromGuest, DropL2Control)
+	}
+	toGuest = []DropReason{DropGuestBusy, DropGuestRefused, DropSegment, DropBadHdr}
+	return fromGuest, toGuest
+}
+
 // Segmenting reports whether the workers segment GSO frames for the TAP
 // (it has no vnet header), Merging whether userspace GRO merges frames
 // from the NIC: counters of what is off stay zero.
