@@ -174,7 +174,7 @@ func (d *daemon) guestPorts() ([]forward.GuestPort, error) {
 func explainVhost(err error) error {
 	switch {
 	case errors.Is(err, vhostuser.ErrPathTooLong):
-		return fmt.Errorf("--vhost-user: %w (a unix socket's path has at most 107 bytes: choose a shorter directory, or a shorter --tap)", err)
+		return fmt.Errorf("--vhost-user: %w (choose a shorter directory, or a shorter --tap)", err)
 	case errors.Is(err, vhostuser.ErrNotSocket):
 		return fmt.Errorf("--vhost-user: %w (remove it, or choose another directory)", err)
 	case errors.Is(err, fs.ErrPermission), errors.Is(err, unix.EROFS):

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -316,5 +317,173 @@ func vhostGap(t *testing.T, g *testkit.Guest, what string, down, ready time.Time
 		after.at.Sub(before.at).Round(time.Millisecond), before.seq, after.seq)
 	if d := after.at.Sub(ready); d > 5*time.Second {
 		t.Errorf("%s: pings resumed %v after tapfwd was ready, want within 5 s", what, d)
+	}
+}
+
+// The sockets' names, the guests' MACs and the lines to attach them need
+// no root: names per TAP and namespace, MACs stable and locally
+// administered unicast, paths escaped for QEMU and XML.
+func TestVhostNames(t *testing.T) {
+	if p := vhostPath("/run/v", "", "lab0", 1); p != "/run/v/lab0-1.sock" {
+		t.Errorf("vhostPath: %s", p)
+	}
+	if p := vhostPath("/run/v", "lab", "lab0", 0); p != "/run/v/lab:lab0-0.sock" {
+		t.Errorf("vhostPath in a namespace: %s", p)
+	}
+	seen := map[string]bool{}
+	for _, ns := range []string{"", "lab"} {
+		for _, tap := range []string{"lab0", "lab1"} {
+			for i := 0; i < 64; i++ {
+				m := vhostMAC(ns, tap, i)
+				if m[0]&1 != 0 || m[0]&2 == 0 || seen[m.String()] || m.String() != vhostMAC(ns, tap, i).String() {
+					t.Fatalf("vhostMAC(%q, %q, %d) = %s: not a stable, unique, locally administered unicast address", ns, tap, i, m)
+				}
+				seen[m.String()] = true
+			}
+		}
+	}
+	p := &vhostPort{Name: "lab0-0", Path: "/run/a,b/it's.sock", MAC: vhostMAC("", "lab0", 0)}
+	q := vhostQEMULine(p, 3)
+	for _, want := range []string{"-m 1G -object memory-backend-memfd,id=mem,size=1G,share=on -machine memory-backend=mem",
+		"-chardev socket,id=vhu3,path=/run/a,,b/it's.sock,reconnect=1", "-netdev vhost-user,id=vhu3,chardev=vhu3",
+		"-device virtio-net-pci,netdev=vhu3,mac=" + p.MAC.String() + ",vectors=0"} {
+		if !strings.Contains(q, want) {
+			t.Errorf("QEMU line %q lacks %q", q, want)
+		}
+	}
+	x := vhostLibvirtXML(p)
+	if !strings.Contains(x, "path='/run/a,b/it&apos;s.sock' mode='client'") || !strings.Contains(x, "<mac address='"+p.MAC.String()+"'/>") {
+		t.Errorf("libvirt XML:\n%s", x)
+	}
+	if l := oneLine(vhostLibvirtMemory); l != "<memoryBacking><source type='memfd'/><access mode='shared'/></memoryBacking>" {
+		t.Errorf("oneLine: %s", l)
+	}
+}
+
+// TestVhostUserPorts drives a port with the fake front-end (no QEMU): the
+// socket is --vm-port-owner's with mode 0660; what the guest sends reaches
+// the wire through the port's own packet socket and what the wire sends to
+// the guest's MAC reaches the guest. With --persist the socket stays when
+// tapfwd stops and the next run takes it over.
+func TestVhostUserPorts(t *testing.T) {
+	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
+	t.Cleanup(func() { vmRun("down", "--tap", bed.LabIf, "--tap-netns", bed.LabNS) })
+	nobody, err := lookupOwner("nobody")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	args := []string{"--vhost-user", dir, "--vm-ports", "1", "--vm-port-owner", "nobody", "--persist", "--metrics-addr", ""}
+	fw := testkit.StartTapfwdOn(t, bed, exe(t), args...)
+	path := vhostPath(dir, bed.LabNS, bed.LabIf, 0)
+	var st syscall.Stat_t
+	if err := syscall.Lstat(path, &st); err != nil || st.Mode&0o7777 != 0o660 || int(st.Uid) != nobody.UID || int(st.Gid) != nobody.GID {
+		t.Fatalf("socket %s: mode %#o uid %d gid %d (%v); want 0660 and %+v", path, st.Mode&0o7777, st.Uid, st.Gid, err, *nobody)
+	}
+	for run := 1; run <= 2; run++ {
+		exchange(t, bed, path, vhostMAC(bed.LabNS, bed.LabIf, 0))
+		if err := fw.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Lstat(path); err != nil {
+			t.Fatalf("run %d: --persist: the socket went with tapfwd: %v", run, err)
+		}
+		if run == 1 {
+			fw = testkit.StartTapfwdOn(t, bed, exe(t), args...)
+		}
+	}
+}
+
+// exchange connects the fake front-end to the port at path as the guest
+// with mac: a frame it sends arrives on the wire, one the wire sends to mac
+// arrives at it.
+func exchange(t *testing.T, bed *testbed.Bed, path string, mac []byte) {
+	t.Helper()
+	d, err := vhostusertest.Dial(path, vhostusertest.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	d.FillRx()
+	wire := testkit.OpenRaw(t, bed, bed.WireNS, bed.WireIf)
+	out := append(append([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, mac...), 0x88, 0xb5)
+	out = append(out, []byte(strings.Repeat("from the guest ", 4))...)
+	buf := make([]byte, 2048)
+	seen := false
+	for deadline := time.Now().Add(5 * time.Second); !seen && time.Now().Before(deadline); {
+		if err := d.Send(make([]byte, 10), out, vhostusertest.Flat); err != nil {
+			t.Fatal(err)
+		}
+		for !seen {
+			n, _, err := syscall.Recvfrom(wire, buf, 0)
+			if err != nil {
+				break
+			}
+			seen = string(buf[:n]) == string(out)
+		}
+	}
+	if !seen {
+		t.Fatal("the guest's frame did not reach the wire")
+	}
+	send := testkit.WireSocket(t, bed, false)
+	in := append(append(append([]byte(nil), mac...), 0x02, 0, 0, 0, 0xee, 1, 0x88, 0xb5), []byte(strings.Repeat("to the guest ", 4))...)
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		syscall.Write(send, in)
+		for {
+			_, n, ok, err := d.Recv(buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !ok {
+				break
+			}
+			if string(buf[:n]) == string(in) {
+				return
+			}
+		}
+		d.FillRx()
+	}
+	t.Fatal("the wire's frame to the guest's MAC did not reach the guest")
+}
+
+// TestVhostUserErrors: a directory or socket path that cannot work fails
+// the start with one line saying what to change, before the TAP is made.
+func TestVhostUserErrors(t *testing.T) {
+	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
+	base := t.TempDir()
+	long := filepath.Join(base, strings.Repeat("d", 100))
+	os.Mkdir(long, 0o755)
+	taken := filepath.Join(base, "taken")
+	os.Mkdir(taken, 0o755)
+	os.WriteFile(vhostPath(taken, "", bed.LabIf, 0), nil, 0o644)
+	file := filepath.Join(base, "file")
+	os.WriteFile(file, nil, 0o644)
+	ro := filepath.Join(base, "ro")
+	os.Mkdir(ro, 0o755)
+	start := func(prefix []string, dir string) *exec.Cmd {
+		args := append(append([]string{"netns", "exec", bed.FwdNS}, prefix...), exe(t), "run", "--nic", bed.NIC, "--tap", bed.LabIf,
+			"--vhost-user", dir, "--vm-ports", "1", "--metrics-addr", "")
+		return exec.Command("ip", args...)
+	}
+	// A read-only mount, in a mount namespace of its own.
+	roMount := []string{"unshare", "--mount", "--propagation", "private", "sh", "-c", `mount -t tmpfs -o ro tmpfs "$0" && exec "$@"`, ro}
+	for _, tc := range []struct {
+		what, dir string
+		prefix    []string
+		want      string
+	}{
+		{"a path too long", long, nil, "socket path too long"},
+		{"a file in the way", taken, nil, "exists and is a regular file (remove it, or choose another directory)"},
+		{"a file for the directory", file, nil, "--vhost-user: " + file + " is not a directory"},
+		{"a read-only directory", ro, roMount, "read-only file system (the directory must be writable to tapfwd as it starts"},
+	} {
+		oneLineError(t, tc.what, start(tc.prefix, tc.dir), tc.want)
+		if testing.Verbose() {
+			out, _ := start(tc.prefix, tc.dir).CombinedOutput()
+			t.Logf("%s: %s", tc.what, out)
+		}
+	}
+	if _, err := bed.Run(context.Background(), bed.FwdNS, "ip", "link", "show", bed.LabIf); err == nil {
+		t.Error("a failed start left the TAP")
 	}
 }
