@@ -47,7 +47,9 @@ func TestVhostUserGuests(t *testing.T) {
 	const mib = 4
 	srv := testkit.StartDataServer(t, bed, mib<<20)
 	sub := bed.WireAddr.Addr().As4()
-	addr := func(host byte) netip.Prefix { return netip.PrefixFrom(netip.AddrFrom4([4]byte{sub[0], sub[1], sub[2], host}), 24) }
+	addr := func(host byte) netip.Prefix {
+		return netip.PrefixFrom(netip.AddrFrom4([4]byte{sub[0], sub[1], sub[2], host}), 24)
+	}
 	gw := bed.WireAddr.Addr().String()
 	capture := testkit.StartCapture(t, bed, bed.WireNS, bed.WireIf, func(src, _ netip.Addr) bool { return src == addr(11).Addr() })
 	start := time.Now()
