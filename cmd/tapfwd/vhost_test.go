@@ -41,7 +41,7 @@ func TestVhostUserGuests(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "vhost") // tapfwd makes it
 	args := []string{"--user", "nobody", "--vhost-user", dir, "--vm-ports", "2", "--tap-mac", "02:00:00:00:aa:03"}
 	fw := testkit.StartTapfwdOn(t, bed, exe(t), args...)
-	ports := vhostPorts(t, bed)
+	ports := vhostPorts(t, bed, 2)
 	checkVhostPorts(t, bed, dir, ports)
 
 	const mib = 4
@@ -106,7 +106,7 @@ func TestVhostUserGuests(t *testing.T) {
 		socketsGone(t, how, dir)
 		fw = testkit.StartTapfwdOn(t, bed, exe(t), args...)
 		vhostGap(t, g1, how, down, readyAt(t, fw))
-		if p := vhostPorts(t, bed); p[0].MAC != ports[0].MAC || p[0].Socket != ports[0].Socket {
+		if p := vhostPorts(t, bed, 2); p[0].MAC != ports[0].MAC || p[0].Socket != ports[0].Socket {
 			t.Errorf("after %s port 0 is %s at %s, was %s at %s", how, p[0].MAC, p[0].Socket, ports[0].MAC, ports[0].Socket)
 		}
 	}
@@ -116,8 +116,8 @@ func TestVhostUserGuests(t *testing.T) {
 	socketsGone(t, "the last SIGTERM", dir)
 }
 
-// vhostPorts reads the vhost-user ports from /status.
-func vhostPorts(t *testing.T, bed *testbed.Bed) []PortStatus {
+// vhostPorts reads the vhost-user ports from /status; there must be n.
+func vhostPorts(t *testing.T, bed *testbed.Bed, n int) []PortStatus {
 	t.Helper()
 	code, body, err := testkit.HTTPGet(t, bed, bed.FwdNS, "http://"+testkit.MetricsAddr+"/status")
 	if err != nil || code != 200 {
@@ -133,8 +133,8 @@ func vhostPorts(t *testing.T, bed *testbed.Bed) []PortStatus {
 			out = append(out, p)
 		}
 	}
-	if len(out) != 2 {
-		t.Fatalf("status lists %d vhost-user ports, want 2:\n%s", len(out), body)
+	if len(out) != n {
+		t.Fatalf("status lists %d vhost-user ports, want %d:\n%s", len(out), n, body)
 	}
 	return out
 }
@@ -172,7 +172,7 @@ func checkVhostPorts(t *testing.T, bed *testbed.Bed, dir string, ports []PortSta
 func waitPortState(t *testing.T, bed *testbed.Bed, i int, state string) {
 	t.Helper()
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
-		p := vhostPorts(t, bed)[i]
+		p := vhostPorts(t, bed, 2)[i]
 		if p.State == state {
 			return
 		}
@@ -252,7 +252,7 @@ func checkGuestTraffic(t *testing.T, g1, g2 *testkit.Guest, srv *testkit.DataSer
 // counters, GSO frames from guest1 and states in /metrics.
 func checkVhostMetrics(t *testing.T, bed *testbed.Bed, ports []PortStatus, mib int) {
 	t.Helper()
-	st := vhostPorts(t, bed)
+	st := vhostPorts(t, bed, 2)
 	for _, f := range []string{"host_tso4", "guest_tso4", "csum", "guest_csum", "mrg_rxbuf", "version_1"} {
 		if !slices.Contains(st[0].Features, f) {
 			t.Errorf("port 0 negotiated %v, without %s", st[0].Features, f)
@@ -488,4 +488,48 @@ func TestVhostUserErrors(t *testing.T) {
 	if _, err := bed.Run(context.Background(), bed.FwdNS, "ip", "link", "show", bed.LabIf); err == nil {
 		t.Error("a failed start left the TAP")
 	}
+}
+
+// TestVhostUserLibvirt: a real libvirtd (Debian's) boots the test guest
+// under TCG from the <interface type='vhostuser'> and <memoryBacking>
+// elements tapfwd prints for a port; the guest pings the wire host and
+// moves 2 MiB each way with matching checksums.
+func TestVhostUserLibvirt(t *testing.T) {
+	testkit.NeedRoot(t)
+	kernel, initrd := testkit.VMGuestImage(t)
+	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	testkit.StartTapfwdOn(t, bed, exe(t), "--vhost-user", filepath.Join(dir, "vhost"), "--vm-ports", "1")
+	p := vhostPorts(t, bed, 1)[0]
+	lv := testkit.StartLibvirtd(t, bed.LabNS)
+	const mib = 2
+	srv := testkit.StartDataServer(t, bed, mib<<20)
+	sub := bed.WireAddr.Addr().As4()
+	addr := netip.AddrFrom4([4]byte{sub[0], sub[1], sub[2], 31})
+	name := "tfw-" + bed.ID + "-vhu"
+	con := testkit.Console{Path: filepath.Join(dir, name+".console")}
+	cmdline := fmt.Sprintf("console=ttyS0 panic=-1 quiet tfw.addr=%s/24 tfw.gw=%s tfw.tx=%d tfw.rx=%d tfw.mib=%d",
+		addr, bed.WireAddr.Addr(), srv.TxPort, srv.RxPort, mib)
+	xml := filepath.Join(dir, name+".xml")
+	os.WriteFile(xml, []byte(testkit.VhostDomainXML(name, kernel, initrd, cmdline, p.Libvirt, p.LibvirtMemory, con.Path)), 0o644)
+	start := time.Now()
+	if _, err := lv.Virsh("create", xml); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := con.Wait(ctx); err != nil {
+		t.Fatalf("%v; console:\n%s", err, con.Output())
+	}
+	if v, _ := con.Line("ping " + bed.WireAddr.Addr().String()); v != "ok" {
+		t.Errorf("ping the wire host: %q", v)
+	}
+	got, sent, ok := srv.Results(addr)
+	tx, _ := con.Line("tx")
+	rx, _ := con.Line("rx")
+	if !ok || tx != fmt.Sprintf("ok bytes=%d sha256=%s", mib<<20, got.Sum) || rx != fmt.Sprintf("ok bytes=%d sha256=%s", mib<<20, sent.Sum) {
+		t.Errorf("guest said tx %q rx %q; wire host got %+v, sent %+v", tx, rx, got, sent)
+	}
+	t.Logf("libvirt guest on %s: ping ok, %d MiB each way, hashes match, %.1f s after virsh create", p.Socket, mib, time.Since(start).Seconds())
 }
