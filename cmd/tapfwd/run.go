@@ -335,6 +335,7 @@ func (d *daemon) forward() error {
 		}
 	}
 	logTotals(d.log, d.fw)
+	d.logVhostTotals()
 	switch {
 	case ctx.Err() != nil && errors.Is(err, forward.ErrNICGone):
 		return nil // stopped by a signal while waiting

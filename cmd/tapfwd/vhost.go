@@ -169,20 +169,6 @@ func (d *daemon) guestPorts() ([]forward.GuestPort, error) {
 	return out, nil
 }
 
-// explainVhost adds the flag to change to what went wrong with a socket
-// or the directory.
-func explainVhost(err error) error {
-	switch {
-	case errors.Is(err, vhostuser.ErrPathTooLong):
-		return fmt.Errorf("--vhost-user: %w (choose a shorter directory, or a shorter --tap)", err)
-	case errors.Is(err, vhostuser.ErrNotSocket):
-		return fmt.Errorf("--vhost-user: %w (remove it, or choose another directory)", err)
-	case errors.Is(err, fs.ErrPermission), errors.Is(err, unix.EROFS):
-		return fmt.Errorf("--vhost-user: %w (the directory must be writable to tapfwd as it starts: choose another)", err)
-	}
-	return fmt.Errorf("--vhost-user: %w", err)
-}
-
 // The guest's memory must be shared with tapfwd: a memfd backend, and
 // -m as large as its size.
 const (
