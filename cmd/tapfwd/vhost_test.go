@@ -27,7 +27,7 @@ import (
 //     way to the wire host with matching SHA-256; its TSO is on (the
 //     negotiated features include host_tso4) and its GSO super-frames are
 //     counted on the way out and reach the wire whole; guest 2 pings the
-//     wire host and guest 1;
+//     wire host, guest 1 and the lab host's address on the TAP;
 //   - guest 2's QEMU killed with SIGKILL: tapfwd's memfd mappings and fds
 //     go back to what they were before guest 2 connected;
 //   - tapfwd stopped with SIGTERM and started again, then killed with
@@ -60,7 +60,7 @@ func TestVhostUserGuests(t *testing.T) {
 	maps0, fds0 := tapfwdFds(t, fw)
 	t.Logf("guest1 running after %.1f s; tapfwd before guest2: %d memfd mappings, fds %+v", time.Since(start).Seconds(), maps0, fds0)
 	g2 := testkit.BootVhostGuest(t, bed, "guest2", kernel, initrd, guestVhostPort(ports[1]), addr(12),
-		"tfw.gw="+gw, "tfw.ping="+addr(11).Addr().String())
+		"tfw.gw="+gw, "tfw.ping="+addr(11).Addr().String()+","+bed.LabAddr.Addr().String())
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	for _, g := range []*testkit.Guest{g1, g2} {
@@ -78,13 +78,14 @@ func TestVhostUserGuests(t *testing.T) {
 	if !strings.Contains(fw.Output(), `msg="dropped privileges" user=nobody`) {
 		t.Errorf("tapfwd did not drop privileges:\n%s", fw.Output())
 	}
-	checkGuestTraffic(t, g1, g2, srv, gw, mib)
+	checkGuestTraffic(t, g1, g2, srv, gw, bed.LabAddr.Addr().String(), mib)
 	capture.Finish()
 	t.Logf("guest1 -> wire, seen on %s: %v", bed.WireIf, capture)
 	if capture.Big == 0 {
 		t.Errorf("guest1's TCP data reached the wire only in MTU-sized frames (%v): GSO was lost on the way", capture)
 	}
 	checkVhostMetrics(t, bed, ports, mib)
+	t.Logf("tapfwd status:\n%s", testkit.BedRun(t, bed, bed.FwdNS, exe(t), "status"))
 
 	// SIGKILL guest2's QEMU: what it gave tapfwd goes.
 	g2.Kill()
@@ -213,12 +214,12 @@ func waitFds(t *testing.T, fw *testbed.Process, maps0 int, fds0 vhostusertest.Fd
 }
 
 // checkGuestTraffic: the pings, the transfers and the negotiated offloads.
-func checkGuestTraffic(t *testing.T, g1, g2 *testkit.Guest, srv *testkit.DataServer, gw string, mib int) {
+func checkGuestTraffic(t *testing.T, g1, g2 *testkit.Guest, srv *testkit.DataServer, gw, labAddr string, mib int) {
 	t.Helper()
 	for _, c := range []struct {
 		g     *testkit.Guest
 		peers []string
-	}{{g1, []string{gw, g2.Addr.String()}}, {g2, []string{gw, g1.Addr.String()}}} {
+	}{{g1, []string{gw, g2.Addr.String()}}, {g2, []string{gw, g1.Addr.String(), labAddr}}} {
 		for _, dst := range c.peers {
 			if v, _ := c.g.Line("ping " + dst); v != "ok" {
 				t.Errorf("%s: ping %s: %q", c.g.Name, dst, v)
