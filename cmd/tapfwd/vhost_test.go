@@ -57,7 +57,7 @@ func TestVhostUserGuests(t *testing.T) {
 		"tfw.gw="+gw, "tfw.ping="+addr(12).Addr().String(), fmt.Sprintf("tfw.tx=%d", srv.TxPort),
 		fmt.Sprintf("tfw.rx=%d", srv.RxPort), fmt.Sprintf("tfw.mib=%d", mib), fmt.Sprintf("tfw.pingi=%g", pingEvery.Seconds()))
 	waitPortState(t, bed, 0, "running")
-	maps0, fds0 := tapfwdFds(t, fw)
+	maps0, fds0 := settledFds(t, fw)
 	t.Logf("guest1 running after %.1f s; tapfwd before guest2: %d memfd mappings, fds %+v", time.Since(start).Seconds(), maps0, fds0)
 	g2 := testkit.BootVhostGuest(t, bed, "guest2", kernel, initrd, guestVhostPort(ports[1]), addr(12),
 		"tfw.gw="+gw, "tfw.ping="+addr(11).Addr().String()+","+bed.LabAddr.Addr().String())
@@ -69,7 +69,7 @@ func TestVhostUserGuests(t *testing.T) {
 		}
 	}
 	t.Logf("both guests done %.1f s after the first boot", time.Since(start).Seconds())
-	if maps, fds := tapfwdFds(t, fw); maps != maps0+1 || fds.Eventfds <= fds0.Eventfds || fds.Sockets != fds0.Sockets+1 {
+	if maps, fds := settledFds(t, fw); maps != maps0+1 || fds.Eventfds <= fds0.Eventfds || fds.Sockets != fds0.Sockets+1 {
 		t.Errorf("with guest2 running tapfwd has %d memfd mappings and fds %+v: want one mapping, its eventfds and its connection more than %d, %+v",
 			maps, fds, maps0, fds0)
 	} else {
@@ -106,11 +106,12 @@ func TestVhostUserGuests(t *testing.T) {
 		}
 		socketsGone(t, how, dir)
 		fw = testkit.StartTapfwdOn(t, bed, exe(t), args...)
-		vhostGap(t, g1, how, down, readyAt(t, fw))
+		vhostGap(t, g1, how, down, waitReady(t, fw))
 		if p := vhostPorts(t, bed, 2); p[0].MAC != ports[0].MAC || p[0].Socket != ports[0].Socket {
 			t.Errorf("after %s port 0 is %s at %s, was %s at %s", how, p[0].MAC, p[0].Socket, ports[0].MAC, ports[0].Socket)
 		}
 	}
+	t.Logf("guest1's eth0 carrier changes: %v", carrierChanges(g1))
 	if err := fw.Stop(); err != nil {
 		t.Errorf("the last stop: %v", err)
 	}
@@ -193,6 +194,22 @@ func tapfwdFds(t *testing.T, fw *testbed.Process) (int, vhostusertest.Fds) {
 	fds, err := vhostusertest.CountFds(fw.Pid())
 	if err != nil {
 		t.Fatal(err)
+	}
+	return maps, fds
+}
+
+// settledFds is tapfwdFds once two readings 200 ms apart agree (the
+// metrics server closes the test's connections a moment after answering).
+func settledFds(t *testing.T, fw *testbed.Process) (int, vhostusertest.Fds) {
+	t.Helper()
+	maps, fds := tapfwdFds(t, fw)
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		time.Sleep(200 * time.Millisecond)
+		m, f := tapfwdFds(t, fw)
+		if m == maps && f == fds {
+			break
+		}
+		maps, fds = m, f
 	}
 	return maps, fds
 }
@@ -293,6 +310,19 @@ func socketsGone(t *testing.T, what, dir string) {
 			t.Fatalf("%s: left in %s: %v", what, dir, left)
 		}
 	}
+}
+
+// waitReady waits up to 10 s for tapfwd's ready line (every worker in its
+// loop: on a busy machine a guest port's worker may get there after the
+// lab already answers) and returns when it was logged.
+func waitReady(t *testing.T, fw *testbed.Process) time.Time {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !readyLine.MatchString(fw.Output()); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			break
+		}
+	}
+	return readyAt(t, fw)
 }
 
 // vhostGap measures a restart as the guest saw it: from the last reply
