@@ -164,5 +164,24 @@ func (f *Forwarder) DropReasons() (fromNIC, fromTAP []DropReason) {
 	return fromNIC, fromTAP
 }
 
+// GuestDropReasons are the reasons a guest port's frames can be dropped for
+// under the workers' configuration: fromGuest what the guest sent
+// (GuestCounters.From), toGuest what was for it (GuestCounters.To).
+func (f *Forwarder) GuestDropReasons() (fromGuest, toGuest []DropReason) {
+	q := f.queues[0]
+	fromGuest = []DropReason{DropOversize, DropBadHdr, DropNICRefused, DropNICBusy, DropTAPWrite}
+	if q.strict {
+		fromGuest = append(fromGuest, DropSpoofed)
+	}
+	if q.l2.DenyVLANs {
+		fromGuest = append(fromGuest, DropGuestVLAN)
+	}
+	if q.l2.DropControl {
+		fromGuest = append(fromGuest, DropL2Control)
+	}
+	toGuest = []DropReason{DropGuestBusy, DropGuestRefused, DropSegment, DropBadHdr}
+	return fromGuest, toGuest
+}
+
 // Merging reports whether userspace GRO is on.
 func (f *Forwarder) Merging() bool { return f.queues[0].gro != nil }

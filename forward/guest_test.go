@@ -301,3 +301,25 @@ func TestZeroAllocsGuests(t *testing.T) {
 		t.Errorf("nothing moved: to guest %d, from guest %d", g.C.To.Tx.Packets.Load(), g.C.From.Tx.Packets.Load())
 	}
 }
+
+// GuestDropReasons lists what a guest's frames can be dropped for: the L2
+// policy's reasons only when it is on, the inbox's and the guest's own
+// refusals toward it.
+func TestGuestDropReasons(t *testing.T) {
+	has := func(rs []DropReason, r DropReason) bool {
+		for _, x := range rs {
+			if x == r {
+				return true
+			}
+		}
+		return false
+	}
+	from, to := newSegment(t, Config{}).f.GuestDropReasons()
+	if has(from, DropGuestVLAN) || has(from, DropL2Control) || !has(from, DropNICBusy) || !has(to, DropGuestBusy) || !has(to, DropGuestRefused) {
+		t.Errorf("default: from the guest %v, to it %v", from, to)
+	}
+	from, _ = newSegment(t, Config{L2: L2Policy{DenyVLANs: true, DropControl: true}}).f.GuestDropReasons()
+	if !has(from, DropGuestVLAN) || !has(from, DropL2Control) {
+		t.Errorf("with the L2 policy: from the guest %v", from)
+	}
+}

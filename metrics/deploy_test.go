@@ -57,6 +57,13 @@ func exported(t *testing.T) map[string]bool {
 		}
 		mfs = append(mfs, got...)
 	}
+	// With a vhost-user port, for its series.
+	gsrc, _ := guestSource(t)
+	got, err := NewRegistry(NewCollector(gsrc)).Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mfs = append(mfs, got...)
 	names := map[string]bool{"up": true}
 	for _, mf := range mfs {
 		n := mf.GetName()
@@ -69,7 +76,7 @@ func exported(t *testing.T) map[string]bool {
 	}
 	// Every described metric must also have appeared.
 	ch := make(chan *prometheus.Desc, 64)
-	NewCollector(src).Describe(ch)
+	NewCollector(gsrc).Describe(ch)
 	close(ch)
 	fq := regexp.MustCompile(`fqName: "([^"]+)"`)
 	for d := range ch {

@@ -15,6 +15,7 @@ import (
 	"github.com/tapfwd/tapfwd/internal/buildinfo"
 	"github.com/tapfwd/tapfwd/netns"
 	"github.com/tapfwd/tapfwd/tap"
+	"github.com/tapfwd/tapfwd/vhostuser"
 )
 
 // Source is what the collector reads.
@@ -27,9 +28,24 @@ type Source struct {
 	// out the tapfwd_netdev_* metrics.
 	LinkStats func(device string) (netns.LinkStats, error)
 	// VMPorts lists the VM ports (macvtap) on the TAP, read with LinkStats;
-	// nil leaves out the tapfwd_vm_port_* metrics.
+	// nil leaves out their tapfwd_vm_port_* series.
 	VMPorts func() ([]string, error)
+	// GuestPorts are the vhost-user VM ports, whose counters are their
+	// workers' (Forwarder.Guests); exported in the tapfwd_vm_port_*
+	// families beside the macvtaps'.
+	GuestPorts []GuestPort
 }
+
+// GuestPort is one vhost-user VM port.
+type GuestPort struct {
+	Name  string                 // the "port" label
+	State func() vhostuser.State // where it stands now
+	Guest *forward.Guest         // its worker, whose counters are read
+}
+
+// NetdevReason is the drop reason of a macvtap VM port's drops: the
+// kernel's own counters of its netdev (rx_dropped, tx_dropped).
+const NetdevReason = "netdev"
 
 // KernelRing is the drop reason for frames the kernel dropped because a
 // packet socket's receive queue was full (PACKET_STATISTICS tp_drops).
@@ -70,9 +86,11 @@ var (
 	buildInfo = prometheus.NewDesc(ns+"_build_info", "tapfwd's version, VCS revision and Go version.", []string{"version", "revision", "goversion"}, nil)
 	ndDrops   = prometheus.NewDesc(ns+"_netdev_drops_total", "The kernel's own drop counters of the device (rx_dropped, tx_dropped): for the TAP, rx counts frames tapfwd wrote that the kernel dropped, tx frames the lab sent that tapfwd did not read (or sent while no tapfwd was attached).", []string{"device", "direction"}, nil)
 	dpd       = []string{"device", "port", "direction"}
-	vmPackets = prometheus.NewDesc(ns+"_vm_port_packets_total", "Frames of a VM port (macvtap) netdev: rx toward its guest, tx from it.", dpd, nil)
+	vmPackets = prometheus.NewDesc(ns+"_vm_port_packets_total", "Frames of a VM port: rx handed to its guest, tx the guest sent (a macvtap's netdev counters; a vhost-user port's worker).", dpd, nil)
 	vmBytes   = prometheus.NewDesc(ns+"_vm_port_bytes_total", "Bytes of those frames.", dpd, nil)
-	vmDrops   = prometheus.NewDesc(ns+"_vm_port_drops_total", "Frames the VM port dropped (rx_dropped: the guest did not read them; tx_dropped).", dpd, nil)
+	vmDrops   = prometheus.NewDesc(ns+"_vm_port_drops_total", "Frames of a VM port dropped, by reason: rx toward the guest, tx from it (reason netdev: a macvtap's rx_dropped and tx_dropped; a vhost-user port's by tapfwd_drops_total's reasons).", []string{"device", "port", "direction", "reason"}, nil)
+	vmGSO     = prometheus.NewDesc(ns+"_vm_port_gso_frames_total", "GSO super-frames a vhost-user port's guest sent.", []string{"device", "port"}, nil)
+	vmState   = prometheus.NewDesc(ns+"_vm_port_state", "1 for the state a vhost-user port is in, 0 for the others: listening (no front-end), connected, running (frames move), broken (the guest broke the virtqueue rules).", []string{"device", "port", "state"}, nil)
 	scrapeErr = prometheus.NewDesc(ns+"_scrape_errors", "Kernel counters that could not be read, and series that could not be built, during this scrape.", nil, nil)
 )
 
@@ -92,7 +110,7 @@ func NewCollector(src Source) *Collector {
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{packets, bytes, drops, errs, gso, segments,
-		batch, merged, tapInfo, queueInfo, buildInfo, ndDrops, vmPackets, vmBytes, vmDrops, scrapeErr} {
+		batch, merged, tapInfo, queueInfo, buildInfo, ndDrops, vmPackets, vmBytes, vmDrops, vmGSO, vmState, scrapeErr} {
 		ch <- d
 	}
 }
@@ -185,6 +203,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	if s.VMPorts != nil && s.LinkStats != nil {
 		c.collectVMPorts(sc)
 	}
+	if s.Forwarder != nil && len(s.GuestPorts) > 0 {
+		c.collectGuestPorts(sc)
+	}
 	sc.gauge(scrapeErr, float64(sc.failed))
 }
 
@@ -240,8 +261,41 @@ func (c *Collector) collectVMPorts(sc *scrape) {
 		sc.counter(vmBytes, st.RxBytes, s.TAP, p, rx)
 		sc.counter(vmPackets, st.TxPackets, s.TAP, p, tx)
 		sc.counter(vmBytes, st.TxBytes, s.TAP, p, tx)
-		sc.counter(vmDrops, st.RxDropped, s.TAP, p, rx)
-		sc.counter(vmDrops, st.TxDropped, s.TAP, p, tx)
+		sc.counter(vmDrops, st.RxDropped, s.TAP, p, rx, NetdevReason)
+		sc.counter(vmDrops, st.TxDropped, s.TAP, p, tx, NetdevReason)
+	}
+}
+
+// guestStates are the values of tapfwd_vm_port_state's state label.
+var guestStates = []vhostuser.State{vhostuser.StateListening, vhostuser.StateConnected, vhostuser.StateRunning, vhostuser.StateBroken}
+
+// collectGuestPorts sends the vhost-user ports' counters: rx is what their
+// workers handed the guest, tx what the guest sent; drops only for the
+// reasons that can happen.
+func (c *Collector) collectGuestPorts(sc *scrape) {
+	s := &c.src
+	fromGuest, toGuest := s.Forwarder.GuestDropReasons()
+	for _, p := range s.GuestPorts {
+		from, to := &p.Guest.C.From, &p.Guest.C.To
+		sc.counter(vmPackets, to.Tx.Packets.Load(), s.TAP, p.Name, rx)
+		sc.counter(vmBytes, to.Tx.Bytes.Load(), s.TAP, p.Name, rx)
+		sc.counter(vmPackets, from.Rx.Packets.Load(), s.TAP, p.Name, tx)
+		sc.counter(vmBytes, from.Rx.Bytes.Load(), s.TAP, p.Name, tx)
+		for _, r := range toGuest {
+			sc.counter(vmDrops, to.Drops[r].Load(), s.TAP, p.Name, rx, r.String())
+		}
+		for _, r := range fromGuest {
+			sc.counter(vmDrops, from.Drops[r].Load(), s.TAP, p.Name, tx, r.String())
+		}
+		sc.counter(vmGSO, from.GSO.Load(), s.TAP, p.Name)
+		now := p.State()
+		for _, st := range guestStates {
+			v := 0.0
+			if st == now {
+				v = 1
+			}
+			sc.gauge(vmState, v, s.TAP, p.Name, st.String())
+		}
 	}
 }
 

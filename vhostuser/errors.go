@@ -19,6 +19,12 @@ var (
 	ErrGuest = errors.New("vhostuser: guest broke the virtqueue rules")
 	// ErrClosed: the port was closed.
 	ErrClosed = errors.New("vhostuser: port closed")
+	// ErrPathTooLong: the socket path does not fit a unix socket address
+	// (with the temporary name Listen binds first).
+	ErrPathTooLong = errors.New("vhostuser: socket path too long")
+	// ErrNotSocket: a file that is not a socket is where the socket goes;
+	// Listen replaces only sockets.
+	ErrNotSocket = errors.New("vhostuser: not a socket")
 )
 
 func protoErr(req uint32, format string, args ...any) error {

@@ -1,5 +1,7 @@
 package vhostuser
 
+import "fmt"
+
 // Virtio feature bits the port offers (include/uapi/linux/virtio_net.h,
 // virtio_ring.h, virtio_config.h; VHOST_USER_F_PROTOCOL_FEATURES from QEMU
 // docs/interop/vhost-user.rst). QEMU passes a vhost-user net device's
@@ -62,4 +64,32 @@ func offloadsOf(f uint64) Offloads {
 		Csum: has(FeatureNetGuestCsum), TSO4: has(FeatureNetGuestTSO4), TSO6: has(FeatureNetGuestTSO6),
 		ECN: has(FeatureNetGuestECN), USO4: has(FeatureNetGuestUSO4), USO6: has(FeatureNetGuestUSO6),
 	}
+}
+
+var featureNames = map[uint]string{
+	FeatureNetCsum: "csum", FeatureNetGuestCsum: "guest_csum", FeatureNetMTU: "mtu",
+	FeatureNetGuestTSO4: "guest_tso4", FeatureNetGuestTSO6: "guest_tso6", FeatureNetGuestECN: "guest_ecn",
+	FeatureNetHostTSO4: "host_tso4", FeatureNetHostTSO6: "host_tso6", FeatureNetHostECN: "host_ecn",
+	FeatureNetMrgRxbuf: "mrg_rxbuf", FeatureAnyLayout: "any_layout", FeatureRingIndirectDesc: "indirect_desc",
+	FeatureRingEventIdx: "event_idx", FeatureProtocolFeatures: "protocol_features", FeatureVersion1: "version_1",
+	FeatureNetGuestUSO4: "guest_uso4", FeatureNetGuestUSO6: "guest_uso6", FeatureNetHostUSO: "host_uso",
+}
+
+// FeatureNames names the feature bits of f the port knows, lowest bit
+// first, in the lower case of the VIRTIO_NET_F_ and VIRTIO_F_ names
+// ("host_tso4": the guest may send TCPv4 GSO frames); other bits as
+// "bitN".
+func FeatureNames(f uint64) []string {
+	var out []string
+	for b := uint(0); b < 64; b++ {
+		if f&(1<<b) == 0 {
+			continue
+		}
+		if n, ok := featureNames[b]; ok {
+			out = append(out, n)
+		} else {
+			out = append(out, fmt.Sprintf("bit%d", b))
+		}
+	}
+	return out
 }

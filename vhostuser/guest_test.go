@@ -240,9 +240,14 @@ func TestNoInterruptFlag(t *testing.T) {
 func TestDisabledRings(t *testing.T) {
 	p := newPort(t, vhostuser.Config{})
 	d := p.dial(t, vhostusertest.Config{})
+	// With need_reply, so that both rings are off before the guest sends:
+	// EventStopped comes with the first.
 	for i := range 2 {
-		if err := d.Request(vhostusertest.ReqSetVringEnable, vhostusertest.FlagVersion, state(uint32(i), 0)); err != nil {
+		if err := d.Request(vhostusertest.ReqSetVringEnable, vhostusertest.FlagVersion|vhostusertest.FlagNeedReply, state(uint32(i), 0)); err != nil {
 			t.Fatal(err)
+		}
+		if r, err := d.Reply(vhostusertest.ReqSetVringEnable); err != nil || le64(r) != 0 {
+			t.Fatalf("SET_VRING_ENABLE %d 0: reply %x, %v", i, r, err)
 		}
 	}
 	p.wait(t, vhostuser.EventStopped)

@@ -24,6 +24,9 @@ type Config struct {
 	Mode os.FileMode
 	// Owner of the socket file; nil leaves it to the process.
 	Owner *Owner
+	// KeepSocket makes Close leave the socket file where it is (a later
+	// Listen at the same path replaces it); by default Close removes it.
+	KeepSocket bool
 	// Features limits the virtio features offered (a subset of
 	// SupportedFeatures); 0 offers all of them.
 	Features uint64
@@ -208,7 +211,7 @@ func (p *Port) closeFds() {
 }
 
 // Close stops serving, sends the front-end away, releases its memory and
-// fds and removes the socket. Fd must no longer be polled.
+// fds and removes the socket (unless Config.KeepSocket). Fd must no longer be polled.
 func (p *Port) Close() error {
 	p.closeOnce.Do(func() {
 		p.closing.Store(true)
@@ -226,7 +229,9 @@ func (p *Port) Close() error {
 		close(p.events)
 		p.mu.Unlock()
 		p.evwg.Wait()
-		removeSocket(p.path, p.ino)
+		if !p.cfg.KeepSocket {
+			removeSocket(p.path, p.ino)
+		}
 		p.log.Info("vhost-user port closed")
 	})
 	return nil

@@ -21,19 +21,13 @@ const maxSunPath = 107
 // permissions, and a stale socket at path is replaced in one step. It
 // returns the socket file's inode, so Close removes only its own.
 func listenSocket(path string, mode os.FileMode, owner *Owner) (*net.UnixListener, uint64, error) {
-	if path == "" {
-		return nil, 0, errors.New("vhostuser: no socket path")
-	}
 	if mode == 0 {
 		mode = 0o600
 	}
-	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+"."+strconv.Itoa(os.Getpid()))
-	if len(tmp) > maxSunPath {
-		return nil, 0, fmt.Errorf("vhostuser: socket path %q is too long: at most %d bytes here", path, maxSunPath-(len(tmp)-len(path)))
+	if err := CheckPath(path); err != nil {
+		return nil, 0, err
 	}
-	if fi, err := os.Lstat(path); err == nil && fi.Mode()&fs.ModeSocket == 0 {
-		return nil, 0, fmt.Errorf("vhostuser: %s exists and is not a socket", path)
-	}
+	tmp := tmpName(path)
 	_ = os.Remove(tmp)
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: tmp, Net: "unix"})
 	if err != nil {
@@ -63,11 +57,65 @@ func listenSocket(path string, mode os.FileMode, owner *Owner) (*net.UnixListene
 	return ln, fi.Sys().(*syscall.Stat_t).Ino, nil
 }
 
+// tmpName is the name listenSocket binds under before it renames.
+func tmpName(path string) string {
+	return filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+"."+strconv.Itoa(os.Getpid()))
+}
+
+// CheckPath says whether Listen can make a socket at path, as far as the
+// path itself goes: it fits a unix socket address (ErrPathTooLong) and
+// nothing but a socket is there (ErrNotSocket). Whether the directory
+// takes it shows only when Listen binds.
+func CheckPath(path string) error {
+	if path == "" {
+		return errors.New("vhostuser: no socket path")
+	}
+	if extra := len(tmpName(path)) - len(path); len(path)+extra > maxSunPath {
+		return fmt.Errorf("%w: %q has %d bytes, at most %d fit here", ErrPathTooLong, path, len(path), maxSunPath-extra)
+	}
+	if fi, err := os.Lstat(path); err == nil && fi.Mode()&fs.ModeSocket == 0 {
+		return fmt.Errorf("%w: %s exists and is a %s", ErrNotSocket, path, fileKind(fi.Mode()))
+	}
+	return nil
+}
+
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "directory"
+	case m&fs.ModeSymlink != 0:
+		return "symbolic link"
+	case m.IsRegular():
+		return "regular file"
+	}
+	return "special file"
+}
+
+// SocketFile names a port's socket file: its path and inode, so that
+// another process (one that keeps the right to remove it after the port's
+// own dropped it) can remove it later if it is still that file.
+type SocketFile struct {
+	Path string `json:"path"`
+	Ino  uint64 `json:"ino"`
+}
+
+// SocketFile is the socket file Listen made.
+func (p *Port) SocketFile() SocketFile { return SocketFile{Path: p.path, Ino: p.ino} }
+
+// RemoveSocketFile removes f.Path if it is still the socket f names; a
+// socket a later Listen put there stays.
+func RemoveSocketFile(f SocketFile) error {
+	fi, err := os.Lstat(f.Path)
+	if err != nil || fi.Mode()&fs.ModeSocket == 0 || fi.Sys().(*syscall.Stat_t).Ino != f.Ino {
+		return nil
+	}
+	if err := os.Remove(f.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("vhostuser: %w", err)
+	}
+	return nil
+}
+
 // removeSocket removes path if it is still the port's socket (ino).
 func removeSocket(path string, ino uint64) {
-	fi, err := os.Lstat(path)
-	if err != nil || fi.Mode()&fs.ModeSocket == 0 || fi.Sys().(*syscall.Stat_t).Ino != ino {
-		return
-	}
-	_ = os.Remove(path)
+	_ = RemoveSocketFile(SocketFile{Path: path, Ino: ino})
 }

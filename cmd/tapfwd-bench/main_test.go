@@ -98,11 +98,19 @@ func startForwarder(t *testing.T, args ...string) (*testbed.Bed, *testbed.Proces
 
 // cliCase is one command line run in process: its exit status and a
 // string its output must contain.
-type cliCase = clitest.Case
+type cliCase struct {
+	args []string
+	code int
+	want string
+}
 
 func checkCLI(t *testing.T, cases []cliCase) {
 	t.Helper()
-	clitest.Check(t, "tapfwd-bench", run, cases)
+	cs := make([]clitest.Case, len(cases))
+	for i, c := range cases {
+		cs[i] = clitest.Case{Args: c.args, Code: c.code, Want: c.want}
+	}
+	clitest.Check(t, "tapfwd-bench", run, cs)
 }
 
 func oneLineError(t *testing.T, name string, cmd *exec.Cmd, want string) {
@@ -110,8 +118,8 @@ func oneLineError(t *testing.T, name string, cmd *exec.Cmd, want string) {
 	clitest.OneLineError(t, name, cmd, want)
 }
 
-// asNobody runs tapfwd-bench args as user nobody without capabilities and checks
-// for a one-line error containing want.
+// asNobody runs tapfwd-bench args as user nobody without capabilities and
+// checks for a one-line error containing want.
 func asNobody(t *testing.T, want string, args ...string) {
 	t.Helper()
 	clitest.AsNobody(t, "tapfwd-bench", exe(t), want, args...)

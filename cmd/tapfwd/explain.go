@@ -3,8 +3,12 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/tapfwd/tapfwd/tap"
+	"github.com/tapfwd/tapfwd/vhostuser"
 	"github.com/tapfwd/tapfwd/vmport"
 )
 
@@ -36,4 +40,18 @@ func explain(err error) error {
 		return fmt.Errorf("%w: choose another --name", err)
 	}
 	return err
+}
+
+// explainVhost adds the flag to change to what went wrong with a socket
+// or the directory.
+func explainVhost(err error) error {
+	switch {
+	case errors.Is(err, vhostuser.ErrPathTooLong):
+		return fmt.Errorf("--vhost-user: %w (choose a shorter directory, or a shorter --tap)", err)
+	case errors.Is(err, vhostuser.ErrNotSocket):
+		return fmt.Errorf("--vhost-user: %w (remove it, or choose another directory)", err)
+	case errors.Is(err, fs.ErrPermission), errors.Is(err, unix.EROFS):
+		return fmt.Errorf("--vhost-user: %w (the directory must be writable to tapfwd as it starts: choose another)", err)
+	}
+	return fmt.Errorf("--vhost-user: %w", err)
 }

@@ -3,11 +3,15 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/tapfwd/tapfwd/netns"
 	"github.com/tapfwd/tapfwd/tap"
+	"github.com/tapfwd/tapfwd/vhostuser"
 	"github.com/tapfwd/tapfwd/vmport"
 )
 
@@ -44,5 +48,25 @@ func TestExplain(t *testing.T) {
 	}
 	if explain(nil) != nil {
 		t.Error("explain(nil) is not nil")
+	}
+}
+
+// TestExplainVhost: what --vhost-user can do about a socket path or its
+// directory.
+func TestExplainVhost(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("%w: %q has 120 bytes, at most 101 fit here", vhostuser.ErrPathTooLong, "/x"), "(choose a shorter directory, or a shorter --tap)"},
+		{fmt.Errorf("%w: /x exists and is a regular file", vhostuser.ErrNotSocket), "(remove it, or choose another directory)"},
+		{fmt.Errorf("/x: %w", os.NewSyscallError("access", unix.EROFS)), "(the directory must be writable to tapfwd as it starts: choose another)"},
+		{fmt.Errorf("listen: %w", os.NewSyscallError("bind", unix.EACCES)), "(the directory must be writable to tapfwd as it starts: choose another)"},
+		{errors.New("/x is not a directory"), ""},
+	} {
+		got := explainVhost(tc.err)
+		if !errors.Is(got, tc.err) || got.Error() != strings.TrimSpace("--vhost-user: "+tc.err.Error()+" "+tc.want) {
+			t.Errorf("explainVhost(%q) = %q, want the error with --vhost-user and %q", tc.err, got, tc.want)
+		}
 	}
 }

@@ -53,6 +53,7 @@ type daemon struct {
 	nic   *net.Interface
 	dev   *tap.Device
 	ports []vmport.Port
+	vhost []*vhostPort     // --vhost-user
 	host  *vmport.HostPort // --host-port
 	rc    ring.Config
 	socks []*ring.Socket
@@ -68,7 +69,7 @@ type daemon struct {
 // start sets everything up, in the order that lets each step use the one
 // before; once privileges are dropped it only starts serving metrics.
 func (d *daemon) start() error {
-	steps := []func() error{d.lookup, d.openTAP, d.addVMPorts, d.addHostPort, d.startDHCP, d.openNIC, d.tuneNAPI, d.newForwarder, d.listenMetrics, d.dropPrivileges, d.serveMetrics}
+	steps := []func() error{d.lookup, d.prepareVhost, d.openTAP, d.addVMPorts, d.addHostPort, d.startDHCP, d.openNIC, d.tuneNAPI, d.newForwarder, d.listenMetrics, d.dropPrivileges, d.serveMetrics}
 	for _, step := range steps {
 		if err := step(); err != nil {
 			return err
@@ -160,6 +161,9 @@ func (d *daemon) addVMPorts() error {
 	if d.c.VMPorts == 0 {
 		return nil
 	}
+	if d.c.VhostDir != "" {
+		return d.addVhostPorts()
+	}
 	all, added, err := vmport.Ensure(vmport.Config{TAP: d.dev.Name(), Netns: d.dev.Netns(), Owner: d.owner}, d.c.VMPorts)
 	if err != nil {
 		return err
@@ -172,7 +176,7 @@ func (d *daemon) addVMPorts() error {
 		})
 	} else if d.cred != nil {
 		// After the drop only a privileged process can remove them.
-		w, err := startJanitor(added)
+		w, err := startJanitor(janitorJob{Ports: added})
 		if err != nil {
 			return errors.Join(err, vmport.Remove(added))
 		}
@@ -196,10 +200,13 @@ func downLine(name, ns string) string {
 
 // openNIC opens the packet sockets, asking the NIC for the TAP's, the
 // VM ports' and the host port's MACs (a real NIC filters unicast by
-// address).
+// address), and the vhost-user ports' own senders.
 func (d *daemon) openNIC() error {
 	d.rc = ring.Config{Ifname: d.c.NIC, Queues: d.c.TAP.Queues, Batch: d.c.Batch, MACs: []net.HardwareAddr{d.dev.MAC()}, Promisc: d.c.Promisc}
 	for _, p := range d.ports {
+		d.rc.MACs = append(d.rc.MACs, p.MAC)
+	}
+	for _, p := range d.vhost {
 		d.rc.MACs = append(d.rc.MACs, p.MAC)
 	}
 	if d.host != nil {
@@ -214,7 +221,7 @@ func (d *daemon) openNIC() error {
 	}
 	d.socks = socks
 	d.closing("closing the packet sockets", func() error { return closeAll(d.socks) })
-	return nil
+	return d.openGuestSenders()
 }
 
 func closeAll(socks []*ring.Socket) error {
@@ -268,6 +275,10 @@ func (d *daemon) newForwarder() error {
 	}
 	fc.L2 = d.c.L2
 	fc.GROMaxIPv4, fc.GROMaxIPv6 = d.dev.GROMaxSizes()
+	var err error
+	if fc.Guests, err = d.guestPorts(); err != nil {
+		return err
+	}
 	fw, err := forward.New(endpoints(d.dev.Queues()), nics(d.socks), fc)
 	if err != nil {
 		return err
@@ -324,6 +335,7 @@ func (d *daemon) forward() error {
 		}
 	}
 	logTotals(d.log, d.fw)
+	d.logVhostTotals()
 	switch {
 	case ctx.Err() != nil && errors.Is(err, forward.ErrNICGone):
 		return nil // stopped by a signal while waiting

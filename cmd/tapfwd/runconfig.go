@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -57,6 +58,9 @@ type runConfig struct {
 	HostAddr netip.Prefix
 	// DHCPFirst and DHCPLast are --dhcp's range; zero without --dhcp.
 	DHCPFirst, DHCPLast netip.Addr
+	// VhostDir is --vhost-user, made absolute: the VM ports are vhost-user
+	// sockets there instead of macvtaps. Empty: macvtaps.
+	VhostDir string
 }
 
 // runFlags are the raw flag values, before parseRun checks them.
@@ -71,7 +75,7 @@ type runFlags struct {
 	portOwner, configFile                                     string
 	guestVLANs, l2Control, l2Allow, logFormat                 string
 	hostPort                                                  bool
-	dhcpRange                                                 string
+	dhcpRange, vhostUser                                      string
 }
 
 // Limits a configuration must stay within.
@@ -107,14 +111,15 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.strictMAC, "strict-mac", false, "drop frames from the TAP whose source MAC is not the TAP's (the host port's with --host-port), and accept from the NIC only frames to that MAC, broadcast and multicast (a BPF filter): lets several instances share one NIC; VM ports with their own MACs need it off")
 	fs.BoolVar(&f.waitNIC, "wait-nic", false, "when the NIC is removed, wait for it to come back and resume instead of exiting (needs CAP_NET_RAW throughout: not with --user)")
 	fs.StringVar(&f.user, "user", "", "after opening every fd, drop to this user: supplementary groups cleared, its uid and primary gid, no capabilities")
-	fs.IntVar(&f.vmPorts, "vm-ports", 0, "VM ports (macvtap, bridge mode) to create on the TAP at start and remove at exit (0-64); 0 creates none (see tapfwd vm-port)")
+	fs.IntVar(&f.vmPorts, "vm-ports", 0, "VM ports to create at start and remove at exit (0-64): macvtaps in bridge mode on the TAP, or with --vhost-user vhost-user sockets; 0 creates none (see tapfwd vm-port)")
+	fs.StringVar(&f.vhostUser, "vhost-user", "", "make the --vm-ports VM ports vhost-user sockets in this directory (made mode 0755 if missing) instead of macvtaps: TAP-I.sock, or NS:TAP-I.sock with --tap-netns, each with a MAC of its own derived from the TAP's name and I, printed at start with the QEMU and libvirt lines to attach; mode 0600 (0660 with --vm-port-owner); removed at exit unless --persist. Needs --tap. Empty: macvtaps")
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "127.0.0.1:9310", `serve Prometheus metrics at http://HOST:PORT/metrics; empty disables`)
 	fs.BoolVar(&f.pprof, "pprof", false, "also serve Go's profiler at /debug/pprof/ on --metrics-addr (for profiling the data path)")
 	fs.DurationVar(&f.statsInterval, "stats-interval", 0, "log a one-line throughput summary per queue this often (e.g. 10s); 0 disables")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log lines as text (key=value) or json (one object per line)")
 	fs.BoolVar(&f.persist, "persist", false, "make the TAP persistent: it stays, with its VM ports and their device nodes, when tapfwd exits, and a later run with the same --tap attaches to it (its queues, vnet-hdr and napi must match); remove it with tapfwd down")
-	fs.StringVar(&f.portOwner, "vm-port-owner", "", "USER[:GROUP] that owns the VM ports' device nodes (mode 0660), so an unprivileged QEMU can open them; empty: root, mode 0600")
+	fs.StringVar(&f.portOwner, "vm-port-owner", "", "USER[:GROUP] that owns the VM ports' device nodes (or vhost-user sockets) with mode 0660, so an unprivileged QEMU can open them; empty: root, mode 0600")
 	fs.IntVar(&f.readyFd, "ready-fd", -1, "write a line to this file descriptor and close it once forwarding has started (for launchers that are not systemd); -1 disables")
 	fs.StringVar(&f.configFile, "config", "", "read flags from this file: one NAME = VALUE per line, NAME as the flag without dashes, # comments; flags on the command line win")
 	fs.StringVar(&f.guestVLANs, "guest-vlans", "allow", "frames from the TAP side (lab, VM ports) with an 802.1Q/802.1ad tag: allow, or deny (dropped as guest_vlan)")
@@ -165,7 +170,7 @@ func (f *runFlags) config() (*runConfig, error) {
 	default:
 		return nil, fmt.Errorf("--log-format: want text or json, got %q", f.logFormat)
 	}
-	for _, check := range []func(*runConfig) error{f.sizes, f.tapConfig, f.tapNAPI, f.nicNAPI, f.poller, f.exclusions, f.workerCPUs, f.l2Policy, f.hostSide} {
+	for _, check := range []func(*runConfig) error{f.sizes, f.tapConfig, f.tapNAPI, f.nicNAPI, f.poller, f.exclusions, f.workerCPUs, f.l2Policy, f.hostSide, f.vhostSide} {
 		if err := check(c); err != nil {
 			return nil, err
 		}
@@ -348,5 +353,27 @@ func (f *runFlags) hostSide(c *runConfig) error {
 	if err := dhcp.CheckRange(c.HostAddr, c.DHCPFirst, c.DHCPLast); err != nil {
 		return fmt.Errorf("--dhcp: %w (--tap-addr %s)", err, c.HostAddr)
 	}
+	return nil
+}
+
+// vhostSide takes --vhost-user: the VM ports become vhost-user sockets in
+// the directory, named after the TAP, so a restart finds them again.
+func (f *runFlags) vhostSide(c *runConfig) error {
+	if f.vhostUser == "" {
+		return nil
+	}
+	switch {
+	case f.vmPorts == 0:
+		return errors.New("--vhost-user makes the --vm-ports N ports vhost-user sockets: give --vm-ports N too")
+	case f.tapName == "":
+		return errors.New("--vhost-user needs --tap NAME: the sockets and the guests' MACs are named after the TAP, so that a restart finds them again")
+	case f.waitNIC:
+		return errors.New("--wait-nic reopens the queues' packet sockets, not those of the vhost-user ports: it cannot be combined with --vhost-user")
+	}
+	dir, err := filepath.Abs(f.vhostUser)
+	if err != nil {
+		return fmt.Errorf("--vhost-user: %w", err)
+	}
+	c.VhostDir = dir
 	return nil
 }

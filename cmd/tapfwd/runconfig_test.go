@@ -5,6 +5,8 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -162,5 +164,40 @@ func TestParseRunHostPort(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%q: %v (%+v), want one line containing %q", tc.args, err, c, tc.want)
 		}
+	}
+}
+
+// TestParseRunVhostUser: --vhost-user makes the --vm-ports ports vhost-user
+// sockets, needs --tap and --vm-ports, refuses --wait-nic, and comes from
+// the config file too; the directory is made absolute.
+func TestParseRunVhostUser(t *testing.T) {
+	c, err := parseRun(strings.Fields("--nic x --tap lab0 --vm-ports 2 --vhost-user /run/tapfwd/vhost"), io.Discard)
+	if err != nil || c.VhostDir != "/run/tapfwd/vhost" || c.VMPorts != 2 {
+		t.Errorf("--vhost-user: %+v, %v", c, err)
+	}
+	wd, _ := os.Getwd()
+	if c, err := parseRun(strings.Fields("--nic x --tap lab0 --vm-ports 1 --vhost-user vhu"), io.Discard); err != nil || c.VhostDir != filepath.Join(wd, "vhu") {
+		t.Errorf("a relative --vhost-user: %+v, %v", c, err)
+	}
+	conf := filepath.Join(t.TempDir(), "lab.conf")
+	os.WriteFile(conf, []byte("tap = lab0\nvm-ports = 1\nvhost-user = /run/tapfwd/vhost\n"), 0o600)
+	if c, err := parseRun([]string{"--nic", "x", "--config", conf}, io.Discard); err != nil || c.VhostDir != "/run/tapfwd/vhost" {
+		t.Errorf("vhost-user from the config file: %+v, %v", c, err)
+	}
+	for _, tc := range []struct{ args, want string }{
+		{"--nic x --tap lab0 --vhost-user /run/v", "--vhost-user makes the --vm-ports N ports vhost-user sockets: give --vm-ports N too"},
+		{"--nic x --vm-ports 1 --vhost-user /run/v", "--vhost-user needs --tap NAME"},
+		{"--nic x --tap lab0 --vm-ports 1 --vhost-user /run/v --wait-nic", "it cannot be combined with --vhost-user"},
+		{"--nic x --tap lab0 --vm-ports 1 --vhost-user /run/v --strict-mac", "--strict-mac drops the VM ports' frames"},
+	} {
+		c, err := parseRun(strings.Fields(tc.args), io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%q: %v (%+v), want one line containing %q", tc.args, err, c, tc.want)
+		}
+	}
+	var help strings.Builder
+	parseRun([]string{"-h"}, &help)
+	if !strings.Contains(help.String(), "-vhost-user") || !strings.Contains(help.String(), "vhost-user sockets") {
+		t.Errorf("run -h lacks --vhost-user:\n%s", help.String())
 	}
 }

@@ -158,7 +158,11 @@ func (d *daemon) metricsSource() (metrics.Source, error) {
 	}
 	d.onClose(func() { nicNS.Close() })
 	nic, tapName := d.c.NIC, d.dev.Name()
-	return metrics.Source{TAP: tapName, NIC: nic, Features: d.dev.Features(), Forwarder: d.fw,
+	var guests []metrics.GuestPort
+	for i, g := range d.fw.Guests() {
+		guests = append(guests, metrics.GuestPort{Name: d.vhost[i].Name, State: d.vhost[i].port.State, Guest: g})
+	}
+	return metrics.Source{TAP: tapName, NIC: nic, Features: d.dev.Features(), Forwarder: d.fw, GuestPorts: guests,
 		LinkStats: func(name string) (netns.LinkStats, error) {
 			if name == nic {
 				return nicNS.Stats(name)

@@ -63,3 +63,19 @@ func logTotals(log *slog.Logger, fw *forward.Forwarder) {
 			"drops", drops, "errors", c.NICToTAP.Errors.Load()+c.TAPToNIC.Errors.Load(), "kernel_drops", kdrops)
 	}
 }
+
+// logVhostTotals logs each vhost-user port's totals: what its guest sent
+// and what it was handed, and the drops each way.
+func (d *daemon) logVhostTotals() {
+	for i, g := range d.fw.Guests() {
+		from, to := &g.C.From, &g.C.To
+		var fromDrops, toDrops uint64
+		for r := range from.Drops {
+			fromDrops += from.Drops[r].Load()
+			toDrops += to.Drops[r].Load()
+		}
+		d.log.Info("vm-port totals", "name", d.vhost[i].Name, "from_guest_packets", from.Rx.Packets.Load(),
+			"from_guest_gso_frames", from.GSO.Load(), "from_guest_drops", fromDrops,
+			"to_guest_packets", to.Tx.Packets.Load(), "to_guest_drops", toDrops)
+	}
+}

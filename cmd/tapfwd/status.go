@@ -9,6 +9,7 @@ import (
 
 	"github.com/tapfwd/tapfwd/forward"
 	"github.com/tapfwd/tapfwd/internal/buildinfo"
+	"github.com/tapfwd/tapfwd/vhostuser"
 )
 
 // statusSchema names the layout of /status and tapfwd status --json.
@@ -72,11 +73,30 @@ type DirStatus struct {
 	RxBytesPerSecond   float64 `json:"rx_bytes_per_second"`
 }
 
-// PortStatus is a VM port tapfwd made or adopted.
+// PortStatus is a VM port tapfwd made or adopted: a macvtap (Dev its
+// device node) or a vhost-user port (the fields after Dev).
 type PortStatus struct {
 	Name string `json:"name"`
 	MAC  string `json:"mac"`
 	Dev  string `json:"dev"`
+	Type string `json:"type"` // "macvtap" or "vhost-user"
+	// Socket is a vhost-user port's socket; State where it stands
+	// (listening: no QEMU, connected, running: frames move, broken: the
+	// guest broke the virtqueue rules); Features the virtio features its
+	// front-end negotiated.
+	Socket   string   `json:"socket,omitempty"`
+	State    string   `json:"state,omitempty"`
+	Features []string `json:"features,omitempty"`
+	// QEMU is a command line for a VM on this port, Libvirt the domain's
+	// <interface>, which needs LibvirtMemory (shared memory) too.
+	QEMU          string `json:"qemu,omitempty"`
+	Libvirt       string `json:"libvirt,omitempty"`
+	LibvirtMemory string `json:"libvirt_memory,omitempty"`
+	// FromGuest counts what the guest sent (transmitted: delivered to its
+	// first destination), ToGuest what was for it (received into its
+	// queue's inbox, transmitted into the guest).
+	FromGuest *DirStatus `json:"from_guest,omitempty"`
+	ToGuest   *DirStatus `json:"to_guest,omitempty"`
 }
 
 // statusSource builds Status from the running daemon and keeps the rate
@@ -142,8 +162,9 @@ func (s *statusSource) Status() Status {
 			VnetHdr: f.VnetHdr, MultiQueue: f.MultiQueue, Offloads: f.OffloadNames(), Persistent: d.dev.Persistent(), Attached: d.dev.Attached()},
 		NIC: d.c.NIC, VMPorts: []PortStatus{}}
 	for _, p := range d.ports {
-		st.VMPorts = append(st.VMPorts, PortStatus{Name: p.Name, MAC: p.MAC.String(), Dev: p.Dev})
+		st.VMPorts = append(st.VMPorts, PortStatus{Name: p.Name, MAC: p.MAC.String(), Dev: p.Dev, Type: "macvtap"})
 	}
+	st.VMPorts = append(st.VMPorts, d.vhostStatus()...)
 	s.mu.Lock()
 	prev, last, secs := s.prev, s.last, s.lastAt.Sub(s.prevAt).Seconds()
 	s.mu.Unlock()
@@ -175,6 +196,21 @@ func dirStatus(dir *forward.Dir, reasons []forward.DropReason) DirStatus {
 		ds.Drops[r.String()] = dir.Drops[r].Load()
 	}
 	return ds
+}
+
+// vhostStatus describes the vhost-user ports.
+func (d *daemon) vhostStatus() []PortStatus {
+	var out []PortStatus
+	fromGuest, toGuest := d.fw.GuestDropReasons()
+	for i, g := range d.fw.Guests() {
+		p := d.vhost[i]
+		from, to := dirStatus(&g.C.From, fromGuest), dirStatus(&g.C.To, toGuest)
+		out = append(out, PortStatus{Name: p.Name, MAC: p.MAC.String(), Type: "vhost-user", Socket: p.Path,
+			State: p.port.State().String(), Features: vhostuser.FeatureNames(p.port.Features()),
+			QEMU: vhostQEMULine(p, i), Libvirt: vhostLibvirtXML(p), LibvirtMemory: vhostLibvirtMemory,
+			FromGuest: &from, ToGuest: &to})
+	}
+	return out
 }
 
 // ServeHTTP serves the status as JSON at /status.

@@ -79,13 +79,34 @@ func writeStatus(w io.Writer, st *Status) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if len(st.VMPorts) > 0 {
-		fmt.Fprintln(w, "\nVM ports:")
-		for _, p := range st.VMPorts {
-			fmt.Fprintf(w, "  %s  %s  %s\n", p.Name, p.MAC, p.Dev)
-		}
-	}
+	writeVMPorts(w, st.VMPorts)
 	return nil
+}
+
+// writeVMPorts lists the VM ports: a macvtap's device node; a vhost-user
+// port's socket, state, counters and how to attach a guest.
+func writeVMPorts(w io.Writer, ports []PortStatus) {
+	if len(ports) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nVM ports:")
+	for _, p := range ports {
+		if p.Type != "vhost-user" {
+			fmt.Fprintf(w, "  %s  %s  %s\n", p.Name, p.MAC, p.Dev)
+			continue
+		}
+		fmt.Fprintf(w, "  %s  %s  vhost-user %s  %s\n", p.Name, p.MAC, p.Socket, p.State)
+		if p.FromGuest != nil && p.ToGuest != nil {
+			fmt.Fprintf(w, "    from the guest: %d frames, drops %s; to it: %d frames, drops %s\n",
+				p.FromGuest.RxPackets, dropText(p.FromGuest.Drops), p.ToGuest.TxPackets, dropText(p.ToGuest.Drops))
+		}
+		if len(p.Features) > 0 {
+			fmt.Fprintf(w, "    features: %s\n", strings.Join(p.Features, ","))
+		}
+		fmt.Fprintf(w, "    QEMU:    %s\n", p.QEMU)
+		fmt.Fprintf(w, "    libvirt: %s\n", strings.ReplaceAll(p.Libvirt, "\n", "\n             "))
+		fmt.Fprintf(w, "             %s\n", strings.ReplaceAll(p.LibvirtMemory, "\n", "\n             "))
+	}
 }
 
 // dropText is "reason=n ..." for the drops that happened, "none" if none.

@@ -194,3 +194,24 @@ func DomainXML(name, kernel, initrd, cmdline, iface, console string) string {
 </domain>
 `, name, kernel, initrd, cmdline, strings.ReplaceAll(iface, "\n", "\n    "), console)
 }
+
+// VhostDomainXML is DomainXML for a guest on a vhost-user port: memory is
+// the <memoryBacking> element that shares the guest's memory (tapfwd
+// prints it), and the NIC gets no MSI-X vectors, as in BootVhostGuest
+// (QEMU 7.2 under TCG crashes with them), through libvirt's QEMU override
+// of the interface's device (libvirt 8.2 or later), which needs the
+// interface to carry the alias ua-net0.
+func VhostDomainXML(name, kernel, initrd, cmdline, iface, memory, console string) string {
+	iface = strings.Replace(iface, "</interface>", "  <alias name='ua-net0'/>\n</interface>", 1)
+	x := DomainXML(name, kernel, initrd, cmdline, iface, console)
+	x = strings.Replace(x, "<domain type='qemu'>", "<domain type='qemu' xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>", 1)
+	x = strings.Replace(x, "  <vcpu>", "  "+strings.ReplaceAll(memory, "\n", "\n  ")+"\n  <vcpu>", 1)
+	return strings.Replace(x, "</domain>", `  <qemu:override>
+    <qemu:device alias='ua-net0'>
+      <qemu:frontend>
+        <qemu:property name='vectors' type='unsigned' value='0'/>
+      </qemu:frontend>
+    </qemu:device>
+  </qemu:override>
+</domain>`, 1)
+}
