@@ -42,6 +42,28 @@ func vhostPath(dir, ns, tapName string, i int) string {
 
 func vhostName(tapName string, i int) string { return tapName + "-" + strconv.Itoa(i) }
 
+// removeVhostSockets removes the sockets of the TAP's ports in dir (what
+// run --persist kept) and says how many there were; anything at those
+// paths that is not a socket stays. No tapfwd may be using them: down
+// removes them only after the TAP, which a running tapfwd holds.
+func removeVhostSockets(dir, ns, tapName string) (int, error) {
+	if dir == "" {
+		return 0, nil
+	}
+	n := 0
+	for i := 0; i < maxVMPorts; i++ {
+		p := vhostPath(dir, ns, tapName, i)
+		if fi, err := os.Lstat(p); err != nil || fi.Mode()&fs.ModeSocket == 0 {
+			continue
+		}
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
 // vhostMAC is port i's guest MAC: locally administered unicast, the same
 // for the same TAP (name and namespace) and port on every run, so a guest
 // that reconnects after a restart keeps its address on the wire.

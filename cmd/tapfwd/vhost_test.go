@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -424,6 +426,13 @@ func TestVhostUserPorts(t *testing.T) {
 		if run == 1 {
 			fw = testkit.StartTapfwdOn(t, bed, exe(t), args...)
 		}
+	}
+	// down --vhost-user removes what --persist kept.
+	if code, out, errs := vmRun("down", "--tap", bed.LabIf, "--tap-netns", bed.LabNS, "--vhost-user", dir); code != 0 || !strings.Contains(out, "1 vhost-user sockets") {
+		t.Fatalf("down: %d %s %s", code, out, errs)
+	}
+	if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("after down --vhost-user: %s: %v, want it gone", path, err)
 	}
 }
 

@@ -194,21 +194,23 @@ func vmPortDel(args []string, stderr io.Writer) error {
 	return explain(vmport.Del(*netns, *name))
 }
 
-const downUsage = `Usage: tapfwd down --tap NAME [--tap-netns NS]
+const downUsage = `Usage: tapfwd down --tap NAME [--tap-netns NS] [--vhost-user DIR]
 
 Removes a persistent TAP (tapfwd run --persist) that no tapfwd is attached
-to, with the VM ports on it and their device nodes, its host port and
-the lease file of its DHCP server (run --host-port --dhcp). Guests on those
-ports lose their NICs.
+to, with the VM ports on it and their device nodes, its host port, the
+lease file of its DHCP server (run --host-port --dhcp) and, with
+--vhost-user, the vhost-user sockets run --persist kept in DIR. Guests on
+those ports lose their NICs.
 
 Flags:
 `
 
 func cmdDown(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("down", "down --tap NAME [--tap-netns NS]", stderr)
+	fs := newFlagSet("down", "down --tap NAME [--tap-netns NS] [--vhost-user DIR]", stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, downUsage); cliflag.PrintDefaults(stderr, fs) }
 	name := fs.String("tap", "", "the persistent TAP (tapfwd run --tap); required")
 	ns := fs.String("tap-netns", "", "network namespace the TAP lives in (tapfwd run --tap-netns); empty: this one")
+	vdir := fs.String("vhost-user", "", "directory of the TAP's vhost-user sockets (tapfwd run --vhost-user); empty: leave sockets alone")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -233,6 +235,14 @@ func cmdDown(args []string, stdout, stderr io.Writer) error {
 	}
 	if err := removeLeases(*ns, *name); err != nil {
 		return err
+	}
+	socks, err := removeVhostSockets(*vdir, *ns, *name)
+	if err != nil {
+		return err
+	}
+	if *vdir != "" {
+		fmt.Fprintf(stdout, "removed TAP %s, its %d VM ports and %d vhost-user sockets in %s\n", *name, len(ports), socks, *vdir)
+		return nil
 	}
 	fmt.Fprintf(stdout, "removed TAP %s and its %d VM ports\n", *name, len(ports))
 	return nil
