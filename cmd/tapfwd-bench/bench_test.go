@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"math/rand/v2"
 	"os"
@@ -372,15 +371,18 @@ func interruptBench(t *testing.T, cmdName string, args []string, midRun time.Dur
 	// A safety net if the test fails half-way: nothing must outlive it.
 	t.Cleanup(func() { cmd.Process.Kill() })
 
-	var log bytes.Buffer
+	// The lines are kept by whoever reads them: the loop below until
+	// SIGINT, then the drain, which ends when Wait closes the pipe.
+	var got []string
 	lines := make(chan string, 100)
 	go func() {
-		sc := bufio.NewScanner(io.TeeReader(stderrR, &log))
+		sc := bufio.NewScanner(stderrR)
 		for sc.Scan() {
 			lines <- sc.Text()
 		}
 		close(lines)
 	}()
+	logText := func() string { return strings.Join(got, "\n") }
 	ids := map[string]bool{} // the beds, from the log
 	seen := map[int]procID{}
 	deadline := time.After(60 * time.Second)
@@ -389,15 +391,16 @@ func interruptBench(t *testing.T, cmdName string, args []string, midRun time.Dur
 		select {
 		case l, ok := <-lines:
 			if !ok {
-				t.Fatalf("bench ended before it was interrupted:\n%s", log.String())
+				t.Fatalf("bench ended before it was interrupted:\n%s", logText())
 			}
+			got = append(got, l)
 			if m := bedIDRE.FindStringSubmatch(l); m != nil {
 				ids[m[2]] = true
 			}
 			line = l
 		case <-time.After(20 * time.Millisecond):
 		case <-deadline:
-			t.Fatalf("no run through tapfwd within 60 s:\n%s", log.String())
+			t.Fatalf("no run through tapfwd within 60 s:\n%s", logText())
 		}
 		procs := descendants(pid)
 		maps.Copy(seen, procs)
@@ -409,12 +412,17 @@ func interruptBench(t *testing.T, cmdName string, args []string, midRun time.Dur
 		t.Fatal(err)
 	}
 	sent := time.Now()
+	rest := make(chan []string)
 	go func() {
-		for range lines { // drain
+		var r []string
+		for l := range lines {
+			r = append(r, l)
 		}
+		rest <- r
 	}()
 	err = cmd.Wait()
 	took := time.Since(sent)
+	got = append(got, <-rest...)
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
 		t.Errorf("exit after SIGINT: %v, want status 1", err)
@@ -422,8 +430,8 @@ func interruptBench(t *testing.T, cmdName string, args []string, midRun time.Dur
 	if took > 10*time.Second {
 		t.Errorf("took %v to exit after SIGINT", took)
 	}
-	if !strings.Contains(log.String(), "bench interrupted") {
-		t.Errorf("no interruption message:\n%s", log.String())
+	if !strings.Contains(logText(), "bench interrupted") {
+		t.Errorf("no interruption message:\n%s", logText())
 	}
 	t.Logf("exited %v after SIGINT; beds %v; processes seen %v", took.Round(time.Millisecond), ids, seen)
 	for p, id := range seen {
@@ -521,6 +529,7 @@ func TestBenchErrors(t *testing.T) {
 		{[]string{"throughput", "--target", "101"}, 1, "--target 101"},
 		{[]string{"throughput", "--topology", "gre"}, 1, `--topology: unknown topology "gre" (known: veth, vxlan)`},
 		{[]string{"throughput", "-h"}, 0, "--topology vxlan: the same method across two hosts"},
+		{[]string{"throughput", "-h"}, 0, "\n  --reps int\n"},
 		{[]string{"throughput", "-h"}, 0, "Its default run:\nconfigurations napi-off, napi-on, bridge;"},
 		{[]string{"naive-forwarder"}, 2, "--nic is required"},
 	})

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tapfwd/tapfwd/bench/stats"
 	"github.com/tapfwd/tapfwd/bench/throughput"
+	"github.com/tapfwd/tapfwd/internal/cliflag"
 )
 
 // compareFlags are the compare command's flags.
@@ -41,7 +42,7 @@ repetitions on each side and an interval within +-%.1f%% of A's median
 
 Flags:
 `, stats.MinReps, stats.TargetHalfWidth)
-		fs.PrintDefaults()
+		cliflag.PrintDefaults(stderr, fs)
 	}
 	return fs, f
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/tapfwd/tapfwd/bench/report"
 	"github.com/tapfwd/tapfwd/bench/rr"
 	"github.com/tapfwd/tapfwd/bench/stats"
+	"github.com/tapfwd/tapfwd/internal/cliflag"
 )
 
 // Quick latency run: a smoke test well under a minute.
@@ -85,7 +86,7 @@ explicitly override what --quick picks.
 
 Flags:
 `, strings.Join(pointNames(latency.ReferencePoints), ", "), 3, strings.Join(quickLatConfigs, ", "), quickLatPoints, quickLatReps, quickLatDuration)
-	fs.PrintDefaults()
+	cliflag.PrintDefaults(stderr, fs)
 }
 
 // options checks the flags and turns them into the run's options.

@@ -216,6 +216,7 @@ func TestBenchLatencyErrors(t *testing.T) {
 		{[]string{"latency", "--reps", "0"}, 1, "--reps 0"},
 		{[]string{"latency", "extra"}, 2, `unexpected argument "extra"`},
 		{[]string{"latency", "-h"}, 0, "--quick: configurations tapfwd-block, tapfwd-busy, bridge"},
+		{[]string{"latency", "-h"}, 0, "\n  --reps int\n"},
 		{[]string{"latency", "--from", "/nonexistent/latency.json"}, 1, "no such file"},
 	})
 	if testbed.Available() == nil {

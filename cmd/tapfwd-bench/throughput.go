@@ -15,6 +15,7 @@ import (
 	"github.com/tapfwd/tapfwd/bench/report"
 	"github.com/tapfwd/tapfwd/bench/stats"
 	"github.com/tapfwd/tapfwd/bench/throughput"
+	"github.com/tapfwd/tapfwd/internal/cliflag"
 	"github.com/tapfwd/tapfwd/internal/cpulist"
 	"github.com/tapfwd/tapfwd/testbed/iperf"
 )
@@ -151,7 +152,7 @@ Flags:
 `, strings.Join(defaultConfigs, ", "), defaultReps, defaultDuration, defaultOmit, defaultTime, stats.MinReps, stats.TargetHalfWidth,
 		fullReps, fullTime, strings.Join(quickConfigs, ", "), quickReps, quickDuration,
 		strings.Join(vxlanConfigs, ", "), defaultReps, vxlanTime, strings.Join(vxlanQuickConfigs, ", "))
-	fs.PrintDefaults()
+	cliflag.PrintDefaults(stderr, fs)
 }
 
 // options checks the flags and turns them into the run's options.
