@@ -187,7 +187,7 @@ func TestVerdictRule(t *testing.T) {
 // TestReadSchemaV1 renders the committed run of the first schema again:
 // its verdicts as they were made, under the rule they were made by.
 func TestReadSchemaV1(t *testing.T) {
-	r, err := Read("../../docs/bench-throughput/throughput.json")
+	r, err := Read("../../docs/bench-throughput/first-schema/throughput.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +280,7 @@ func TestCompareRuns(t *testing.T) {
 // schema 2 run: the cells both have, throughput only (the old run has no
 // cost).
 func TestCompareWithSchemaV1(t *testing.T) {
-	a, err := Read("../../docs/bench-throughput/throughput.json")
+	a, err := Read("../../docs/bench-throughput/first-schema/throughput.json")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 const (
 	fixtureA = "../../bench/throughput/testdata/compare-a.json"
 	fixtureB = "../../bench/throughput/testdata/compare-b.json"
-	oldRun   = "../../docs/bench-throughput/throughput.json"
+	oldRun   = "../../docs/bench-throughput/first-schema/throughput.json"
 )
 
 // TestCompareCLI runs `tapfwd-bench compare` on two saved runs in each
@@ -31,6 +31,7 @@ func TestCompareCLI(t *testing.T) {
 		{[]string{"compare", fixtureA, fixtureB, "--target", "50"}, 0, "no significant difference"},
 		{[]string{"compare", oldRun, fixtureB}, 0, "tapfwd-bench-throughput/1"},
 		{[]string{"compare", "-h"}, 0, "Usage: tapfwd-bench compare [flags] A.json B.json"},
+		{[]string{"compare", "-h"}, 0, "\n  --target float\n"},
 		{[]string{"compare", fixtureA}, 2, "compare takes two reports, A.json and B.json; got 1"},
 		{[]string{"compare", "--json", "--markdown", fixtureA, fixtureB}, 1, "pick one"},
 		{[]string{"compare", "--target", "-1", fixtureA, fixtureB}, 1, "--target -1"},
