@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/tapfwd/tapfwd/bench/stats"
 )
@@ -42,6 +43,9 @@ func Pct(v float64) string {
 	}
 	return fmt.Sprintf("%+.0f%%", v)
 }
+
+// PctAbs writes a positive percentage without its sign: 7.5%, 11%.
+func PctAbs(v float64) string { return strings.TrimPrefix(Pct(v), "+") }
 
 // Est formats "median [low, high]"; "-" for nil.
 func Est(e *stats.Estimate) string {

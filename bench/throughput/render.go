@@ -70,13 +70,10 @@ func (r *Report) ruleLine() string {
 	line := fmt.Sprintf("Configurations are compared within each repetition: the median of the per-repetition differences, with its interval (pairs resampled), as a change of %s's median. "+
 		"A verdict needs at least %d repetitions each", NAPIOff, rule.MinReps)
 	if rule.MaxHalfWidth > 0 {
-		line += fmt.Sprintf(", an interval no wider than +-%s of %s's median", pctAbs(rule.MaxHalfWidth), NAPIOff)
+		line += fmt.Sprintf(", an interval no wider than +-%s of %s's median", report.PctAbs(rule.MaxHalfWidth), NAPIOff)
 	}
 	return line + ", and the whole interval on one side of 0."
 }
-
-// pctAbs writes a positive percentage without its sign: 7.5%, 11%.
-func pctAbs(v float64) string { return strings.TrimPrefix(report.Pct(v), "+") }
 
 // halfWidth is c's interval half-width in percent of B's median (for a
 // schema 1 report, half the width of its percent-change interval).
@@ -91,7 +88,7 @@ func halfWidth(c *report.Comparison) float64 {
 // for a wide interval says how wide against what target.
 func (r *Report) verdictText(c *report.Comparison) string {
 	if c.Verdict == stats.TooWide {
-		return fmt.Sprintf("interval +-%s: too wide for a verdict at the +-%s target", pctAbs(halfWidth(c)), pctAbs(r.Settings.TargetHalfWidth))
+		return fmt.Sprintf("interval +-%s: too wide for a verdict at the +-%s target", report.PctAbs(halfWidth(c)), report.PctAbs(r.Settings.TargetHalfWidth))
 	}
 	return c.Verdict
 }
@@ -137,7 +134,7 @@ func (r *Report) napiSection(g group) report.Section {
 		off, on, br := r.Cell(NAPIOff, w.Name), r.Cell(NAPIOn, w.Name), r.Cell(Bridge, w.Name)
 		row := []string{SizeName(w.Len), report.Est(off.Value), report.Est(on.Value), "-", "-", "-", "-", report.Ratio(on.RatioToBridge)}
 		if c := r.Comparison(NAPIOn, NAPIOff, w.Name); c != nil {
-			row[3], row[4], row[5] = report.DiffEst(c.Difference, 1), pctAbs(halfWidth(c)), r.verdictText(c)
+			row[3], row[4], row[5] = report.DiffEst(c.Difference, 1), report.PctAbs(halfWidth(c)), r.verdictText(c)
 		}
 		if br != nil {
 			row[6] = report.Est(br.Value)

@@ -3,7 +3,6 @@ package throughput
 import (
 	"bytes"
 	"encoding/csv"
-	"encoding/json"
 	"math"
 	"strings"
 	"testing"
@@ -173,7 +172,7 @@ func TestVerdictRule(t *testing.T) {
 		}
 		want := tc.want
 		if tc.want == stats.TooWide {
-			want = "interval +-" + pctAbs(c.HalfWidth) + ": too wide for a verdict at the +-7.5% target"
+			want = "interval +-" + report.PctAbs(c.HalfWidth) + ": too wide for a verdict at the +-7.5% target"
 			if c.HalfWidth <= 7.5 {
 				t.Errorf("%s: half-width %v", tc.name, c.HalfWidth)
 			}
@@ -208,93 +207,5 @@ func TestReadSchemaV1(t *testing.T) {
 	}
 	if strings.Contains(txt.String(), "Cost:") || strings.Contains(txt.String(), "too wide") {
 		t.Error("schema 1 report rendered with cost or the width target it was not made under")
-	}
-}
-
-// TestCompareRuns compares two saved runs made up for the purpose
-// (testdata/compare-{a,b}.json): B's napi-on is 30% faster and 30%
-// cheaper, napi-off the same, the bridge too noisy in B, napi-on with 64 B
-// writes has 3 repetitions in B, and each run has a cell the other lacks.
-func TestCompareRuns(t *testing.T) {
-	a, err := Read("testdata/compare-a.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := Read("testdata/compare-b.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := Compare(a, b, "a.json", "b.json", stats.Bootstrap{Seed: 1}, stats.DefaultRule)
-	type key struct{ config, workload, figure string }
-	got := map[key]CompareRow{}
-	for _, row := range c.Rows {
-		got[key{row.Config, row.Workload, row.Figure}] = row
-	}
-	for _, tc := range []struct {
-		k     key
-		want  string
-		ratio float64
-	}{
-		{key{NAPIOn, "tcp-4KB-P1-w2l", FigureThroughput}, stats.Faster, 1.3},
-		{key{NAPIOn, "tcp-4KB-P1-w2l", FigureCost}, CostWords.Below, 0.7},
-		{key{NAPIOff, "tcp-4KB-P1-w2l", FigureThroughput}, stats.NoDifference, 1},
-		{key{NAPIOff, "tcp-4KB-P1-w2l", FigureCost}, stats.NoDifference, 1},
-		{key{Bridge, "tcp-4KB-P1-w2l", FigureThroughput}, stats.TooWide, 0.935},
-		{key{NAPIOn, "tcp-64B-P1-w2l", FigureThroughput}, stats.TooFewSamples, 1.33},
-	} {
-		row, ok := got[tc.k]
-		if !ok {
-			t.Errorf("%v: no row", tc.k)
-			continue
-		}
-		if row.Verdict != tc.want || math.Abs(row.Ratio.Median-tc.ratio) > 0.01 || !(row.Ratio.Low <= row.Ratio.Median && row.Ratio.Median <= row.Ratio.High) {
-			t.Errorf("%v: %+v, want %q at a ratio of about %v", tc.k, row, tc.want, tc.ratio)
-		}
-	}
-	if len(c.Rows) != 6 || strings.Join(c.OnlyA, " ") != "napi-off/udp-64B-w2l" || strings.Join(c.OnlyB, " ") != "napi-off/tcp-128B-P1-w2l" {
-		t.Errorf("%d rows, only in A %v, only in B %v", len(c.Rows), c.OnlyA, c.OnlyB)
-	}
-
-	var txt, md, js bytes.Buffer
-	if err := c.WriteText(&txt); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.WriteMarkdown(&md); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.WriteJSON(&js); err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{"kernel 6.18.0-a", "kernel 6.18.0-b", "1.300 [", "interval +-", "too few repetitions", "costs less", "Only in A"} {
-		if !strings.Contains(txt.String(), want) || !strings.Contains(md.String(), want) {
-			t.Errorf("text or Markdown lacks %q:\n%s", want, txt.String())
-		}
-	}
-	var back RunComparison
-	if err := json.Unmarshal(js.Bytes(), &back); err != nil || back.Schema != CompareSchema || len(back.Rows) != 6 || back.Rows[0].Verdict == "" {
-		t.Errorf("JSON: %v, %+v", err, back)
-	}
-}
-
-// TestCompareWithSchemaV1 compares the committed schema 1 run with a
-// schema 2 run: the cells both have, throughput only (the old run has no
-// cost).
-func TestCompareWithSchemaV1(t *testing.T) {
-	a, err := Read("../../docs/bench-throughput/first-schema/throughput.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := Read("testdata/compare-b.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := Compare(a, b, "old.json", "b.json", stats.Bootstrap{Seed: 1}, stats.DefaultRule)
-	if len(c.Rows) != 5 || len(c.OnlyB) != 0 || len(c.OnlyA) == 0 {
-		t.Fatalf("%d rows, only in B %v: want the 5 cells compare-b.json has", len(c.Rows), c.OnlyB)
-	}
-	for _, row := range c.Rows {
-		if row.Figure != FigureThroughput || row.RepsA != 5 || row.Verdict == "" {
-			t.Errorf("row %+v", row)
-		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/tapfwd/tapfwd/bench/compare"
 	"github.com/tapfwd/tapfwd/bench/stats"
 	"github.com/tapfwd/tapfwd/bench/throughput"
 	"github.com/tapfwd/tapfwd/internal/cliflag"
@@ -93,7 +94,7 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	c := throughput.Compare(a, b, files[0], files[1], stats.Bootstrap{Seed: *f.seed, Resamples: *f.resamples},
+	c := compare.Reports(a, b, files[0], files[1], stats.Bootstrap{Seed: *f.seed, Resamples: *f.resamples},
 		stats.Rule{MinReps: stats.MinReps, MaxHalfWidth: *f.target})
 	switch {
 	case *f.asJSON:

@@ -10,14 +10,15 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tapfwd/tapfwd/bench/compare"
 	"github.com/tapfwd/tapfwd/bench/matrix"
 	"github.com/tapfwd/tapfwd/bench/stats"
 	"github.com/tapfwd/tapfwd/bench/throughput"
 )
 
 const (
-	fixtureA = "../../bench/throughput/testdata/compare-a.json"
-	fixtureB = "../../bench/throughput/testdata/compare-b.json"
+	fixtureA = "../../bench/compare/testdata/compare-a.json"
+	fixtureB = "../../bench/compare/testdata/compare-b.json"
 	oldRun   = "../../docs/bench-throughput/first-schema/throughput.json"
 )
 
@@ -41,11 +42,11 @@ func TestCompareCLI(t *testing.T) {
 	if code := run([]string{"compare", fixtureA, fixtureB, "--json"}, &out, &errb); code != 0 {
 		t.Fatalf("compare --json: exit %d: %s", code, errb.String())
 	}
-	var c throughput.RunComparison
+	var c compare.Result
 	if err := json.Unmarshal(out.Bytes(), &c); err != nil {
 		t.Fatal(err)
 	}
-	if c.Schema != throughput.CompareSchema || c.A.Path != fixtureA || c.TargetHalfWidth != stats.TargetHalfWidth || len(c.Rows) == 0 {
+	if c.Schema != compare.Schema || c.A.Path != fixtureA || c.TargetHalfWidth != stats.TargetHalfWidth || len(c.Rows) == 0 {
 		t.Errorf("compare --json: %+v", c)
 	}
 	out.Reset()

@@ -1,4 +1,4 @@
-package throughput
+package compare
 
 import (
 	"fmt"
@@ -8,43 +8,44 @@ import (
 
 	"github.com/tapfwd/tapfwd/bench/report"
 	"github.com/tapfwd/tapfwd/bench/stats"
+	"github.com/tapfwd/tapfwd/bench/throughput"
 )
 
-// CompareSchema names the JSON layout of RunComparison.
-const CompareSchema = "tapfwd-bench-compare/1"
+// Schema names the JSON layout of Result.
+const Schema = "tapfwd-bench-compare/1"
 
 // Figures a compared row can be.
 const (
-	FigureThroughput = "throughput" // the cell's value: Gbit/s or kpps
-	FigureCost       = "cost"       // the whole machine's CPU per unit delivered
+	Throughput = "throughput" // the cell's value: Gbit/s or kpps
+	Cost       = "cost"       // the whole machine's CPU per unit delivered
 )
 
 // CostWords name the verdicts on a cost: more is worse.
 var CostWords = stats.Words{Above: "costs more", Below: "costs less"}
 
-// RunComparison is run B against run A, two saved reports: for every cell
+// Result is run B against run A, two saved reports: for every cell
 // both have, the ratio of B's median to A's with its interval and a
 // verdict. Its JSON form is compare --json.
-type RunComparison struct {
-	Schema string  `json:"schema"`
-	A      RunInfo `json:"a"`
-	B      RunInfo `json:"b"`
+type Result struct {
+	Schema string `json:"schema"`
+	A      Run    `json:"a"`
+	B      Run    `json:"b"`
 	// The bootstrap, and the verdict rule: MinReps, and the widest
 	// interval, in percent of A's median, that gets a verdict.
-	Seed            uint64       `json:"bootstrap_seed"`
-	Resamples       int          `json:"bootstrap_resamples"`
-	Level           float64      `json:"confidence_level"`
-	MinReps         int          `json:"verdict_min_reps"`
-	TargetHalfWidth float64      `json:"verdict_target_half_width_percent"`
-	Rows            []CompareRow `json:"rows"`
+	Seed            uint64  `json:"bootstrap_seed"`
+	Resamples       int     `json:"bootstrap_resamples"`
+	Level           float64 `json:"confidence_level"`
+	MinReps         int     `json:"verdict_min_reps"`
+	TargetHalfWidth float64 `json:"verdict_target_half_width_percent"`
+	Rows            []Row   `json:"rows"`
 	// OnlyA and OnlyB are the cells ("config/workload") one run has and
 	// the other lacks.
 	OnlyA []string `json:"only_in_a,omitempty"`
 	OnlyB []string `json:"only_in_b,omitempty"`
 }
 
-// RunInfo says what a compared run was.
-type RunInfo struct {
+// Run says what a compared run was.
+type Run struct {
 	Path        string      `json:"path"`
 	Schema      string      `json:"schema"`
 	Started     time.Time   `json:"started"`
@@ -55,11 +56,11 @@ type RunInfo struct {
 	Quick       bool        `json:"quick,omitempty"`
 }
 
-// CompareRow is one figure of one cell in both runs.
-type CompareRow struct {
+// Row is one figure of one cell in both runs.
+type Row struct {
 	Config   string `json:"config"`
 	Workload string `json:"workload"`
-	Figure   string `json:"figure"` // FigureThroughput or FigureCost
+	Figure   string `json:"figure"` // Throughput or Cost
 	Unit     string `json:"unit"`
 	// A and B are each run's median with its interval, as its report
 	// gives it.
@@ -73,10 +74,10 @@ type CompareRow struct {
 	stats.Difference
 }
 
-// Compare compares report b against report a, read from pathA and pathB,
+// Reports compares report b against report a, read from pathA and pathB,
 // cell by cell: throughput figures, and costs where both have them.
-func Compare(a, b *Report, pathA, pathB string, bs stats.Bootstrap, rule stats.Rule) *RunComparison {
-	c := &RunComparison{Schema: CompareSchema, A: info(a, pathA), B: info(b, pathB),
+func Reports(a, b *throughput.Report, pathA, pathB string, bs stats.Bootstrap, rule stats.Rule) *Result {
+	c := &Result{Schema: Schema, A: info(a, pathA), B: info(b, pathB),
 		Seed: bs.Seed, Resamples: bs.Count(), Level: stats.Level, MinReps: rule.MinReps, TargetHalfWidth: rule.MaxHalfWidth}
 	for _, ca := range a.Cells {
 		cb := b.Cell(ca.Config, ca.Workload)
@@ -87,13 +88,13 @@ func Compare(a, b *Report, pathA, pathB string, bs stats.Bootstrap, rule stats.R
 		key := ca.Config + "/" + ca.Workload
 		if ca.Value != nil && cb.Value != nil {
 			if d, ok := bs.CompareRule("compare/"+key, cb.Samples, ca.Samples, rule, stats.Speed); ok {
-				c.Rows = append(c.Rows, CompareRow{Config: ca.Config, Workload: ca.Workload, Figure: FigureThroughput, Unit: ca.Unit,
+				c.Rows = append(c.Rows, Row{Config: ca.Config, Workload: ca.Workload, Figure: Throughput, Unit: ca.Unit,
 					A: *ca.Value, B: *cb.Value, RepsA: len(ca.Samples), RepsB: len(cb.Samples), Difference: d})
 			}
 		}
 		if ka, kb := ca.Cost, cb.Cost; ka != nil && kb != nil && ka.Unit == kb.Unit {
 			if d, ok := bs.CompareRule("compare-cost/"+key, kb.Samples, ka.Samples, rule, CostWords); ok {
-				c.Rows = append(c.Rows, CompareRow{Config: ca.Config, Workload: ca.Workload, Figure: FigureCost, Unit: ka.Unit,
+				c.Rows = append(c.Rows, Row{Config: ca.Config, Workload: ca.Workload, Figure: Cost, Unit: ka.Unit,
 					A: ka.Machine, B: kb.Machine, RepsA: len(ka.Samples), RepsB: len(kb.Samples), Difference: d})
 			}
 		}
@@ -106,17 +107,17 @@ func Compare(a, b *Report, pathA, pathB string, bs stats.Bootstrap, rule stats.R
 	return c
 }
 
-func info(r *Report, path string) RunInfo {
-	return RunInfo{Path: path, Schema: r.Schema, Started: r.Started, Host: r.Host, Reps: r.Settings.Reps,
+func info(r *throughput.Report, path string) Run {
+	return Run{Path: path, Schema: r.Schema, Started: r.Started, Host: r.Host, Reps: r.Settings.Reps,
 		RunSeconds: r.Settings.RunSeconds, OmitSeconds: r.Settings.OmitSeconds, Quick: r.Settings.Quick}
 }
 
 // Document lays the comparison out for reading.
-func (c *RunComparison) Document() report.Document {
+func (c *Result) Document() report.Document {
 	d := report.Document{Title: "tapfwd-bench compare: B against A"}
 	for _, x := range []struct {
 		name string
-		r    RunInfo
+		r    Run
 	}{{"A", c.A}, {"B", c.B}} {
 		h := report.Header{Started: x.r.Started, Host: x.r.Host}
 		line := fmt.Sprintf("%s: %s (%s): %s; %d repetitions of %d s runs", x.name, x.r.Path, x.r.Schema, h.HostLine(), x.r.Reps, x.r.RunSeconds)
@@ -130,14 +131,14 @@ func (c *RunComparison) Document() report.Document {
 	}
 	width := ""
 	if c.TargetHalfWidth > 0 {
-		width = fmt.Sprintf(", an interval no wider than +-%s of A's median", pctAbs(c.TargetHalfWidth))
+		width = fmt.Sprintf(", an interval no wider than +-%s of A's median", report.PctAbs(c.TargetHalfWidth))
 	}
 	d.Summary = append(d.Summary, fmt.Sprintf("Ratio of B's median to A's with its %.0f%% percentile-bootstrap interval (the repetitions of each run resampled independently; %d resamples, seed %d). "+
 		"A verdict needs at least %d repetitions each%s and the whole interval on one side of 1.",
 		c.Level*100, c.Resamples, c.Seed, c.MinReps, width))
 	for _, fig := range []struct{ name, title string }{
-		{FigureThroughput, "Throughput (Gbit/s for TCP, kpps delivered for UDP)"},
-		{FigureCost, "Cost: CPU seconds of the whole machine per unit delivered"},
+		{Throughput, "Throughput (Gbit/s for TCP, kpps delivered for UDP)"},
+		{Cost, "Cost: CPU seconds of the whole machine per unit delivered"},
 	} {
 		s := report.Section{Title: fig.title + ": B against A",
 			Head: []string{"config", "workload", "unit", "A", "B", "B/A [95% CI]", "+-", "verdict"}}
@@ -146,7 +147,7 @@ func (c *RunComparison) Document() report.Document {
 				continue
 			}
 			s.Rows = append(s.Rows, []string{r.Config, r.Workload, r.Unit, report.Est(&r.A), report.Est(&r.B),
-				fmt.Sprintf("%.3f [%.3f, %.3f]", r.Ratio.Median, r.Ratio.Low, r.Ratio.High), pctAbs(r.HalfWidth), c.verdictText(r)})
+				fmt.Sprintf("%.3f [%.3f, %.3f]", r.Ratio.Median, r.Ratio.Low, r.Ratio.High), report.PctAbs(r.HalfWidth), c.verdictText(r)})
 		}
 		if len(s.Rows) > 0 {
 			d.Sections = append(d.Sections, s)
@@ -163,18 +164,18 @@ func (c *RunComparison) Document() report.Document {
 	return d
 }
 
-func (c *RunComparison) verdictText(r CompareRow) string {
+func (c *Result) verdictText(r Row) string {
 	if r.Verdict == stats.TooWide {
-		return fmt.Sprintf("interval +-%s: too wide for a verdict at the +-%s target", pctAbs(r.HalfWidth), pctAbs(c.TargetHalfWidth))
+		return fmt.Sprintf("interval +-%s: too wide for a verdict at the +-%s target", report.PctAbs(r.HalfWidth), report.PctAbs(c.TargetHalfWidth))
 	}
 	return r.Verdict
 }
 
 // WriteText writes the comparison as aligned plain-text tables.
-func (c *RunComparison) WriteText(w io.Writer) error { return c.Document().WriteText(w) }
+func (c *Result) WriteText(w io.Writer) error { return c.Document().WriteText(w) }
 
 // WriteMarkdown writes the comparison as Markdown.
-func (c *RunComparison) WriteMarkdown(w io.Writer) error { return c.Document().WriteMarkdown(w) }
+func (c *Result) WriteMarkdown(w io.Writer) error { return c.Document().WriteMarkdown(w) }
 
 // WriteJSON writes the comparison as indented JSON.
-func (c *RunComparison) WriteJSON(w io.Writer) error { return report.WriteJSON(w, c) }
+func (c *Result) WriteJSON(w io.Writer) error { return report.WriteJSON(w, c) }
