@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -222,8 +223,12 @@ type quickCell struct {
 // configuration against iperf3 run by hand through the same topology
 // (tapfwd with IFF_NAPI on, TCP 4 KB writes, wire to lab). The plain runs
 // are interleaved with the bench's repetitions (one before each), so the
-// machine's drift hits both alike; the medians must differ by no more than
-// the spread either side measured.
+// machine's drift hits both alike, and both pin iperf3 as the bench's
+// default does (client beside tapfwd's worker on CPU 0, server on CPU 1):
+// left to the scheduler, where the two processes land moves a run by a
+// factor of two or more, and five runs a side can fall on different
+// placements. The medians must differ by no more than the spread either
+// side measured.
 func TestBenchMatchesPlainIperf3(t *testing.T) {
 	if err := testbed.Available(); err != nil {
 		t.Skipf("skipping privileged test: %v", err)
@@ -237,6 +242,10 @@ func TestBenchMatchesPlainIperf3(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs two CPUs to pin iperf3's client and server apart")
+	}
+	pin := &iperf.Pinning{Wire: 0, Lab: 1}
 	plainBed, fw := startForwarder(t, cfg[0].Args...)
 	var plain []float64
 	var plainErr error
@@ -252,12 +261,13 @@ func TestBenchMatchesPlainIperf3(t *testing.T) {
 					return
 				}
 				var v float64
-				v, plainErr = plainIperf3(ctx, plainBed, 4096)
+				v, plainErr = plainIperf3(ctx, plainBed, 4096, pin)
 				plain = append(plain, v)
 			},
 		},
 		Duration:  time.Second,
 		Workloads: throughput.Workloads([]int{4096}, []int{1}, []string{throughput.WireToLab}, false),
+		IperfPin:  pin,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -279,12 +289,13 @@ func TestBenchMatchesPlainIperf3(t *testing.T) {
 }
 
 // plainIperf3 runs iperf3 by hand across bed (a one-shot server in the lab,
-// a 1 s client in the wire namespace writing l bytes at a time) and returns
-// what the receiver got in Gbit/s, read straight from iperf3's JSON.
-func plainIperf3(ctx context.Context, bed *testbed.Bed, l int) (float64, error) {
+// a 1 s client in the wire namespace writing l bytes at a time, each on
+// its CPU of pin) and returns what the receiver got in Gbit/s, read
+// straight from iperf3's JSON.
+func plainIperf3(ctx context.Context, bed *testbed.Bed, l int, pin *iperf.Pinning) (float64, error) {
 	port := strconv.Itoa(30000 + rand.IntN(20000))
 	addr := bed.LabAddr.Addr().String()
-	srv := bed.Command(ctx, bed.LabNS, "iperf3", "-s", "-1", "-B", addr, "-p", port)
+	srv := bed.Command(ctx, bed.LabNS, "iperf3", "-s", "-1", "-B", addr, "-p", port, "-A", strconv.Itoa(pin.Lab))
 	if err := srv.Start(); err != nil {
 		return 0, err
 	}
@@ -300,7 +311,7 @@ func plainIperf3(ctx context.Context, bed *testbed.Bed, l int) (float64, error) 
 	var rep report
 	for try := 0; ; try++ {
 		rep = report{}
-		out, err := bed.Command(ctx, bed.WireNS, "iperf3", "-c", addr, "-p", port, "-t", "1", "-l", strconv.Itoa(l), "-J").Output()
+		out, err := bed.Command(ctx, bed.WireNS, "iperf3", "-c", addr, "-p", port, "-t", "1", "-l", strconv.Itoa(l), "-A", strconv.Itoa(pin.Wire), "-J").Output()
 		if jerr := json.Unmarshal(out, &rep); jerr != nil && err == nil {
 			err = jerr
 		}
