@@ -401,30 +401,8 @@ func (r *rrRun) receive() error {
 
 // send sends the requests, one per slot of 1/Rate, warm-up first.
 func (r *rrRun) send() error {
-	// The thread's timer slack and perhaps its policy change: it stays
-	// locked, and ends with the goroutine instead of serving others.
-	runtime.LockOSThread()
-	// Wake-ups on time: the default timer slack of 50 us would blur every
-	// slot.
-	unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
-	if p := r.o.SenderFIFO; p > 0 {
-		attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: uint32(p)}
-		r.res.SenderFIFO = unix.SchedSetAttr(0, &attr, 0) == nil
-	}
-	var cpu0 unix.Timespec
-	unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &cpu0)
-	wall0 := r.now()
-	defer func() {
-		var cpu1 unix.Timespec
-		if unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &cpu1) == nil {
-			r.res.SenderCPU = float64(cpu1.Nano()-cpu0.Nano()) / float64(r.now()-wall0)
-		}
-	}()
-	buf := make([]byte, r.o.Payload)
-	for i := rrHeader; i < len(buf); i++ {
-		buf[i] = byte(i)
-	}
-	binary.LittleEndian.PutUint32(buf, rrMagic)
+	defer r.senderThread()()
+	buf := r.request()
 	period := float64(time.Second) / r.o.Rate
 	t0 := r.now() + time.Millisecond
 	measStart := t0 + r.o.Warmup
@@ -435,17 +413,7 @@ func (r *rrRun) send() error {
 		if slot >= end {
 			break
 		}
-		now := r.now()
-		if slot > now {
-			abs := unix.NsecToTimespec(r.baseMono + int64(slot))
-			for {
-				err := unix.ClockNanosleep(unix.CLOCK_MONOTONIC, unix.TIMER_ABSTIME, &abs, nil)
-				if err != unix.EINTR {
-					break
-				}
-			}
-			now = r.now()
-		}
+		now := r.sleepUntil(slot)
 		lag := now - slot // how late for its slot, before any skip
 		if late := float64(lag); late >= maxCatchUp*period {
 			// Woke far too late: skip to the newest slot rather than
@@ -466,8 +434,7 @@ func (r *rrRun) send() error {
 		}
 		binary.LittleEndian.PutUint32(buf[4:], id)
 		binary.LittleEndian.PutUint64(buf[8:], uint64(k))
-		now = r.now()
-		binary.LittleEndian.PutUint64(buf[16:], uint64(now))
+		binary.LittleEndian.PutUint64(buf[16:], uint64(r.now()))
 		_, err := unix.Write(r.client, buf)
 		if slot < measStart {
 			continue
@@ -483,4 +450,51 @@ func (r *rrRun) send() error {
 		}
 	}
 	return nil
+}
+
+// senderThread readies the sender's thread: locked to it (its timer slack
+// and perhaps its policy change, so it ends with the goroutine instead of
+// serving others), a timer slack of 1 ns (the default 50 us would blur
+// every slot) and SCHED_FIFO when asked. The returned function records the
+// share of a CPU the thread used.
+func (r *rrRun) senderThread() (done func()) {
+	runtime.LockOSThread()
+	unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
+	if p := r.o.SenderFIFO; p > 0 {
+		attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: uint32(p)}
+		r.res.SenderFIFO = unix.SchedSetAttr(0, &attr, 0) == nil
+	}
+	var cpu0 unix.Timespec
+	unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &cpu0)
+	wall0 := r.now()
+	return func() {
+		var cpu1 unix.Timespec
+		if unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &cpu1) == nil {
+			r.res.SenderCPU = float64(cpu1.Nano()-cpu0.Nano()) / float64(r.now()-wall0)
+		}
+	}
+}
+
+// request is a request's buffer: the magic, room for the run, sequence
+// number and send time, and a patterned payload.
+func (r *rrRun) request() []byte {
+	buf := make([]byte, r.o.Payload)
+	for i := rrHeader; i < len(buf); i++ {
+		buf[i] = byte(i)
+	}
+	binary.LittleEndian.PutUint32(buf, rrMagic)
+	return buf
+}
+
+// sleepUntil sleeps until slot on the monotonic clock, if it is still
+// ahead, and returns the time it woke.
+func (r *rrRun) sleepUntil(slot time.Duration) time.Duration {
+	now := r.now()
+	if slot <= now {
+		return now
+	}
+	abs := unix.NsecToTimespec(r.baseMono + int64(slot))
+	for unix.ClockNanosleep(unix.CLOCK_MONOTONIC, unix.TIMER_ABSTIME, &abs, nil) == unix.EINTR {
+	}
+	return r.now()
 }

@@ -99,20 +99,10 @@ func Run(ctx context.Context, b *testbed.Bed, opt Options) (Result, error) {
 	if err != nil {
 		return Result{}, errNoIperf
 	}
-	if opt.Duration == 0 {
-		opt.Duration = 5 * time.Second
+	opt, err = opt.withDefaults()
+	if err != nil {
+		return Result{}, err
 	}
-	if opt.Duration < 0 || opt.Bytes < 0 || opt.Omit < 0 || opt.Len < 0 || opt.Streams < 0 || opt.Port < 0 || opt.Port > 65535 {
-		return Result{}, fmt.Errorf("iperf: invalid options %+v", opt)
-	}
-	if opt.Streams == 0 {
-		opt.Streams = 1
-	}
-	if opt.Port == 0 {
-		opt.Port = 20000 + mrand.IntN(40001)
-	}
-	secs := max(1, int(math.Ceil(opt.Duration.Seconds())))
-	omit := int(math.Ceil(opt.Omit.Seconds()))
 	port := strconv.Itoa(opt.Port)
 	addr := b.LabAddr.Addr().String()
 	if opt.Addr.IsValid() {
@@ -121,61 +111,16 @@ func Run(ctx context.Context, b *testbed.Bed, opt Options) (Result, error) {
 
 	// The test itself, plus generous time to start, exchange results and
 	// stop; a wedged iperf3 must not hang the caller forever.
-	ctx, cancel := context.WithTimeout(ctx, time.Duration(secs+omit)*time.Second+30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(opt.seconds()+opt.omitSeconds())*time.Second+30*time.Second)
 	defer cancel()
 
-	srvArgs := []string{"-s", "-1", "-B", addr, "-p", port}
-	if opt.Pin != nil {
-		srvArgs = append(srvArgs, "-A", strconv.Itoa(opt.Pin.Lab))
-	}
-	srv := b.Command(ctx, b.LabNS, path, srvArgs...)
-	var srvOut bytes.Buffer
-	srv.Stdout, srv.Stderr = &srvOut, &srvOut
-	if err := srv.Start(); err != nil {
-		return Result{}, fmt.Errorf("iperf: starting server in %s: %w", b.LabNS, err)
-	}
-	srvDone := make(chan struct{})
-	var srvErr error
-	go func() { srvErr = srv.Wait(); close(srvDone) }()
-	defer func() {
-		srv.Process.Kill() // fails harmlessly once it exited
-		<-srvDone
-	}()
-	if err := waitListening(ctx, b, port, srvDone); err != nil {
-		select {
-		case <-srvDone:
-			return Result{}, fmt.Errorf("iperf: server in %s exited before listening: %v: %s", b.LabNS, srvErr, strings.TrimSpace(srvOut.String()))
-		default:
-		}
+	stop, err := startServer(ctx, b, path, addr, port, opt.Pin)
+	if err != nil {
 		return Result{}, err
 	}
+	defer stop()
 
-	args := []string{"-c", addr, "-p", port, "-J", "-P", strconv.Itoa(opt.Streams)}
-	if opt.Bytes > 0 {
-		args = append(args, "-n", strconv.FormatInt(opt.Bytes, 10))
-	} else {
-		args = append(args, "-t", strconv.Itoa(secs))
-	}
-	if omit > 0 {
-		args = append(args, "-O", strconv.Itoa(omit))
-	}
-	if opt.Len > 0 {
-		args = append(args, "-l", strconv.Itoa(opt.Len))
-	}
-	if opt.Reverse {
-		args = append(args, "-R")
-	}
-	if opt.UDP {
-		args = append(args, "-u")
-	}
-	if opt.Bitrate != "" {
-		args = append(args, "-b", opt.Bitrate)
-	}
-	if opt.Pin != nil {
-		// -A n,m would also pin the server, but the server was started
-		// with its own -A already.
-		args = append(args, "-A", strconv.Itoa(opt.Pin.Wire))
-	}
+	args := opt.clientArgs(addr, port)
 	cli := b.Command(ctx, b.WireNS, path, args...)
 	var stderr bytes.Buffer
 	cli.Stderr = &stderr
@@ -190,6 +135,93 @@ func Run(ctx context.Context, b *testbed.Bed, opt Options) (Result, error) {
 		return Result{}, fmt.Errorf("iperf: iperf3 %s: %w: %s", strings.Join(args, " "), cerr, strings.TrimSpace(stderr.String()))
 	}
 	return res, nil
+}
+
+// withDefaults checks o and fills in what it leaves to Run: 5 s, one
+// stream, a random port.
+func (o Options) withDefaults() (Options, error) {
+	if o.Duration == 0 {
+		o.Duration = 5 * time.Second
+	}
+	if o.Duration < 0 || o.Bytes < 0 || o.Omit < 0 || o.Len < 0 || o.Streams < 0 || o.Port < 0 || o.Port > 65535 {
+		return o, fmt.Errorf("iperf: invalid options %+v", o)
+	}
+	if o.Streams == 0 {
+		o.Streams = 1
+	}
+	if o.Port == 0 {
+		o.Port = 20000 + mrand.IntN(40001)
+	}
+	return o, nil
+}
+
+// seconds is the test's length as iperf3 takes it (-t): whole seconds, at
+// least one; omitSeconds is -O's.
+func (o Options) seconds() int     { return max(1, int(math.Ceil(o.Duration.Seconds()))) }
+func (o Options) omitSeconds() int { return int(math.Ceil(o.Omit.Seconds())) }
+
+// clientArgs are the iperf3 client's arguments for o against addr:port.
+func (o Options) clientArgs(addr, port string) []string {
+	args := []string{"-c", addr, "-p", port, "-J", "-P", strconv.Itoa(o.Streams)}
+	if o.Bytes > 0 {
+		args = append(args, "-n", strconv.FormatInt(o.Bytes, 10))
+	} else {
+		args = append(args, "-t", strconv.Itoa(o.seconds()))
+	}
+	if omit := o.omitSeconds(); omit > 0 {
+		args = append(args, "-O", strconv.Itoa(omit))
+	}
+	if o.Len > 0 {
+		args = append(args, "-l", strconv.Itoa(o.Len))
+	}
+	if o.Reverse {
+		args = append(args, "-R")
+	}
+	if o.UDP {
+		args = append(args, "-u")
+	}
+	if o.Bitrate != "" {
+		args = append(args, "-b", o.Bitrate)
+	}
+	if o.Pin != nil {
+		// -A n,m would also pin the server, but the server was started
+		// with its own -A already.
+		args = append(args, "-A", strconv.Itoa(o.Pin.Wire))
+	}
+	return args
+}
+
+// startServer starts a one-shot iperf3 server on addr:port in b.LabNS
+// (pinned to pin.Lab when pin is set) and waits until it listens. stop
+// kills it, if it still runs, and waits for it.
+func startServer(ctx context.Context, b *testbed.Bed, path, addr, port string, pin *Pinning) (stop func(), err error) {
+	srvArgs := []string{"-s", "-1", "-B", addr, "-p", port}
+	if pin != nil {
+		srvArgs = append(srvArgs, "-A", strconv.Itoa(pin.Lab))
+	}
+	srv := b.Command(ctx, b.LabNS, path, srvArgs...)
+	var srvOut bytes.Buffer
+	srv.Stdout, srv.Stderr = &srvOut, &srvOut
+	if err := srv.Start(); err != nil {
+		return nil, fmt.Errorf("iperf: starting server in %s: %w", b.LabNS, err)
+	}
+	srvDone := make(chan struct{})
+	var srvErr error
+	go func() { srvErr = srv.Wait(); close(srvDone) }()
+	stop = func() {
+		srv.Process.Kill() // fails harmlessly once it exited
+		<-srvDone
+	}
+	if err := waitListening(ctx, b, port, srvDone); err != nil {
+		select {
+		case <-srvDone:
+			err = fmt.Errorf("iperf: server in %s exited before listening: %v: %s", b.LabNS, srvErr, strings.TrimSpace(srvOut.String()))
+		default:
+		}
+		stop()
+		return nil, err
+	}
+	return stop, nil
 }
 
 // waitListening polls ss in the lab namespace until the server listens on
