@@ -96,11 +96,5 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 	}
 	c := compare.Reports(a, b, files[0], files[1], stats.Bootstrap{Seed: *f.seed, Resamples: *f.resamples},
 		stats.Rule{MinReps: stats.MinReps, MaxHalfWidth: *f.target})
-	switch {
-	case *f.asJSON:
-		return c.WriteJSON(stdout)
-	case *f.asMD:
-		return c.WriteMarkdown(stdout)
-	}
-	return c.WriteText(stdout)
+	return printReport(stdout, c, *f.asJSON, *f.asMD)
 }

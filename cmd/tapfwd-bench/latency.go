@@ -185,11 +185,5 @@ func renderLatency(rep *latency.Report, f *latencyFlags, stdout io.Writer) error
 			return err
 		}
 	}
-	switch {
-	case *f.asJSON:
-		return rep.WriteJSON(stdout)
-	case *f.asMD:
-		return rep.WriteMarkdown(stdout)
-	}
-	return rep.WriteText(stdout)
+	return printReport(stdout, rep, *f.asJSON, *f.asMD)
 }

@@ -355,15 +355,10 @@ func renderThroughput(rep *throughput.Report, f *throughputFlags, stdout io.Writ
 			return fmt.Errorf("--out: %w", err)
 		}
 	}
-	switch {
-	case *f.asJSON:
-		return rep.WriteJSON(stdout)
-	case *f.asCSV:
+	if *f.asCSV { // the flags exclude one another
 		return rep.WriteCSV(stdout)
-	case *f.asMD:
-		return rep.WriteMarkdown(stdout)
 	}
-	return rep.WriteText(stdout)
+	return printReport(stdout, rep, *f.asJSON, *f.asMD)
 }
 
 // autoIperfPin is the placement --iperf-cpus auto picks: the iperf3
