@@ -224,6 +224,9 @@ func (g *Guest) run() error {
 		if g.pfd[0].Revents != 0 {
 			return nil
 		}
+		if g.pfd[2].Revents != 0 {
+			g.in.settle()
+		}
 	}
 	return nil
 }

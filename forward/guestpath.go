@@ -71,25 +71,7 @@ func (g *Guest) route(b []byte) {
 // reason; a failed copy to a second destination counts as an error.
 func (g *Guest) flush() {
 	t := &g.fromT
-	for out := g.nicOut; len(out) > 0; {
-		n, err := g.port.NIC.Write(out, 0)
-		for _, b := range out[:n] {
-			t.txPkts++
-			t.txBytes += uint64(len(b) - hdrLen)
-		}
-		if out = out[n:]; len(out) == 0 || err == nil {
-			continue
-		}
-		switch err {
-		case unix.EINTR:
-		case unix.EAGAIN, unix.ENOBUFS:
-			t.drop(DropNICBusy)
-			out = out[1:]
-		default:
-			t.drop(DropNICRefused)
-			out = out[1:]
-		}
-	}
+	sendNIC(g.port.NIC, g.nicOut, t, g.fw.stopFd)
 	for out, main := g.tapOut, g.tapMain; len(out) > 0; {
 		n, err := g.tap.Write(out, 0)
 		for i, b := range out[:n] {

@@ -65,10 +65,17 @@ func (b *inbox) wake() {
 	unix.Write(b.efd, b.one[:])
 }
 
+// settle clears the eventfd once the consumer's poll found it readable, so
+// that the next poll sleeps until another batch is pushed. Frames pushed
+// before it are taken on the worker's next turn, which comes before its
+// next poll: no wake-up is lost.
+func (b *inbox) settle() {
+	unix.Read(b.efd, b.drain[:])
+}
+
 // take returns up to len(out) waiting frames, in order, in out, with where
 // they came from in from; they stay the consumer's until release.
 func (b *inbox) take(out [][]byte, from []side) int {
-	unix.Read(b.efd, b.drain[:])
 	b.mu.Lock()
 	head, tail := b.head, b.tail
 	b.mu.Unlock()

@@ -335,15 +335,20 @@ func (q *Queue) checkUntrusted(t *tally, buf []byte, size int, mac *[6]byte, vne
 	return true
 }
 
-// toNIC hands the queued frames to the NIC, skipping (and counting) any it
-// refuses, and empties the queue.
+// toNIC hands the queued frames to the NIC and empties the queue.
 func (q *Queue) toNIC() {
-	t := &q.tally
-	frames := q.nicOut
+	sendNIC(q.nic, q.nicOut, &q.tally, q.fw.stopFd)
 	q.nicOut = q.nicOut[:0]
+}
+
+// sendNIC hands frames to nic in order, counting each in t as transmitted
+// or dropped with its reason: on a full send buffer it waits for room once
+// (up to 10 ms, less when the forwarder stops) and then drops what still
+// does not fit; a NIC that is down or gone takes none of the rest.
+func sendNIC(nic Endpoint, frames [][]byte, t *tally, stopFd int) {
 	waited := false
 	for len(frames) > 0 {
-		n, err := q.nic.Write(frames, 0)
+		n, err := nic.Write(frames, 0)
 		for _, f := range frames[:n] {
 			t.txPkts++
 			t.txBytes += uint64(len(f) - hdrLen)
@@ -355,9 +360,7 @@ func (q *Queue) toNIC() {
 		switch err {
 		case unix.EINTR:
 		case unix.EAGAIN:
-			// The socket's send buffer is full: wait for room once per
-			// batch, then drop what still does not fit.
-			if !waited && q.waitWritable() {
+			if !waited && waitWritable(stopFd, nic.Fd()) {
 				waited = true
 				continue
 			}
@@ -376,10 +379,12 @@ func (q *Queue) toNIC() {
 	}
 }
 
-func (q *Queue) waitWritable() bool {
+// waitWritable waits up to 10 ms for fd to take writes; false when it
+// did not, or when stopFd said stop first.
+func waitWritable(stopFd, fd int) bool {
 	p := [2]unix.PollFd{
-		{Fd: q.pfd[0].Fd, Events: unix.POLLIN},
-		{Fd: q.pfd[1].Fd, Events: unix.POLLOUT},
+		{Fd: int32(stopFd), Events: unix.POLLIN},
+		{Fd: int32(fd), Events: unix.POLLOUT},
 	}
 	ts := unix.NsecToTimespec(int64(10 * time.Millisecond))
 	n, err := unix.Ppoll(p[:], &ts, nil)
