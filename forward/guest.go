@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"runtime"
 
 	"golang.org/x/sys/unix"
 )
@@ -196,13 +195,8 @@ func (f *Forwarder) closeFabric() {
 // run is the guest's worker: it moves what the guest sends and writes
 // what waits in its inbox, sleeping in ppoll when neither has work.
 func (g *Guest) run() error {
-	runtime.LockOSThread()
-	if cpu := g.port.CPU; cpu >= 0 {
-		var set unix.CPUSet
-		set.Set(cpu)
-		if err := unix.SchedSetaffinity(0, &set); err != nil {
-			return fmt.Errorf("pin to CPU %d: %w", cpu, os.NewSyscallError("sched_setaffinity", err))
-		}
+	if err := lockTo(g.port.CPU); err != nil {
+		return err
 	}
 	g.fw.workerUp()
 	for !g.fw.stop.Load() {
@@ -218,7 +212,7 @@ func (g *Guest) run() error {
 		if sent == g.batch || more {
 			continue
 		}
-		if err := g.wait(); err != nil {
+		if err := g.live.poll(g.pfd[:]); err != nil {
 			return err
 		}
 		if g.pfd[0].Revents != 0 {
@@ -229,19 +223,4 @@ func (g *Guest) run() error {
 		}
 	}
 	return nil
-}
-
-func (g *Guest) wait() error {
-	g.live.waiting.Store(true)
-	defer g.live.waiting.Store(false)
-	for {
-		g.pfd[0].Revents, g.pfd[1].Revents, g.pfd[2].Revents = 0, 0, 0
-		_, err := unix.Ppoll(g.pfd[:], nil, nil)
-		if err == nil {
-			return nil
-		}
-		if err != unix.EINTR {
-			return os.NewSyscallError("ppoll", err)
-		}
-	}
 }

@@ -2,7 +2,11 @@ package forward
 
 import (
 	"fmt"
+	"os"
+	"runtime"
 	"sync/atomic"
+
+	"golang.org/x/sys/unix"
 )
 
 // live is what a watchdog reads of a worker: beats counts the turns of
@@ -50,4 +54,40 @@ func (l *live) stalled() bool {
 	s := !l.waiting.Load() && b == l.seen
 	l.seen = b
 	return s
+}
+
+// poll blocks in ppoll on pfd (their Revents cleared first), marked as
+// waiting in l meanwhile, so that the watchdog does not take a sleeping
+// worker for a stuck one.
+func (l *live) poll(pfd []unix.PollFd) error {
+	l.waiting.Store(true)
+	defer l.waiting.Store(false)
+	for {
+		for i := range pfd {
+			pfd[i].Revents = 0
+		}
+		_, err := unix.Ppoll(pfd, nil, nil)
+		if err == nil {
+			return nil
+		}
+		if err != unix.EINTR {
+			return os.NewSyscallError("ppoll", err)
+		}
+	}
+}
+
+// lockTo locks the calling goroutine to its thread for good (the thread's
+// affinity changes, so it must not serve other goroutines) and pins the
+// thread to cpu, unless cpu is negative.
+func lockTo(cpu int) error {
+	runtime.LockOSThread()
+	if cpu < 0 {
+		return nil
+	}
+	var set unix.CPUSet
+	set.Set(cpu)
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		return fmt.Errorf("pin to CPU %d: %w", cpu, os.NewSyscallError("sched_setaffinity", err))
+	}
+	return nil
 }

@@ -1,9 +1,6 @@
 package forward
 
 import (
-	"fmt"
-	"os"
-	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -135,14 +132,8 @@ func makeBufs(n, size int) [][]byte {
 }
 
 func (q *Queue) run() error {
-	// The thread stays locked for good: its affinity was changed.
-	runtime.LockOSThread()
-	if q.CPU >= 0 {
-		var set unix.CPUSet
-		set.Set(q.CPU)
-		if err := unix.SchedSetaffinity(0, &set); err != nil {
-			return fmt.Errorf("pin to CPU %d: %w", q.CPU, os.NewSyscallError("sched_setaffinity", err))
-		}
+	if err := lockTo(q.CPU); err != nil {
+		return err
 	}
 	q.fw.workerUp()
 	nicReady, tapReady := true, true
@@ -171,7 +162,7 @@ func (q *Queue) run() error {
 			nicReady, tapReady = true, true
 			continue
 		}
-		if err := q.wait(); err != nil {
+		if err := q.live.poll(q.pfd[:]); err != nil {
 			return err
 		}
 		if q.pfd[0].Revents != 0 {
@@ -184,22 +175,6 @@ func (q *Queue) run() error {
 		tapReady = q.pfd[2].Revents&(unix.POLLIN|unix.POLLERR|unix.POLLHUP) != 0
 	}
 	return nil
-}
-
-// wait blocks in ppoll on the stop eventfd, the socket and the TAP.
-func (q *Queue) wait() error {
-	q.live.waiting.Store(true)
-	defer q.live.waiting.Store(false)
-	for {
-		q.pfd[0].Revents, q.pfd[1].Revents, q.pfd[2].Revents = 0, 0, 0
-		_, err := unix.Ppoll(q.pfd[:], nil, nil)
-		if err == nil {
-			return nil
-		}
-		if err != unix.EINTR {
-			return os.NewSyscallError("ppoll", err)
-		}
-	}
 }
 
 // nicDownOrGone handles ENETDOWN or ENODEV from the NIC: a NIC that went
