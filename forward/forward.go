@@ -64,7 +64,7 @@ type Config struct {
 func BufferBytes(queues, batch int, tapVnet bool, mtu int) int64 {
 	per := 2 * int64(batch) * bufSize
 	if !tapVnet {
-		per += maxSegments * int64(mtu+14+4)
+		per += maxSegments * int64(segBufSize(0, mtu))
 	}
 	return int64(queues) * per
 }

@@ -54,10 +54,8 @@ type Guest struct {
 	taken   [][]byte
 	from    []side
 	where   map[[6]byte]side // learned from what comes in: which side an address lives on
-	segBufs [][]byte
-	segView [][]byte // segBufs past their vnet header room
-	segSize []int
-	segOut  [][]byte
+	seg     segBuffers       // for frames the guest's offloads do not cover
+	segOut  [][]byte         // the segments of one such frame, for one Write
 	dirty   uint64
 	live    live
 	pfd     [3]unix.PollFd
@@ -121,12 +119,7 @@ func (g *Guest) alloc(c Config) {
 	g.tapMain = make([]bool, 0, c.Batch)
 	g.taken = make([][]byte, inboxSlots)
 	g.from = make([]side, inboxSlots)
-	g.segBufs = makeBufs(maxSegments, hdrLen+c.MTU+14+4)
-	g.segView = make([][]byte, maxSegments)
-	for j, b := range g.segBufs {
-		g.segView[j] = b[hdrLen:]
-	}
-	g.segSize = make([]int, maxSegments)
+	g.seg = segBuffers{hdr: hdrLen, mtu: c.MTU}
 	g.segOut = make([][]byte, 0, maxSegments)
 	g.pfd[0] = unix.PollFd{Fd: int32(g.fw.stopFd), Events: unix.POLLIN}
 	g.pfd[1] = unix.PollFd{Fd: int32(g.port.Guest.Fd()), Events: unix.POLLIN}

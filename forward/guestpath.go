@@ -166,15 +166,13 @@ func (g *Guest) softOffload(b []byte) {
 	frame := b[hdrLen:]
 	out := g.segOut[:0]
 	if h.IsGSO() {
-		k, err := vnethdr.Segment(h, frame, g.segView, g.segSize)
+		g.seg.ensure()
+		k, err := g.seg.segment(h, frame, false, 0)
 		if err != nil {
 			t.drop(DropSegment)
 			return
 		}
-		for j := 0; j < k; j++ {
-			clear(g.segBufs[j][:hdrLen])
-			out = append(out, g.segBufs[j][:hdrLen+g.segSize[j]])
-		}
+		out = g.seg.appendFrames(out, 0, k)
 	} else {
 		if vnethdr.CompleteChecksum(&h, frame) != nil {
 			t.drop(DropBadHdr)

@@ -161,52 +161,35 @@ func (q *Queue) plainForTAP(f *vnethdr.Frame) error {
 		q.tapOut = append(q.tapOut, frame)
 		return nil
 	}
-	k, err := vnethdr.Segment(f.Hdr, frame, q.segBufs[q.segUsed:], q.segSizes[q.segUsed:])
-	if err == vnethdr.ErrTooManySegments && q.segUsed > 0 {
-		// The segment buffers hold earlier frames' segments: write
-		// those, then try again with all of them.
-		if err := q.flushTAP(); err != nil {
-			return err
-		}
-		k, err = vnethdr.Segment(f.Hdr, frame, q.segBufs, q.segSizes)
-	}
-	if err != nil {
-		q.tally.drop(DropSegment)
-		return nil
-	}
-	q.tally.segs += uint64(k)
-	for j := q.segUsed; j < q.segUsed+k; j++ {
-		q.tapOut = append(q.tapOut, q.segBufs[j][:q.segSizes[j]])
-	}
-	q.segUsed += k
-	return nil
+	return q.segmentForTAP(f, false)
 }
 
 // tunnelForTAP queues the packets a tunnel GSO frame was made of, for
 // either kind of TAP: segmented in userspace (vnethdr.SegmentTunnel), each
 // with finished checksums and, when the TAP takes one, a zero vnet header.
 func (q *Queue) tunnelForTAP(f *vnethdr.Frame) error {
-	if q.segBufs == nil {
-		q.makeSegBufs()
-	}
+	return q.segmentForTAP(f, true)
+}
+
+// segmentForTAP queues f's segments for the TAP. When the segment buffers
+// still hold earlier frames' segments and f's do not fit behind them, it
+// writes those first and starts again at the first buffer.
+func (q *Queue) segmentForTAP(f *vnethdr.Frame, tunnel bool) error {
+	q.seg.ensure()
 	frame := f.Buf[f.Start:f.End]
-	k, err := vnethdr.SegmentTunnel(f.Hdr, frame, q.segOut[q.segUsed:], q.segSizes[q.segUsed:])
+	k, err := q.seg.segment(f.Hdr, frame, tunnel, q.segUsed)
 	if err == vnethdr.ErrTooManySegments && q.segUsed > 0 {
 		if err := q.flushTAP(); err != nil {
 			return err
 		}
-		k, err = vnethdr.SegmentTunnel(f.Hdr, frame, q.segOut, q.segSizes)
+		k, err = q.seg.segment(f.Hdr, frame, tunnel, 0)
 	}
 	if err != nil {
 		q.tally.drop(DropSegment)
 		return nil
 	}
 	q.tally.segs += uint64(k)
-	for j := q.segUsed; j < q.segUsed+k; j++ {
-		b := q.segBufs[j][:q.tapHdr+q.segSizes[j]]
-		clear(b[:q.tapHdr])
-		q.tapOut = append(q.tapOut, b)
-	}
+	q.tapOut = q.seg.appendFrames(q.tapOut, q.segUsed, k)
 	q.segUsed += k
 	return nil
 }

@@ -33,13 +33,10 @@ type Queue struct {
 	nicSizes []int
 	frames   []vnethdr.Frame // the batch being forwarded NIC -> TAP
 	gro      *vnethdr.GRO
-	tapOut   [][]byte // frames for one TAP Write
-	segBufs  [][]byte // segments for the TAP, each with tapHdr bytes of room in front
-	segOut   [][]byte // segBufs[i][tapHdr:], where segmentation writes
-	segSizes []int
-	segUsed  int    // segBufs taken by tapOut
-	mtu      int    // the TAP's, which sizes segBufs
-	tunnel   []bool // tunnel[i]: frames[i] is a GSO frame inside a tunnel (vnethdr.SegmentTunnel)
+	tapOut   [][]byte   // frames for one TAP Write
+	seg      segBuffers // segments for the TAP, with tapHdr bytes of room in front
+	segUsed  int        // seg's buffers taken by tapOut
+	tunnel   []bool     // tunnel[i]: frames[i] is a GSO frame inside a tunnel (vnethdr.SegmentTunnel)
 	tapBufs  [][]byte
 	tapSizes []int
 	nicOut   [][]byte // frames for one NIC Write
@@ -84,9 +81,9 @@ func newQueue(f *Forwarder, id, cpu int, tap Endpoint, nic NIC, c Config) *Queue
 	}
 	q.l2 = c.L2
 	q.tapOut = make([][]byte, 0, c.Batch+maxSegments)
-	q.mtu = c.MTU
+	q.seg = segBuffers{hdr: q.tapHdr, mtu: c.MTU}
 	if !c.TAPVnetHdr {
-		q.makeSegBufs()
+		q.seg.ensure()
 	}
 	q.tapBufs = makeBufs(c.Batch, bufSize)
 	q.tapSizes = make([]int, c.Batch)
@@ -110,15 +107,50 @@ func orDefault(v, d int) int {
 // dropped as DropSegment.
 const maxSegments = 512
 
-// makeSegBufs allocates the segment buffers: at start when the TAP has no
-// vnet header, else when the first tunnel GSO frame needs them.
-func (q *Queue) makeSegBufs() {
-	q.segBufs = makeBufs(maxSegments, q.tapHdr+q.mtu+14+4)
-	q.segOut = make([][]byte, maxSegments)
-	for i, b := range q.segBufs {
-		q.segOut[i] = b[q.tapHdr:]
+// segBuffers hold the segments of super-frames segmented in userspace,
+// each with hdr bytes of room in front for a zeroed vnet header.
+// ensure allocates them: maxSegments MTU-sized frames, under 1 MiB.
+type segBuffers struct {
+	hdr, mtu int
+	bufs     [][]byte
+	out      [][]byte // bufs[i][hdr:], where segmentation writes
+	sizes    []int
+}
+
+// segBufSize is one segment buffer: the header room, an MTU-sized packet,
+// its Ethernet header and a VLAN tag.
+func segBufSize(hdr, mtu int) int { return hdr + mtu + 14 + 4 }
+
+func (s *segBuffers) ensure() {
+	if s.bufs != nil {
+		return
 	}
-	q.segSizes = make([]int, maxSegments)
+	s.bufs = makeBufs(maxSegments, segBufSize(s.hdr, s.mtu))
+	s.out = make([][]byte, maxSegments)
+	for i, b := range s.bufs {
+		s.out[i] = b[s.hdr:]
+	}
+	s.sizes = make([]int, maxSegments)
+}
+
+// segment segments frame (a tunnel GSO frame with vnethdr.SegmentTunnel,
+// any other with vnethdr.Segment) into the buffers from the from-th on.
+func (s *segBuffers) segment(h vnethdr.Hdr, frame []byte, tunnel bool, from int) (int, error) {
+	if tunnel {
+		return vnethdr.SegmentTunnel(h, frame, s.out[from:], s.sizes[from:])
+	}
+	return vnethdr.Segment(h, frame, s.out[from:], s.sizes[from:])
+}
+
+// appendFrames appends the k segments from the from-th on to dst, each
+// with its header room zeroed.
+func (s *segBuffers) appendFrames(dst [][]byte, from, k int) [][]byte {
+	for j := from; j < from+k; j++ {
+		b := s.bufs[j][:s.hdr+s.sizes[j]]
+		clear(b[:s.hdr])
+		dst = append(dst, b)
+	}
+	return dst
 }
 
 // makeBufs carves n buffers of size bytes out of one allocation.
