@@ -144,7 +144,6 @@ func (t *tally) publish(d *Dir, c *Counters, batch int) {
 // dropped for under the workers' configuration; the others never happen,
 // so a reader (metrics) need not show them.
 func (f *Forwarder) DropReasons() (fromNIC, fromTAP []DropReason) {
-	q := f.queues[0]
 	// Segmentation: every GSO frame for a TAP without vnet header, and a
 	// tunnel's GSO frames for any TAP.
 	fromNIC = []DropReason{DropOversize, DropBadHdr, DropSegment, DropTAPWrite, DropNICRecv}
@@ -152,33 +151,15 @@ func (f *Forwarder) DropReasons() (fromNIC, fromTAP []DropReason) {
 		fromNIC = append(fromNIC, DropGuestRefused) // a tunnel's GSO frame for a guest
 	}
 	fromTAP = []DropReason{DropOversize, DropBadHdr, DropNICRefused, DropNICBusy, DropTAPRead}
-	if q.strict {
-		fromTAP = append(fromTAP, DropSpoofed)
-	}
-	if q.l2.DenyVLANs {
-		fromTAP = append(fromTAP, DropGuestVLAN)
-	}
-	if q.l2.DropControl {
-		fromTAP = append(fromTAP, DropL2Control)
-	}
-	return fromNIC, fromTAP
+	return fromNIC, f.untrusted.reasons(fromTAP)
 }
 
 // GuestDropReasons are the reasons a guest port's frames can be dropped for
 // under the workers' configuration: fromGuest what the guest sent
 // (GuestCounters.From), toGuest what was for it (GuestCounters.To).
 func (f *Forwarder) GuestDropReasons() (fromGuest, toGuest []DropReason) {
-	q := f.queues[0]
 	fromGuest = []DropReason{DropOversize, DropBadHdr, DropNICRefused, DropNICBusy, DropTAPWrite}
-	if q.strict {
-		fromGuest = append(fromGuest, DropSpoofed)
-	}
-	if q.l2.DenyVLANs {
-		fromGuest = append(fromGuest, DropGuestVLAN)
-	}
-	if q.l2.DropControl {
-		fromGuest = append(fromGuest, DropL2Control)
-	}
+	fromGuest = f.untrusted.reasons(fromGuest)
 	toGuest = []DropReason{DropGuestBusy, DropGuestRefused, DropSegment, DropBadHdr}
 	return fromGuest, toGuest
 }

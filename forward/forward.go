@@ -93,6 +93,8 @@ type Forwarder struct {
 	nicDown, tapDown atomic.Bool
 	// The guest ports; nil without any.
 	fab *fabric
+	// What frames from the TAP and the guests must pass.
+	untrusted untrusted
 	// Workers in their loop, and Started closed when all are.
 	up        atomic.Int32
 	started   chan struct{}
@@ -121,7 +123,11 @@ func New(taps []Endpoint, nics []NIC, c Config) (*Forwarder, error) {
 	if err != nil {
 		return nil, fmt.Errorf("forward: eventfd: %w", os.NewSyscallError("eventfd", err))
 	}
-	f := &Forwarder{stopFd: efd, log: c.Logger, started: make(chan struct{})}
+	f := &Forwarder{stopFd: efd, log: c.Logger, started: make(chan struct{}), untrusted: untrusted{l2: c.L2}}
+	if c.StrictMAC != nil {
+		f.untrusted.strict = true
+		f.untrusted.tapMAC = [6]byte(c.StrictMAC)
+	}
 	for i := range taps {
 		cpu := -1
 		if i < len(c.CPUs) {

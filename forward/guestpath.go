@@ -41,7 +41,7 @@ func (g *Guest) fromGuest() (int, error) {
 // and routes it.
 func (g *Guest) acceptFromGuest(i int) {
 	buf, size := g.bufs[i], g.sizes[i]-hdrLen
-	if g.fw.queues[0].checkUntrusted(&g.fromT, buf, size, &g.mac, true) {
+	if g.fw.untrusted.check(&g.fromT, buf, size, &g.mac, true) {
 		g.route(buf[headroom-hdrLen : headroom+size])
 	}
 }

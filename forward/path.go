@@ -265,7 +265,7 @@ func (q *Queue) tapToNIC() (int, error) {
 func (q *Queue) acceptFromTAP(i int) {
 	t := &q.tally
 	buf, size := q.tapBufs[i], q.tapSizes[i]-q.tapHdr
-	if !q.checkUntrusted(t, buf, size, &q.mac, q.tapVnet) {
+	if u := &q.fw.untrusted; !u.check(t, buf, size, &u.tapMAC, q.tapVnet) {
 		return
 	}
 	b := buf[headroom-hdrLen : headroom+size]
@@ -276,13 +276,13 @@ func (q *Queue) acceptFromTAP(i int) {
 	q.nicOut = append(q.nicOut, b)
 }
 
-// checkUntrusted counts a frame from an untrusted writer (the TAP's, a
-// guest's) as received into t and checks it: its size, its source address
-// (StrictMAC: mac), the L2 policy and, when the writer gave one (vnet), the
-// vnet header's claims. It leaves a checked vnet header in front of the
-// frame (a zero one without vnet), or counts the drop and returns false.
-// The frame is buf[headroom:headroom+size].
-func (q *Queue) checkUntrusted(t *tally, buf []byte, size int, mac *[6]byte, vnet bool) bool {
+// check counts a frame from an untrusted writer (the TAP's, a guest's) as
+// received into t and checks it: its size, its source address (StrictMAC:
+// mac), the L2 policy and, when the writer gave one (vnet), the vnet
+// header's claims. It leaves a checked vnet header in front of the frame
+// (a zero one without vnet), or counts the drop and returns false. The
+// frame is buf[headroom:headroom+size].
+func (u *untrusted) check(t *tally, buf []byte, size int, mac *[6]byte, vnet bool) bool {
 	t.rxPkts++
 	if size > 0 {
 		t.rxBytes += uint64(size)
@@ -296,11 +296,11 @@ func (q *Queue) checkUntrusted(t *tally, buf []byte, size int, mac *[6]byte, vne
 		return false
 	}
 	frame := buf[headroom : headroom+size]
-	if q.strict && !bytes.Equal(frame[6:12], mac[:]) {
+	if u.strict && !bytes.Equal(frame[6:12], mac[:]) {
 		t.drop(DropSpoofed)
 		return false
 	}
-	if r, ok := q.l2.refuses(frame); ok {
+	if r, ok := u.l2.refuses(frame); ok {
 		t.drop(r)
 		return false
 	}

@@ -36,3 +36,26 @@ func (p *L2Policy) refuses(frame []byte) (DropReason, bool) {
 	}
 	return 0, false
 }
+
+// untrusted is what a frame from an untrusted writer (the TAP's, a
+// guest's) must pass besides its vnet header, one set for the whole
+// forwarder: its source address when StrictMAC is set, and the L2 policy.
+type untrusted struct {
+	strict bool
+	tapMAC [6]byte // the address the TAP side's frames must come from
+	l2     L2Policy
+}
+
+// reasons appends the drop reasons the checks can give to r.
+func (u *untrusted) reasons(r []DropReason) []DropReason {
+	if u.strict {
+		r = append(r, DropSpoofed)
+	}
+	if u.l2.DenyVLANs {
+		r = append(r, DropGuestVLAN)
+	}
+	if u.l2.DropControl {
+		r = append(r, DropL2Control)
+	}
+	return r
+}

@@ -25,9 +25,6 @@ type Queue struct {
 	tapOff  int // where a TAP read starts in its buffer
 	tapHdr  int // bytes of vnet header on the TAP side (0 or hdrLen)
 	busy    bool
-	strict  bool
-	mac     [6]byte
-	l2      L2Policy
 
 	nicBufs  [][]byte
 	nicSizes []int
@@ -64,10 +61,6 @@ func newQueue(f *Forwarder, id, cpu int, tap Endpoint, nic NIC, c Config) *Queue
 	if c.TAPVnetHdr {
 		q.tapOff, q.tapHdr = headroom-hdrLen, hdrLen
 	}
-	if c.StrictMAC != nil {
-		q.strict = true
-		copy(q.mac[:], c.StrictMAC)
-	}
 	q.nicBufs = makeBufs(c.Batch, bufSize)
 	q.nicSizes = make([]int, c.Batch)
 	q.frames = make([]vnethdr.Frame, 0, c.Batch)
@@ -79,7 +72,6 @@ func newQueue(f *Forwarder, id, cpu int, tap Endpoint, nic NIC, c Config) *Queue
 			q.gro.SetMaxSize(orDefault(c.GROMaxIPv4, 65536), orDefault(c.GROMaxIPv6, 65536))
 		}
 	}
-	q.l2 = c.L2
 	q.tapOut = make([][]byte, 0, c.Batch+maxSegments)
 	q.seg = segBuffers{hdr: q.tapHdr, mtu: c.MTU}
 	if !c.TAPVnetHdr {
