@@ -192,23 +192,14 @@ func SegmentTunnel(h Hdr, frame []byte, out [][]byte, sizes []int) (int, error) 
 		return 0, ErrNotTunnel
 	}
 	hdrLen, mss := in.payload, int(h.GSOSize)
-	payload := frame[hdrLen:]
-	n := max(1, (len(payload)+mss-1)/mss)
-	if n > len(out) || n > len(sizes) {
-		return 0, ErrTooManySegments
-	}
-	for i := 0; i < n; i++ {
-		if hdrLen+min(mss, len(payload)-i*mss) > len(out[i]) {
-			return 0, ErrSegmentTooBig
-		}
+	n, err := countSegments(hdrLen, mss, len(frame)-hdrLen, out, sizes)
+	if err != nil {
+		return 0, err
 	}
 	udpCsum := tn.udp != 0 && binary.BigEndian.Uint16(frame[tn.udp+udpCsumOff:]) != 0
 	for i := 0; i < n; i++ {
-		seg := payload[i*mss : min((i+1)*mss, len(payload))]
 		o := out[i]
-		copy(o, frame[:hdrLen])
-		copy(o[hdrLen:], seg)
-		size := hdrLen + len(seg)
+		size := copySegment(o, frame, hdrLen, mss, i)
 		fixIP(o, frame, &tn.outer, size, i)
 		fixIP(o, frame, in, size, i)
 		fixL4(o, frame, in, size, i, n, mss, innerAddrs)
@@ -224,44 +215,4 @@ func SegmentTunnel(h Hdr, frame []byte, out [][]byte, sizes []int) (int, error) 
 		sizes[i] = size
 	}
 	return n, nil
-}
-
-// fixIP sets the length of segment i (size bytes in o) in the IP header l
-// describes: the payload length for IPv6; for IPv4 the total length, the
-// input's ID + i and the header checksum.
-func fixIP(o, frame []byte, l *layout, size, i int) {
-	if l.ipv6 {
-		binary.BigEndian.PutUint16(o[l.l3+4:], uint16(size-l.l3-ipv6HdrLen))
-		return
-	}
-	ihl := int(o[l.l3]&0x0f) * 4
-	binary.BigEndian.PutUint16(o[l.l3+2:], uint16(size-l.l3))
-	binary.BigEndian.PutUint16(o[l.l3+4:], binary.BigEndian.Uint16(frame[l.l3+4:])+uint16(i))
-	o[l.l3+10], o[l.l3+11] = 0, 0
-	binary.BigEndian.PutUint16(o[l.l3+10:], ^fold(sum(o[l.l3:l.l3+ihl], 0)))
-}
-
-// fixL4 finishes the TCP or UDP header of segment i of n (size bytes in o,
-// mss of payload each but the last): TCP sequence number and flags (CWR on
-// the first, FIN and PSH on the last), UDP length, and the checksum from
-// scratch with the pseudo-header sum addrs.
-func fixL4(o, frame []byte, l *layout, size, i, n, mss int, addrs uint64) {
-	l4Len := size - l.l4
-	if l.proto == protoTCP {
-		binary.BigEndian.PutUint32(o[l.l4+4:], binary.BigEndian.Uint32(frame[l.l4+4:])+uint32(i*mss))
-		f := frame[l.l4+13]
-		if i > 0 {
-			f &^= tcpCWR
-		}
-		if i < n-1 {
-			f &^= tcpFIN | tcpPSH
-		}
-		o[l.l4+13] = f
-	} else {
-		binary.BigEndian.PutUint16(o[l.l4+4:], uint16(l4Len))
-	}
-	off := l.l4 + l4CsumOff(l.proto)
-	o[off], o[off+1] = 0, 0
-	acc := sum(o[l.l4:size], addrs+uint64(l.proto)+uint64(l4Len))
-	binary.BigEndian.PutUint16(o[off:], csumResult(acc))
 }
