@@ -101,6 +101,15 @@ type tally struct {
 
 func (t *tally) drop(r DropReason) { t.drops[r]++ }
 
+// sent counts frames as transmitted, each with hdr bytes of vnet header
+// in front that are not its own.
+func (t *tally) sent(frames [][]byte, hdr int) {
+	for _, b := range frames {
+		t.txPkts++
+		t.txBytes += uint64(len(b) - hdr)
+	}
+}
+
 // publish adds the tally to d (and segments to c), records a batch of
 // batch frames, and resets the tally.
 func (t *tally) publish(d *Dir, c *Counters, batch int) {

@@ -105,10 +105,7 @@ func (g *Guest) toGuest() (more bool, err error) {
 	done := 0
 	for done < k {
 		n, err := g.port.Guest.Write(g.taken[done:k], 0)
-		for _, b := range g.taken[done : done+n] {
-			t.txPkts++
-			t.txBytes += uint64(len(b) - hdrLen)
-		}
+		t.sent(g.taken[done:done+n], hdrLen)
 		if done += n; done == k || err == nil {
 			continue
 		}

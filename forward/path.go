@@ -203,10 +203,7 @@ func (q *Queue) flushTAP() error {
 	q.tapOut, q.segUsed = q.tapOut[:0], 0
 	for len(out) > 0 {
 		n, err := q.tap.Write(out, 0)
-		for _, b := range out[:n] {
-			t.txPkts++
-			t.txBytes += uint64(len(b) - q.tapHdr)
-		}
+		t.sent(out[:n], q.tapHdr)
 		if n > 0 && q.fw.tapDown.Load() {
 			q.linkUp(&q.fw.tapDown, "TAP")
 		}
@@ -332,10 +329,7 @@ func sendNIC(nic Endpoint, frames [][]byte, t *tally, stopFd int) {
 	waited := false
 	for len(frames) > 0 {
 		n, err := nic.Write(frames, 0)
-		for _, f := range frames[:n] {
-			t.txPkts++
-			t.txBytes += uint64(len(f) - hdrLen)
-		}
+		t.sent(frames[:n], hdrLen)
 		frames = frames[n:]
 		if err == nil || len(frames) == 0 {
 			continue
