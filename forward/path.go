@@ -137,7 +137,7 @@ func (q *Queue) toTAP() error {
 			}
 			continue
 		}
-		if q.tapVnet {
+		if q.tapHdr != 0 {
 			f.Hdr.Encode(f.Buf[f.Start-hdrLen:])
 			q.tapOut = append(q.tapOut, f.Buf[f.Start-hdrLen:f.End])
 			continue
@@ -232,7 +232,8 @@ func (q *Queue) flushTAP() error {
 // one NIC write. It returns how many frames were read.
 func (q *Queue) tapToNIC() (int, error) {
 	t := &q.tally
-	n, err := q.tap.Read(q.tapBufs, q.tapSizes, q.tapOff)
+	// A TAP read starts so that its vnet header, if any, ends at headroom.
+	n, err := q.tap.Read(q.tapBufs, q.tapSizes, headroom-q.tapHdr)
 	for i := 0; i < n; i++ {
 		q.acceptFromTAP(i)
 	}
@@ -262,7 +263,7 @@ func (q *Queue) tapToNIC() (int, error) {
 func (q *Queue) acceptFromTAP(i int) {
 	t := &q.tally
 	buf, size := q.tapBufs[i], q.tapSizes[i]-q.tapHdr
-	if u := &q.fw.untrusted; !u.check(t, buf, size, &u.tapMAC, q.tapVnet) {
+	if u := &q.fw.untrusted; !u.check(t, buf, size, &u.tapMAC, q.tapHdr != 0) {
 		return
 	}
 	b := buf[headroom-hdrLen : headroom+size]

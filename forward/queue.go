@@ -15,16 +15,14 @@ type Queue struct {
 	CPU int // -1 when not pinned
 	C   Counters
 
-	tap     Endpoint
-	nic     NIC
-	kstats  kernelStats
-	live    live
-	fw      *Forwarder
-	batch   int
-	tapVnet bool
-	tapOff  int // where a TAP read starts in its buffer
-	tapHdr  int // bytes of vnet header on the TAP side (0 or hdrLen)
-	busy    bool
+	tap    Endpoint
+	nic    NIC
+	kstats kernelStats
+	live   live
+	fw     *Forwarder
+	batch  int
+	tapHdr int // bytes of vnet header on the TAP side (0 or hdrLen)
+	busy   bool
 
 	nicBufs  [][]byte
 	nicSizes []int
@@ -54,12 +52,11 @@ type kernelStats struct {
 func newQueue(f *Forwarder, id, cpu int, tap Endpoint, nic NIC, c Config) *Queue {
 	q := &Queue{
 		ID: id, CPU: cpu, tap: tap, nic: nic, fw: f,
-		batch: c.Batch, tapVnet: c.TAPVnetHdr, busy: c.Busy,
+		batch: c.Batch, busy: c.Busy,
 	}
 	q.kstats.src, _ = nic.(KernelStatser)
-	q.tapOff = headroom
 	if c.TAPVnetHdr {
-		q.tapOff, q.tapHdr = headroom-hdrLen, hdrLen
+		q.tapHdr = hdrLen
 	}
 	q.nicBufs = makeBufs(c.Batch, bufSize)
 	q.nicSizes = make([]int, c.Batch)
