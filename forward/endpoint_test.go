@@ -21,8 +21,15 @@ type fakePair struct {
 
 func newFakePair(t *testing.T, tapVnet bool) *fakePair {
 	t.Helper()
+	return newPairWith(t, Config{Batch: 8, TAPVnetHdr: tapVnet})
+}
+
+// newPairWith is a fakePair whose one queue runs with c (unpinned).
+func newPairWith(t *testing.T, c Config) *fakePair {
+	t.Helper()
 	nic, tap := forwardtest.NewFake(t), forwardtest.NewFake(t)
-	f, err := New([]Endpoint{tap}, []NIC{nic}, Config{Batch: 8, TAPVnetHdr: tapVnet, CPUs: []int{-1}})
+	c.CPUs = []int{-1}
+	f, err := New([]Endpoint{tap}, []NIC{nic}, c)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,18 +9,6 @@ import (
 	"github.com/tapfwd/tapfwd/vnethdr"
 )
 
-func newPolicyPair(t *testing.T, c Config) *fakePair {
-	t.Helper()
-	nic, tap := forwardtest.NewFake(t), forwardtest.NewFake(t)
-	c.CPUs = []int{-1}
-	f, err := New([]Endpoint{tap}, []NIC{nic}, c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	return &fakePair{q: f.queues[0], nic: nic, tap: tap}
-}
-
 // withDst is a copy of frame with another destination MAC.
 func withDst(frame []byte, dst ...byte) []byte {
 	f := append([]byte(nil), frame...)
@@ -60,7 +48,7 @@ func TestL2Policy(t *testing.T) {
 		{"deny vlans", L2Policy{DenyVLANs: true}, 5, 0, 2},
 		{"both", L2Policy{DropControl: true, DenyVLANs: true}, 2, 3, 2},
 	} {
-		p := newPolicyPair(t, Config{Batch: 16, L2: tc.l2})
+		p := newPairWith(t, Config{Batch: 16, L2: tc.l2})
 		for _, f := range frames {
 			p.tap.Push(forwardtest.Frame{Data: f})
 		}
@@ -78,7 +66,7 @@ func TestL2Policy(t *testing.T) {
 // its queue costs that frame, which is received and dropped with a reason
 // (and counted as an error unless it is the expected EINVAL).
 func TestReadErrorsCounted(t *testing.T) {
-	p := newPolicyPair(t, Config{Batch: 8})
+	p := newPairWith(t, Config{Batch: 8})
 	p.tap.Push(forwardtest.Frame{Data: tcpFrame(t, 100)})
 	p.tap.FailRead(unix.EFAULT)
 	if n, err := p.q.tapToNIC(); n != 1 || err != nil {
