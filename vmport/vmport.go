@@ -271,17 +271,16 @@ func Ensure(c Config, n int) (all, added []Port, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	label, err := netns.Label(c.Netns)
+	if err != nil {
+		return nil, nil, err
+	}
 	for i := range have {
 		p := &have[i]
 		if p.Dev != "" && strings.HasPrefix(p.Dev, DevDir+"/") && ownedBy(p.Dev, c.Owner) {
 			continue
 		}
-		h, err := netns.Open(c.Netns)
-		if err != nil {
-			return nil, nil, err
-		}
-		p.Dev = nodePath(h.Label(), p.Name)
-		h.Close()
+		p.Dev = nodePath(label, p.Name)
 		if err := makeNode(p.Dev, p.Major, p.Minor, c.Owner); err != nil {
 			return nil, nil, err
 		}
