@@ -13,8 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/tapfwd/tapfwd/internal/rootdir"
 	"github.com/tapfwd/tapfwd/netns"
 )
 
@@ -30,8 +29,8 @@ var (
 	// start; the error says dnsmasq's reason.
 	ErrStart = errors.New("dnsmasq did not start")
 	// ErrUnsafeDir means Dir is not a root-owned directory only root may
-	// write to; no lease file is put there.
-	ErrUnsafeDir = errors.New("unsafe lease directory")
+	// write to; no lease file is put there. It is vmport.ErrUnsafeDir too.
+	ErrUnsafeDir = rootdir.ErrUnsafe
 )
 
 // Config is a DHCP server for one lab segment: dnsmasq on the lab host's
@@ -144,20 +143,13 @@ func lastAddr(p netip.Prefix) netip.Addr {
 	return netip.AddrFrom4([4]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)})
 }
 
-// leaseDir makes Dir (and its parent) when missing and checks it: a
-// directory, not a link, owned by root, that nobody else may write to
-// (dnsmasq opens the lease file as root).
+// leaseDir makes Dir (and its parent) when missing and checks them:
+// root-owned directories only root may write to (rootdir.Ensure), as
+// dnsmasq opens the lease file as root.
 func leaseDir() error {
 	for _, d := range []string{filepath.Dir(Dir), Dir} {
-		if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		if err := rootdir.Ensure(d); err != nil {
 			return fmt.Errorf("dhcp: %w", err)
-		}
-		var st unix.Stat_t
-		if err := unix.Lstat(d, &st); err != nil {
-			return fmt.Errorf("dhcp: %w", &os.PathError{Op: "lstat", Path: d, Err: err})
-		}
-		if st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Uid != 0 || st.Mode&0o022 != 0 {
-			return fmt.Errorf("dhcp: %s must be a directory owned by root that only root may write to: %w", d, ErrUnsafeDir)
 		}
 	}
 	return nil

@@ -51,29 +51,35 @@ func SetDeviceThreaded(ch *Changes, ifindex int, mode Threaded, cpu int) ([]Thre
 	return out, nil
 }
 
-// PinTAPKthreads pins the NAPI kthreads of the TAP tapName to cpu and
-// returns their pids. A TAP's NAPI (IFF_NAPI) has no id, so netlink cannot
-// name its kthreads: they are found by command name, "napi/TAP-0" cut to
-// the kernel's 15 bytes (net/core/dev.c: napi_kthread_create). The kthread
-// starts when threaded is written, so PinTAPKthreads waits up to half a
-// second for it.
+// PinTAPKthreads pins the NAPI kthreads of the TAP tapName (Kthreads) to
+// cpu and returns their pids. A TAP's NAPI (IFF_NAPI) has no id, so netlink
+// cannot name its kthreads. The kthread starts when threaded is written, so
+// PinTAPKthreads waits up to half a second for it.
 func PinTAPKthreads(tapName string, cpu int) ([]int, error) {
-	want := "napi/" + tapName + "-"
-	if len(want) > 15 {
-		want = want[:15]
-	}
 	for try := 0; try < 50; try++ {
-		pids, err := pinByComm(want, cpu)
-		if err != nil || len(pids) > 0 {
-			return pids, err
+		pids, err := Kthreads(tapName)
+		if err != nil {
+			return nil, err
+		}
+		for _, pid := range pids {
+			if err := PinKthread(pid, cpu); err != nil {
+				return nil, err
+			}
+		}
+		if len(pids) > 0 {
+			return pids, nil
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return nil, fmt.Errorf("napi: no NAPI kthread %q found for TAP %s (is its NAPI threaded?)", want, tapName)
+	return nil, fmt.Errorf("napi: no NAPI kthread %q found for TAP %s (is its NAPI threaded?)", kthreadComm(tapName), tapName)
 }
 
-// pinByComm pins every process whose command name starts with prefix.
-func pinByComm(prefix string, cpu int) ([]int, error) {
+// Kthreads returns the pids of the NAPI kthreads of device dev, found by
+// command name: the kernel names them "napi/DEV-ID" cut to 15 bytes
+// (net/core/dev.c: napi_kthread_create; TASK_COMM_LEN), so with a long
+// device name the kthreads of devices sharing its first bytes match too.
+func Kthreads(dev string) ([]int, error) {
+	prefix := kthreadComm(dev)
 	dirs, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil, err
@@ -85,13 +91,18 @@ func pinByComm(prefix string, cpu int) ([]int, error) {
 			continue
 		}
 		comm, err := os.ReadFile("/proc/" + d.Name() + "/comm")
-		if err != nil || !strings.HasPrefix(strings.TrimSpace(string(comm)), prefix) {
-			continue
+		if err == nil && strings.HasPrefix(strings.TrimSpace(string(comm)), prefix) {
+			pids = append(pids, pid)
 		}
-		if err := PinKthread(pid, cpu); err != nil {
-			return nil, err
-		}
-		pids = append(pids, pid)
 	}
 	return pids, nil
+}
+
+// kthreadComm is the start of the command names of dev's NAPI kthreads.
+func kthreadComm(dev string) string {
+	c := "napi/" + dev + "-"
+	if len(c) > 15 {
+		c = c[:15]
+	}
+	return c
 }

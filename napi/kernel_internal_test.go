@@ -74,3 +74,13 @@ func TestOpError(t *testing.T) {
 		t.Errorf("plain error: %v", err)
 	}
 }
+
+// TestKthreadComm: the command name is cut to the kernel's 15 bytes.
+func TestKthreadComm(t *testing.T) {
+	if got := kthreadComm("tap0"); got != "napi/tap0-" {
+		t.Errorf("kthreadComm(tap0) = %q", got)
+	}
+	if got := kthreadComm("averylongname0"); got != "napi/averylongn" {
+		t.Errorf("kthreadComm(averylongname0) = %q, want the first 15 bytes", got)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -198,6 +199,9 @@ func TestKernelThreadedPinRestore(t *testing.T) {
 	}
 	if k, err := napi.ReadKthread(n.PID); err != nil || k.Name != want || k.Policy != "other" {
 		t.Fatalf("pid %d is %+v, %v; want %q under SCHED_OTHER", n.PID, k, err, want)
+	}
+	if pids, err := napi.Kthreads(bed.NIC); err != nil || !slices.Contains(pids, n.PID) {
+		t.Errorf("Kthreads(%s) = %v, %v; want pid %d among them", bed.NIC, pids, err, n.PID)
 	}
 	before := procStatus(t, n.PID, "Cpus_allowed_list")
 	cpu := lastCPU(t)

@@ -113,6 +113,25 @@ func (n *NS) Label() string {
 	if n.name != "" {
 		return n.name
 	}
+	return selfLabel()
+}
+
+// Label is NS.Label of namespace name ("" for the caller's) without
+// opening it and an rtnetlink socket; a missing namespace is ErrNotFound.
+func Label(name string) (string, error) {
+	if name == "" {
+		return selfLabel(), nil
+	}
+	f, err := openFile(name)
+	if err != nil {
+		return "", err
+	}
+	f.Close()
+	return name, nil
+}
+
+// selfLabel is the Label of the calling thread's namespace.
+func selfLabel() string {
 	var self, initNS unix.Stat_t
 	if err := unix.Stat("/proc/thread-self/ns/net", &self); err != nil {
 		return ""

@@ -38,6 +38,9 @@ func TestNotFound(t *testing.T) {
 	if err := Do(name, func() error { return nil }); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Do(%s) = %v, want ErrNotFound", name, err)
 	}
+	if _, err := Label(name); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Label(%s) = %v, want ErrNotFound", name, err)
+	}
 }
 
 func TestOpErr(t *testing.T) {
@@ -112,6 +115,21 @@ func TestDo(t *testing.T) {
 	n := open(t, name)
 	if n.Label() != name || n.Name() != name || n.String() != `network namespace "`+name+`"` {
 		t.Errorf("label %q name %q string %q", n.Label(), n.Name(), n.String())
+	}
+	// Label needs no open namespace, and finds the caller's by its name.
+	if l, err := Label(name); l != name || err != nil {
+		t.Errorf("Label(%s) = %q, %v", name, l, err)
+	}
+	var inside string
+	if err := Do(name, func() error {
+		var err error
+		inside, err = Label("")
+		return err
+	}); err != nil || inside != name {
+		t.Errorf("Label(\"\") inside %s = %q, %v", name, inside, err)
+	}
+	if l, err := Label(""); l != open(t, "").Label() || err != nil {
+		t.Errorf("Label(\"\") = %q, %v; NS.Label says %q", l, err, open(t, "").Label())
 	}
 }
 

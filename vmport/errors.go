@@ -3,6 +3,8 @@ package vmport
 import (
 	"errors"
 	"fmt"
+
+	"github.com/tapfwd/tapfwd/internal/rootdir"
 )
 
 // Errors callers test for with errors.Is. The package also returns
@@ -26,8 +28,8 @@ var (
 	// ErrNoMacvlan means the kernel has no macvlan (for a host port).
 	ErrNoMacvlan = errors.New("macvlan not supported")
 	// ErrUnsafeDir means DevDir is not a root-owned directory only root may
-	// write to; no node is made in it.
-	ErrUnsafeDir = errors.New("unsafe device node directory")
+	// write to; no node is made in it. It is dhcp.ErrUnsafeDir too.
+	ErrUnsafeDir = rootdir.ErrUnsafe
 	// ErrNotNode means a path where a port's node belongs holds something
 	// else (a file, a link, another device); it is left alone.
 	ErrNotNode = errors.New("not a VM port's device node")

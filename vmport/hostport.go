@@ -79,8 +79,8 @@ func EnsureHost(c HostConfig) (HostPort, error) {
 	if c.TAP == "" {
 		return HostPort{}, errors.New("vmport: no TAP given")
 	}
-	if c.MAC != nil && (len(c.MAC) != 6 || c.MAC[0]&1 != 0 || isZero(c.MAC)) {
-		return HostPort{}, fmt.Errorf("vmport: MAC %s is not a unicast Ethernet address", c.MAC)
+	if err := checkMAC(c.MAC); err != nil {
+		return HostPort{}, err
 	}
 	h, err := netns.Open(c.Netns)
 	if err != nil {
@@ -120,17 +120,12 @@ func hostPort(h *netns.NS, c HostConfig) (HostPort, error) {
 		p.Index, p.MAC, p.Adopted = l.Index, l.MAC, true
 		return p, nil
 	}
-	mac := c.MAC
-	if mac == nil {
-		if mac, err = freeMAC(links); err != nil {
-			return HostPort{}, err
-		}
-	} else if l := linkWithMAC(links, mac); l != nil {
-		return HostPort{}, &Error{Kind: ErrMACInUse, Netns: h.Name(), Name: mac.String(),
-			msg: fmt.Sprintf("vmport: MAC %s is in use by %s in %s", mac, l.Name, h)}
+	mac, err := pickMAC(h, links, c.MAC)
+	if err != nil {
+		return HostPort{}, err
 	}
 	if err := h.NewMacvlan(name, t.Index, mac); err != nil {
-		return HostPort{}, explainHostCreate(h, name, t.Name, err)
+		return HostPort{}, explainCreate(h, "macvlan", ErrNoMacvlan, name, t.Name, err)
 	}
 	l, err := h.Link(name)
 	if err != nil {
@@ -164,14 +159,7 @@ func finishHost(h *netns.NS, p *HostPort, addr netip.Prefix) error {
 		}
 		p.Addr = addr
 	}
-	if err := h.SetLink(p.Index, netns.LinkChange{Up: true}); err != nil {
-		if errors.Is(err, unix.EADDRINUSE) || errors.Is(err, unix.EADDRNOTAVAIL) {
-			return &Error{Kind: ErrMACInUse, Netns: h.Name(), Name: p.MAC.String(),
-				msg: fmt.Sprintf("vmport: MAC %s is in use on TAP %s", p.MAC, p.TAP)}
-		}
-		return fmt.Errorf("vmport: set %s up: %w", p.Name, err)
-	}
-	return nil
+	return setUp(h, p.Index, p.Name, p.MAC, p.TAP)
 }
 
 // FindHost returns TAP tapName's host port in namespace ns ("" for the
@@ -242,25 +230,4 @@ func removeHost(h *netns.NS, p HostPort) error {
 		return fmt.Errorf("vmport: restore TAP %s after removing its host port: %w", p.TAP, err)
 	}
 	return nil
-}
-
-func explainHostCreate(h *netns.NS, name, tapName string, err error) error {
-	e := &Error{Netns: h.Name(), Name: name, err: err}
-	switch {
-	case errors.Is(err, unix.EOPNOTSUPP):
-		// As for macvtap: no macvlan link type registered.
-		e.Kind = ErrNoMacvlan
-		e.msg = fmt.Sprintf("vmport: create macvlan %s on %s: this kernel has no macvlan (CONFIG_MACVLAN): load the module with modprobe macvlan", name, tapName)
-	case errors.Is(err, unix.EEXIST):
-		e.Kind, e.err = ErrNameInUse, nil
-		e.msg = fmt.Sprintf("vmport: create host port %s: an interface of that name exists in %s", name, h)
-	case errors.Is(err, unix.EADDRINUSE), errors.Is(err, unix.EADDRNOTAVAIL):
-		e.Kind, e.err = ErrMACInUse, nil
-		e.msg = fmt.Sprintf("vmport: create host port %s: its MAC is in use on TAP %s", name, tapName)
-	case errors.Is(err, unix.EPERM) && !errors.Is(err, netns.ErrNotPermitted):
-		return fmt.Errorf("vmport: create host port %s: %w: %w", name, err, netns.ErrNotPermitted)
-	default:
-		return fmt.Errorf("vmport: create host port %s on %s: %w", name, tapName, err)
-	}
-	return e
 }

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tapfwd/tapfwd/internal/rootdir"
 	"github.com/tapfwd/tapfwd/netns"
 )
 
@@ -67,35 +68,12 @@ func nodePath(label, name string) string {
 // own user).
 type Owner struct{ UID, GID int }
 
-// devDir makes DevDir when it is missing and checks an existing one: a
-// directory (not a link to one) owned by root that nobody else may write
-// to, so no one but root can plant or swap nodes in it.
+// devDir makes DevDir when it is missing and checks it: a root-owned
+// directory only root may write to (rootdir.Ensure), so no one but root
+// can plant or swap nodes in it.
 func devDir() error {
-	err := os.Mkdir(DevDir, 0o755)
-	switch {
-	case err == nil:
-		// Mkdir applies the umask; QEMU users must reach their nodes.
-		if err := os.Chmod(DevDir, 0o755); err != nil {
-			return fmt.Errorf("vmport: %w", err)
-		}
-	case !errors.Is(err, os.ErrExist):
+	if err := rootdir.Ensure(DevDir); err != nil {
 		return fmt.Errorf("vmport: %w", err)
-	}
-	return checkDir(DevDir)
-}
-
-func checkDir(dir string) error {
-	var st unix.Stat_t
-	if err := unix.Lstat(dir, &st); err != nil {
-		return fmt.Errorf("vmport: %w", &os.PathError{Op: "lstat", Path: dir, Err: err})
-	}
-	switch {
-	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
-		return fmt.Errorf("vmport: %s is not a directory (a link or a file is there): %w", dir, ErrUnsafeDir)
-	case st.Uid != 0:
-		return fmt.Errorf("vmport: %s is owned by uid %d, not root: %w", dir, st.Uid, ErrUnsafeDir)
-	case st.Mode&0o022 != 0:
-		return fmt.Errorf("vmport: %s has mode %#o: group or others may write to it: %w", dir, st.Mode&0o777, ErrUnsafeDir)
 	}
 	return nil
 }

@@ -99,29 +99,3 @@ func TestRemoveNodeRefuses(t *testing.T) {
 		t.Errorf("removeNode of nothing: %v", err)
 	}
 }
-
-// TestCheckDir: the node directory must be root's, a real directory, and
-// writable by nobody else.
-func TestCheckDir(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := checkDir(dir); err != nil {
-		t.Errorf("a root-owned 0755 directory: %v", err)
-	}
-	os.Chmod(dir, 0o777)
-	if err := checkDir(dir); !errors.Is(err, ErrUnsafeDir) {
-		t.Errorf("world-writable: %v, want ErrUnsafeDir", err)
-	}
-	os.Chmod(dir, 0o755)
-	os.Chown(dir, 65534, 65534)
-	if err := checkDir(dir); !errors.Is(err, ErrUnsafeDir) {
-		t.Errorf("owned by nobody: %v, want ErrUnsafeDir", err)
-	}
-	link := filepath.Join(t.TempDir(), "link")
-	os.Symlink("/tmp", link)
-	if err := checkDir(link); !errors.Is(err, ErrUnsafeDir) {
-		t.Errorf("a link: %v, want ErrUnsafeDir", err)
-	}
-}

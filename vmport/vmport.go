@@ -64,10 +64,8 @@ func Add(c Config) (Port, error) {
 			return Port{}, err
 		}
 	}
-	if c.MAC != nil {
-		if len(c.MAC) != 6 || c.MAC[0]&1 != 0 || isZero(c.MAC) {
-			return Port{}, fmt.Errorf("vmport: MAC %s is not a unicast Ethernet address (want six bytes, first byte even, e.g. 02:00:00:00:00:01)", c.MAC)
-		}
+	if err := checkMAC(c.MAC); err != nil {
+		return Port{}, err
 	}
 	h, err := netns.Open(c.Netns)
 	if err != nil {
@@ -90,14 +88,9 @@ func addPort(h *netns.NS, label string, c Config) (Port, error) {
 		if err != nil {
 			return Port{}, err
 		}
-		mac := c.MAC
-		if mac == nil {
-			if mac, err = freeMAC(links); err != nil {
-				return Port{}, err
-			}
-		} else if l := linkWithMAC(links, mac); l != nil {
-			return Port{}, &Error{Kind: ErrMACInUse, Netns: h.Name(), Name: mac.String(),
-				msg: fmt.Sprintf("vmport: MAC %s is in use by %s in %s", mac, l.Name, h)}
+		mac, err := pickMAC(h, links, c.MAC)
+		if err != nil {
+			return Port{}, err
 		}
 		name := c.Name
 		if name == "" {
@@ -113,7 +106,7 @@ func addPort(h *netns.NS, label string, c Config) (Port, error) {
 			continue
 		}
 		if err != nil {
-			return Port{}, explainCreate(h, name, c.TAP, err)
+			return Port{}, explainCreate(h, "macvtap", ErrNoMacvtap, name, c.TAP, err)
 		}
 		p, err := finishPort(h, label, name, t, mac, c.Owner)
 		if err != nil {
@@ -135,14 +128,8 @@ func finishPort(h *netns.NS, label, name string, t *netns.Link, mac net.Hardware
 	if err != nil {
 		return Port{}, fmt.Errorf("vmport: %w", err)
 	}
-	if err := h.SetLink(l.Index, netns.LinkChange{Up: true}); err != nil {
-		// drivers/net/macvlan.c: macvlan_open refuses an address that the
-		// lower device or another port on it has.
-		if errors.Is(err, unix.EADDRINUSE) || errors.Is(err, unix.EADDRNOTAVAIL) {
-			return Port{}, &Error{Kind: ErrMACInUse, Netns: h.Name(), Name: mac.String(),
-				msg: fmt.Sprintf("vmport: MAC %s is in use on TAP %s", mac, t.Name)}
-		}
-		return Port{}, fmt.Errorf("vmport: set %s up: %w", name, err)
+	if err := setUp(h, l.Index, name, mac, t.Name); err != nil {
+		return Port{}, err
 	}
 	p := Port{Name: name, Index: l.Index, MAC: mac, TAP: t.Name, TAPIndex: t.Index, Netns: portNetns(h, label), Up: true}
 	mnt, err := h.Sysfs(false)
@@ -284,17 +271,16 @@ func Ensure(c Config, n int) (all, added []Port, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	label, err := netns.Label(c.Netns)
+	if err != nil {
+		return nil, nil, err
+	}
 	for i := range have {
 		p := &have[i]
 		if p.Dev != "" && strings.HasPrefix(p.Dev, DevDir+"/") && ownedBy(p.Dev, c.Owner) {
 			continue
 		}
-		h, err := netns.Open(c.Netns)
-		if err != nil {
-			return nil, nil, err
-		}
-		p.Dev = nodePath(h.Label(), p.Name)
-		h.Close()
+		p.Dev = nodePath(label, p.Name)
 		if err := makeNode(p.Dev, p.Major, p.Minor, c.Owner); err != nil {
 			return nil, nil, err
 		}
@@ -349,6 +335,15 @@ func checkIfName(name string) error {
 	return nil
 }
 
+// checkMAC refuses a MAC given (not nil) that is no unicast Ethernet
+// address.
+func checkMAC(mac net.HardwareAddr) error {
+	if mac != nil && (len(mac) != 6 || mac[0]&1 != 0 || isZero(mac)) {
+		return fmt.Errorf("vmport: MAC %s is not a unicast Ethernet address (want six bytes, first byte even, e.g. 02:00:00:00:00:01)", mac)
+	}
+	return nil
+}
+
 func isZero(b []byte) bool {
 	for _, x := range b {
 		if x != 0 {
@@ -379,6 +374,19 @@ func freeName(links []netns.Link) string {
 	}
 }
 
+// pickMAC returns mac for a new port in h, or a free random one when mac is
+// nil; a link in h with mac is ErrMACInUse.
+func pickMAC(h *netns.NS, links []netns.Link, mac net.HardwareAddr) (net.HardwareAddr, error) {
+	if mac == nil {
+		return freeMAC(links)
+	}
+	if l := linkWithMAC(links, mac); l != nil {
+		return nil, &Error{Kind: ErrMACInUse, Netns: h.Name(), Name: mac.String(),
+			msg: fmt.Sprintf("vmport: MAC %s is in use by %s in %s", mac, l.Name, h)}
+	}
+	return mac, nil
+}
+
 func freeMAC(links []netns.Link) (net.HardwareAddr, error) {
 	for {
 		m := make(net.HardwareAddr, 6)
@@ -392,27 +400,46 @@ func freeMAC(links []netns.Link) (net.HardwareAddr, error) {
 	}
 }
 
-func explainCreate(h *netns.NS, name, tapName string, err error) error {
+// explainCreate says why creating port name, a link of type kind (macvtap
+// or macvlan) on TAP tapName, failed; missing is the kind of error for a
+// kernel without that link type.
+func explainCreate(h *netns.NS, kind string, missing error, name, tapName string, err error) error {
 	e := &Error{Netns: h.Name(), Name: name, err: err}
 	switch {
 	case errors.Is(err, unix.EOPNOTSUPP):
 		// net/core/rtnetlink.c: rtnl_newlink answers EOPNOTSUPP ("Unknown
-		// device type") when no macvtap link type is registered, even
-		// after trying to load the module.
-		e.Kind = ErrNoMacvtap
-		e.msg = fmt.Sprintf("vmport: create macvtap %s on %s: this kernel has no macvtap (CONFIG_MACVTAP): load the module with modprobe macvtap", name, tapName)
+		// device type") when no such link type is registered, even after
+		// trying to load the module.
+		e.Kind = missing
+		e.msg = fmt.Sprintf("vmport: create %s %s on %s: this kernel has no %s (CONFIG_%s): load the module with modprobe %s",
+			kind, name, tapName, kind, strings.ToUpper(kind), kind)
 	case errors.Is(err, unix.EEXIST):
 		e.Kind, e.err = ErrNameInUse, nil
-		e.msg = fmt.Sprintf("vmport: create macvtap %s: an interface of that name exists in %s", name, h)
+		e.msg = fmt.Sprintf("vmport: create %s %s: an interface of that name exists in %s", kind, name, h)
 	case errors.Is(err, unix.EADDRINUSE), errors.Is(err, unix.EADDRNOTAVAIL):
 		e.Kind, e.err = ErrMACInUse, nil
-		e.msg = fmt.Sprintf("vmport: create macvtap %s: its MAC is in use on TAP %s", name, tapName)
+		e.msg = fmt.Sprintf("vmport: create %s %s: its MAC is in use on TAP %s", kind, name, tapName)
 	case errors.Is(err, unix.EPERM) && !errors.Is(err, netns.ErrNotPermitted):
-		return fmt.Errorf("vmport: create macvtap %s: %w: %w", name, err, netns.ErrNotPermitted)
+		return fmt.Errorf("vmport: create %s %s: %w: %w", kind, name, err, netns.ErrNotPermitted)
 	default:
-		return fmt.Errorf("vmport: create macvtap %s on %s: %w", name, tapName, err)
+		return fmt.Errorf("vmport: create %s %s on %s: %w", kind, name, tapName, err)
 	}
 	return e
+}
+
+// setUp brings port name (ifindex index, address mac) on TAP tapName up.
+// drivers/net/macvlan.c: macvlan_open refuses an address that the lower
+// device or another port on it has: ErrMACInUse.
+func setUp(h *netns.NS, index int, name string, mac net.HardwareAddr, tapName string) error {
+	err := h.SetLink(index, netns.LinkChange{Up: true})
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, unix.EADDRINUSE), errors.Is(err, unix.EADDRNOTAVAIL):
+		return &Error{Kind: ErrMACInUse, Netns: h.Name(), Name: mac.String(),
+			msg: fmt.Sprintf("vmport: MAC %s is in use on TAP %s", mac, tapName)}
+	}
+	return fmt.Errorf("vmport: set %s up: %w", name, err)
 }
 
 func linkNamed(links []netns.Link, name string) *netns.Link {

@@ -36,10 +36,15 @@ func TestExplainCreate(t *testing.T) {
 		{unix.EPERM, unix.EPERM, "CAP_NET_ADMIN"},
 		{unix.EPERM, netns.ErrNotPermitted, "CAP_NET_ADMIN"},
 	} {
-		err := explainCreate(h, "tfwvm0", "tap0", tc.errno)
+		err := explainCreate(h, "macvtap", ErrNoMacvtap, "tfwvm0", "tap0", tc.errno)
 		if !strings.Contains(err.Error(), tc.want) || (tc.kind != nil && !errors.Is(err, tc.kind)) {
 			t.Errorf("explainCreate(%v) = %v, want %q (is %v)", tc.errno, err, tc.want, tc.kind)
 		}
+	}
+	// A host port is a macvlan.
+	err = explainCreate(h, "macvlan", ErrNoMacvlan, "tap0h", "tap0", unix.EOPNOTSUPP)
+	if !strings.Contains(err.Error(), "modprobe macvlan") || !strings.Contains(err.Error(), "CONFIG_MACVLAN") || !errors.Is(err, ErrNoMacvlan) {
+		t.Errorf("explainCreate(macvlan, EOPNOTSUPP) = %v, want ErrNoMacvlan naming modprobe macvlan", err)
 	}
 }
 

@@ -95,12 +95,10 @@ func (d *daemon) startDHCP() error {
 	if _, err := dhcp.Find(); err != nil {
 		return fmt.Errorf("--dhcp: %w", err)
 	}
-	h, err := netns.Open(d.dev.Netns())
+	label, err := netns.Label(d.dev.Netns())
 	if err != nil {
 		return err
 	}
-	label := h.Label()
-	h.Close()
 	c := dhcp.Config{Netns: d.dev.Netns(), Interface: d.host.Name, First: d.c.DHCPFirst, Last: d.c.DHCPLast,
 		LeaseFile: dhcp.LeaseFile(label, d.dev.Name()), KeepLeases: d.dev.Persistent()}
 	k, err := startKeeper(c, d.log)
@@ -116,12 +114,10 @@ func (d *daemon) startDHCP() error {
 // removeLeases removes the lease file a persistent TAP's DHCP server kept
 // (tapfwd down).
 func removeLeases(ns, tapName string) error {
-	h, err := netns.Open(ns)
+	label, err := netns.Label(ns)
 	if err != nil {
 		return err
 	}
-	label := h.Label()
-	h.Close()
 	if err := os.Remove(dhcp.LeaseFile(label, tapName)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}

@@ -3,13 +3,13 @@ package main
 import (
 	"context"
 	"os/exec"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/tapfwd/tapfwd/internal/testkit"
+	"github.com/tapfwd/tapfwd/napi"
 	"github.com/tapfwd/tapfwd/testbed"
 	"github.com/tapfwd/tapfwd/testbed/iperf"
 )
@@ -60,20 +60,27 @@ func TestNICNAPIThreaded(t *testing.T) {
 	testkit.NeedTools(t, "iperf3", "ethtool")
 	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
 	testkit.BedRun(t, bed, bed.FwdNS, "ethtool", "-K", bed.NIC, "gro", "on")
-	if got := testkit.NAPIKthreads(bed.NIC); len(got) != 0 {
+	kthreads := func() []int {
+		t.Helper()
+		pids, err := napi.Kthreads(bed.NIC)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pids
+	}
+	if got := kthreads(); len(got) != 0 {
 		t.Fatalf("NAPI kthreads before tapfwd: %v", got)
 	}
 	fw2 := testkit.StartTapfwdOn(t, bed, exe(t), "--nic-napi-threaded", "enabled", "--nic-napi-cpu", "1")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	pids := testkit.NAPIKthreads(bed.NIC)
+	pids := kthreads()
 	if len(pids) == 0 {
 		t.Fatalf("no napi/%s-* kthread with --nic-napi-threaded:\n%s", bed.NIC, fw2.Output())
 	}
 	for _, pid := range pids {
-		n, _ := strconv.Atoi(pid)
-		if testkit.Status(t, n)["Cpus_allowed_list"] != "1" {
-			t.Errorf("kthread %s not pinned to CPU 1", pid)
+		if testkit.Status(t, pid)["Cpus_allowed_list"] != "1" {
+			t.Errorf("kthread %d not pinned to CPU 1", pid)
 		}
 	}
 	if r, err := iperf.Run(ctx, bed, iperf.Options{Duration: 2 * time.Second}); err != nil || r.Bytes < 20<<20 {
@@ -82,9 +89,9 @@ func TestNICNAPIThreaded(t *testing.T) {
 	if err := fw2.Stop(); err != nil {
 		t.Fatalf("%v\n%s", err, fw2.Output())
 	}
-	for i := 0; len(testkit.NAPIKthreads(bed.NIC)) != 0; i++ {
+	for i := 0; len(kthreads()) != 0; i++ {
 		if i == 100 {
-			t.Fatalf("NAPI kthreads still there after tapfwd exited: %v", testkit.NAPIKthreads(bed.NIC))
+			t.Fatalf("NAPI kthreads still there after tapfwd exited: %v", kthreads())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -209,16 +209,3 @@ func CPUTime(t testing.TB, pid int) time.Duration {
 	}
 	return s.CPU()
 }
-
-// NAPIKthreads returns the pids of the kthreads named napi/DEV-*.
-func NAPIKthreads(dev string) []string {
-	var pids []string
-	dirs, _ := os.ReadDir("/proc")
-	for _, d := range dirs {
-		comm, err := os.ReadFile(filepath.Join("/proc", d.Name(), "comm"))
-		if err == nil && strings.HasPrefix(string(comm), "napi/"+dev+"-") {
-			pids = append(pids, d.Name())
-		}
-	}
-	return pids
-}
