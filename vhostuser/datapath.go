@@ -244,29 +244,13 @@ func (p *Port) guestTakes(h *[12]byte, frame []byte) bool {
 		need = FeatureNetGuestTSO6
 	case vnethdr.GSOUDPL4:
 		need = FeatureNetGuestUSO4
-		if isIPv6(frame) {
+		if _, et, _ := vnethdr.L3Offset(frame); et == unix.ETH_P_IPV6 {
 			need = FeatureNetGuestUSO6
 		}
 	default:
 		return false
 	}
 	return f&(1<<need) != 0
-}
-
-// isIPv6 reports whether the frame's EtherType, past up to two VLAN tags,
-// is IPv6.
-func isIPv6(frame []byte) bool {
-	for off := 12; off+2 <= len(frame); off += 4 {
-		switch t := uint16(frame[off])<<8 | uint16(frame[off+1]); t {
-		case 0x8100, 0x88a8:
-			if off > 16 {
-				return false
-			}
-		default:
-			return t == 0x86dd
-		}
-	}
-	return false
 }
 
 // scatterFrame writes the guest's header and the frame into as many
