@@ -397,13 +397,22 @@ func (p *Port) broke(r *vring, err error) error {
 // debug.SetPanicOnFault turns into a panic): the port stops instead of the
 // process.
 func (p *Port) recoverFault(r *vring, old bool, n *int, err *error) {
+	if v := memFault(old, recover()); v != nil {
+		*n, *err = 0, p.broke(r, fmt.Errorf("fault on guest memory (did the front-end shrink its memory file?): %v", v))
+	}
+}
+
+// memFault closes a window opened with debug.SetPanicOnFault(true): it
+// restores the setting to old and sorts v, what recover returned in the
+// deferred call. A fault on memory (the runtime error with an Addr method)
+// is returned, nil stays nil, and any other panic goes on.
+func memFault(old bool, v any) any {
 	debug.SetPanicOnFault(old)
-	v := recover()
 	if v == nil {
-		return
+		return nil
 	}
 	if _, ok := v.(interface{ Addr() uintptr }); !ok {
 		panic(v)
 	}
-	*n, *err = 0, p.broke(r, fmt.Errorf("fault on guest memory (did the front-end shrink its memory file?): %v", v))
+	return v
 }

@@ -239,15 +239,7 @@ func (p *Port) setVringFd(m *message, fd int) error {
 // the mapping) into a returned value instead of a crash.
 func guarded(f func()) (fault any) {
 	old := debug.SetPanicOnFault(true)
-	defer func() {
-		debug.SetPanicOnFault(old)
-		if v := recover(); v != nil {
-			if _, ok := v.(interface{ Addr() uintptr }); !ok {
-				panic(v)
-			}
-			fault = v
-		}
-	}()
+	defer func() { fault = memFault(old, recover()) }()
 	f()
 	return nil
 }
