@@ -384,7 +384,7 @@ func (p *Port) broke(r *vring, err error) error {
 	p.log.Error("vhost-user guest broke the virtqueue rules: port stopped until its driver restarts the rings",
 		"queue", name, "err", e)
 	if r.errFd >= 0 {
-		_, _ = unix.Write(r.errFd, r.one[:])
+		_, _ = unix.Write(r.errFd, eventfdOne[:])
 	}
 	p.state.Store(int32(StateBroken))
 	p.emit(Event{Kind: EventBroken, Err: e})

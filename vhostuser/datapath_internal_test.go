@@ -38,7 +38,6 @@ func newMemPort(t testing.TB, features uint64, rings []byte) *memPort {
 	clear(mp.mem)
 	copy(mp.mem, rings)
 	p := &Port{log: slog.New(slog.DiscardHandler), epfd: -1, wakefd: -1, events: make(chan Event, 8)}
-	p.one[0] = 1
 	if err := p.openFds(); err != nil {
 		t.Fatal(err)
 	}

@@ -51,7 +51,6 @@ type vring struct {
 	signalledOK bool
 	notifyOn    bool // the port asked for available-buffer notifications
 	fenceWord   uint32
-	one         [8]byte
 }
 
 func (r *vring) reset() {
@@ -97,7 +96,6 @@ func (r *vring) setup(mem *memTable, features uint64) error {
 	}
 	r.w.mem, r.w.table, r.w.num = mem, desc, r.num
 	r.w.indirect = features&(1<<FeatureRingIndirectDesc) != 0
-	binary.NativeEndian.PutUint64(r.one[:], 1)
 	return nil
 }
 
@@ -203,7 +201,7 @@ func (r *vring) notifyGuest() bool {
 	} else if binary.LittleEndian.Uint16(r.avail)&availNoInterrupt != 0 {
 		return false
 	}
-	_, err := unix.Write(r.call, r.one[:])
+	_, err := unix.Write(r.call, eventfdOne[:])
 	return err == nil
 }
 
