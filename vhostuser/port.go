@@ -119,7 +119,7 @@ type Port struct {
 	closed   bool
 	features uint64
 	proto    uint64
-	hdrLen   int // the guest's virtio-net header: 12 with VERSION_1 or MRG_RXBUF, else 10
+	hdrLen   int // the guest's virtio-net header, 10 or 12 bytes: set with features by useFeatures
 	mem      memTable
 	rings    [numRings]vring
 	reply    [hdrSize + maxPayload]byte
@@ -164,7 +164,7 @@ func Listen(c Config) (*Port, error) {
 		r := &p.rings[i]
 		r.kick, r.call, r.errFd, r.w = -1, -1, -1, newWalker()
 	}
-	p.hdrLen = 10
+	p.useFeatures(0)
 	if err := p.openFds(); err != nil {
 		p.closeFds()
 		return nil, err
