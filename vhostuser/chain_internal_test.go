@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"testing"
+
+	"github.com/tapfwd/tapfwd/vhostuser/internal/shm"
 )
 
 // Test memory: regions A and B adjacent in guest physical addresses, C
@@ -50,7 +52,7 @@ func (tm *testMem) guardsIntact() bool {
 func (tm *testMem) inRegion(s []byte) bool {
 	for i := range tm.mem.n {
 		m := tm.mem.regions[i].mem
-		if hostAddr(s) >= hostAddr(m) && hostAddr(s)+uintptr(len(s)) <= hostAddr(m)+uintptr(len(m)) {
+		if shm.Addr(s) >= shm.Addr(m) && shm.Addr(s)+uintptr(len(s)) <= shm.Addr(m)+uintptr(len(m)) {
 			return true
 		}
 	}

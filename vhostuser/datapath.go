@@ -244,29 +244,13 @@ func (p *Port) guestTakes(h *[12]byte, frame []byte) bool {
 		need = FeatureNetGuestTSO6
 	case vnethdr.GSOUDPL4:
 		need = FeatureNetGuestUSO4
-		if isIPv6(frame) {
+		if _, et, _ := vnethdr.L3Offset(frame); et == unix.ETH_P_IPV6 {
 			need = FeatureNetGuestUSO6
 		}
 	default:
 		return false
 	}
 	return f&(1<<need) != 0
-}
-
-// isIPv6 reports whether the frame's EtherType, past up to two VLAN tags,
-// is IPv6.
-func isIPv6(frame []byte) bool {
-	for off := 12; off+2 <= len(frame); off += 4 {
-		switch t := uint16(frame[off])<<8 | uint16(frame[off+1]); t {
-		case 0x8100, 0x88a8:
-			if off > 16 {
-				return false
-			}
-		default:
-			return t == 0x86dd
-		}
-	}
-	return false
 }
 
 // scatterFrame writes the guest's header and the frame into as many
@@ -400,7 +384,7 @@ func (p *Port) broke(r *vring, err error) error {
 	p.log.Error("vhost-user guest broke the virtqueue rules: port stopped until its driver restarts the rings",
 		"queue", name, "err", e)
 	if r.errFd >= 0 {
-		_, _ = unix.Write(r.errFd, r.one[:])
+		_, _ = unix.Write(r.errFd, eventfdOne[:])
 	}
 	p.state.Store(int32(StateBroken))
 	p.emit(Event{Kind: EventBroken, Err: e})
@@ -413,13 +397,22 @@ func (p *Port) broke(r *vring, err error) error {
 // debug.SetPanicOnFault turns into a panic): the port stops instead of the
 // process.
 func (p *Port) recoverFault(r *vring, old bool, n *int, err *error) {
+	if v := memFault(old, recover()); v != nil {
+		*n, *err = 0, p.broke(r, fmt.Errorf("fault on guest memory (did the front-end shrink its memory file?): %v", v))
+	}
+}
+
+// memFault closes a window opened with debug.SetPanicOnFault(true): it
+// restores the setting to old and sorts v, what recover returned in the
+// deferred call. A fault on memory (the runtime error with an Addr method)
+// is returned, nil stays nil, and any other panic goes on.
+func memFault(old bool, v any) any {
 	debug.SetPanicOnFault(old)
-	v := recover()
 	if v == nil {
-		return
+		return nil
 	}
 	if _, ok := v.(interface{ Addr() uintptr }); !ok {
 		panic(v)
 	}
-	*n, *err = 0, p.broke(r, fmt.Errorf("fault on guest memory (did the front-end shrink its memory file?): %v", v))
+	return v
 }

@@ -38,12 +38,12 @@ func newMemPort(t testing.TB, features uint64, rings []byte) *memPort {
 	clear(mp.mem)
 	copy(mp.mem, rings)
 	p := &Port{log: slog.New(slog.DiscardHandler), epfd: -1, wakefd: -1, events: make(chan Event, 8)}
-	p.one[0] = 1
 	if err := p.openFds(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.closeFds)
-	p.offered, p.features, p.hdrLen = SupportedFeatures, features, 12
+	p.offered = SupportedFeatures
+	p.useFeatures(features)
 	p.mem.regions[0] = region{gpa: fzGPA, uaddr: 0x7f0000000000, size: fzSize, mem: mp.mem}
 	p.mem.n = 1
 	for i, a := range [2][3]uint64{{fzRxDesc, fzRxAvail, fzRxUsed}, {fzTxDesc, fzTxAvail, fzTxUsed}} {
@@ -122,9 +122,6 @@ func FuzzDataPath(f *testing.F) {
 	f.Fuzz(func(t *testing.T, rings []byte, ops []byte, features uint64) {
 		features &= SupportedFeatures
 		mp := newMemPort(t, features, ringsFrom(rings))
-		if features&(1<<FeatureVersion1|1<<FeatureNetMrgRxbuf) == 0 {
-			mp.hdrLen = 10
-		}
 		rb := make([][]byte, 8)
 		for i := range rb {
 			rb[i] = make([]byte, 16+700)

@@ -17,8 +17,6 @@ var (
 	// The port stops moving frames until the front-end restarts the rings,
 	// as it does when the guest's driver resets the device.
 	ErrGuest = errors.New("vhostuser: guest broke the virtqueue rules")
-	// ErrClosed: the port was closed.
-	ErrClosed = errors.New("vhostuser: port closed")
 	// ErrPathTooLong: the socket path does not fit a unix socket address
 	// (with the temporary name Listen binds first).
 	ErrPathTooLong = errors.New("vhostuser: socket path too long")

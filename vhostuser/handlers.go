@@ -72,17 +72,25 @@ func (p *Port) setFeatures(v uint64) error {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.features = v
-	p.acked.Store(v)
-	p.hdrLen = 10
-	if v&(1<<FeatureVersion1|1<<FeatureNetMrgRxbuf) != 0 {
-		p.hdrLen = 12 // struct virtio_net_hdr_mrg_rxbuf
-	}
+	p.useFeatures(v)
 	p.log.Debug("vhost-user features acknowledged", "features", fmt.Sprintf("%#x", v))
 	// EVENT_IDX and INDIRECT_DESC change what running rings look like.
 	err := p.resetup(reqSetFeatures)
 	p.refreshActive()
 	return err
+}
+
+// useFeatures takes v as the negotiated features (0: none yet) and the
+// guest's header size they make: struct virtio_net_hdr_mrg_rxbuf, 12
+// bytes, with VERSION_1 or MRG_RXBUF, else struct virtio_net_hdr, 10.
+// Under the write lock.
+func (p *Port) useFeatures(v uint64) {
+	p.features = v
+	p.acked.Store(v)
+	p.hdrLen = 10
+	if v&(1<<FeatureVersion1|1<<FeatureNetMrgRxbuf) != 0 {
+		p.hdrLen = 12
+	}
 }
 
 func (p *Port) setProtocolFeatures(v uint64) error {
@@ -239,15 +247,7 @@ func (p *Port) setVringFd(m *message, fd int) error {
 // the mapping) into a returned value instead of a crash.
 func guarded(f func()) (fault any) {
 	old := debug.SetPanicOnFault(true)
-	defer func() {
-		debug.SetPanicOnFault(old)
-		if v := recover(); v != nil {
-			if _, ok := v.(interface{ Addr() uintptr }); !ok {
-				panic(v)
-			}
-			fault = v
-		}
-	}()
+	defer func() { fault = memFault(old, recover()) }()
 	f()
 	return nil
 }
@@ -315,7 +315,7 @@ func (p *Port) teardown() {
 		r.reset()
 	}
 	p.mem.unmap()
-	p.features, p.proto, p.hdrLen = 0, 0, 10
-	p.acked.Store(0)
+	p.useFeatures(0)
+	p.proto = 0
 	p.mtu.Store(0)
 }

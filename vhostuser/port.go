@@ -119,12 +119,10 @@ type Port struct {
 	closed   bool
 	features uint64
 	proto    uint64
-	hdrLen   int // the guest's virtio-net header: 12 with VERSION_1 or MRG_RXBUF, else 10
+	hdrLen   int // the guest's virtio-net header, 10 or 12 bytes: set with features by useFeatures
 	mem      memTable
 	rings    [numRings]vring
 	reply    [hdrSize + maxPayload]byte
-
-	one [8]byte // an eventfd increment; set once, read by every goroutine
 
 	// Read's scratch, under rings[txRing].mu.
 	evs    [numRings + 1]unix.EpollEvent
@@ -166,8 +164,7 @@ func Listen(c Config) (*Port, error) {
 		r := &p.rings[i]
 		r.kick, r.call, r.errFd, r.w = -1, -1, -1, newWalker()
 	}
-	p.hdrLen = 10
-	binary.NativeEndian.PutUint64(p.one[:], 1)
+	p.useFeatures(0)
 	if err := p.openFds(); err != nil {
 		p.closeFds()
 		return nil, err
@@ -293,4 +290,12 @@ func (p *Port) dispatch() {
 }
 
 // wake makes Fd readable, so a worker waiting on it looks at the port.
-func (p *Port) wake() { _, _ = unix.Write(p.wakefd, p.one[:]) }
+func (p *Port) wake() { _, _ = unix.Write(p.wakefd, eventfdOne[:]) }
+
+// eventfdOne is what write(2) adds to an eventfd: a native-endian u64 of 1
+// (eventfd(2)). It is never written after init, so every goroutine of every
+// port may hand it to the kernel at once.
+var eventfdOne = func() (b [8]byte) {
+	binary.NativeEndian.PutUint64(b[:], 1)
+	return b
+}()

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tapfwd/tapfwd/vhostuser/internal/shm"
 )
 
 // Ring flags and offsets (virtio 1.x 2.7.6-2.7.8; include/uapi/linux/virtio_ring.h).
@@ -51,7 +53,6 @@ type vring struct {
 	signalledOK bool
 	notifyOn    bool // the port asked for available-buffer notifications
 	fenceWord   uint32
-	one         [8]byte
 }
 
 func (r *vring) reset() {
@@ -85,19 +86,18 @@ func (r *vring) setup(mem *memTable, features uint64) error {
 		return fmt.Errorf("available ring at %#x is not inside one memory region", r.addr.avail)
 	case used == nil:
 		return fmt.Errorf("used ring at %#x is not inside one memory region", r.addr.used)
-	case hostAddr(avail)%2 != 0 || hostAddr(used)%4 != 0:
+	case shm.Addr(avail)%2 != 0 || shm.Addr(used)%4 != 0:
 		return fmt.Errorf("rings misaligned in the mapping (the region's offset is odd)")
 	}
 	r.desc, r.avail, r.used, r.eventIdx = desc, avail, used, eventIdx
 	r.availOff, r.availShift = 0, 16
-	if hostAddr(avail)%4 != 0 {
+	if shm.Addr(avail)%4 != 0 {
 		// avail->idx starts a 4-byte word of its own; its upper half is
 		// ring[0], which every ring has.
 		r.availOff, r.availShift = 2, 0
 	}
 	r.w.mem, r.w.table, r.w.num = mem, desc, r.num
 	r.w.indirect = features&(1<<FeatureRingIndirectDesc) != 0
-	binary.NativeEndian.PutUint64(r.one[:], 1)
 	return nil
 }
 
@@ -106,7 +106,7 @@ func (r *vring) setup(mem *memTable, features uint64) error {
 // vhost_vq_init_access reads it the same way).
 func (r *vring) start(rx bool) {
 	r.lastAvail, r.availLeft = r.base, 0
-	r.usedIdx = uint16(load32(r.used, 0) >> 16)
+	r.usedIdx = uint16(shm.Load32(r.used, 0) >> 16)
 	r.published, r.signalledOK = r.usedIdx, false
 	r.broken.Store(false)
 	r.usedFlags, r.notifyOn = 0, true
@@ -120,7 +120,7 @@ func (r *vring) start(rx bool) {
 }
 
 // availIdx reads avail->idx.
-func (r *vring) availIdx() uint16 { return uint16(load32(r.avail, r.availOff) >> r.availShift) }
+func (r *vring) availIdx() uint16 { return uint16(shm.Load32(r.avail, r.availOff) >> r.availShift) }
 
 // refill reads avail->idx and returns how many entries are newly
 // available. An index more than a ring ahead of the port breaks the rules.
@@ -152,7 +152,7 @@ func (r *vring) pushUsed(head uint32, n uint32) {
 // publish writes used->flags and used->idx in one atomic store, after
 // the used elements it covers.
 func (r *vring) publish() {
-	store32(r.used, 0, uint32(r.usedFlags)|uint32(r.usedIdx)<<16)
+	shm.Store32(r.used, 0, uint32(r.usedFlags)|uint32(r.usedIdx)<<16)
 	r.published = r.usedIdx
 }
 
@@ -175,10 +175,10 @@ func (r *vring) setNotify(on bool) {
 		} else {
 			r.usedFlags |= usedNoNotify
 		}
-		store32(r.used, 0, uint32(r.usedFlags)|uint32(r.published)<<16)
+		shm.Store32(r.used, 0, uint32(r.usedFlags)|uint32(r.published)<<16)
 	}
 	r.notifyOn = on
-	fence(&r.fenceWord)
+	shm.Fence(&r.fenceWord)
 }
 
 // needEvent is vring_need_event (include/uapi/linux/virtio_ring.h): has
@@ -192,7 +192,7 @@ func (r *vring) notifyGuest() bool {
 	if r.call < 0 {
 		return false
 	}
-	fence(&r.fenceWord) // the guest's flags/used_event are read after used->idx was written
+	shm.Fence(&r.fenceWord) // the guest's flags/used_event are read after used->idx was written
 	if r.eventIdx {
 		ev := binary.LittleEndian.Uint16(r.avail[ringHdr+2*r.num:])
 		old, ok := r.signalled, r.signalledOK
@@ -203,7 +203,7 @@ func (r *vring) notifyGuest() bool {
 	} else if binary.LittleEndian.Uint16(r.avail)&availNoInterrupt != 0 {
 		return false
 	}
-	_, err := unix.Write(r.call, r.one[:])
+	_, err := unix.Write(r.call, eventfdOne[:])
 	return err == nil
 }
 

@@ -375,7 +375,7 @@ func expand(tb testing.TB, f Frame) [][]byte {
 		tb.Fatalf("super-frame of %d bytes: %v", len(frame), err)
 	}
 	// No IPv4 reserved bit: the kernel never merges such packets.
-	if l3, et, _ := l3Offset(frame); et == etherTypeIPv4 && frame[l3+6]&0x80 != 0 {
+	if l3, et, _ := L3Offset(frame); et == etherTypeIPv4 && frame[l3+6]&0x80 != 0 {
 		tb.Fatal("super-frame with the IPv4 reserved bit")
 	}
 	// Fixup takes it as it is, and so would the kernel.

@@ -45,10 +45,13 @@ type layout struct {
 	proto   uint8 // protoTCP or protoUDP if l4 != 0
 }
 
-// l3Offset skips the Ethernet header and up to maxVLANTags VLAN tags. The
+// L3Offset is where the frame's L3 header starts, past the Ethernet header
+// and up to two VLAN tags (802.1ad outer, 802.1Q inner), and the EtherType
+// that names it. A third tag is not skipped: etherType is then its TPID. ok
+// is false when the frame is too short for the headers it announces. The
 // frame is as the wire has it (a tag the kernel stripped into tp_vlan_tci is
 // not there until InsertVLAN puts it back).
-func l3Offset(frame []byte) (off int, etherType uint16, ok bool) {
+func L3Offset(frame []byte) (off int, etherType uint16, ok bool) {
 	if len(frame) < ethHdrLen {
 		return 0, 0, false
 	}
@@ -70,7 +73,7 @@ func l3Offset(frame []byte) (off int, etherType uint16, ok bool) {
 // other protocols) is not an error: l4 stays 0.
 func parse(frame []byte) (layout, error) {
 	var l layout
-	l3, et, ok := l3Offset(frame)
+	l3, et, ok := L3Offset(frame)
 	if !ok {
 		return l, ErrMalformed
 	}
@@ -168,7 +171,7 @@ func parseL4(frame []byte, l layout, proto uint8, off int) (layout, error) {
 // ipEnd is where the IP packet in frame ends, or len(frame) when the frame is
 // not IP or its length field is not usable. Only the L3 header is read.
 func ipEnd(frame []byte) int {
-	l3, et, ok := l3Offset(frame)
+	l3, et, ok := L3Offset(frame)
 	if !ok {
 		return len(frame)
 	}

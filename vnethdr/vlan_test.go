@@ -103,3 +103,36 @@ func TestInsertVLANErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestL3Offset(t *testing.T) {
+	eth := func(types ...uint16) []byte {
+		f := make([]byte, 12, 12+4*len(types))
+		for i, et := range types {
+			f = append(f, byte(et>>8), byte(et))
+			if i < len(types)-1 {
+				f = append(f, 0, 1) // TCI
+			}
+		}
+		return f
+	}
+	tests := []struct {
+		name  string
+		frame []byte
+		off   int
+		et    uint16
+		ok    bool
+	}{
+		{"untagged", eth(etherTypeIPv6), 14, etherTypeIPv6, true},
+		{"802.1Q", eth(tpid8021Q, etherTypeIPv4), 18, etherTypeIPv4, true},
+		{"QinQ", eth(tpid8021AD, tpid8021Q, etherTypeIPv6), 22, etherTypeIPv6, true},
+		{"third tag not skipped", eth(tpid8021AD, tpid8021Q, tpid8021Q, etherTypeIPv6), 22, tpid8021Q, true},
+		{"short", eth(etherTypeIPv6)[:13], 0, 0, false},
+		{"tag without EtherType", eth(tpid8021Q, etherTypeIPv4)[:17], 0, 0, false},
+	}
+	for _, tt := range tests {
+		off, et, ok := L3Offset(tt.frame)
+		if off != tt.off || et != tt.et || ok != tt.ok {
+			t.Errorf("%s: L3Offset = %d, %#x, %v; want %d, %#x, %v", tt.name, off, et, ok, tt.off, tt.et, tt.ok)
+		}
+	}
+}

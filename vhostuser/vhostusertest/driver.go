@@ -8,6 +8,8 @@ import (
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tapfwd/tapfwd/vhostuser/internal/shm"
 )
 
 // Config describes the front-end and guest a Driver plays.
@@ -342,7 +344,7 @@ func (d *Driver) Mem() []byte { return d.mem }
 func (d *Driver) GPA(off int) uint64 { return d.gpa + uint64(off) }
 
 // UserAddr is the front-end's user address of memory offset off.
-func (d *Driver) UserAddr(off int) uint64 { return addrOf(d.mem) + uint64(off) }
+func (d *Driver) UserAddr(off int) uint64 { return uint64(shm.Addr(d.mem)) + uint64(off) }
 
 // ErrFull: no transmit slot or receive buffer is free.
 var ErrFull = errors.New("vhostusertest: ring full")

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tapfwd/tapfwd/vhostuser/internal/shm"
 )
 
 const (
@@ -35,9 +37,9 @@ func (r *vring) init(mem []byte, base uint16, slots int) {
 		return // a restart: the rings go on as they are
 	}
 	r.availIdx, r.lastUsed = base, base
-	store32(mem, r.used, uint32(base)<<16)
+	shm.Store32(mem, r.used, uint32(base)<<16)
 	binary.LittleEndian.PutUint16(mem[r.avail+4+2*int(r.num):], base) // used_event: interrupt on the next one
-	store32(mem, r.avail, uint32(base)<<16)
+	shm.Store32(mem, r.avail, uint32(base)<<16)
 	r.free = make([]uint16, slots, r.num)
 	for i := range r.free {
 		r.free[i] = uint16(slots - 1 - i)
@@ -48,8 +50,8 @@ func (r *vring) init(mem []byte, base uint16, slots int) {
 // asked for it (virtio 1.x 2.7.13: fence, then avail_event or NO_NOTIFY).
 func (d *Driver) publish(ring int, old uint16) {
 	r := &d.r[ring]
-	store32(d.mem, r.avail, uint32(r.availFlags)|uint32(r.availIdx)<<16)
-	fence(&r.fenceWord)
+	shm.Store32(d.mem, r.avail, uint32(r.availFlags)|uint32(r.availIdx)<<16)
+	shm.Fence(&r.fenceWord)
 	var kick bool
 	if r.eventIdx {
 		ev := binary.LittleEndian.Uint16(d.mem[r.used+4+8*int(r.num):])
@@ -164,7 +166,7 @@ func (d *Driver) SetAvailIdx(ring int, idx uint16) {
 // many.
 func (d *Driver) ReclaimTx() int {
 	r := &d.r[TX]
-	u := uint16(load32(d.mem, r.used) >> 16)
+	u := uint16(shm.Load32(d.mem, r.used) >> 16)
 	n := 0
 	for ; r.lastUsed != u; r.lastUsed++ {
 		id := binary.LittleEndian.Uint32(d.mem[r.used+4+8*int(r.lastUsed%r.num):])
@@ -205,7 +207,7 @@ func (d *Driver) PostRx(n int) int {
 // copied to dst. ok is false when none is there.
 func (d *Driver) Recv(dst []byte) (hdr [12]byte, n int, ok bool, err error) {
 	r := &d.r[RX]
-	u := uint16(load32(d.mem, r.used) >> 16)
+	u := uint16(shm.Load32(d.mem, r.used) >> 16)
 	if u == r.lastUsed {
 		d.wantIrq(r)
 		return hdr, 0, false, nil
@@ -250,7 +252,7 @@ func (d *Driver) SetNoInterrupt(ring int, on bool) {
 	if on {
 		r.availFlags = 1
 	}
-	store32(d.mem, r.avail, uint32(r.availFlags)|uint32(r.availIdx)<<16)
+	shm.Store32(d.mem, r.avail, uint32(r.availFlags)|uint32(r.availIdx)<<16)
 }
 
 // Interrupts reads ring's call eventfd and returns the notifications the
@@ -282,7 +284,7 @@ func (d *Driver) Ring(i int) (num, desc, avail, used int) {
 }
 
 // UsedIdx is the port's used->idx of ring i.
-func (d *Driver) UsedIdx(i int) uint16 { return uint16(load32(d.mem, d.r[i].used) >> 16) }
+func (d *Driver) UsedIdx(i int) uint16 { return uint16(shm.Load32(d.mem, d.r[i].used) >> 16) }
 
 // KickFd is ring i's kick eventfd.
 func (d *Driver) KickFd(i int) int { return d.kick[i] }
