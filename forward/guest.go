@@ -2,6 +2,7 @@ package forward
 
 import (
 	"fmt"
+	"math/bits"
 	"net"
 	"os"
 
@@ -171,7 +172,7 @@ func (g *Guest) offer(b []byte, from side, dirty *uint64) {
 // wake wakes the guests marked in dirty and clears it.
 func (fab *fabric) wake(dirty *uint64) {
 	for d := *dirty; d != 0; d &= d - 1 {
-		fab.guests[trailingZeros(d)].in.wake()
+		fab.guests[bits.TrailingZeros64(d)].in.wake()
 	}
 	*dirty = 0
 }

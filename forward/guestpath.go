@@ -2,7 +2,6 @@ package forward
 
 import (
 	"errors"
-	"math/bits"
 
 	"golang.org/x/sys/unix"
 
@@ -11,8 +10,6 @@ import (
 
 // errPortClosed ends a guest's worker quietly: its port was closed.
 var errPortClosed = errors.New("guest port closed")
-
-func trailingZeros(v uint64) int { return bits.TrailingZeros64(v) }
 
 // fromGuest moves one batch of what the guest sent and returns how many
 // frames it read.
