@@ -3,7 +3,7 @@ package forward
 import "golang.org/x/sys/unix"
 
 // Endpoint is one queue of one side: a TAP queue (tap.Queue) or a packet
-// socket (ring.Socket). Frames are read and written in batches, each frame
+// socket (afpacket.Socket). Frames are read and written in batches, each frame
 // preceded by the side's virtio-net header when it has one. A worker owns
 // its endpoints: Read and Write are called from one goroutine.
 type Endpoint interface {
@@ -31,7 +31,7 @@ type NIC interface {
 }
 
 // KernelStatser is implemented by a NIC whose kernel side drops frames
-// before the worker sees them (ring.Socket: PACKET_STATISTICS).
+// before the worker sees them (afpacket.Socket: PACKET_STATISTICS).
 type KernelStatser interface {
 	Stats() (packets, drops uint64, err error)
 }

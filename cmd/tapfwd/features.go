@@ -10,21 +10,21 @@ import (
 	"github.com/mdlayher/genetlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/tapfwd/tapfwd/ring"
+	"github.com/tapfwd/tapfwd/afpacket"
 	"github.com/tapfwd/tapfwd/tap"
 )
 
 type featureReport struct {
-	Kernel      string        `json:"kernel"`
-	TUNFeatures uint32        `json:"tun_features"`
-	TUNFlags    []string      `json:"tun_flags"`
-	Offloads    string        `json:"tap_offloads"`
-	OffloadsErr string        `json:"tap_offloads_error,omitempty"`
-	Packet      []ring.Option `json:"af_packet"`
-	PacketErr   string        `json:"af_packet_error,omitempty"`
-	NetdevNL    bool          `json:"netdev_netlink"`
-	NetdevVer   int           `json:"netdev_netlink_version,omitempty"`
-	NetdevErr   string        `json:"netdev_netlink_error,omitempty"`
+	Kernel      string            `json:"kernel"`
+	TUNFeatures uint32            `json:"tun_features"`
+	TUNFlags    []string          `json:"tun_flags"`
+	Offloads    string            `json:"tap_offloads"`
+	OffloadsErr string            `json:"tap_offloads_error,omitempty"`
+	Packet      []afpacket.Option `json:"af_packet"`
+	PacketErr   string            `json:"af_packet_error,omitempty"`
+	NetdevNL    bool              `json:"netdev_netlink"`
+	NetdevVer   int               `json:"netdev_netlink_version,omitempty"`
+	NetdevErr   string            `json:"netdev_netlink_error,omitempty"`
 }
 
 func cmdFeatures(args []string, stdout, stderr io.Writer) error {
@@ -49,7 +49,7 @@ func cmdFeatures(args []string, stdout, stderr io.Writer) error {
 	} else {
 		r.Offloads = tap.Features{Offloads: o}.OffloadNames()
 	}
-	if r.Packet, err = ring.Probe(); err != nil {
+	if r.Packet, err = afpacket.Probe(); err != nil {
 		r.PacketErr = err.Error()
 	}
 	if c, err := genetlink.Dial(nil); err != nil {

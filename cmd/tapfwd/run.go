@@ -15,9 +15,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tapfwd/tapfwd/afpacket"
 	"github.com/tapfwd/tapfwd/forward"
 	"github.com/tapfwd/tapfwd/napi"
-	"github.com/tapfwd/tapfwd/ring"
 	"github.com/tapfwd/tapfwd/tap"
 	"github.com/tapfwd/tapfwd/vmport"
 )
@@ -55,8 +55,8 @@ type daemon struct {
 	ports []vmport.Port
 	vhost []*vhostPort     // --vhost-user
 	host  *vmport.HostPort // --host-port
-	rc    ring.Config
-	socks []*ring.Socket
+	rc    afpacket.Config
+	socks []*afpacket.Socket
 	cpus  []int
 	fw    *forward.Forwarder
 	// metrics is the /metrics server, listening from before the privilege
@@ -202,7 +202,7 @@ func downLine(name, ns string) string {
 // VM ports' and the host port's MACs (a real NIC filters unicast by
 // address), and the vhost-user ports' own senders.
 func (d *daemon) openNIC() error {
-	d.rc = ring.Config{Ifname: d.c.NIC, Queues: d.c.TAP.Queues, Batch: d.c.Batch, MACs: []net.HardwareAddr{d.dev.MAC()}, Promisc: d.c.Promisc}
+	d.rc = afpacket.Config{Ifname: d.c.NIC, Queues: d.c.TAP.Queues, Batch: d.c.Batch, MACs: []net.HardwareAddr{d.dev.MAC()}, Promisc: d.c.Promisc}
 	for _, p := range d.ports {
 		d.rc.MACs = append(d.rc.MACs, p.MAC)
 	}
@@ -215,7 +215,7 @@ func (d *daemon) openNIC() error {
 	if d.c.StrictMAC {
 		d.rc.FilterMAC = d.labMAC()
 	}
-	socks, err := ring.Open(d.rc)
+	socks, err := afpacket.Open(d.rc)
 	if err != nil {
 		return err
 	}
@@ -224,7 +224,7 @@ func (d *daemon) openNIC() error {
 	return d.openGuestSenders()
 }
 
-func closeAll(socks []*ring.Socket) error {
+func closeAll(socks []*afpacket.Socket) error {
 	var errs []error
 	for _, s := range socks {
 		errs = append(errs, s.Close())
@@ -385,12 +385,12 @@ func stopOnSignal(ctx context.Context, cancel func(), log *slog.Logger) {
 }
 
 // reopen waits until the NIC exists again and opens its sockets.
-func reopen(ctx context.Context, rc ring.Config) ([]*ring.Socket, error) {
+func reopen(ctx context.Context, rc afpacket.Config) ([]*afpacket.Socket, error) {
 	t := time.NewTicker(200 * time.Millisecond)
 	defer t.Stop()
 	for {
 		if _, err := net.InterfaceByName(rc.Ifname); err == nil {
-			if socks, err := ring.Open(rc); err == nil {
+			if socks, err := afpacket.Open(rc); err == nil {
 				return socks, nil
 			}
 		}
@@ -442,7 +442,7 @@ func endpoints(qs []*tap.Queue) []forward.Endpoint {
 	return out
 }
 
-func nics(socks []*ring.Socket) []forward.NIC {
+func nics(socks []*afpacket.Socket) []forward.NIC {
 	out := make([]forward.NIC, len(socks))
 	for i, s := range socks {
 		out[i] = s

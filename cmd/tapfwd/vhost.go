@@ -13,8 +13,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tapfwd/tapfwd/afpacket"
 	"github.com/tapfwd/tapfwd/forward"
-	"github.com/tapfwd/tapfwd/ring"
 	"github.com/tapfwd/tapfwd/vhostuser"
 )
 
@@ -26,7 +26,7 @@ type vhostPort struct {
 	Path string
 	MAC  net.HardwareAddr
 	port *vhostuser.Port
-	nic  *ring.Socket
+	nic  *afpacket.Socket
 }
 
 // vhostPath is port i's socket in dir: TAP-I.sock, NS:TAP-I.sock for a
@@ -163,7 +163,7 @@ func (d *daemon) logVhostPorts() {
 // sockets are theirs).
 func (d *daemon) openGuestSenders() error {
 	for _, p := range d.vhost {
-		s, err := ring.OpenSender(ring.Config{Ifname: d.c.NIC, Batch: d.c.Batch})
+		s, err := afpacket.OpenSender(afpacket.Config{Ifname: d.c.NIC, Batch: d.c.Batch})
 		if err != nil {
 			return err
 		}

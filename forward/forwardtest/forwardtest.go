@@ -1,6 +1,6 @@
 // Package forwardtest provides stand-ins for forward's endpoints, so the
 // workers can be tested without a TAP, a NIC or privileges: socketpairs
-// behind the real tap.Queue and ring.Socket code, and a scripted fake that
+// behind the real tap.Queue and afpacket.Socket code, and a scripted fake that
 // replays frames, VLAN tags and errors.
 package forwardtest
 
@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/tapfwd/tapfwd/ring"
+	"github.com/tapfwd/tapfwd/afpacket"
 	"github.com/tapfwd/tapfwd/tap"
 )
 
@@ -32,9 +32,9 @@ func socketpair(t testing.TB) [2]int {
 // sendmmsg) over one end of a socketpair, and the other end: what the wire
 // writes to and reads from, every frame with a virtio-net header in front.
 // Both are closed when t ends.
-func NIC(t testing.TB, batch int) (*ring.Socket, int) {
+func NIC(t testing.TB, batch int) (*afpacket.Socket, int) {
 	p := socketpair(t)
-	s := ring.NewSocketFd(p[0], batch)
+	s := afpacket.NewSocketFd(p[0], batch)
 	t.Cleanup(func() {
 		s.Close()
 		unix.Close(p[1])
