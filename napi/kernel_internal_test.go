@@ -12,7 +12,7 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/tapfwd/tapfwd/testbed"
+	"github.com/tapfwd/tapfwd/internal/testbed"
 )
 
 // Should the policy probe ever claim busy-poll on a kernel that refuses it,

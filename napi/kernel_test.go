@@ -15,8 +15,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tapfwd/tapfwd/internal/testbed"
 	"github.com/tapfwd/tapfwd/napi"
-	"github.com/tapfwd/tapfwd/testbed"
 )
 
 // vethNAPI builds a Forwarder bed, turns GRO on for its NIC w1 (a veth has

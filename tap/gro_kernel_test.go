@@ -16,9 +16,9 @@ import (
 	"github.com/google/gopacket/layers"
 	"golang.org/x/sys/unix"
 
+	"github.com/tapfwd/tapfwd/internal/testbed"
 	"github.com/tapfwd/tapfwd/internal/testkit"
 	"github.com/tapfwd/tapfwd/tap"
-	"github.com/tapfwd/tapfwd/testbed"
 	"github.com/tapfwd/tapfwd/vnethdr"
 )
 

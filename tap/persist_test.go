@@ -7,8 +7,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tapfwd/tapfwd/internal/testbed"
 	"github.com/tapfwd/tapfwd/netns"
-	"github.com/tapfwd/tapfwd/testbed"
 )
 
 func TestRecord(t *testing.T) {

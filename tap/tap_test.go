@@ -11,8 +11,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tapfwd/tapfwd/internal/testbed"
 	"github.com/tapfwd/tapfwd/netns"
-	"github.com/tapfwd/tapfwd/testbed"
 	"github.com/tapfwd/tapfwd/vnethdr"
 )
 

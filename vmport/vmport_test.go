@@ -12,9 +12,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tapfwd/tapfwd/internal/testbed"
 	"github.com/tapfwd/tapfwd/netns"
 	"github.com/tapfwd/tapfwd/tap"
-	"github.com/tapfwd/tapfwd/testbed"
 )
 
 // TestExplainCreate checks the kinds and causes of a failed create; the

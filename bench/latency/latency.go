@@ -11,8 +11,8 @@ import (
 	"github.com/tapfwd/tapfwd/bench/matrix"
 	"github.com/tapfwd/tapfwd/bench/report"
 	"github.com/tapfwd/tapfwd/bench/rr"
+	"github.com/tapfwd/tapfwd/internal/testbed"
 	"github.com/tapfwd/tapfwd/napi"
-	"github.com/tapfwd/tapfwd/testbed"
 )
 
 // Options configure Run.

@@ -13,8 +13,8 @@ import (
 	"github.com/tapfwd/tapfwd/bench/matrix"
 	"github.com/tapfwd/tapfwd/bench/report"
 	"github.com/tapfwd/tapfwd/bench/stats"
+	"github.com/tapfwd/tapfwd/internal/testbed"
 	"github.com/tapfwd/tapfwd/napi"
-	"github.com/tapfwd/tapfwd/testbed"
 )
 
 func TestParsePoints(t *testing.T) {

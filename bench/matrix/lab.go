@@ -14,8 +14,8 @@ import (
 	"github.com/tapfwd/tapfwd/bench/forwarder"
 	"github.com/tapfwd/tapfwd/bench/report"
 	"github.com/tapfwd/tapfwd/internal/procfs"
+	"github.com/tapfwd/tapfwd/internal/testbed"
 	"github.com/tapfwd/tapfwd/tap"
-	"github.com/tapfwd/tapfwd/testbed"
 )
 
 // Lab builds the beds of a configuration and starts what runs in them.

@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tapfwd/tapfwd/bench/stats"
-	"github.com/tapfwd/tapfwd/testbed"
+	"github.com/tapfwd/tapfwd/internal/testbed"
 )
 
 // loopPair opens a connected client and server on 127.0.0.1 in this

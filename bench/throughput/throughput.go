@@ -11,8 +11,8 @@ import (
 	"github.com/tapfwd/tapfwd/bench/report"
 	"github.com/tapfwd/tapfwd/bench/stats"
 	"github.com/tapfwd/tapfwd/internal/procfs"
-	"github.com/tapfwd/tapfwd/testbed"
-	"github.com/tapfwd/tapfwd/testbed/iperf"
+	"github.com/tapfwd/tapfwd/internal/testbed"
+	"github.com/tapfwd/tapfwd/internal/testbed/iperf"
 )
 
 // Options configure Run.

@@ -26,9 +26,9 @@ import (
 	"github.com/tapfwd/tapfwd/bench/stats"
 	"github.com/tapfwd/tapfwd/bench/throughput"
 	"github.com/tapfwd/tapfwd/internal/procfs"
+	"github.com/tapfwd/tapfwd/internal/testbed"
+	"github.com/tapfwd/tapfwd/internal/testbed/iperf"
 	"github.com/tapfwd/tapfwd/tap"
-	"github.com/tapfwd/tapfwd/testbed"
-	"github.com/tapfwd/tapfwd/testbed/iperf"
 )
 
 // benchCmd runs this test binary as `tapfwd-bench CMD --tapfwd TAPFWD

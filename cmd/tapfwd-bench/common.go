@@ -21,8 +21,8 @@ import (
 	"github.com/tapfwd/tapfwd/bench/matrix"
 	"github.com/tapfwd/tapfwd/bench/report"
 	"github.com/tapfwd/tapfwd/bench/stats"
+	"github.com/tapfwd/tapfwd/internal/testbed"
 	"github.com/tapfwd/tapfwd/tap"
-	"github.com/tapfwd/tapfwd/testbed"
 )
 
 // benchFlags are the flags both benches share.

@@ -13,7 +13,7 @@ import (
 
 	"github.com/tapfwd/tapfwd/bench/latency"
 	"github.com/tapfwd/tapfwd/bench/stats"
-	"github.com/tapfwd/tapfwd/testbed"
+	"github.com/tapfwd/tapfwd/internal/testbed"
 )
 
 // latencyJSON is the --json report as a consumer reads it: plain fields,

@@ -13,7 +13,7 @@ import (
 
 	"github.com/tapfwd/tapfwd/bench/forwarder"
 	"github.com/tapfwd/tapfwd/internal/cliflag/clitest"
-	"github.com/tapfwd/tapfwd/testbed"
+	"github.com/tapfwd/tapfwd/internal/testbed"
 )
 
 // The test binary doubles as tapfwd-bench: the tests start it (as the

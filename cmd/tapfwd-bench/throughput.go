@@ -17,7 +17,7 @@ import (
 	"github.com/tapfwd/tapfwd/bench/throughput"
 	"github.com/tapfwd/tapfwd/internal/cliflag"
 	"github.com/tapfwd/tapfwd/internal/cpulist"
-	"github.com/tapfwd/tapfwd/testbed/iperf"
+	"github.com/tapfwd/tapfwd/internal/testbed/iperf"
 )
 
 // The default run answers the QEMU patch's question: its table's rows

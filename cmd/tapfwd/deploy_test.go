@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tapfwd/tapfwd/internal/testbed"
 	"github.com/tapfwd/tapfwd/internal/testkit"
-	"github.com/tapfwd/tapfwd/testbed"
 	"github.com/tapfwd/tapfwd/vmport"
 	"golang.org/x/sys/unix"
 )

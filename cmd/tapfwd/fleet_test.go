@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tapfwd/tapfwd/internal/testbed"
+	"github.com/tapfwd/tapfwd/internal/testbed/iperf"
 	"github.com/tapfwd/tapfwd/internal/testkit"
-	"github.com/tapfwd/tapfwd/testbed"
-	"github.com/tapfwd/tapfwd/testbed/iperf"
 )
 
 // TestFleetPrometheus's Prometheus scrapes both forwarders under a job

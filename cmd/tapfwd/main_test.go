@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/tapfwd/tapfwd/internal/cliflag/clitest"
+	"github.com/tapfwd/tapfwd/internal/testbed"
 	"github.com/tapfwd/tapfwd/internal/testkit"
-	"github.com/tapfwd/tapfwd/testbed"
 )
 
 // The test binary doubles as tapfwd: the integration tests start it in a

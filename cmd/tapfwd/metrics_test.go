@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tapfwd/tapfwd/internal/testbed/iperf"
 	"github.com/tapfwd/tapfwd/internal/testkit"
-	"github.com/tapfwd/tapfwd/testbed/iperf"
 )
 
 // TestMetricsScrape checks a live /metrics page with promtool while iperf3

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tapfwd/tapfwd/internal/testbed"
+	"github.com/tapfwd/tapfwd/internal/testbed/iperf"
 	"github.com/tapfwd/tapfwd/internal/testkit"
 	"github.com/tapfwd/tapfwd/napi"
-	"github.com/tapfwd/tapfwd/testbed"
-	"github.com/tapfwd/tapfwd/testbed/iperf"
 )
 
 // TestPollBusy forwards with --poll busy: traffic is correct, the worker

@@ -15,9 +15,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tapfwd/tapfwd/internal/testbed"
 	"github.com/tapfwd/tapfwd/internal/testkit"
 	"github.com/tapfwd/tapfwd/napi"
-	"github.com/tapfwd/tapfwd/testbed"
 )
 
 func TestNapiCLIUsage(t *testing.T) {

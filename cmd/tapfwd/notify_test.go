@@ -16,8 +16,8 @@ import (
 
 	"github.com/tapfwd/tapfwd/forward"
 	"github.com/tapfwd/tapfwd/forward/forwardtest"
+	"github.com/tapfwd/tapfwd/internal/testbed"
 	"github.com/tapfwd/tapfwd/internal/testkit"
-	"github.com/tapfwd/tapfwd/testbed"
 )
 
 // notifySocket is a service manager's end of the sd_notify protocol: a

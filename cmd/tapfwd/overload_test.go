@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tapfwd/tapfwd/internal/testbed/iperf"
 	"github.com/tapfwd/tapfwd/internal/testkit"
 	"github.com/tapfwd/tapfwd/metrics"
-	"github.com/tapfwd/tapfwd/testbed/iperf"
 )
 
 // TestOverload floods tapfwd from the wire with 64-byte UDP datagrams far

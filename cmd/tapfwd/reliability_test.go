@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tapfwd/tapfwd/internal/testbed/iperf"
 	"github.com/tapfwd/tapfwd/internal/testkit"
-	"github.com/tapfwd/tapfwd/testbed/iperf"
 	"github.com/tapfwd/tapfwd/vmport"
 )
 

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tapfwd/tapfwd/internal/testbed"
 	"github.com/tapfwd/tapfwd/internal/testkit"
 	"github.com/tapfwd/tapfwd/netns"
-	"github.com/tapfwd/tapfwd/testbed"
 	"github.com/tapfwd/tapfwd/vmport"
 )
 

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tapfwd/tapfwd/internal/testbed/iperf"
 	"github.com/tapfwd/tapfwd/internal/testkit"
-	"github.com/tapfwd/tapfwd/testbed/iperf"
 )
 
 // soakMode reports whether TAPFWD_SOAK=1 asks for the long versions

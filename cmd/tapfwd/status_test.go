@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tapfwd/tapfwd/internal/testbed/iperf"
 	"github.com/tapfwd/tapfwd/internal/testkit"
-	"github.com/tapfwd/tapfwd/testbed/iperf"
 )
 
 // TestStatus: /status and tapfwd status describe a running forwarder, and

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tapfwd/tapfwd/internal/testbed"
 	"github.com/tapfwd/tapfwd/internal/testkit"
-	"github.com/tapfwd/tapfwd/testbed"
 	"github.com/tapfwd/tapfwd/vhostuser/vhostusertest"
 )
 

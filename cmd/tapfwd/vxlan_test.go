@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tapfwd/tapfwd/internal/testbed"
+	"github.com/tapfwd/tapfwd/internal/testbed/iperf"
 	"github.com/tapfwd/tapfwd/internal/testkit"
-	"github.com/tapfwd/tapfwd/testbed"
-	"github.com/tapfwd/tapfwd/testbed/iperf"
 )
 
 // TestVXLAN runs tapfwd on the VXLAN device of each of two hosts (the

@@ -125,6 +125,16 @@ func TestDaemonLinksNoBenchmark(t *testing.T) {
 	}
 }
 
+// TestBenchLinksNoTesting: the tapfwd-bench binary carries no testing
+// package (test helpers stay in test files or behind interfaces).
+func TestBenchLinksNoTesting(t *testing.T) {
+	for _, d := range list(t, "-deps", "./cmd/tapfwd-bench") {
+		if d.ImportPath == "testing" {
+			t.Errorf("cmd/tapfwd-bench links testing")
+		}
+	}
+}
+
 // TestProductTestsImportNoBenchmark: no production package's tests pull in
 // anything under bench/.
 func TestProductTestsImportNoBenchmark(t *testing.T) {

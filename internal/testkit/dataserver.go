@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tapfwd/tapfwd/testbed"
+	"github.com/tapfwd/tapfwd/internal/testbed"
 )
 
 // DataServer runs in the wire namespace (or, StartDataServerAt, another

@@ -5,7 +5,7 @@ import (
 	mrand "math/rand/v2"
 	"net"
 
-	"github.com/tapfwd/tapfwd/testbed"
+	"github.com/tapfwd/tapfwd/internal/testbed"
 )
 
 // Garbler makes malformed frames: 14 bytes up to MTU+14 (a packet socket

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/tapfwd/tapfwd/internal/procfs"
+	"github.com/tapfwd/tapfwd/internal/testbed"
 	"github.com/tapfwd/tapfwd/netns"
-	"github.com/tapfwd/tapfwd/testbed"
 )
 
 // Netdev reads the kernel's counters of dev in namespace ns over rtnetlink

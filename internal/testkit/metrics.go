@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tapfwd/tapfwd/internal/testbed"
 	"github.com/tapfwd/tapfwd/metrics"
-	"github.com/tapfwd/tapfwd/testbed"
 )
 
 // MetricsAddr is where tapfwd serves /metrics by default, in the namespace

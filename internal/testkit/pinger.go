@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tapfwd/tapfwd/testbed"
+	"github.com/tapfwd/tapfwd/internal/testbed"
 )
 
 // Pinger sends ICMP echo requests from the wire to the lab over a raw

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tapfwd/tapfwd/testbed"
+	"github.com/tapfwd/tapfwd/internal/testbed"
 )
 
 // PromAddr is where StartPrometheus serves Prometheus's HTTP API, in bed's

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tapfwd/tapfwd/testbed"
+	"github.com/tapfwd/tapfwd/internal/testbed"
 )
 
 // NeedRoot skips t when test beds cannot be built here (not root, no

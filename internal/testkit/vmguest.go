@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tapfwd/tapfwd/testbed"
+	"github.com/tapfwd/tapfwd/internal/testbed"
 )
 
 // VMGuestImage builds (or takes from the cache) the guest kernel and

@@ -2,15 +2,25 @@ package testbed
 
 import (
 	"context"
-	"testing"
 	"time"
 )
+
+// TB is what NewForTest and NewHostsForTest need of a test: the methods
+// of testing.TB they call. Naming them here keeps the testing package out
+// of the binaries that link testbed (tapfwd-bench).
+type TB interface {
+	Helper()
+	Skipf(format string, args ...any)
+	Fatalf(format string, args ...any)
+	Errorf(format string, args ...any)
+	Cleanup(func())
+}
 
 // NewForTest builds a bed for t: it skips t with the reason when beds cannot
 // be built here (not root, no CAP_NET_ADMIN, no ip command), fails t when
 // building fails, and removes the bed when t and its subtests end, also when
 // they fail.
-func NewForTest(t testing.TB, cfg Config) *Bed {
+func NewForTest(t TB, cfg Config) *Bed {
 	t.Helper()
 	if err := Available(); err != nil {
 		t.Skipf("skipping privileged test: %v", err)
@@ -32,7 +42,7 @@ func NewForTest(t testing.TB, cfg Config) *Bed {
 // NewHostsForTest builds a two-host bed for t, as NewForTest does a bed:
 // it skips t when beds cannot be built here, fails t when building fails,
 // and removes the bed when t and its subtests end, also when they fail.
-func NewHostsForTest(t testing.TB, cfg HostsConfig) *Hosts {
+func NewHostsForTest(t TB, cfg HostsConfig) *Hosts {
 	t.Helper()
 	if err := Available(); err != nil {
 		t.Skipf("skipping privileged test: %v", err)
