@@ -45,8 +45,8 @@ const HistBuckets = 9
 // BucketBound is the upper bound of histogram bucket i.
 func BucketBound(i int) int { return 1 << i }
 
-// Side counts frames and bytes.
-type Side struct {
+// Count counts frames and bytes.
+type Count struct {
 	Packets atomic.Uint64
 	Bytes   atomic.Uint64
 }
@@ -62,7 +62,7 @@ type Hist struct {
 // delivered to the other (Tx). Drops and errors belong to the direction of
 // the device the frame was received from.
 type Dir struct {
-	Rx, Tx Side
+	Rx, Tx Count
 	GSO    atomic.Uint64 // GSO super-frames among Rx
 	Drops  [NumDropReasons]atomic.Uint64
 	Errors atomic.Uint64 // unexpected syscall errors that did not stop the worker

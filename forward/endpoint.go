@@ -30,9 +30,9 @@ type NIC interface {
 	VLAN(i int) (tpid, tci uint16, ok bool)
 }
 
-// KernelStatser is implemented by a NIC whose kernel side drops frames
+// KernelCounters is implemented by a NIC whose kernel side drops frames
 // before the worker sees them (afpacket.Socket: PACKET_STATISTICS).
-type KernelStatser interface {
+type KernelCounters interface {
 	Stats() (packets, drops uint64, err error)
 }
 

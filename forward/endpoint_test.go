@@ -15,7 +15,7 @@ import (
 
 // fakePair is a queue between two scripted endpoints.
 type fakePair struct {
-	q        *Queue
+	q        *QueueWorker
 	nic, tap *forwardtest.Fake
 }
 
@@ -73,7 +73,7 @@ func TestVLANFromNIC(t *testing.T) {
 	if !bytes.Equal(frame[18:], f[14:]) || gh.CsumStart != h.CsumStart+4 {
 		t.Errorf("tagged frame body or csum_start wrong: csum_start %d, want %d", gh.CsumStart, h.CsumStart+4)
 	}
-	if got := p.q.C.NICToTAP.Rx.Bytes.Load(); got != uint64(len(f)+4) {
+	if got := p.q.Counters.NICToTAP.Rx.Bytes.Load(); got != uint64(len(f)+4) {
 		t.Errorf("received bytes %d, want %d (the tag counts)", got, len(f)+4)
 	}
 }
@@ -89,7 +89,7 @@ func TestTAPGoneMidBatch(t *testing.T) {
 	if _, err := p.q.nicToTAP(); !errors.Is(err, ErrTAPGone) {
 		t.Fatalf("nicToTAP = %v, want ErrTAPGone", err)
 	}
-	d := &p.q.C.NICToTAP
+	d := &p.q.Counters.NICToTAP
 	if d.Rx.Packets.Load() != 3 || d.Tx.Packets.Load() != 1 || d.Drops[DropTAPWrite].Load() != 2 {
 		t.Errorf("rx %d tx %d tap_write %d; want 3, 1, 2", d.Rx.Packets.Load(), d.Tx.Packets.Load(), d.Drops[DropTAPWrite].Load())
 	}
@@ -110,13 +110,13 @@ func TestTAPWriteErrors(t *testing.T) {
 	if got := len(p.tap.Written()); got != 2 {
 		t.Errorf("TAP took %d frames, want 2", got)
 	}
-	if d := p.q.C.NICToTAP.Drops[DropTAPWrite].Load(); d != 2 {
+	if d := p.q.Counters.NICToTAP.Drops[DropTAPWrite].Load(); d != 2 {
 		t.Errorf("tap_write drops %d, want 2", d)
 	}
 	if !p.q.fw.tapDown.Load() {
 		t.Error("EIO did not mark the TAP down")
 	}
-	balanced(t, "NIC->TAP", &p.q.C.NICToTAP, 0)
+	balanced(t, "NIC->TAP", &p.q.Counters.NICToTAP, 0)
 	// The next frame through marks it up again.
 	p.nic.Push(forwardtest.Frame{Data: withHdr(vnethdr.Hdr{}, tcpFrame(t, 60))})
 	p.q.nicToTAP()
@@ -155,7 +155,7 @@ func TestNICWriteErrors(t *testing.T) {
 	if n, err := p.q.tapToNIC(); n != 4 || err != nil {
 		t.Fatalf("tapToNIC = %d, %v", n, err)
 	}
-	d := &p.q.C.TAPToNIC
+	d := &p.q.Counters.TAPToNIC
 	if len(p.nic.Written()) != 2 || d.Drops[DropNICRefused].Load() != 1 || d.Drops[DropNICBusy].Load() != 1 {
 		t.Errorf("sent %d, refused %d, busy %d; want 2, 1, 1", len(p.nic.Written()), d.Drops[DropNICRefused].Load(), d.Drops[DropNICBusy].Load())
 	}
@@ -174,7 +174,7 @@ func TestTAPReadGone(t *testing.T) {
 	if len(p.nic.Written()) != 1 {
 		t.Error("the frame read before the TAP went away was not sent")
 	}
-	balanced(t, "TAP->NIC", &p.q.C.TAPToNIC, 0)
+	balanced(t, "TAP->NIC", &p.q.Counters.TAPToNIC, 0)
 }
 
 // TestOversizeFromTAP: a TAP read that fills its whole buffer was cut
@@ -194,7 +194,7 @@ func TestOversizeFromTAP(t *testing.T) {
 		if n, err := p.q.tapToNIC(); n != 2 || err != nil {
 			t.Fatalf("vnet %v: tapToNIC = %d, %v", vnet, n, err)
 		}
-		d := &p.q.C.TAPToNIC
+		d := &p.q.Counters.TAPToNIC
 		if d.Drops[DropOversize].Load() != 1 || d.Tx.Packets.Load() != 1 {
 			t.Errorf("vnet %v: oversize %d tx %d; want 1, 1", vnet, d.Drops[DropOversize].Load(), d.Tx.Packets.Load())
 		}

@@ -85,7 +85,7 @@ const (
 
 // Forwarder owns the workers of one TAP and one NIC.
 type Forwarder struct {
-	queues []*Queue
+	queues []*QueueWorker
 	stopFd int
 	stop   atomic.Bool
 	log    *slog.Logger
@@ -144,8 +144,8 @@ func New(taps []Endpoint, nics []NIC, c Config) (*Forwarder, error) {
 	return f, nil
 }
 
-// Queues returns the workers, for reading counters.
-func (f *Forwarder) Queues() []*Queue { return f.queues }
+// QueueWorkers returns the workers, for reading counters.
+func (f *Forwarder) QueueWorkers() []*QueueWorker { return f.queues }
 
 // Run starts every worker and blocks until ctx is done or a worker fails;
 // then it stops them all and returns the first failure (nil after ctx).
@@ -157,7 +157,7 @@ func (f *Forwarder) Run(ctx context.Context) error {
 	unix.Read(f.stopFd, drain[:])
 	f.stop.Store(false)
 	var wg sync.WaitGroup
-	errc := make(chan error, len(f.queues)+len(f.Guests()))
+	errc := make(chan error, len(f.queues)+len(f.GuestWorkers()))
 	for _, q := range f.queues {
 		wg.Add(1)
 		go func() {
@@ -167,7 +167,7 @@ func (f *Forwarder) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	for _, g := range f.Guests() {
+	for _, g := range f.GuestWorkers() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

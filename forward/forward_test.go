@@ -21,7 +21,7 @@ import (
 // code over socketpairs; the test holds the other ends (gVisor's fdbased
 // tests do the same).
 type pair struct {
-	q       *Queue
+	q       *QueueWorker
 	nicPeer int // what the wire writes to / reads from, vnet header first
 	tapPeer int // what the lab side sees
 }
@@ -136,7 +136,7 @@ func TestNICToTAPPassThrough(t *testing.T) {
 	if !bytes.Equal(got[0][vnethdr.Len:], f) {
 		t.Error("GSO frame body changed")
 	}
-	c := &p.q.C
+	c := &p.q.Counters
 	d := &c.NICToTAP
 	if d.Rx.Packets.Load() != 2 || d.Tx.Packets.Load() != 2 || d.GSO.Load() != 1 || d.Batch.Sum.Load() != 2 || d.Batch.Buckets[1].Load() != 1 {
 		t.Errorf("counters: nic rx %d tap tx %d gso %d batch sum %d", d.Rx.Packets.Load(), d.Tx.Packets.Load(), d.GSO.Load(), d.Batch.Sum.Load())
@@ -183,7 +183,7 @@ func TestNICToTAPSegments(t *testing.T) {
 	if !bytes.Equal(payload, f[54:]) {
 		t.Error("segments do not reassemble to the original payload")
 	}
-	if s := p.q.C.Segments.Load(); s != 7 {
+	if s := p.q.Counters.Segments.Load(); s != 7 {
 		t.Errorf("Segments = %d, want 7", s)
 	}
 }
@@ -204,11 +204,11 @@ func TestTAPToNICAddsHeader(t *testing.T) {
 	if !bytes.Equal(got[0][:vnethdr.Len], make([]byte, vnethdr.Len)) || !bytes.Equal(got[0][vnethdr.Len:], f) {
 		t.Error("frame toward the NIC is not a zero vnet header plus the frame")
 	}
-	if d := p.q.C.TAPToNIC.Drops[DropBadHdr].Load(); d != 1 {
+	if d := p.q.Counters.TAPToNIC.Drops[DropBadHdr].Load(); d != 1 {
 		t.Errorf("bad header drops = %d, want 1", d)
 	}
 	// Every frame read counts as received: received = transmitted + drops.
-	if rx, tx := p.q.C.TAPToNIC.Rx.Packets.Load(), p.q.C.TAPToNIC.Tx.Packets.Load(); rx != 2 || tx != 1 {
+	if rx, tx := p.q.Counters.TAPToNIC.Rx.Packets.Load(), p.q.Counters.TAPToNIC.Tx.Packets.Load(); rx != 2 || tx != 1 {
 		t.Errorf("received %d, transmitted %d; want 2 and 1", rx, tx)
 	}
 }
@@ -224,7 +224,7 @@ func TestNICToTAPAccounting(t *testing.T) {
 	if n, err := p.q.nicToTAP(); err != nil || n != 3 {
 		t.Fatalf("nicToTAP = %d, %v", n, err)
 	}
-	d := &p.q.C.NICToTAP
+	d := &p.q.Counters.NICToTAP
 	var drops uint64
 	for i := range d.Drops {
 		drops += d.Drops[i].Load()
@@ -245,7 +245,7 @@ func TestBadVnetHdrFromTAPDropped(t *testing.T) {
 	if got := readAll(t, p.nicPeer); len(got) != 0 {
 		t.Fatalf("a frame with a bad vnet header reached the NIC")
 	}
-	if d := p.q.C.TAPToNIC.Drops[DropBadHdr].Load(); d != 1 {
+	if d := p.q.Counters.TAPToNIC.Drops[DropBadHdr].Load(); d != 1 {
 		t.Errorf("bad header drops = %d, want 1", d)
 	}
 }
@@ -284,7 +284,7 @@ func TestZeroAllocs(t *testing.T) {
 			if allocs != 0 {
 				t.Errorf("%v allocations per frame, want 0", allocs)
 			}
-			if p.q.C.NICToTAP.Tx.Packets.Load() == 0 || p.q.C.TAPToNIC.Tx.Packets.Load() == 0 {
+			if p.q.Counters.NICToTAP.Tx.Packets.Load() == 0 || p.q.Counters.TAPToNIC.Tx.Packets.Load() == 0 {
 				t.Error("nothing was forwarded")
 			}
 		})
@@ -482,7 +482,7 @@ func TestNICToTAPGRO(t *testing.T) {
 			t.Errorf("segment %d differs from the original", i)
 		}
 	}
-	c := &p.q.C
+	c := &p.q.Counters
 	if c.Merged.Load() != 7 || c.NICToTAP.Rx.Packets.Load() != 8 || c.NICToTAP.Tx.Packets.Load() != 1 {
 		t.Errorf("merged %d rx %d tx %d", c.Merged.Load(), c.NICToTAP.Rx.Packets.Load(), c.NICToTAP.Tx.Packets.Load())
 	}
@@ -507,7 +507,7 @@ func TestZeroAllocsGRO(t *testing.T) {
 	if allocs != 0 {
 		t.Errorf("%v allocations per batch with GRO, want 0", allocs)
 	}
-	if p.q.C.Merged.Load() == 0 {
+	if p.q.Counters.Merged.Load() == 0 {
 		t.Error("nothing was merged")
 	}
 }

@@ -32,14 +32,14 @@ type GuestPort struct {
 	CPU int
 }
 
-// Guest is one guest port's worker and its counters: From counts what the
+// GuestWorker is one guest port's worker and its counters: From counts what the
 // guest sent (received from it; transmitted when delivered to its first
 // destination, the others being copies), To what is for it (received into
 // its inbox, transmitted into its queue).
-type Guest struct {
-	ID  int
-	MAC net.HardwareAddr
-	C   GuestCounters
+type GuestWorker struct {
+	ID       int
+	MAC      net.HardwareAddr
+	Counters GuestCounters
 
 	fw      *Forwarder
 	port    GuestPort
@@ -72,8 +72,8 @@ type GuestCounters struct {
 
 // fabric is the segment's guests, as every worker sees them.
 type fabric struct {
-	guests []*Guest
-	byMAC  map[[6]byte]*Guest
+	guests []*GuestWorker
+	byMAC  map[[6]byte]*GuestWorker
 }
 
 // maxGuests bounds the guests: a worker marks those it handed frames to in
@@ -91,7 +91,7 @@ func newFabric(f *Forwarder, c Config) (*fabric, error) {
 	if len(c.Guests) > maxGuests {
 		return nil, fmt.Errorf("forward: %d guest ports, at most %d", len(c.Guests), maxGuests)
 	}
-	fab := &fabric{byMAC: map[[6]byte]*Guest{}}
+	fab := &fabric{byMAC: map[[6]byte]*GuestWorker{}}
 	for i, gp := range c.Guests {
 		if len(gp.MAC) != 6 || gp.MAC[0]&1 != 0 {
 			return nil, fmt.Errorf("forward: guest port %d: %s is not a unicast Ethernet address", i, gp.MAC)
@@ -100,7 +100,7 @@ func newFabric(f *Forwarder, c Config) (*fabric, error) {
 		if err != nil {
 			return nil, fmt.Errorf("forward: eventfd: %w", os.NewSyscallError("eventfd", err))
 		}
-		g := &Guest{ID: i, MAC: gp.MAC, fw: f, port: gp, mac: [6]byte(gp.MAC), in: in, batch: c.Batch,
+		g := &GuestWorker{ID: i, MAC: gp.MAC, fw: f, port: gp, mac: [6]byte(gp.MAC), in: in, batch: c.Batch,
 			tap: f.queues[i%len(f.queues)].tap, where: map[[6]byte]side{}}
 		g.alloc(c)
 		if _, dup := fab.byMAC[g.mac]; dup {
@@ -112,7 +112,7 @@ func newFabric(f *Forwarder, c Config) (*fabric, error) {
 	return fab, nil
 }
 
-func (g *Guest) alloc(c Config) {
+func (g *GuestWorker) alloc(c Config) {
 	g.bufs = makeBufs(c.Batch, bufSize)
 	g.sizes = make([]int, c.Batch)
 	g.nicOut = make([][]byte, 0, c.Batch)
@@ -127,8 +127,8 @@ func (g *Guest) alloc(c Config) {
 	g.pfd[2] = unix.PollFd{Fd: int32(g.in.efd), Events: unix.POLLIN}
 }
 
-// Guests returns the guest ports' workers, for reading counters.
-func (f *Forwarder) Guests() []*Guest {
+// GuestWorkers returns the guest ports' workers, for reading counters.
+func (f *Forwarder) GuestWorkers() []*GuestWorker {
 	if f.fab == nil {
 		return nil
 	}
@@ -140,7 +140,7 @@ func (f *Forwarder) Guests() []*Guest {
 // or all for a group address. It reports whether b was for a guest alone,
 // and marks in dirty the guests it handed frames to (wake them after the
 // batch).
-func (fab *fabric) deliver(b []byte, from side, origin *Guest, dirty *uint64) (alone bool) {
+func (fab *fabric) deliver(b []byte, from side, origin *GuestWorker, dirty *uint64) (alone bool) {
 	dst := b[hdrLen : hdrLen+6]
 	if dst[0]&1 != 0 {
 		for _, g := range fab.guests {
@@ -159,11 +159,11 @@ func (fab *fabric) deliver(b []byte, from side, origin *Guest, dirty *uint64) (a
 }
 
 // offer puts b in g's inbox, or counts it dropped when the inbox is full.
-func (g *Guest) offer(b []byte, from side, dirty *uint64) {
-	g.C.To.Rx.Packets.Add(1)
-	g.C.To.Rx.Bytes.Add(uint64(len(b) - hdrLen))
+func (g *GuestWorker) offer(b []byte, from side, dirty *uint64) {
+	g.Counters.To.Rx.Packets.Add(1)
+	g.Counters.To.Rx.Bytes.Add(uint64(len(b) - hdrLen))
 	if !g.in.push(b, from) {
-		g.C.To.Drops[DropGuestBusy].Add(1)
+		g.Counters.To.Drops[DropGuestBusy].Add(1)
 		return
 	}
 	*dirty |= 1 << g.ID
@@ -188,7 +188,7 @@ func (f *Forwarder) closeFabric() {
 
 // run is the guest's worker: it moves what the guest sends and writes
 // what waits in its inbox, sleeping in ppoll when neither has work.
-func (g *Guest) run() error {
+func (g *GuestWorker) run() error {
 	if err := lockTo(g.port.CPU); err != nil {
 		return err
 	}

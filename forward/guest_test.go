@@ -25,11 +25,11 @@ var (
 // sender of their own on the NIC each.
 type segment struct {
 	f         *Forwarder
-	q         *Queue
+	q         *QueueWorker
 	nic, tap  *forwardtest.Fake
 	guests    []*forwardtest.Fake
 	guestNICs []*forwardtest.Fake
-	g0, g1    *Guest
+	g0, g1    *GuestWorker
 }
 
 func newSegment(t *testing.T, c Config) *segment {
@@ -46,7 +46,7 @@ func newSegment(t *testing.T, c Config) *segment {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
-	s.f, s.q, s.g0, s.g1 = f, f.queues[0], f.Guests()[0], f.Guests()[1]
+	s.f, s.q, s.g0, s.g1 = f, f.queues[0], f.GuestWorkers()[0], f.GuestWorkers()[1]
 	return s
 }
 
@@ -71,7 +71,7 @@ func seen(fake *forwardtest.Fake, frame []byte) bool {
 // step runs every worker's loop once, in the order the frames travel.
 func (s *segment) step(t *testing.T) {
 	t.Helper()
-	for _, g := range []*Guest{s.g0, s.g1} {
+	for _, g := range []*GuestWorker{s.g0, s.g1} {
 		if _, err := g.fromGuest(); err != nil {
 			t.Fatal(err)
 		}
@@ -82,7 +82,7 @@ func (s *segment) step(t *testing.T) {
 	if _, err := s.q.tapToNIC(); err != nil {
 		t.Fatal(err)
 	}
-	for _, g := range []*Guest{s.g0, s.g1} {
+	for _, g := range []*GuestWorker{s.g0, s.g1} {
 		if _, err := g.toGuest(); err != nil {
 			t.Fatal(err)
 		}
@@ -130,11 +130,11 @@ func TestGuestUnicast(t *testing.T) {
 	if !seen(s.guestNICs[0], answer) || seen(s.tap, answer) {
 		t.Errorf("an answer to a wire host: wire %v, TAP %v; want the wire alone", seen(s.guestNICs[0], answer), seen(s.tap, answer))
 	}
-	n := &s.q.C.NICToTAP
+	n := &s.q.Counters.NICToTAP
 	if n.Rx.Packets.Load() != 1 || n.ToGuests.Load() != 1 || n.Tx.Packets.Load() != 0 {
 		t.Errorf("NIC->TAP: rx %d to guests %d tx %d; want 1, 1, 0", n.Rx.Packets.Load(), n.ToGuests.Load(), n.Tx.Packets.Load())
 	}
-	if g := &s.g1.C; g.To.Rx.Packets.Load() != 2 || g.To.Tx.Packets.Load() != 2 || g.From.Tx.Packets.Load() != 1 {
+	if g := &s.g1.Counters; g.To.Rx.Packets.Load() != 2 || g.To.Tx.Packets.Load() != 2 || g.From.Tx.Packets.Load() != 1 {
 		t.Errorf("guest 1: to rx %d tx %d, from tx %d; want 2, 2, 1", g.To.Rx.Packets.Load(), g.To.Tx.Packets.Load(), g.From.Tx.Packets.Load())
 	}
 }
@@ -168,7 +168,7 @@ func TestGuestBroadcast(t *testing.T) {
 			t.Errorf("%s: seen %v, want %v", c.what, !c.want, c.want)
 		}
 	}
-	balanced(t, "NIC->TAP", &s.q.C.NICToTAP, 0)
+	balanced(t, "NIC->TAP", &s.q.Counters.NICToTAP, 0)
 }
 
 // TestGuestSlow: a guest with no room fills its inbox; what does not fit
@@ -184,7 +184,7 @@ func TestGuestSlow(t *testing.T) {
 	}
 	s.step(t)
 	s.step(t)
-	g1 := &s.g1.C.To
+	g1 := &s.g1.Counters.To
 	if got := g1.Drops[DropGuestBusy].Load(); got != 100-inboxSlots || g1.Tx.Packets.Load() != 0 {
 		t.Errorf("slow guest: guest_busy %d, written %d; want %d, 0", got, g1.Tx.Packets.Load(), 100-inboxSlots)
 	}
@@ -210,7 +210,7 @@ func TestGuestChecks(t *testing.T) {
 	s.guests[0].Push(forwardtest.Frame{Data: withHdr(h, f)}, forwardtest.Frame{Data: forged},
 		forwardtest.Frame{Data: make([]byte, vnethdr.Len+8)})
 	s.step(t)
-	d := &s.g0.C.From
+	d := &s.g0.Counters.From
 	if d.Drops[DropBadHdr].Load() != 2 || d.Drops[DropSpoofed].Load() != 1 || d.Tx.Packets.Load() != 0 {
 		t.Errorf("bad_vnet_hdr %d spoofed %d sent %d; want 2, 1, 0", d.Drops[DropBadHdr].Load(), d.Drops[DropSpoofed].Load(), d.Tx.Packets.Load())
 	}
@@ -236,7 +236,7 @@ func TestGuestSoftOffload(t *testing.T) {
 	if got := len(s.guests[0].Written()); got != 7 { // ceil(10000/1448)
 		t.Errorf("guest got %d frames, want the 7 segments", got)
 	}
-	if d := &s.g0.C.To; d.Tx.Packets.Load() != 1 || d.Drops[DropGuestRefused].Load() != 0 {
+	if d := &s.g0.Counters.To; d.Tx.Packets.Load() != 1 || d.Drops[DropGuestRefused].Load() != 0 {
 		t.Errorf("to guest: tx %d refused %d; want 1, 0", d.Tx.Packets.Load(), d.Drops[DropGuestRefused].Load())
 	}
 }
@@ -282,7 +282,7 @@ func TestZeroAllocsGuests(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	q, g := f.queues[0], f.Guests()[0]
+	q, g := f.queues[0], f.GuestWorkers()[0]
 	in, out := ether(t, wireMAC, guestMAC0, 1400), ether(t, guestMAC0, wireMAC, 1400)
 	sink := make([]byte, 70000)
 	allocs := testing.AllocsPerRun(200, func() {
@@ -297,8 +297,8 @@ func TestZeroAllocsGuests(t *testing.T) {
 	if allocs != 0 {
 		t.Errorf("%v allocations per frame each way, want 0", allocs)
 	}
-	if g.C.To.Tx.Packets.Load() == 0 || g.C.From.Tx.Packets.Load() == 0 {
-		t.Errorf("nothing moved: to guest %d, from guest %d", g.C.To.Tx.Packets.Load(), g.C.From.Tx.Packets.Load())
+	if g.Counters.To.Tx.Packets.Load() == 0 || g.Counters.From.Tx.Packets.Load() == 0 {
+		t.Errorf("nothing moved: to guest %d, from guest %d", g.Counters.To.Tx.Packets.Load(), g.Counters.From.Tx.Packets.Load())
 	}
 }
 

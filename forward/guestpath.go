@@ -13,7 +13,7 @@ var errPortClosed = errors.New("guest port closed")
 
 // fromGuest moves one batch of what the guest sent and returns how many
 // frames it read.
-func (g *Guest) fromGuest() (int, error) {
+func (g *GuestWorker) fromGuest() (int, error) {
 	n, err := g.port.Guest.Read(g.bufs, g.sizes, headroom-hdrLen)
 	switch {
 	case err == nil, err == unix.EAGAIN, err == unix.EINTR:
@@ -23,20 +23,20 @@ func (g *Guest) fromGuest() (int, error) {
 		// The guest broke the rules: its port stopped itself (and said
 		// so); nothing comes until the guest starts its rings again.
 	default:
-		g.C.From.Errors.Add(1)
+		g.Counters.From.Errors.Add(1)
 	}
 	for i := 0; i < n; i++ {
 		g.acceptFromGuest(i)
 	}
 	g.flush()
-	g.fromT.publish(&g.C.From, nil, n)
+	g.fromT.publish(&g.Counters.From, nil, n)
 	g.fw.fab.wake(&g.dirty)
 	return n, nil
 }
 
 // acceptFromGuest checks frame i of the batch (the guest is not trusted)
 // and routes it.
-func (g *Guest) acceptFromGuest(i int) {
+func (g *GuestWorker) acceptFromGuest(i int) {
 	buf, size := g.bufs[i], g.sizes[i]-hdrLen
 	if g.fw.untrusted.check(&g.fromT, buf, size, &g.mac, true) {
 		g.route(buf[headroom-hdrLen : headroom+size])
@@ -46,7 +46,7 @@ func (g *Guest) acceptFromGuest(i int) {
 // route sends b by its destination: to a guest, to the side where the
 // address was seen, else (and for group addresses) to the NIC and the TAP
 // and, for group addresses, every other guest.
-func (g *Guest) route(b []byte) {
+func (g *GuestWorker) route(b []byte) {
 	if g.fw.fab.deliver(b, sideGuest, g, &g.dirty) {
 		g.fromT.txPkts++
 		g.fromT.txBytes += uint64(len(b) - hdrLen)
@@ -66,7 +66,7 @@ func (g *Guest) route(b []byte) {
 // flush writes the batch's frames to the NIC and the TAP. A frame counts
 // once, on its first destination: transmitted, or dropped with the
 // reason; a failed copy to a second destination counts as an error.
-func (g *Guest) flush() {
+func (g *GuestWorker) flush() {
 	t := &g.fromT
 	sendNIC(g.port.NIC, g.nicOut, t, g.fw.stopFd)
 	for out, main := g.tapOut, g.tapMain; len(out) > 0; {
@@ -92,7 +92,7 @@ func (g *Guest) flush() {
 
 // toGuest writes what waits in the inbox into the guest's queue and
 // reports whether frames are left that it could take now.
-func (g *Guest) toGuest() (more bool, err error) {
+func (g *GuestWorker) toGuest() (more bool, err error) {
 	k := g.in.take(g.taken, g.from)
 	if k == 0 {
 		return false, nil
@@ -112,7 +112,7 @@ func (g *Guest) toGuest() (more bool, err error) {
 			// No room: the rest waits until the guest posts buffers
 			// (the port's fd says when).
 			g.in.release(done)
-			t.publish(&g.C.To, nil, 0)
+			t.publish(&g.Counters.To, nil, 0)
 			return false, nil
 		case unix.EOPNOTSUPP:
 			g.softOffload(g.taken[done])
@@ -126,13 +126,13 @@ func (g *Guest) toGuest() (more bool, err error) {
 		}
 	}
 	more = g.in.release(done)
-	t.publish(&g.C.To, nil, 0)
+	t.publish(&g.Counters.To, nil, 0)
 	return more, nil
 }
 
 // learn notes on which side the sources of the k frames taken live, so
 // that the guest's answers go there alone.
-func (g *Guest) learn(k int) {
+func (g *GuestWorker) learn(k int) {
 	for i := 0; i < k; i++ {
 		if g.from[i] != sideNIC && g.from[i] != sideTAP {
 			continue
@@ -150,7 +150,7 @@ func (g *Guest) learn(k int) {
 
 // softOffload writes b to a guest that did not take the offload its
 // header asks for: segmented, or with its checksum completed.
-func (g *Guest) softOffload(b []byte) {
+func (g *GuestWorker) softOffload(b []byte) {
 	t := &g.toT
 	var h vnethdr.Hdr
 	if h.Decode(b) != nil {

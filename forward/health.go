@@ -24,7 +24,7 @@ func (f *Forwarder) Started() <-chan struct{} { return f.started }
 
 // workerUp counts a worker into its loop and closes Started with the last.
 func (f *Forwarder) workerUp() {
-	if int(f.up.Add(1)) == len(f.queues)+len(f.Guests()) {
+	if int(f.up.Add(1)) == len(f.queues)+len(f.GuestWorkers()) {
 		f.startOnce.Do(func() { close(f.started) })
 	}
 }
@@ -40,7 +40,7 @@ func (f *Forwarder) Stalled() []string {
 			out = append(out, fmt.Sprintf("queue %d", q.ID))
 		}
 	}
-	for _, g := range f.Guests() {
+	for _, g := range f.GuestWorkers() {
 		if g.live.stalled() {
 			out = append(out, fmt.Sprintf("guest port %d", g.ID))
 		}

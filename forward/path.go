@@ -12,7 +12,7 @@ import (
 // nicToTAP moves one batch from the NIC to the TAP and returns how many
 // frames the NIC gave. Only errors that end the worker are returned;
 // everything else is counted.
-func (q *Queue) nicToTAP() (int, error) {
+func (q *QueueWorker) nicToTAP() (int, error) {
 	n, err := q.nic.Read(q.nicBufs, q.nicSizes, headroom-hdrLen)
 	switch err {
 	case nil:
@@ -26,10 +26,10 @@ func (q *Queue) nicToTAP() (int, error) {
 		// (packet_recvmsg frees the skb either way). recvmmsg reports
 		// an error after a partial batch on the next call, so this counts
 		// that frame too.
-		q.C.NICToTAP.Rx.Packets.Add(1)
-		q.C.NICToTAP.Drops[DropNICRecv].Add(1)
+		q.Counters.NICToTAP.Rx.Packets.Add(1)
+		q.Counters.NICToTAP.Drops[DropNICRecv].Add(1)
 		if err != unix.EINVAL {
-			q.C.NICToTAP.Errors.Add(1)
+			q.Counters.NICToTAP.Errors.Add(1)
 		}
 		return 1, nil
 	}
@@ -46,7 +46,7 @@ func (q *Queue) nicToTAP() (int, error) {
 	}
 	err = q.toTAP()
 	q.frames = q.frames[:0]
-	q.tally.publish(&q.C.NICToTAP, &q.C, n)
+	q.tally.publish(&q.Counters.NICToTAP, &q.Counters, n)
 	if q.dirty != 0 {
 		q.fw.fab.wake(&q.dirty)
 	}
@@ -55,7 +55,7 @@ func (q *Queue) nicToTAP() (int, error) {
 
 // acceptFromNIC counts frame i of the batch as received, validates it, puts
 // back the VLAN tag the kernel stripped, and queues it for the TAP.
-func (q *Queue) acceptFromNIC(i int) {
+func (q *QueueWorker) acceptFromNIC(i int) {
 	t := &q.tally
 	buf, size := q.nicBufs[i], q.nicSizes[i]
 	tpid, tci, tagged := q.nic.VLAN(i)
@@ -125,7 +125,7 @@ func (q *Queue) acceptFromNIC(i int) {
 // toTAP writes the batch's frames that GRO left standing to the TAP: as
 // they are when the TAP takes vnet headers, else segmented and with their
 // checksums completed. It returns an error only when the TAP is gone.
-func (q *Queue) toTAP() error {
+func (q *QueueWorker) toTAP() error {
 	for i := range q.frames {
 		f := &q.frames[i]
 		if f.Merged {
@@ -151,7 +151,7 @@ func (q *Queue) toTAP() error {
 
 // plainForTAP queues frame f for a TAP without a vnet header: a GSO frame
 // as its segments, any other with its checksum completed.
-func (q *Queue) plainForTAP(f *vnethdr.Frame) error {
+func (q *QueueWorker) plainForTAP(f *vnethdr.Frame) error {
 	frame := f.Buf[f.Start:f.End]
 	if !f.Hdr.IsGSO() {
 		if vnethdr.CompleteChecksum(&f.Hdr, frame) != nil {
@@ -167,14 +167,14 @@ func (q *Queue) plainForTAP(f *vnethdr.Frame) error {
 // tunnelForTAP queues the packets a tunnel GSO frame was made of, for
 // either kind of TAP: segmented in userspace (vnethdr.SegmentTunnel), each
 // with finished checksums and, when the TAP takes one, a zero vnet header.
-func (q *Queue) tunnelForTAP(f *vnethdr.Frame) error {
+func (q *QueueWorker) tunnelForTAP(f *vnethdr.Frame) error {
 	return q.segmentForTAP(f, true)
 }
 
 // segmentForTAP queues f's segments for the TAP. When the segment buffers
 // still hold earlier frames' segments and f's do not fit behind them, it
 // writes those first and starts again at the first buffer.
-func (q *Queue) segmentForTAP(f *vnethdr.Frame, tunnel bool) error {
+func (q *QueueWorker) segmentForTAP(f *vnethdr.Frame, tunnel bool) error {
 	q.seg.ensure()
 	frame := f.Buf[f.Start:f.End]
 	k, err := q.seg.segment(f.Hdr, frame, tunnel, q.segUsed)
@@ -197,7 +197,7 @@ func (q *Queue) segmentForTAP(f *vnethdr.Frame, tunnel bool) error {
 // flushTAP writes the queued frames to the TAP, counting each as
 // transmitted or dropped, and empties the queue. It returns ErrTAPGone
 // when the TAP was deleted.
-func (q *Queue) flushTAP() error {
+func (q *QueueWorker) flushTAP() error {
 	t := &q.tally
 	out := q.tapOut
 	q.tapOut, q.segUsed = q.tapOut[:0], 0
@@ -230,7 +230,7 @@ func (q *Queue) flushTAP() error {
 
 // tapToNIC reads up to a batch of frames from the TAP and sends them with
 // one NIC write. It returns how many frames were read.
-func (q *Queue) tapToNIC() (int, error) {
+func (q *QueueWorker) tapToNIC() (int, error) {
 	t := &q.tally
 	// A TAP read starts so that its vnet header, if any, ends at headroom.
 	n, err := q.tap.Read(q.tapBufs, q.tapSizes, headroom-q.tapHdr)
@@ -238,7 +238,7 @@ func (q *Queue) tapToNIC() (int, error) {
 		q.acceptFromTAP(i)
 	}
 	q.toNIC()
-	t.publish(&q.C.TAPToNIC, &q.C, n)
+	t.publish(&q.Counters.TAPToNIC, &q.Counters, n)
 	if q.dirty != 0 {
 		q.fw.fab.wake(&q.dirty)
 	}
@@ -251,16 +251,16 @@ func (q *Queue) tapToNIC() (int, error) {
 	// Any other read error came after the kernel took the frame off the
 	// queue (drivers/net/tun.c: tun_do_read frees it when tun_put_user
 	// fails): that frame entered and is lost.
-	q.C.TAPToNIC.Rx.Packets.Add(1)
-	q.C.TAPToNIC.Drops[DropTAPRead].Add(1)
-	q.C.TAPToNIC.Errors.Add(1)
+	q.Counters.TAPToNIC.Rx.Packets.Add(1)
+	q.Counters.TAPToNIC.Drops[DropTAPRead].Add(1)
+	q.Counters.TAPToNIC.Errors.Add(1)
 	return n, nil
 }
 
 // acceptFromTAP counts frame i read from the TAP as received, validates it
 // (the TAP's writer, a guest or a lab program, is not trusted) and queues
 // it for the NIC with a vnet header in front.
-func (q *Queue) acceptFromTAP(i int) {
+func (q *QueueWorker) acceptFromTAP(i int) {
 	t := &q.tally
 	buf, size := q.tapBufs[i], q.tapSizes[i]-q.tapHdr
 	if u := &q.fw.untrusted; !u.check(t, buf, size, &u.tapMAC, q.tapHdr != 0) {
@@ -317,7 +317,7 @@ func (u *untrusted) check(t *tally, buf []byte, size int, mac *[6]byte, vnet boo
 }
 
 // toNIC hands the queued frames to the NIC and empties the queue.
-func (q *Queue) toNIC() {
+func (q *QueueWorker) toNIC() {
 	sendNIC(q.nic, q.nicOut, &q.tally, q.fw.stopFd)
 	q.nicOut = q.nicOut[:0]
 }

@@ -53,7 +53,7 @@ func TestL2Policy(t *testing.T) {
 			p.tap.Push(forwardtest.Frame{Data: f})
 		}
 		p.q.tapToNIC()
-		d := &p.q.C.TAPToNIC
+		d := &p.q.Counters.TAPToNIC
 		if got := len(p.nic.Written()); got != tc.sent || int(d.Drops[DropL2Control].Load()) != tc.control || int(d.Drops[DropGuestVLAN].Load()) != tc.vlan {
 			t.Errorf("%s: sent %d, l2_control %d, guest_vlan %d; want %d, %d, %d", tc.name, got,
 				d.Drops[DropL2Control].Load(), d.Drops[DropGuestVLAN].Load(), tc.sent, tc.control, tc.vlan)
@@ -72,7 +72,7 @@ func TestReadErrorsCounted(t *testing.T) {
 	if n, err := p.q.tapToNIC(); n != 1 || err != nil {
 		t.Fatalf("tapToNIC = %d, %v", n, err)
 	}
-	d := &p.q.C.TAPToNIC
+	d := &p.q.Counters.TAPToNIC
 	if d.Rx.Packets.Load() != 2 || d.Drops[DropTAPRead].Load() != 1 || d.Errors.Load() != 1 {
 		t.Errorf("TAP read error: rx %d tap_read %d errors %d; want 2, 1, 1", d.Rx.Packets.Load(), d.Drops[DropTAPRead].Load(), d.Errors.Load())
 	}
@@ -81,7 +81,7 @@ func TestReadErrorsCounted(t *testing.T) {
 		p.nic.FailRead(e)
 		p.q.nicToTAP()
 	}
-	n := &p.q.C.NICToTAP
+	n := &p.q.Counters.NICToTAP
 	if n.Rx.Packets.Load() != 2 || n.Drops[DropNICRecv].Load() != 2 || n.Errors.Load() != 1 {
 		t.Errorf("NIC read errors: rx %d nic_recv %d errors %d; want 2, 2, 1", n.Rx.Packets.Load(), n.Drops[DropNICRecv].Load(), n.Errors.Load())
 	}

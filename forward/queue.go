@@ -9,11 +9,11 @@ import (
 	"github.com/tapfwd/tapfwd/vnethdr"
 )
 
-// Queue is one worker: a TAP queue and a NIC endpoint.
-type Queue struct {
-	ID  int
-	CPU int // -1 when not pinned
-	C   Counters
+// QueueWorker is one worker: a TAP queue and a NIC endpoint.
+type QueueWorker struct {
+	ID       int
+	CPU      int // -1 when not pinned
+	Counters Counters
 
 	tap    Endpoint
 	nic    NIC
@@ -45,16 +45,16 @@ type Queue struct {
 // worker never takes it.
 type kernelStats struct {
 	mu             sync.Mutex
-	src            KernelStatser // nil when the NIC keeps none
-	packets, drops uint64        // of NICs replaced by Reattach
+	src            KernelCounters // nil when the NIC keeps none
+	packets, drops uint64         // of NICs replaced by Reattach
 }
 
-func newQueue(f *Forwarder, id, cpu int, tap Endpoint, nic NIC, c Config) *Queue {
-	q := &Queue{
+func newQueue(f *Forwarder, id, cpu int, tap Endpoint, nic NIC, c Config) *QueueWorker {
+	q := &QueueWorker{
 		ID: id, CPU: cpu, tap: tap, nic: nic, fw: f,
 		batch: c.Batch, busy: c.Busy,
 	}
-	q.kstats.src, _ = nic.(KernelStatser)
+	q.kstats.src, _ = nic.(KernelCounters)
 	if c.TAPVnetHdr {
 		q.tapHdr = hdrLen
 	}
@@ -152,7 +152,7 @@ func makeBufs(n, size int) [][]byte {
 	return b
 }
 
-func (q *Queue) run() error {
+func (q *QueueWorker) run() error {
 	if err := lockTo(q.CPU); err != nil {
 		return err
 	}
@@ -202,7 +202,7 @@ func (q *Queue) run() error {
 // down is waited for (the kernel re-hooks a packet socket when its device
 // comes back up, af_packet.c: packet_notifier, NETDEV_UP); one that is gone
 // ends the worker.
-func (q *Queue) nicDownOrGone(err error) error {
+func (q *QueueWorker) nicDownOrGone(err error) error {
 	if gone(err) {
 		return ErrNICGone
 	}
@@ -213,7 +213,7 @@ func (q *Queue) nicDownOrGone(err error) error {
 }
 
 // linkUp logs, once, that a device that was down forwards again.
-func (q *Queue) linkUp(down *atomic.Bool, what string) {
+func (q *QueueWorker) linkUp(down *atomic.Bool, what string) {
 	if down.Load() && down.CompareAndSwap(true, false) {
 		q.fw.log.Info(what + " is forwarding again")
 	}
@@ -223,7 +223,7 @@ func (q *Queue) linkUp(down *atomic.Bool, what string) {
 // packet socket), accumulated across Reattach: frames that reached the
 // socket and frames the kernel dropped because its queue was full. It may
 // be called while the worker runs.
-func (q *Queue) KernelStats() (packets, drops uint64, err error) {
+func (q *QueueWorker) KernelStats() (packets, drops uint64, err error) {
 	return q.kstats.read()
 }
 
@@ -247,5 +247,5 @@ func (k *kernelStats) replace(nic NIC) {
 			k.packets, k.drops = k.packets+p, k.drops+d
 		}
 	}
-	k.src, _ = nic.(KernelStatser)
+	k.src, _ = nic.(KernelCounters)
 }

@@ -98,10 +98,10 @@ func TestNICToTAPTunnel(t *testing.T) {
 		if !bytes.Equal(payload, f[len(f)-5000:]) {
 			t.Errorf("vnet %v: segments do not reassemble to the payload", vnet)
 		}
-		d := &p.q.C.NICToTAP
-		if d.Rx.Packets.Load() != 3 || d.GSO.Load() != 1 || d.Tx.Packets.Load() != 6 || p.q.C.Segments.Load() != 4 {
+		d := &p.q.Counters.NICToTAP
+		if d.Rx.Packets.Load() != 3 || d.GSO.Load() != 1 || d.Tx.Packets.Load() != 6 || p.q.Counters.Segments.Load() != 4 {
 			t.Errorf("vnet %v: rx %d gso %d tx %d segments %d; want 3, 1, 6, 4", vnet,
-				d.Rx.Packets.Load(), d.GSO.Load(), d.Tx.Packets.Load(), p.q.C.Segments.Load())
+				d.Rx.Packets.Load(), d.GSO.Load(), d.Tx.Packets.Load(), p.q.Counters.Segments.Load())
 		}
 		for r := range d.Drops {
 			if v := d.Drops[r].Load(); v != 0 {
@@ -137,7 +137,7 @@ func TestNICToTAPTunnelFlushes(t *testing.T) {
 			t.Fatalf("frame %d: seq %d, want %d", i, tcp.Seq, frame*n+seg*mss)
 		}
 	}
-	if d := p.q.C.NICToTAP.Drops[DropSegment].Load(); d != 0 {
+	if d := p.q.Counters.NICToTAP.Drops[DropSegment].Load(); d != 0 {
 		t.Errorf("%d segmentation drops", d)
 	}
 }
@@ -150,8 +150,8 @@ func TestNICToTAPTunnelRefused(t *testing.T) {
 	h.CsumStart = 80 // not the inner TCP header
 	p.nic.Push(forwardtest.Frame{Data: withHdr(h, f)})
 	p.q.nicToTAP()
-	if len(p.tap.Written()) != 0 || p.q.C.NICToTAP.Drops[DropBadHdr].Load() != 1 {
-		t.Errorf("TAP got %d frames, bad_vnet_hdr %d; want 0 and 1", len(p.tap.Written()), p.q.C.NICToTAP.Drops[DropBadHdr].Load())
+	if len(p.tap.Written()) != 0 || p.q.Counters.NICToTAP.Drops[DropBadHdr].Load() != 1 {
+		t.Errorf("TAP got %d frames, bad_vnet_hdr %d; want 0 and 1", len(p.tap.Written()), p.q.Counters.NICToTAP.Drops[DropBadHdr].Load())
 	}
 }
 
@@ -174,7 +174,7 @@ func TestZeroAllocsTunnel(t *testing.T) {
 		if allocs != 0 {
 			t.Errorf("vnet %v: %v allocations per tunnel frame, want 0", vnet, allocs)
 		}
-		if p.q.C.Segments.Load() == 0 {
+		if p.q.Counters.Segments.Load() == 0 {
 			t.Errorf("vnet %v: nothing was segmented", vnet)
 		}
 	}

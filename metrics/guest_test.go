@@ -16,11 +16,11 @@ import (
 
 // guestSource is a Source over a fake forwarder with one vhost-user port
 // ("tap0-0", running) and one macvtap ("tfwvm0").
-func guestSource(t *testing.T) (Source, *forward.Guest) {
+func guestSource(t *testing.T) (Source, *forward.GuestWorker) {
 	gp := forward.GuestPort{Guest: forwardtest.NewFake(t), NIC: forwardtest.NewFake(t), CPU: -1,
 		MAC: net.HardwareAddr{0x02, 0, 0, 0, 0x10, 0}}
 	fw, _, _ := fakeForwarderWith(t, forward.Config{TAPVnetHdr: true, Guests: []forward.GuestPort{gp}})
-	g := fw.Guests()[0]
+	g := fw.GuestWorkers()[0]
 	src := Source{TAP: "tap0", NIC: "eth1", Forwarder: fw,
 		LinkStats:  func(string) (netns.LinkStats, error) { return netns.LinkStats{RxPackets: 7, RxDropped: 2}, nil },
 		VMPorts:    func() ([]string, error) { return []string{"tfwvm0"}, nil },
@@ -33,14 +33,14 @@ func guestSource(t *testing.T) (Source, *forward.Guest) {
 // drops by reason, GSO frames from the guest and its state.
 func TestGuestPortMetrics(t *testing.T) {
 	src, g := guestSource(t)
-	g.C.To.Tx.Packets.Add(5)
-	g.C.To.Tx.Bytes.Add(500)
-	g.C.From.Rx.Packets.Add(9)
-	g.C.From.Rx.Bytes.Add(90000)
-	g.C.From.GSO.Add(3)
-	g.C.To.Drops[forward.DropGuestBusy].Add(4)
-	g.C.To.Drops[forward.DropGuestRefused].Add(1)
-	g.C.From.Drops[forward.DropNICBusy].Add(2)
+	g.Counters.To.Tx.Packets.Add(5)
+	g.Counters.To.Tx.Bytes.Add(500)
+	g.Counters.From.Rx.Packets.Add(9)
+	g.Counters.From.Rx.Bytes.Add(90000)
+	g.Counters.From.GSO.Add(3)
+	g.Counters.To.Drops[forward.DropGuestBusy].Add(4)
+	g.Counters.To.Drops[forward.DropGuestRefused].Add(1)
+	g.Counters.From.Drops[forward.DropNICBusy].Add(2)
 	c := NewCollector(src)
 	want := `
 # HELP tapfwd_vm_port_gso_frames_total GSO super-frames a vhost-user port's guest sent.

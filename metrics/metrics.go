@@ -40,7 +40,7 @@ type Source struct {
 type GuestPort struct {
 	Name  string                 // the "port" label
 	State func() vhostuser.State // where it stands now
-	Guest *forward.Guest         // its worker, whose counters are read
+	Guest *forward.GuestWorker   // its worker, whose counters are read
 }
 
 // NetdevReason is the drop reason of a macvtap VM port's drops: the
@@ -185,7 +185,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	sc.gauge(buildInfo, 1, c.version[0], c.version[1], c.version[2])
 	if s.Forwarder != nil {
 		fromNIC, fromTAP := s.Forwarder.DropReasons()
-		for _, q := range s.Forwarder.Queues() {
+		for _, q := range s.Forwarder.QueueWorkers() {
 			c.collectQueue(sc, q, fromNIC, fromTAP)
 		}
 	}
@@ -211,7 +211,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 
 // collectQueue sends one queue's counters, for both devices: drops only
 // for the reasons that can happen.
-func (c *Collector) collectQueue(sc *scrape, q *forward.Queue, fromNIC, fromTAP []forward.DropReason) {
+func (c *Collector) collectQueue(sc *scrape, q *forward.QueueWorker, fromNIC, fromTAP []forward.DropReason) {
 	s := &c.src
 	qs := strconv.Itoa(q.ID)
 	cpu := strconv.Itoa(q.CPU)
@@ -226,7 +226,7 @@ func (c *Collector) collectQueue(sc *scrape, q *forward.Queue, fromNIC, fromTAP 
 		from, to string
 		dir      *forward.Dir
 		reasons  []forward.DropReason
-	}{{s.NIC, s.TAP, &q.C.NICToTAP, fromNIC}, {s.TAP, s.NIC, &q.C.TAPToNIC, fromTAP}} {
+	}{{s.NIC, s.TAP, &q.Counters.NICToTAP, fromNIC}, {s.TAP, s.NIC, &q.Counters.TAPToNIC, fromTAP}} {
 		sc.counter(packets, d.dir.Rx.Packets.Load(), d.from, qs, rx)
 		sc.counter(bytes, d.dir.Rx.Bytes.Load(), d.from, qs, rx)
 		sc.counter(packets, d.dir.Tx.Packets.Load(), d.to, qs, tx)
@@ -238,9 +238,9 @@ func (c *Collector) collectQueue(sc *scrape, q *forward.Queue, fromNIC, fromTAP 
 		}
 		sc.send(histogram(&d.dir.Batch, d.from, qs))
 	}
-	sc.counter(segments, q.C.Segments.Load(), s.TAP, qs)
+	sc.counter(segments, q.Counters.Segments.Load(), s.TAP, qs)
 	if s.Forwarder.Merging() {
-		sc.counter(merged, q.C.Merged.Load(), s.NIC, qs)
+		sc.counter(merged, q.Counters.Merged.Load(), s.NIC, qs)
 	}
 }
 
@@ -276,7 +276,7 @@ func (c *Collector) collectGuestPorts(sc *scrape) {
 	s := &c.src
 	fromGuest, toGuest := s.Forwarder.GuestDropReasons()
 	for _, p := range s.GuestPorts {
-		from, to := &p.Guest.C.From, &p.Guest.C.To
+		from, to := &p.Guest.Counters.From, &p.Guest.Counters.To
 		sc.counter(vmPackets, to.Tx.Packets.Load(), s.TAP, p.Name, rx)
 		sc.counter(vmBytes, to.Tx.Bytes.Load(), s.TAP, p.Name, rx)
 		sc.counter(vmPackets, from.Rx.Packets.Load(), s.TAP, p.Name, tx)

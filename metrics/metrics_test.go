@@ -76,11 +76,11 @@ func TestScrapeWhileForwarding(t *testing.T) {
 	frame := make([]byte, 10+60)
 	copy(frame[10:], []byte{2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x88, 0xb5}) // local experimental ethertype
 	const frames = 2000
-	q := fw.Queues()[0]
+	q := fw.QueueWorkers()[0]
 	// A socketpair, unlike a TAP, refuses writes when full: frames the
 	// worker could not write are counted as tap_write drops.
 	delivered := func(got int) bool {
-		return uint64(got)+q.C.NICToTAP.Drops[forward.DropTAPWrite].Load() >= frames
+		return uint64(got)+q.Counters.NICToTAP.Drops[forward.DropTAPWrite].Load() >= frames
 	}
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -129,7 +129,7 @@ func TestScrapeWhileForwarding(t *testing.T) {
 	if v := value(mfs, "tapfwd_packets_total", "eth1", "rx"); v != frames {
 		t.Errorf("NIC receive packets = %v, want %d", v, frames)
 	}
-	drops := float64(q.C.NICToTAP.Drops[forward.DropTAPWrite].Load())
+	drops := float64(q.Counters.NICToTAP.Drops[forward.DropTAPWrite].Load())
 	if v := value(mfs, "tapfwd_packets_total", "tap0", "tx"); v+drops != frames {
 		t.Errorf("TAP transmit packets %v + drops %v, want %d", v, drops, frames)
 	}

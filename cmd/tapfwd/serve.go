@@ -159,7 +159,7 @@ func (d *daemon) metricsSource() (metrics.Source, error) {
 	d.onClose(func() { nicNS.Close() })
 	nic, tapName := d.c.NIC, d.dev.Name()
 	var guests []metrics.GuestPort
-	for i, g := range d.fw.Guests() {
+	for i, g := range d.fw.GuestWorkers() {
 		guests = append(guests, metrics.GuestPort{Name: d.vhost[i].Name, State: d.vhost[i].port.State, Guest: g})
 	}
 	return metrics.Source{TAP: tapName, NIC: nic, Features: d.dev.Features(), Forwarder: d.fw, GuestPorts: guests,

@@ -12,16 +12,16 @@ import (
 // logStats logs each queue's rates over the last interval until ctx ends.
 func logStats(ctx context.Context, log *slog.Logger, fw *forward.Forwarder, every time.Duration) {
 	type snap struct{ nicRx, nicRxB, tapRx, tapRxB, drops uint64 }
-	read := func(q *forward.Queue) snap {
-		c := &q.C
+	read := func(q *forward.QueueWorker) snap {
+		c := &q.Counters
 		var d uint64
 		for i := range c.NICToTAP.Drops {
 			d += c.NICToTAP.Drops[i].Load() + c.TAPToNIC.Drops[i].Load()
 		}
 		return snap{c.NICToTAP.Rx.Packets.Load(), c.NICToTAP.Rx.Bytes.Load(), c.TAPToNIC.Rx.Packets.Load(), c.TAPToNIC.Rx.Bytes.Load(), d}
 	}
-	prev := make([]snap, len(fw.Queues()))
-	for i, q := range fw.Queues() {
+	prev := make([]snap, len(fw.QueueWorkers()))
+	for i, q := range fw.QueueWorkers() {
 		prev[i] = read(q)
 	}
 	t := time.NewTicker(every)
@@ -34,7 +34,7 @@ func logStats(ctx context.Context, log *slog.Logger, fw *forward.Forwarder, ever
 		case now := <-t.C:
 			sec := now.Sub(last).Seconds()
 			last = now
-			for i, q := range fw.Queues() {
+			for i, q := range fw.QueueWorkers() {
 				cur := read(q)
 				p := prev[i]
 				prev[i] = cur
@@ -50,8 +50,8 @@ func logStats(ctx context.Context, log *slog.Logger, fw *forward.Forwarder, ever
 }
 
 func logTotals(log *slog.Logger, fw *forward.Forwarder) {
-	for _, q := range fw.Queues() {
-		c := &q.C
+	for _, q := range fw.QueueWorkers() {
+		c := &q.Counters
 		var drops uint64
 		for i := range c.NICToTAP.Drops {
 			drops += c.NICToTAP.Drops[i].Load() + c.TAPToNIC.Drops[i].Load()
@@ -67,8 +67,8 @@ func logTotals(log *slog.Logger, fw *forward.Forwarder) {
 // logVhostTotals logs each vhost-user port's totals: what its guest sent
 // and what it was handed, and the drops each way.
 func (d *daemon) logVhostTotals() {
-	for i, g := range d.fw.Guests() {
-		from, to := &g.C.From, &g.C.To
+	for i, g := range d.fw.GuestWorkers() {
+		from, to := &g.Counters.From, &g.Counters.To
 		var fromDrops, toDrops uint64
 		for r := range from.Drops {
 			fromDrops += from.Drops[r].Load()

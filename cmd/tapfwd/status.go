@@ -123,8 +123,8 @@ func newStatusSource(d *daemon, window time.Duration) *statusSource {
 
 func (s *statusSource) sample() []dirSample {
 	var out []dirSample
-	for _, q := range s.d.fw.Queues() {
-		for _, dir := range []*forward.Dir{&q.C.NICToTAP, &q.C.TAPToNIC} {
+	for _, q := range s.d.fw.QueueWorkers() {
+		for _, dir := range []*forward.Dir{&q.Counters.NICToTAP, &q.Counters.TAPToNIC} {
 			out = append(out, dirSample{dir.Rx.Packets.Load(), dir.Rx.Bytes.Load()})
 		}
 	}
@@ -172,11 +172,11 @@ func (s *statusSource) Status() Status {
 		st.RateSeconds = secs
 	}
 	fromNIC, fromTAP := d.fw.DropReasons()
-	for i, q := range d.fw.Queues() {
+	for i, q := range d.fw.QueueWorkers() {
 		qs := QueueStatus{ID: q.ID, CPU: q.CPU}
 		_, qs.KernelDrops, _ = q.KernelStats()
-		qs.NICToTAP = dirStatus(&q.C.NICToTAP, fromNIC)
-		qs.TAPToNIC = dirStatus(&q.C.TAPToNIC, fromTAP)
+		qs.NICToTAP = dirStatus(&q.Counters.NICToTAP, fromNIC)
+		qs.TAPToNIC = dirStatus(&q.Counters.TAPToNIC, fromTAP)
 		if st.RateSeconds > 0 {
 			for k, ds := range []*DirStatus{&qs.NICToTAP, &qs.TAPToNIC} {
 				a, b := prev[2*i+k], last[2*i+k]
@@ -202,9 +202,9 @@ func dirStatus(dir *forward.Dir, reasons []forward.DropReason) DirStatus {
 func (d *daemon) vhostStatus() []PortStatus {
 	var out []PortStatus
 	fromGuest, toGuest := d.fw.GuestDropReasons()
-	for i, g := range d.fw.Guests() {
+	for i, g := range d.fw.GuestWorkers() {
 		p := d.vhost[i]
-		from, to := dirStatus(&g.C.From, fromGuest), dirStatus(&g.C.To, toGuest)
+		from, to := dirStatus(&g.Counters.From, fromGuest), dirStatus(&g.Counters.To, toGuest)
 		out = append(out, PortStatus{Name: p.Name, MAC: p.MAC.String(), Type: "vhost-user", Socket: p.Path,
 			State: p.port.State().String(), Features: vhostuser.FeatureNames(p.port.Features()),
 			QEMU: vhostQEMULine(p, i), Libvirt: vhostLibvirtXML(p), LibvirtMemory: vhostLibvirtMemory,
