@@ -36,16 +36,15 @@ const (
 	Direct
 )
 
-func (m Mode) String() string {
-	switch m {
-	case Forwarder:
-		return "forwarder"
-	case Bridge:
-		return "bridge"
-	case Direct:
-		return "direct"
+func (m Mode) String() string { return enumString("Mode", int(m), "forwarder", "bridge", "direct") }
+
+// enumString is the name of value v of an enumeration called typ whose
+// values are names' indexes, or typ(v) for another value.
+func enumString(typ string, v int, names ...string) string {
+	if v >= 0 && v < len(names) {
+		return names[v]
 	}
-	return "Mode(" + strconv.Itoa(int(m)) + ")"
+	return typ + "(" + strconv.Itoa(v) + ")"
 }
 
 // Config describes a bed. The zero value is a Forwarder bed on a random
@@ -180,22 +179,10 @@ func New(ctx context.Context, cfg Config) (_ *Bed, err error) {
 	if cfg.MTU < 68 || cfg.MTU > 65535 {
 		return nil, fmt.Errorf("testbed: MTU %d out of range 68..65535", cfg.MTU)
 	}
-	subnet := cfg.Subnet
-	if subnet == 0 {
-		subnet = uint8(1 + mrand.IntN(254))
-	}
-	if err := checkCaps(); err != nil {
-		return nil, err
-	}
-	ip, err := ipCommand()
+	ip, id, subnet, err := prepare(cfg.Subnet)
 	if err != nil {
 		return nil, err
 	}
-	var raw [idLen / 2]byte
-	if _, err := rand.Read(raw[:]); err != nil {
-		return nil, fmt.Errorf("testbed: random suffix: %w", err)
-	}
-	id := hex.EncodeToString(raw[:])
 	b := &Bed{
 		Mode:     cfg.Mode,
 		ID:       id,
@@ -226,20 +213,31 @@ func New(ctx context.Context, cfg Config) (_ *Bed, err error) {
 	return b, nil
 }
 
+// prepare checks that beds can be built here and returns the ip command,
+// a new bed's random suffix, and subnet, or a random one for 0.
+func prepare(subnet uint8) (ip, id string, _ uint8, err error) {
+	if subnet == 0 {
+		subnet = uint8(1 + mrand.IntN(254))
+	}
+	if err := checkCaps(); err != nil {
+		return "", "", 0, err
+	}
+	if ip, err = ipCommand(); err != nil {
+		return "", "", 0, err
+	}
+	var raw [idLen / 2]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", "", 0, fmt.Errorf("testbed: random suffix: %w", err)
+	}
+	return ip, hex.EncodeToString(raw[:]), subnet, nil
+}
+
 func (b *Bed) build(ctx context.Context) error {
 	mtu := strconv.Itoa(b.MTU)
 	// Namespaces first; each gets lo up (iperf3 and friends need nothing
 	// else). veths are created directly inside the namespaces, with the peer
 	// moved by "netns", so nothing transient appears in the root namespace.
-	for _, ns := range []string{b.WireNS, b.FwdNS, b.LabNS} {
-		if err := b.ip(ctx, "netns", "add", ns); err != nil {
-			return err
-		}
-		if err := b.ip(ctx, "-n", ns, "link", "set", "dev", "lo", "up"); err != nil {
-			return err
-		}
-	}
-	steps := [][]string{}
+	steps := nsSteps(b.WireNS, b.FwdNS, b.LabNS)
 	switch b.Mode {
 	case Forwarder:
 		steps = append(steps,
@@ -280,6 +278,16 @@ func (b *Bed) build(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// nsSteps are the ip commands that make namespaces nss, each with lo up
+// (iperf3 and friends need nothing else).
+func nsSteps(nss ...string) [][]string {
+	var steps [][]string
+	for _, ns := range nss {
+		steps = append(steps, []string{"netns", "add", ns}, []string{"-n", ns, "link", "set", "dev", "lo", "up"})
+	}
+	return steps
 }
 
 // ip runs the ip command in the root namespace (the -n flag switches to a
