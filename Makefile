@@ -65,7 +65,7 @@ fuzz:
 # Issue 7's long runs: the 60 s overload and the 5-minute soak, without the
 # race detector so tapfwd's memory is that of a normal build.
 soak: deps
-	TAPFWD_SOAK=1 $(GO) test -count=1 -timeout 20m -v -run '^(TestOverload|TestSoak)$$' ./cmd/tapfwd
+	TAPFWD_SOAK=1 $(GO) test -count=1 -timeout 20m -v -run '^(TestOverload|TestSoak)$$' ./e2e/forwarding
 
 clean:
 	rm -rf bin

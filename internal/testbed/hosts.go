@@ -2,7 +2,6 @@ package testbed
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/netip"
 	"os/exec"
@@ -106,13 +105,11 @@ type Hosts struct {
 	run        *Bed   // runs commands; its Close is this bed's
 	bridgePath string // iproute2's bridge command (PeerFDB)
 
-	mu       sync.Mutex
-	closed   bool
-	closeErr error
+	close func() error // removeNamespaces once
 }
 
 // NewHosts builds a two-host bed. On any failure it removes what it made.
-func NewHosts(ctx context.Context, cfg HostsConfig) (_ *Hosts, err error) {
+func NewHosts(ctx context.Context, cfg HostsConfig) (*Hosts, error) {
 	if cfg.Mode < HostsForwarder || cfg.Mode > HostsBridge {
 		return nil, fmt.Errorf("testbed: unknown hosts mode %d", int(cfg.Mode))
 	}
@@ -143,14 +140,7 @@ func NewHosts(ctx context.Context, cfg HostsConfig) (_ *Hosts, err error) {
 	}
 	h := newHosts(cfg, id, subnet, ip)
 	h.bridgePath = bridge
-	defer func() {
-		if err != nil {
-			if cerr := h.Close(); cerr != nil {
-				err = errors.Join(err, cerr)
-			}
-		}
-	}()
-	if err := h.build(ctx); err != nil {
+	if err := closeOnError(h.build(ctx), h.Close); err != nil {
 		return nil, err
 	}
 	return h, nil
@@ -172,6 +162,7 @@ func newHosts(cfg HostsConfig, id string, subnet uint8, ip string) *Hosts {
 		host.LabAddr = netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 18, subnet, byte(i + 1)}), 24)
 	}
 	h.run = &Bed{ipPath: ip, hosts: h}
+	h.close = sync.OnceValue(func() error { return removeNamespaces(ip, h.namespaces()...) })
 	return h
 }
 
@@ -256,29 +247,7 @@ func (h *Hosts) ip(ctx context.Context, args ...string) error {
 // deletes them, which deletes every device in them. It is idempotent, and
 // what a failed NewHosts calls.
 func (h *Hosts) Close() error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return h.closeErr
-	}
-	h.closed = true
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var errs []error
-	// Every namespace's processes first: a forwarder in a host namespace
-	// holds a TAP that lives in a lab.
-	for _, ns := range h.namespaces() {
-		if nsExists(ns) {
-			errs = append(errs, killAll(ctx, h.run.ipPath, ns))
-		}
-	}
-	for _, ns := range h.namespaces() {
-		if nsExists(ns) {
-			errs = append(errs, runTool(ctx, h.run.ipPath, "netns", "del", ns))
-		}
-	}
-	h.closeErr = errors.Join(errs...)
-	return h.closeErr
+	return h.close()
 }
 
 // View is the bed as the single-host Bed type describes one, seen from

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -81,9 +82,7 @@ type Bed struct {
 	ipPath string
 	hosts  *Hosts // set on a Hosts.View: Close closes that bed
 
-	mu       sync.Mutex
-	closed   bool
-	closeErr error
+	close func() error // removeNamespaces once
 }
 
 // Interface and namespace names. The prefix "tfw-" marks everything a bed
@@ -169,7 +168,7 @@ func bridgeCommand(ipPath string) (string, error) {
 }
 
 // New builds a bed. On any failure it removes what it made.
-func New(ctx context.Context, cfg Config) (_ *Bed, err error) {
+func New(ctx context.Context, cfg Config) (*Bed, error) {
 	if cfg.Mode < Forwarder || cfg.Mode > Direct {
 		return nil, fmt.Errorf("testbed: unknown mode %d", int(cfg.Mode))
 	}
@@ -200,14 +199,8 @@ func New(ctx context.Context, cfg Config) (_ *Bed, err error) {
 	if cfg.Mode == Forwarder {
 		b.LabIf = tapPrefix + id
 	}
-	defer func() {
-		if err != nil {
-			if cerr := b.Close(); cerr != nil {
-				err = errors.Join(err, cerr)
-			}
-		}
-	}()
-	if err := b.build(ctx); err != nil {
+	b.close = sync.OnceValue(func() error { return removeNamespaces(ip, b.WireNS, b.FwdNS, b.LabNS) })
+	if err := closeOnError(b.build(ctx), b.Close); err != nil {
 		return nil, err
 	}
 	return b, nil
@@ -280,6 +273,18 @@ func (b *Bed) build(ctx context.Context) error {
 	return nil
 }
 
+// closeOnError is err, with close's error joined to it when close fails,
+// and calls close when err is not nil: a failed build removes what it
+// made.
+func closeOnError(err error, close func() error) error {
+	if err != nil {
+		if cerr := close(); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+	}
+	return err
+}
+
 // nsSteps are the ip commands that make namespaces nss, each with lo up
 // (iperf3 and friends need nothing else).
 func nsSteps(nss ...string) [][]string {
@@ -320,24 +325,24 @@ func (b *Bed) Close() error {
 	if b.hosts != nil {
 		return b.hosts.Close()
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return b.closeErr
-	}
-	b.closed = true
+	return b.close()
+}
+
+// removeNamespaces kills every process in namespaces nss that exist,
+// first in all of them (a forwarder in one may hold a TAP that lives in
+// another), and then deletes them.
+func removeNamespaces(ipPath string, nss ...string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	nss = slices.DeleteFunc(nss, func(ns string) bool { return !nsExists(ns) })
 	var errs []error
-	for _, ns := range []string{b.WireNS, b.FwdNS, b.LabNS} {
-		if !nsExists(ns) {
-			continue
-		}
-		errs = append(errs, killAll(ctx, b.ipPath, ns))
-		errs = append(errs, b.ip(ctx, "netns", "del", ns))
+	for _, ns := range nss {
+		errs = append(errs, killAll(ctx, ipPath, ns))
 	}
-	b.closeErr = errors.Join(errs...)
-	return b.closeErr
+	for _, ns := range nss {
+		errs = append(errs, runTool(ctx, ipPath, "netns", "del", ns))
+	}
+	return errors.Join(errs...)
 }
 
 func nsExists(ns string) bool {
