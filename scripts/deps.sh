@@ -58,7 +58,7 @@ getent passwd libvirt-qemu >/dev/null ||
 	useradd --system --gid libvirt-qemu --home-dir /var/lib/libvirt --no-create-home --shell /usr/sbin/nologin libvirt-qemu
 mkdir -p /etc/libvirt /var/lib/libvirt /var/log/libvirt /var/cache/libvirt
 
-# The guest for the lab-VM test (e2e/guests TestVMGuests).
+# The guest for the lab-VM test (e2e/macvtap TestVMGuests).
 vmguest="$(dirname "$0")/vmguest.sh"
 if ! "$vmguest" >/dev/null; then
 	if [ -z "$updated" ] && [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then

@@ -56,6 +56,7 @@ type latencyCellJSON struct {
 	Config      string                         `json:"config"`
 	Point       string                         `json:"point"`
 	Reps        int                            `json:"reps"`
+	Failures    []string                       `json:"failures"`
 	RTT         map[string]map[string]*float64 `json:"rtt_ns"`
 	Rate        map[string]*float64            `json:"rate"`
 	LossPercent map[string]*float64            `json:"loss_percent"`
@@ -138,6 +139,10 @@ func TestBenchLatencyQuickJSON(t *testing.T) {
 				if s.Sent == 0 || s.Received == 0 || s.Received > s.Sent || s.RTT["p50"] <= 0 {
 					t.Errorf("%s: sample %+v", c, s)
 				}
+			}
+			if cell.Reps == 0 {
+				t.Errorf("%s: no repetition gave a value: %v", c, cell.Failures)
+				continue
 			}
 			t.Logf("%s %s: p50 %.1f us, p99 %.1f us, %.0f requests/s, %.2f%% lost", c, p.Name,
 				*cell.RTT["p50"]["median"]/1e3, *cell.RTT["p99"]["median"]/1e3, *cell.Rate["median"], *cell.LossPercent["median"])

@@ -45,6 +45,13 @@ func Run(t testing.TB, cmd *exec.Cmd) (code int, stdout, stderr string) {
 	return 0, out.String(), errb.String()
 }
 
+// CLI runs the tapfwd binary (Tapfwd) with args in this process's network
+// namespace and returns its exit status and output.
+func CLI(t testing.TB, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	return Run(t, exec.Command(Tapfwd(t), args...))
+}
+
 // HTTPGet fetches rawURL from inside namespace ns and returns the status
 // code and the body. The socket is made on the locked thread of bed.Do (an
 // http.Client would dial from another goroutine, in the wrong namespace).

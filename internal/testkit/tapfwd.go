@@ -86,6 +86,28 @@ func ReachableWithin(t testing.TB, bed *testbed.Bed, limit time.Duration) time.D
 	return time.Since(start)
 }
 
+var readyLine = regexp.MustCompile(`time=(\S+) level=INFO msg="ready: every worker runs"`)
+
+// ReadyAt is when fw logged that every worker runs (what it tells systemd
+// with READY=1). It waits up to 10 s for the line: on a busy machine a
+// worker may get there after the lab already answers. It fails t when
+// there is none.
+func ReadyAt(t testing.TB, fw *testbed.Process) time.Time {
+	t.Helper()
+	var m []string
+	for deadline := time.Now().Add(10 * time.Second); m == nil && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		m = readyLine.FindStringSubmatch(fw.Output())
+	}
+	if m == nil {
+		t.Fatalf("tapfwd logged no ready line:\n%s", fw.Output())
+	}
+	at, err := time.Parse(time.RFC3339Nano, m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return at
+}
+
 // QueueTotals are the per-queue totals tapfwd logs when it stops.
 type QueueTotals struct {
 	NICRx, TAPTx, TAPRx, NICTx, Drops, Errors int

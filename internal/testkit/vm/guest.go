@@ -19,6 +19,7 @@ import (
 
 	"github.com/tapfwd/tapfwd/internal/testbed"
 	"github.com/tapfwd/tapfwd/internal/testkit"
+	"github.com/tapfwd/tapfwd/vmport"
 )
 
 // Image is the test guest: its kernel and initramfs.
@@ -74,6 +75,21 @@ type Port struct {
 	// (virtio-net host_mtu, VIRTIO_NET_F_MTU): the MTU of the segment the
 	// port is on, when it is below 1500.
 	MTU int `json:"-"`
+}
+
+// Ports are the n VM ports tapfwd made on tap in namespace ns (tapfwd run
+// --vm-ports), as vmport.List reads them; it fails t when there are not n.
+func Ports(t testing.TB, ns, tap string, n int) []Port {
+	t.Helper()
+	ports, err := vmport.List(ns, tap)
+	if err != nil || len(ports) != n {
+		t.Fatalf("VM ports on %s: %+v, %v; want %d", tap, ports, err, n)
+	}
+	var out []Port
+	for _, p := range ports {
+		out = append(out, Port{Name: p.Name, Dev: p.Dev, MAC: p.MAC.String(), Ifindex: p.Index})
+	}
+	return out
 }
 
 // AddPort adds a VM port on tap in namespace ns as a user would, with
@@ -234,6 +250,50 @@ func (g *Guest) Line(key string) (string, bool) {
 	defer g.mu.Unlock()
 	v, ok := g.lines[key]
 	return v, ok
+}
+
+var seqLine = regexp.MustCompile(`bytes from \S+: seq=(\d+) `)
+
+// Reply is one of the guest's ping replies (busybox ping's "bytes from"
+// console lines): its sequence number and when the test read it.
+type Reply struct {
+	Seq int
+	At  time.Time
+}
+
+// Replies are the guest's ping replies so far.
+func (g *Guest) Replies() []Reply {
+	var out []Reply
+	for _, l := range g.Lines() {
+		if m := seqLine.FindStringSubmatch(l.Text); m != nil {
+			n, _ := strconv.Atoi(m[1])
+			out = append(out, Reply{n, l.At})
+		}
+	}
+	return out
+}
+
+// WaitReplies waits up to 2 minutes until the guest has n ping replies;
+// it fails t when it has fewer.
+func (g *Guest) WaitReplies(t testing.TB, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(2 * time.Minute); len(g.Replies()) < n; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s got %d ping replies, want %d:\n%s", g.Name, len(g.Replies()), n, g.Output())
+		}
+	}
+}
+
+// CarrierChanges are the guest's reports of eth0's carrier after it came
+// up ("TFW: eth0 carrier=0"): with its NIC kept, there are none.
+func (g *Guest) CarrierChanges() []string {
+	var out []string
+	for _, l := range g.Lines() {
+		if i := strings.Index(l.Text, "TFW: eth0 carrier="); i >= 0 && !strings.HasSuffix(l.Text, "carrier=1") {
+			out = append(out, l.Text[i:])
+		}
+	}
+	return out
 }
 
 // CheckPings checks the guest's "TFW: ping DST ok" line for every dst.

@@ -1,11 +1,9 @@
-package guests
+package macvtap
 
 import (
 	"context"
 	"fmt"
 	"net/netip"
-	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,61 +19,24 @@ import (
 // pingEvery is the guest's ping interval in the restart test.
 const pingEvery = 50 * time.Millisecond
 
-var (
-	seqLine   = regexp.MustCompile(`bytes from \S+: seq=(\d+) `)
-	readyLine = regexp.MustCompile(`time=(\S+) level=INFO msg="ready: every worker runs"`)
-)
-
-// replies are the guest's ping replies: sequence number and arrival.
-type reply struct {
-	seq int
-	at  time.Time
-}
-
-func replies(g *vm.Guest) []reply {
-	var out []reply
-	for _, l := range g.Lines() {
-		if m := seqLine.FindStringSubmatch(l.Text); m != nil {
-			n, _ := strconv.Atoi(m[1])
-			out = append(out, reply{n, l.At})
-		}
-	}
-	return out
-}
-
-// readyAt is when tapfwd logged that every worker runs (what it tells
-// systemd with READY=1).
-func readyAt(t *testing.T, fw *testbed.Process) time.Time {
-	t.Helper()
-	m := readyLine.FindStringSubmatch(fw.Output())
-	if m == nil {
-		t.Fatalf("tapfwd logged no ready line:\n%s", fw.Output())
-	}
-	at, err := time.Parse(time.RFC3339Nano, m[1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return at
-}
-
 // gap checks the replies around a restart: the last before down, the
 // first after ready; traffic must resume within a second of ready, and the
 // replies lost must be those of the pings sent while no tapfwd ran.
 func gap(t *testing.T, g *vm.Guest, what string, down, ready time.Time) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
-	var before, after *reply
+	var before, after *vm.Reply
 	for time.Now().Before(deadline) {
-		rs := replies(g)
+		rs := g.Replies()
 		before, after = nil, nil
 		for i := range rs {
-			if rs[i].at.Before(down) {
+			if rs[i].At.Before(down) {
 				before = &rs[i]
-			} else if after == nil && rs[i].at.After(ready) {
+			} else if after == nil && rs[i].At.After(ready) {
 				after = &rs[i]
 			}
 		}
-		if after != nil && time.Since(after.at) > time.Second {
+		if after != nil && time.Since(after.At) > time.Second {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -84,12 +45,12 @@ func gap(t *testing.T, g *vm.Guest, what string, down, ready time.Time) {
 		t.Fatalf("%s: no replies around the restart (before %v, after %v):\n%s", what, before, after, g.Output())
 	}
 	outage := ready.Sub(down)
-	lost := after.seq - before.seq - 1
+	lost := after.Seq - before.Seq - 1
 	sentWhileDown := int(outage / pingEvery)
-	resume := after.at.Sub(ready)
+	resume := after.At.Sub(ready)
 	t.Logf("%s: down %s ready %s", what, down.Format(time.StampMicro), ready.Format(time.StampMicro))
 	t.Logf("%s: no tapfwd for %v (%d pings sent meanwhile); %d lost; first reply %v after ready (seq %d -> %d)",
-		what, outage.Round(time.Millisecond), sentWhileDown, lost, resume.Round(time.Millisecond), before.seq, after.seq)
+		what, outage.Round(time.Millisecond), sentWhileDown, lost, resume.Round(time.Millisecond), before.Seq, after.Seq)
 	if resume > time.Second {
 		t.Errorf("%s: traffic resumed %v after the new tapfwd was ready, want within 1 s", what, resume)
 	}
@@ -99,24 +60,12 @@ func gap(t *testing.T, g *vm.Guest, what string, down, ready time.Time) {
 		t.Errorf("%s: %d replies lost, but only %d pings were sent while no tapfwd ran", what, lost, sentWhileDown)
 	}
 	// From then on every reply arrives.
-	rs := replies(g)
+	rs := g.Replies()
 	for i := 1; i < len(rs); i++ {
-		if rs[i].seq > after.seq && rs[i].seq != rs[i-1].seq+1 {
-			t.Errorf("%s: replies %d to %d lost after the restart", what, rs[i-1].seq+1, rs[i].seq-1)
+		if rs[i].Seq > after.Seq && rs[i].Seq != rs[i-1].Seq+1 {
+			t.Errorf("%s: replies %d to %d lost after the restart", what, rs[i-1].Seq+1, rs[i].Seq-1)
 		}
 	}
-}
-
-// carrierChanges are the guest's reports of eth0's carrier after it came
-// up: with its NIC kept, there are none.
-func carrierChanges(g *vm.Guest) []string {
-	var out []string
-	for _, l := range g.Lines() {
-		if i := strings.Index(l.Text, "TFW: eth0 carrier="); i >= 0 && !strings.HasSuffix(l.Text, "carrier=1") {
-			out = append(out, l.Text[i:])
-		}
-	}
-	return out
 }
 
 // TestRestartKeepsGuests: a QEMU guest on a VM port of a persistent TAP
@@ -129,15 +78,15 @@ func TestRestartKeepsGuests(t *testing.T) {
 	testkit.NeedTools(t, "qemu-system-x86_64")
 	img := vm.GuestImage(t)
 	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
-	t.Cleanup(func() { tapfwdCLI(t, "down", "--tap", bed.LabIf, "--tap-netns", bed.LabNS) })
+	t.Cleanup(func() { testkit.CLI(t, "down", "--tap", bed.LabIf, "--tap-netns", bed.LabNS) })
 	args := []string{"--persist", "--vm-ports", "1", "--metrics-addr", ""}
 	fw := testkit.StartOn(t, bed, testkit.Tapfwd(t), args...)
-	p := vmPorts(t, bed, 1)[0]
+	p := vm.Ports(t, bed.LabNS, bed.LabIf, 1)[0]
 	sub := bed.WireAddr.Addr().As4()
 	addr := netip.PrefixFrom(netip.AddrFrom4([4]byte{sub[0], sub[1], sub[2], 11}), 24)
 	g := vm.Boot(t, bed, "guest", img, p, addr,
 		"tfw.gw="+bed.WireAddr.Addr().String(), fmt.Sprintf("tfw.pingi=%g", pingEvery.Seconds()))
-	waitReplies(t, g, 20)
+	g.WaitReplies(t, 20)
 
 	// A crash: nothing is cleaned up.
 	down := time.Now()
@@ -145,7 +94,7 @@ func TestRestartKeepsGuests(t *testing.T) {
 	time.Sleep(time.Second)
 	checkPersisted(t, bed, p)
 	fw = testkit.StartOn(t, bed, testkit.Tapfwd(t), args...)
-	gap(t, g, "SIGKILL", down, readyAt(t, fw))
+	gap(t, g, "SIGKILL", down, testkit.ReadyAt(t, fw))
 
 	// An upgrade: a clean stop, then the new binary.
 	down = time.Now()
@@ -156,23 +105,13 @@ func TestRestartKeepsGuests(t *testing.T) {
 	refuseMismatch(t, bed, args)
 	checkPersisted(t, bed, p)
 	fw = testkit.StartOn(t, bed, testkit.Tapfwd(t), args...)
-	gap(t, g, "SIGTERM", down, readyAt(t, fw))
+	gap(t, g, "SIGTERM", down, testkit.ReadyAt(t, fw))
 
-	if c := carrierChanges(g); len(c) > 0 {
+	if c := g.CarrierChanges(); len(c) > 0 {
 		t.Errorf("the guest's NIC changed: %v", c)
 	}
 	if !strings.Contains(g.Output(), "TFW: eth0 carrier=1") {
 		t.Errorf("the guest never reported its carrier:\n%s", g.Output())
-	}
-}
-
-// waitReplies waits until the guest has n ping replies.
-func waitReplies(t *testing.T, g *vm.Guest, n int) {
-	t.Helper()
-	for deadline := time.Now().Add(2 * time.Minute); len(replies(g)) < n; time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the guest got %d ping replies, want %d:\n%s", len(replies(g)), n, g.Output())
-		}
 	}
 }
 

@@ -1,4 +1,4 @@
-package guests
+package macvtap
 
 import (
 	"os"

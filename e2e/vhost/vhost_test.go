@@ -1,4 +1,4 @@
-package guests
+package vhost
 
 import (
 	"context"
@@ -28,6 +28,9 @@ import (
 	"github.com/tapfwd/tapfwd/internal/testkit/vm"
 	"github.com/tapfwd/tapfwd/vhostuser/vhostusertest"
 )
+
+// pingEvery is guest 1's ping interval while tapfwd restarts.
+const pingEvery = 50 * time.Millisecond
 
 // TestVhostUserGuests boots two QEMU guests (TCG, memfd shared memory) on
 // the two vhost-user ports of a tapfwd run with --user, and on those same
@@ -104,7 +107,7 @@ func TestVhostUserGuests(t *testing.T) {
 	t.Logf("after SIGKILL of guest2's QEMU: %d memfd mappings, fds %+v (before it connected: %d, %+v)", maps, fds, maps0, fds0)
 
 	// Restarts while guest1 pings the wire host.
-	waitReplies(t, g1, 20)
+	g1.WaitReplies(t, 20)
 	for _, how := range []string{"SIGTERM", "SIGKILL"} {
 		down := time.Now()
 		if how == "SIGTERM" {
@@ -116,12 +119,12 @@ func TestVhostUserGuests(t *testing.T) {
 		}
 		socketsGone(t, how, dir)
 		fw = testkit.StartOn(t, bed, testkit.Tapfwd(t), args...)
-		vhostGap(t, g1, how, down, waitReady(t, fw))
+		vhostGap(t, g1, how, down, testkit.ReadyAt(t, fw))
 		if p := vhostPorts(t, bed, 2); p[0].MAC != ports[0].MAC || p[0].Socket != ports[0].Socket {
 			t.Errorf("after %s port 0 is %s at %s, was %s at %s", how, p[0].MAC, p[0].Socket, ports[0].MAC, ports[0].Socket)
 		}
 	}
-	t.Logf("guest1's eth0 carrier changes: %v", carrierChanges(g1))
+	t.Logf("guest1's eth0 carrier changes: %v", g1.CarrierChanges())
 	if err := fw.Stop(); err != nil {
 		t.Errorf("the last stop: %v", err)
 	}
@@ -308,31 +311,18 @@ func socketsGone(t *testing.T, what, dir string) {
 	}
 }
 
-// waitReady waits up to 10 s for tapfwd's ready line (every worker in its
-// loop: on a busy machine a guest port's worker may get there after the
-// lab already answers) and returns when it was logged.
-func waitReady(t *testing.T, fw *testbed.Process) time.Time {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !readyLine.MatchString(fw.Output()); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			break
-		}
-	}
-	return readyAt(t, fw)
-}
-
 // vhostGap measures a restart as the guest saw it: from the last reply
 // before tapfwd went down to the first after the new one was ready, which
 // must come within 5 s of ready (QEMU reconnects every second).
 func vhostGap(t *testing.T, g *vm.Guest, what string, down, ready time.Time) {
 	t.Helper()
-	var before, after *reply
+	var before, after *vm.Reply
 	for deadline := ready.Add(10 * time.Second); after == nil && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		before = nil
-		for _, r := range replies(g) {
-			if r.at.Before(down) {
+		for _, r := range g.Replies() {
+			if r.At.Before(down) {
 				before = &r
-			} else if r.at.After(ready) {
+			} else if r.At.After(ready) {
 				after = &r
 				break
 			}
@@ -342,9 +332,9 @@ func vhostGap(t *testing.T, g *vm.Guest, what string, down, ready time.Time) {
 		t.Fatalf("%s: no replies around the restart (before %v, after %v):\n%s", what, before, after, g.Output())
 	}
 	t.Logf("%s: no tapfwd for %v; pings resumed %v after the new one was ready: outage %v (last reply seq %d, next %d)",
-		what, ready.Sub(down).Round(time.Millisecond), after.at.Sub(ready).Round(time.Millisecond),
-		after.at.Sub(before.at).Round(time.Millisecond), before.seq, after.seq)
-	if d := after.at.Sub(ready); d > 5*time.Second {
+		what, ready.Sub(down).Round(time.Millisecond), after.At.Sub(ready).Round(time.Millisecond),
+		after.At.Sub(before.At).Round(time.Millisecond), before.Seq, after.Seq)
+	if d := after.At.Sub(ready); d > 5*time.Second {
 		t.Errorf("%s: pings resumed %v after tapfwd was ready, want within 5 s", what, d)
 	}
 }
@@ -356,7 +346,7 @@ func vhostGap(t *testing.T, g *vm.Guest, what string, down, ready time.Time) {
 // tapfwd stops and the next run takes it over.
 func TestVhostUserPorts(t *testing.T) {
 	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
-	t.Cleanup(func() { tapfwdCLI(t, "down", "--tap", bed.LabIf, "--tap-netns", bed.LabNS) })
+	t.Cleanup(func() { testkit.CLI(t, "down", "--tap", bed.LabIf, "--tap-netns", bed.LabNS) })
 	nobody, err := user.Lookup("nobody")
 	if err != nil {
 		t.Fatal(err)
@@ -388,7 +378,7 @@ func TestVhostUserPorts(t *testing.T) {
 		}
 	}
 	// down --vhost-user removes what --persist kept.
-	if code, out, errs := tapfwdCLI(t, "down", "--tap", bed.LabIf, "--tap-netns", bed.LabNS, "--vhost-user", dir); code != 0 || !strings.Contains(out, "1 vhost-user sockets") {
+	if code, out, errs := testkit.CLI(t, "down", "--tap", bed.LabIf, "--tap-netns", bed.LabNS, "--vhost-user", dir); code != 0 || !strings.Contains(out, "1 vhost-user sockets") {
 		t.Fatalf("down: %d %s %s", code, out, errs)
 	}
 	if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {

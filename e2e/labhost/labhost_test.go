@@ -1,4 +1,4 @@
-package guests
+package labhost
 
 import (
 	"context"
@@ -46,20 +46,6 @@ func hostPortOf(t *testing.T, bed *testbed.Bed) vmport.HostPort {
 	return p
 }
 
-// vmPorts are the n VM ports tapfwd run --vm-ports made on bed's TAP.
-func vmPorts(t *testing.T, bed *testbed.Bed, n int) []vm.Port {
-	t.Helper()
-	ports, err := vmport.List(bed.LabNS, bed.LabIf)
-	if err != nil || len(ports) != n {
-		t.Fatalf("VM ports: %+v, %v; want %d", ports, err, n)
-	}
-	var out []vm.Port
-	for _, p := range ports {
-		out = append(out, vm.Port{Name: p.Name, Dev: p.Dev, MAC: p.MAC.String(), Ifindex: p.Index})
-	}
-	return out
-}
-
 // hostPing pings addr from the lab host: every reply must come, once.
 func hostPing(t *testing.T, bed *testbed.Bed, addr netip.Addr) {
 	t.Helper()
@@ -80,7 +66,7 @@ func TestHostPortGuests(t *testing.T) {
 	testkit.NeedTools(t, "ping")
 	img := vm.GuestImage(t)
 	bed, fw := testkit.Start(t, testkit.Tapfwd(t), "--host-port", "--vm-ports", "2")
-	ports := vmPorts(t, bed, 2)
+	ports := vm.Ports(t, bed.LabNS, bed.LabIf, 2)
 	host, wire := bed.LabAddr.Addr(), bed.WireAddr.Addr()
 	addrs := []netip.Addr{labIP(bed, 11), labIP(bed, 12)}
 	segment := map[netip.Addr]bool{host: true, addrs[0]: true, addrs[1]: true}
@@ -169,7 +155,7 @@ func dhcpGuest(t *testing.T, bin string, img vm.Image, flag bool) {
 			cmd.Wait()
 		})
 	}
-	ports := vmPorts(t, bed, 1)
+	ports := vm.Ports(t, bed.LabNS, bed.LabIf, 1)
 	host, wire := bed.LabAddr.Addr(), bed.WireAddr.Addr()
 	g := vm.Boot(t, bed, "guest", img, ports[0], netip.Prefix{},
 		"tfw.dhcp=1", "tfw.gw="+wire.String(), "tfw.ping="+host.String())
@@ -390,7 +376,7 @@ func TestHostPortPersist(t *testing.T) {
 		t.Fatalf("%v (scripts/deps.sh installs it)", err)
 	}
 	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
-	t.Cleanup(func() { tapfwdCLI(t, "down", "--tap", bed.LabIf, "--tap-netns", bed.LabNS) })
+	t.Cleanup(func() { testkit.CLI(t, "down", "--tap", bed.LabIf, "--tap-netns", bed.LabNS) })
 	args := []string{"--persist", "--host-port", "--dhcp", labIP(bed, 100).String() + "-" + labIP(bed, 150).String(), "--metrics-addr", ""}
 	fw := testkit.StartOn(t, bed, testkit.Tapfwd(t), args...)
 	hp := hostPortOf(t, bed)
@@ -433,7 +419,7 @@ func TestHostPortPersist(t *testing.T) {
 	if err := fw.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	if code, out, errs := tapfwdCLI(t, "down", "--tap", bed.LabIf, "--tap-netns", bed.LabNS); code != 0 {
+	if code, out, errs := testkit.CLI(t, "down", "--tap", bed.LabIf, "--tap-netns", bed.LabNS); code != 0 {
 		t.Fatalf("tapfwd down: %s%s", out, errs)
 	}
 	if _, err := os.Stat(leases); !os.IsNotExist(err) {

@@ -1,4 +1,4 @@
-package guests
+package macvtap
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,13 +18,6 @@ import (
 	"github.com/tapfwd/tapfwd/internal/testkit/vm"
 	"github.com/tapfwd/tapfwd/vmport"
 )
-
-// tapfwdCLI runs the tapfwd binary with args in the root namespace and
-// returns its exit status and output.
-func tapfwdCLI(t *testing.T, args ...string) (int, string, string) {
-	t.Helper()
-	return testkit.Run(t, exec.Command(testkit.Tapfwd(t), args...))
-}
 
 // TestVMPortCLIErrors checks the one-line errors a user gets, and that a
 // failed add leaves no port behind.
@@ -45,7 +37,7 @@ func TestVMPortCLIErrors(t *testing.T) {
 		{[]string{"del", "--name", bed.LabIf, "--netns", bed.LabNS}, "not a vm-port"},
 		{[]string{"del", "--name", "tfwvm-none", "--netns", bed.LabNS}, `no vm-port "tfwvm-none"`},
 	} {
-		code, _, errs := tapfwdCLI(t, append([]string{"vm-port"}, tc.args...)...)
+		code, _, errs := testkit.CLI(t, append([]string{"vm-port"}, tc.args...)...)
 		s := strings.TrimSpace(errs)
 		if code != 1 || !strings.Contains(s, tc.want) || strings.Contains(s, "\n") {
 			t.Errorf("tapfwd vm-port %q: exit %d, want 1 and one line containing %q, got:\n%s", tc.args, code, tc.want, s)
@@ -150,7 +142,7 @@ func TestVMGuests(t *testing.T) {
 	}
 
 	// list shows both ports; del removes one and its device node.
-	code, out, errs := tapfwdCLI(t, "vm-port", "list", "--netns", bed.LabNS, "--tap", bed.LabIf, "--json")
+	code, out, errs := testkit.CLI(t, "vm-port", "list", "--netns", bed.LabNS, "--tap", bed.LabIf, "--json")
 	var listed []vm.Port
 	if code != 0 || json.Unmarshal([]byte(out), &listed) != nil || len(listed) != 2 {
 		t.Fatalf("vm-port list: exit %d, %s%s", code, out, errs)
@@ -161,7 +153,7 @@ func TestVMGuests(t *testing.T) {
 		}
 	}
 	guests[1].Kill()
-	if code, _, errs := tapfwdCLI(t, "vm-port", "del", "--netns", bed.LabNS, "--name", ports[1].Name); code != 0 {
+	if code, _, errs := testkit.CLI(t, "vm-port", "del", "--netns", bed.LabNS, "--name", ports[1].Name); code != 0 {
 		t.Fatalf("vm-port del: %s", errs)
 	}
 	if _, err := os.Stat(ports[1].Dev); !errors.Is(err, os.ErrNotExist) {
