@@ -65,6 +65,26 @@ func (l *Link) KindName() string {
 	return l.Kind
 }
 
+// LinkNamed returns the link named name in links, or nil.
+func LinkNamed(links []Link, name string) *Link {
+	for i := range links {
+		if links[i].Name == name {
+			return &links[i]
+		}
+	}
+	return nil
+}
+
+// LinkWithMAC returns a link in links whose address is mac, or nil.
+func LinkWithMAC(links []Link, mac net.HardwareAddr) *Link {
+	for i := range links {
+		if len(links[i].MAC) == len(mac) && string(links[i].MAC) == string(mac) {
+			return &links[i]
+		}
+	}
+	return nil
+}
+
 func ifinfomsg(index int, flags, change uint32) []byte {
 	b := make([]byte, unix.SizeofIfInfomsg)
 	b[0] = unix.AF_UNSPEC

@@ -211,7 +211,7 @@ func sweepNodes(h *netns.NS, label string) {
 	defer unix.Close(mnt)
 	for _, port := range mine {
 		path := nodePath(label, port)
-		l := linkNamed(links, port)
+		l := netns.LinkNamed(links, port)
 		if l != nil && l.Kind == "macvtap" {
 			if ma, mi, err := portDevt(mnt, port, l.Index); err == nil && nodeIs(path, ma, mi) {
 				continue

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/tapfwd/tapfwd/internal/tapport/tapporttest"
 	"golang.org/x/sys/unix"
 )
 
@@ -21,7 +22,7 @@ func lstat(t *testing.T, path string) unix.Stat_t {
 // TestOwnerNode: a port added with an owner has its node owned by that
 // user and group, mode 0660; without one, root and 0600.
 func TestOwnerNode(t *testing.T) {
-	_, d := labTAP(t)
+	_, d := tapporttest.LabTAP(t)
 	owned, err := Add(Config{TAP: d.Name(), Netns: d.Netns(), Owner: &Owner{UID: 65534, GID: 65534}})
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +43,7 @@ func TestOwnerNode(t *testing.T) {
 // TestEnsureAdopts: Ensure keeps the ports a TAP has, makes a missing node
 // again, and adds only what is short.
 func TestEnsureAdopts(t *testing.T) {
-	_, d := labTAP(t)
+	_, d := tapporttest.LabTAP(t)
 	c := Config{TAP: d.Name(), Netns: d.Netns()}
 	first, err := AddN(c, 2)
 	if err != nil {

@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"github.com/tapfwd/tapfwd/dhcp"
+	"github.com/tapfwd/tapfwd/hostport"
 	"github.com/tapfwd/tapfwd/netns"
-	"github.com/tapfwd/tapfwd/vmport"
 )
 
 // addHostPort gives the lab host its port on the TAP (--host-port): a
@@ -34,9 +34,9 @@ func (d *daemon) addHostPort() error {
 	if !d.c.HostPort {
 		return d.dropHostPort()
 	}
-	p, err := vmport.EnsureHost(vmport.HostConfig{TAP: d.dev.Name(), Netns: d.dev.Netns(), Addr: d.c.HostAddr})
+	p, err := hostport.Ensure(hostport.Config{TAP: d.dev.Name(), Netns: d.dev.Netns(), Addr: d.c.HostAddr})
 	switch {
-	case errors.Is(err, vmport.ErrNameInUse):
+	case errors.Is(err, hostport.ErrNameInUse):
 		return fmt.Errorf("--host-port: %w (rename or remove that interface)", err)
 	case err != nil:
 		return fmt.Errorf("--host-port: %w", err)
@@ -55,11 +55,11 @@ func (d *daemon) dropHostPort() error {
 	if !d.dev.Attached() {
 		return nil
 	}
-	p, ok, err := vmport.FindHost(d.dev.Netns(), d.dev.Name())
+	p, ok, err := hostport.Find(d.dev.Netns(), d.dev.Name())
 	if err != nil || !ok {
 		return err
 	}
-	if err := vmport.RemoveHost(p); err != nil {
+	if err := hostport.Remove(p); err != nil {
 		return err
 	}
 	d.log.Info("removed the host port an earlier run left (no --host-port now): the lab address is on the TAP", "name", p.Name)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tapfwd/tapfwd/afpacket"
 	"github.com/tapfwd/tapfwd/forward"
+	"github.com/tapfwd/tapfwd/hostport"
 	"github.com/tapfwd/tapfwd/napi"
 	"github.com/tapfwd/tapfwd/tap"
 	"github.com/tapfwd/tapfwd/vmport"
@@ -53,8 +54,8 @@ type daemon struct {
 	nic   *net.Interface
 	dev   *tap.Device
 	ports []vmport.Port
-	vhost []*vhostPort     // --vhost-user
-	host  *vmport.HostPort // --host-port
+	vhost []*vhostPort   // --vhost-user
+	host  *hostport.Port // --host-port
 	rc    afpacket.Config
 	socks []*afpacket.Socket
 	cpus  []int
