@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -21,6 +22,13 @@ func TestNodePath(t *testing.T) {
 	}
 	if got := nodePath("lab", "tfwvm0"); got != "/dev/tapfwd/lab:tfwvm0" {
 		t.Errorf("named namespace: %s", got)
+	}
+	for _, tc := range []struct{ file, label, name string }{
+		{"tfwvm0", "", "tfwvm0"}, {"lab:tfwvm0", "lab", "tfwvm0"}, {"lab:1:tfwvm0", "lab:1", "tfwvm0"}, {"netns-42:p", "netns-42", "p"},
+	} {
+		if label, name := parseNode(tc.file); label != tc.label || name != tc.name || filepath.Base(nodePath(label, name)) != tc.file {
+			t.Errorf("parseNode(%q) = %q, %q; want %q, %q", tc.file, label, name, tc.label, tc.name)
+		}
 	}
 	for _, bad := range []string{"", "a:b", "a/b", "a b", "0123456789abcdef"} {
 		if checkIfName(bad) == nil {
