@@ -48,6 +48,9 @@ type TunInfo struct {
 	// Queues is the number of queues a process has attached now (0 for a
 	// persistent device nobody holds).
 	Queues int
+	// Owner and Group are the user and group that may attach queues
+	// without CAP_NET_ADMIN (TUNSETOWNER, TUNSETGROUP); -1 for none.
+	Owner, Group int
 }
 
 // IsTAP reports whether l is a TAP (a layer-2 tun device).
@@ -210,7 +213,8 @@ func parseLink(b []byte) (Link, []byte, error) {
 	if err := ad.Err(); err != nil {
 		return l, nil, err
 	}
-	if l.Kind == "tun" && infoData != nil {
+	if l.Kind == "tun" {
+		l.Tun.Owner, l.Tun.Group = -1, -1
 		parseTun(&l, infoData)
 	}
 	return l, stats, nil
@@ -233,6 +237,11 @@ func parseTun(l *Link, data []byte) {
 			l.Tun.Persist = d.Uint8() != 0
 		case unix.IFLA_TUN_NUM_QUEUES:
 			l.Tun.Queues = int(d.Uint32())
+		// drivers/net/tun.c: tun_fill_info puts them only when set.
+		case unix.IFLA_TUN_OWNER:
+			l.Tun.Owner = int(d.Uint32())
+		case unix.IFLA_TUN_GROUP:
+			l.Tun.Group = int(d.Uint32())
 		}
 	}
 }

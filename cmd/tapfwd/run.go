@@ -136,6 +136,8 @@ func (d *daemon) openTAP() error {
 		return fmt.Errorf("%w (add --persist to attach to it, or remove it with: %s)", err, down)
 	case errors.Is(err, tap.ErrMismatch):
 		return fmt.Errorf("%w (start with the settings it was made with, or remove it with: %s)", err, down)
+	case errors.Is(err, tap.ErrOwned):
+		return fmt.Errorf("%w (tapfwd does not attach to it: remove it with %s, and let tapfwd make it)", err, down)
 	case errors.Is(err, tap.ErrAttached):
 		return fmt.Errorf("%w (is another tapfwd running on it?)", err)
 	case err != nil:
