@@ -14,6 +14,7 @@ import (
 
 	"github.com/tapfwd/tapfwd/dhcp"
 	"github.com/tapfwd/tapfwd/forward"
+	"github.com/tapfwd/tapfwd/hostport"
 	"github.com/tapfwd/tapfwd/internal/cpulist"
 	"github.com/tapfwd/tapfwd/napi"
 	"github.com/tapfwd/tapfwd/netns"
@@ -352,6 +353,12 @@ func (f *runFlags) hostSide(c *runConfig) error {
 	}
 	if err := dhcp.CheckRange(c.HostAddr, c.DHCPFirst, c.DHCPLast); err != nil {
 		return fmt.Errorf("--dhcp: %w (--tap-addr %s)", err, c.HostAddr)
+	}
+	// A name the kernel fills in ("tap%d") is checked when dnsmasq starts.
+	if name := c.TAP.Name; name != "" && !strings.Contains(name, "%") {
+		if err := dhcp.CheckInterface(hostport.Name(name)); err != nil {
+			return fmt.Errorf("--dhcp: %w (the host port is named after --tap %s: choose another)", err, name)
+		}
 	}
 	return nil
 }
