@@ -251,6 +251,9 @@ type LinkChange struct {
 	MTU int
 	MAC net.HardwareAddr
 	Up  bool // set IFF_UP
+	// AllMulti sets IFF_ALLMULTI: the link takes every multicast frame,
+	// not only those of the groups its stack joined.
+	AllMulti bool
 	// Netns moves the link into that namespace; its index there is its
 	// old one unless that is taken (look it up there).
 	Netns *NS
@@ -271,6 +274,9 @@ func (c LinkChange) String() string {
 	}
 	if c.Alias != "" {
 		s = append(s, fmt.Sprintf("alias %q", c.Alias))
+	}
+	if c.AllMulti {
+		s = append(s, "allmulticast")
 	}
 	if c.Up {
 		s = append(s, "up")
@@ -309,11 +315,14 @@ func (n *NS) SetLink(index int, c LinkChange) error {
 		}
 		ae.Uint32(unix.IFLA_NET_NS_FD, uint32(target.Fd()))
 	}
-	var up uint32
+	var flags uint32
 	if c.Up {
-		up = unix.IFF_UP
+		flags |= unix.IFF_UP
 	}
-	_, err := n.execute(unix.RTM_NEWLINK, netlink.Request|netlink.Acknowledge, ifinfomsg(index, up, up), ae)
+	if c.AllMulti {
+		flags |= unix.IFF_ALLMULTI
+	}
+	_, err := n.execute(unix.RTM_NEWLINK, netlink.Request|netlink.Acknowledge, ifinfomsg(index, flags, flags), ae)
 	if err != nil {
 		return n.opErr(fmt.Sprintf("set link %d %s", index, c), err)
 	}

@@ -26,6 +26,15 @@ const NamePrefix = "tfwvm"
 // macvlan_handle_frame). The character device hands out and takes the
 // guest's virtio_net_hdr, so guest TSO and checksum offload pass as GSO
 // frames (drivers/net/tap.c: tap_get_user, tap_put_user).
+//
+// While no one holds the character device, the port's netdev takes the
+// frames for its guest into the namespace's own stack (drivers/net/tap.c:
+// tap_handle_frame passes them up when the port has no queue), so the
+// port is quietened as the TAP under a host port is: it answers no ARP,
+// drops IPv4 whose source is reached elsewhere and has no IPv6, and sends
+// nothing of its own. The lab host stays one MAC on the segment, and a
+// port's tx counts its guest's frames only. A port takes every multicast
+// frame on the segment for its guest (IFF_ALLMULTI), as a bridge port does.
 type Port struct {
 	Name     string           // the macvtap netdev, e.g. "tfwvm0"
 	Index    int              // its ifindex in Netns; the kernel names the char device tapINDEX
@@ -121,11 +130,14 @@ func addPort(h *netns.NS, label string, c Config) (Port, error) {
 	}
 }
 
-// finishPort brings a new port up and makes its device node.
+// finishPort quietens a new port, brings it up and makes its device node.
 func finishPort(h *netns.NS, label, name string, t *netns.Link, mac net.HardwareAddr, owner *Owner) (Port, error) {
 	l, err := h.Link(name)
 	if err != nil {
 		return Port{}, fmt.Errorf("vmport: %w", err)
+	}
+	if err := quieten(h, l.Index, name); err != nil {
+		return Port{}, err
 	}
 	if err := tapport.SetUp(h, l.Index, name, mac, t.Name); err != nil {
 		return Port{}, err
@@ -147,6 +159,22 @@ func finishPort(h *netns.NS, label, name string, t *netns.Link, mac net.Hardware
 		return Port{}, err
 	}
 	return p, nil
+}
+
+// quieten keeps the namespace's stack off port name (ifindex index) and
+// has it take every multicast frame: without IPv6 its netdev joins no group
+// for its guest (the solicited-node address of the guest's link-local
+// one, which it made from the same MAC), and a macvtap only passes the
+// multicast its netdev's groups hash to (drivers/net/macvlan.c:
+// macvlan_set_mac_lists), unless IFF_ALLMULTI.
+func quieten(h *netns.NS, index int, name string) error {
+	if err := tapport.Quieten(h, name); err != nil {
+		return fmt.Errorf("vmport: %w", err)
+	}
+	if err := h.SetLink(index, netns.LinkChange{AllMulti: true}); err != nil {
+		return fmt.Errorf("vmport: %w", err)
+	}
+	return nil
 }
 
 // List lists the VM ports (macvtaps on a TAP) in namespace ns ("" for the
@@ -254,19 +282,25 @@ func AddN(c Config, n int) ([]Port, error) {
 
 // Ensure makes the TAP c.TAP in c.Netns have at least n ports: the ports
 // already on it (a persistent TAP keeps them across runs) are adopted,
-// their device nodes made again where missing or stale (with c.Owner), and
-// the rest added. It returns every port and, apart, those it added.
+// quietened, their device nodes made again where missing or stale (with
+// c.Owner), and the rest added. It returns every port and, apart, those it
+// added.
 func Ensure(c Config, n int) (all, added []Port, err error) {
 	have, err := List(c.Netns, c.TAP)
 	if err != nil {
 		return nil, nil, err
 	}
-	label, err := netns.Label(c.Netns)
+	h, err := netns.Open(c.Netns)
 	if err != nil {
 		return nil, nil, err
 	}
+	defer h.Close()
+	label := h.Label()
 	for i := range have {
 		p := &have[i]
+		if err := quieten(h, p.Index, p.Name); err != nil {
+			return nil, nil, err
+		}
 		if p.Dev != "" && strings.HasPrefix(p.Dev, DevDir+"/") && ownedBy(p.Dev, c.Owner) {
 			continue
 		}

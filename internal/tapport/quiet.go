@@ -10,7 +10,9 @@ import (
 // quiet are the per-device IP settings (Documentation/networking/
 // ip-sysctl.rst) that keep the namespace's own stack off a device that
 // frames reach but the host must not answer or speak through: the TAP
-// under a host port.
+// under a host port, and a VM port's macvtap netdev, which takes the
+// frames for its guest into the stack while no one holds its character
+// device.
 var quiet = []struct{ version, key, value string }{
 	{netns.IPv4, "arp_ignore", "8"}, // reply for no local address
 	{netns.IPv4, "rp_filter", "1"},  // strict reverse-path check: drop IPv4 broadcasts from elsewhere
