@@ -1,0 +1,123 @@
+package afxdp
+
+import (
+	"context"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tapfwd/tapfwd/internal/testbed"
+	"github.com/tapfwd/tapfwd/vnethdr"
+)
+
+// bed is a wire namespace (w0) joined by a veth to a forwarder namespace
+// (w1), where the AF_XDP side opens.
+type bed struct {
+	*testbed.Bed
+	t testing.TB
+}
+
+func newBed(t testing.TB, mtu int) *bed {
+	t.Helper()
+	return &bed{Bed: testbed.NewForTest(t, testbed.Config{MTU: mtu}), t: t}
+}
+
+// run runs a command in ns and fails the test when it fails.
+func (b *bed) run(ns, name string, arg ...string) string {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, err := b.Run(ctx, ns, name, arg...)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return out
+}
+
+// open opens the AF_XDP side on dev in the forwarder namespace; it is
+// closed when the test ends.
+func (b *bed) open(c Config) *NIC {
+	b.t.Helper()
+	var n *NIC
+	err := b.Do(b.FwdNS, func() (err error) {
+		n, err = Open(c)
+		return err
+	})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	b.t.Cleanup(func() { n.Close() })
+	return n
+}
+
+// mac is dev's MAC address in ns.
+func (b *bed) mac(ns, dev string) net.HardwareAddr {
+	b.t.Helper()
+	var hw net.HardwareAddr
+	err := b.Do(ns, func() error {
+		ifi, err := net.InterfaceByName(dev)
+		if err == nil {
+			hw = ifi.HardwareAddr
+		}
+		return err
+	})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return hw
+}
+
+// ethtoolFeature is the state ethtool -k gives for feature on dev in ns
+// ("on", "off", "off [fixed]", ...).
+func (b *bed) ethtoolFeature(ns, dev, feature string) string {
+	b.t.Helper()
+	for _, l := range strings.Split(b.run(ns, "ethtool", "-k", dev), "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(l), ": "); ok && k == feature {
+			return v
+		}
+	}
+	b.t.Fatalf("ethtool -k %s has no %s", dev, feature)
+	return ""
+}
+
+// frame is one frame Read gave: its vnet header and the frame.
+type frame struct {
+	hdr  vnethdr.Hdr
+	data []byte
+}
+
+// readFrames reads from s until it has want frames or timeout passes.
+func readFrames(t testing.TB, s *Socket, want int, timeout time.Duration) []frame {
+	t.Helper()
+	bufs := make([][]byte, 64)
+	sizes := make([]int, 64)
+	for i := range bufs {
+		bufs[i] = make([]byte, 32+65536)
+	}
+	var got []frame
+	deadline := time.Now().Add(timeout)
+	for len(got) < want && time.Now().Before(deadline) {
+		n, err := s.Read(bufs, sizes, 22)
+		if err == unix.EAGAIN {
+			p := []unix.PollFd{{Fd: int32(s.Fd()), Events: unix.POLLIN}}
+			unix.Poll(p, 20)
+			continue
+		}
+		if err != nil {
+			t.Fatalf("Read: %v", err)
+		}
+		for i := 0; i < n; i++ {
+			b := bufs[i][22:]
+			if sizes[i] > len(b) {
+				t.Fatalf("frame %d of %d bytes did not fit", i, sizes[i])
+			}
+			var h vnethdr.Hdr
+			h.Decode(b)
+			got = append(got, frame{hdr: h, data: append([]byte(nil), b[vnethdr.Len:sizes[i]]...)})
+		}
+	}
+	return got
+}
