@@ -1,6 +1,7 @@
 package afxdp
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"strings"
@@ -89,8 +90,9 @@ type frame struct {
 	data []byte
 }
 
-// readFrames reads from s until it has want frames or timeout passes.
-func readFrames(t testing.TB, s *Socket, want int, timeout time.Duration) []frame {
+// readFrames reads from s until it has want frames that keep accepts (nil:
+// every frame) or timeout passes.
+func readFrames(t testing.TB, s *Socket, want int, timeout time.Duration, keep func([]byte) bool) []frame {
 	t.Helper()
 	bufs := make([][]byte, 64)
 	sizes := make([]int, 64)
@@ -114,10 +116,89 @@ func readFrames(t testing.TB, s *Socket, want int, timeout time.Duration) []fram
 			if sizes[i] > len(b) {
 				t.Fatalf("frame %d of %d bytes did not fit", i, sizes[i])
 			}
+			if keep != nil && !keep(b[vnethdr.Len:sizes[i]]) {
+				continue
+			}
 			var h vnethdr.Hdr
 			h.Decode(b)
 			got = append(got, frame{hdr: h, data: append([]byte(nil), b[vnethdr.Len:sizes[i]]...)})
 		}
 	}
 	return got
+}
+
+// wireFrames collects the frames from src that w0 receives on fd (an
+// OpenRaw socket), for up to timeout or until want came, with any VLAN tag
+// the kernel stripped put back where it was. IPv6 frames (the veth's own
+// router solicitations and MLD reports) are left out.
+func wireFrames(t testing.TB, fd int, src net.HardwareAddr, want int, timeout time.Duration) [][]byte {
+	t.Helper()
+	buf := make([]byte, 65536)
+	oob := make([]byte, 256)
+	var got [][]byte
+	deadline := time.Now().Add(timeout)
+	for len(got) < want && time.Now().Before(deadline) {
+		n, oobn, _, sa, err := unix.Recvmsg(fd, buf, oob, 0)
+		if err != nil {
+			continue
+		}
+		if ll, ok := sa.(*unix.SockaddrLinklayer); ok && ll.Pkttype == unix.PACKET_OUTGOING {
+			continue
+		}
+		f := append([]byte(nil), buf[:n]...)
+		if !from(src)(f) {
+			continue
+		}
+		if tpid, tci, ok := auxVLAN(oob[:oobn]); ok {
+			f = append(f[:12:12], append([]byte{byte(tpid >> 8), byte(tpid), byte(tci >> 8), byte(tci)}, f[12:]...)...)
+		}
+		got = append(got, f)
+	}
+	return got
+}
+
+func auxVLAN(oob []byte) (tpid, tci uint16, ok bool) {
+	msgs, _ := unix.ParseSocketControlMessage(oob)
+	for _, m := range msgs {
+		if m.Header.Level != unix.SOL_PACKET || m.Header.Type != unix.PACKET_AUXDATA || len(m.Data) < 20 {
+			continue
+		}
+		status := uint32(m.Data[0]) | uint32(m.Data[1])<<8 | uint32(m.Data[2])<<16 | uint32(m.Data[3])<<24
+		tci, tpid = uint16(m.Data[16])|uint16(m.Data[17])<<8, uint16(m.Data[18])|uint16(m.Data[19])<<8
+		if status&unix.TP_STATUS_VLAN_VALID == 0 {
+			return 0, 0, false
+		}
+		if status&unix.TP_STATUS_VLAN_TPID_VALID == 0 {
+			tpid = unix.ETH_P_8021Q
+		}
+		return tpid, tci, true
+	}
+	return 0, 0, false
+}
+
+// writeAll writes frames (each behind a vnet header) to s, waiting for
+// room when the socket says EAGAIN.
+func writeAll(t testing.TB, s *Socket, frames [][]byte) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(frames) > 0 && time.Now().Before(deadline) {
+		n, err := s.Write(frames, 0)
+		frames = frames[n:]
+		if err == unix.EAGAIN {
+			p := []unix.PollFd{{Fd: int32(s.Fd()), Events: unix.POLLOUT}}
+			unix.Poll(p, 10)
+		} else if err != nil {
+			t.Fatalf("Write: %v", err)
+		}
+	}
+	if len(frames) > 0 {
+		t.Fatalf("%d frames not taken within 5 s", len(frames))
+	}
+}
+
+// from accepts frames with source src that are not IPv6.
+func from(src net.HardwareAddr) func([]byte) bool {
+	return func(f []byte) bool {
+		return len(f) >= 14 && bytes.Equal(f[6:12], src) && !(f[12] == 0x86 && f[13] == 0xdd)
+	}
 }

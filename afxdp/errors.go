@@ -13,31 +13,31 @@ import (
 var (
 	// ErrNotSupported: socket(AF_XDP) fails: a kernel without
 	// CONFIG_XDP_SOCKETS (EAFNOSUPPORT).
-	ErrNotSupported = errors.New("afxdp: AF_XDP sockets are not available in this kernel")
+	ErrNotSupported = errors.New("AF_XDP sockets are not available in this kernel")
 	// ErrPermission: creating XDP sockets or loading BPF programs needs
 	// CAP_NET_RAW, CAP_NET_ADMIN and CAP_BPF (root).
-	ErrPermission = errors.New("afxdp: not permitted (needs CAP_NET_RAW, CAP_NET_ADMIN and CAP_BPF)")
+	ErrPermission = errors.New("not permitted (needs CAP_NET_RAW, CAP_NET_ADMIN and CAP_BPF)")
 	// ErrNoDevice: the interface does not exist (or vanished while binding).
-	ErrNoDevice = errors.New("afxdp: no such network device")
+	ErrNoDevice = errors.New("no such network device")
 	// ErrQueue: the device has no such queue (bind EINVAL on a queue id
 	// past its real queue count).
-	ErrQueue = errors.New("afxdp: the device has no such queue")
+	ErrQueue = errors.New("the device has no such queue")
 	// ErrQueueBusy: another XDP socket is bound to that queue (EBUSY).
-	ErrQueueBusy = errors.New("afxdp: another XDP socket is bound to the queue")
+	ErrQueueBusy = errors.New("another XDP socket is bound to the queue")
 	// ErrZeroCopy: zero-copy was required and the driver has none (veth:
 	// copy mode only).
-	ErrZeroCopy = errors.New("afxdp: the driver has no zero-copy AF_XDP")
+	ErrZeroCopy = errors.New("the driver has no zero-copy AF_XDP")
 	// ErrMode: the device or kernel refuses the XDP attach mode asked for
 	// (native XDP on a driver without it).
-	ErrMode = errors.New("afxdp: the device refuses this XDP mode")
+	ErrMode = errors.New("the device refuses this XDP mode")
 	// ErrXDPBusy: another XDP program is attached to the device.
-	ErrXDPBusy = errors.New("afxdp: another XDP program is attached to the device")
+	ErrXDPBusy = errors.New("another XDP program is attached to the device")
 	// ErrMTU: the device's MTU is too large for XDP (veth: the peer's MTU
 	// beyond what one page holds, without multi-buffer support).
-	ErrMTU = errors.New("afxdp: the MTU is too large for XDP on this device")
+	ErrMTU = errors.New("the MTU is too large for XDP on this device")
 	// ErrPeerQueues: a veth has fewer RX queues than its peer TX queues,
 	// which its XDP refuses (ENOSPC).
-	ErrPeerQueues = errors.New("afxdp: the veth has fewer RX queues than its peer has TX queues")
+	ErrPeerQueues = errors.New("the veth has fewer RX queues than its peer has TX queues")
 )
 
 // opError wraps a failed system call as "afxdp: what: typed: syscall: errno",

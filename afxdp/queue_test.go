@@ -31,10 +31,10 @@ func TestQueueReceive(t *testing.T) {
 	ps := partialSum(part, 14, l4, 17)
 	part[l4+6], part[l4+7] = byte(ps>>8), byte(ps)
 	in := [][]byte{
-		buildFrame(t, frameSpec{payload: 18})[:60],   // minimum: 60 bytes
-		buildFrame(t, frameSpec{payload: 1472}),      // 1514
-		make([]byte, int(m.frame)),                   // exactly one chunk
-		buildFrame(t, frameSpec{payload: 8972}),      // 9014: three chunks
+		buildFrame(t, frameSpec{payload: 18})[:60], // minimum: 60 bytes
+		buildFrame(t, frameSpec{payload: 1472}),    // 1514
+		make([]byte, int(m.frame)),                 // exactly one chunk
+		buildFrame(t, frameSpec{payload: 8972}),    // 9014: three chunks
 		buildFrame(t, frameSpec{tags: []uint16{100, 200}, payload: 3000}),
 		part,
 	}
