@@ -6,6 +6,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -219,7 +220,7 @@ func (s *Socket) bind(c SocketConfig) error {
 		flags |= unix.XDP_USE_SG
 	}
 	sa := &unix.SockaddrXDP{Flags: flags, Ifindex: uint32(c.Ifindex), QueueID: uint32(c.Queue)}
-	if err := unix.Bind(s.fd, sa); err != nil {
+	if err := bindXDP(s.fd, sa); err != nil {
 		what := fmt.Sprintf("bind to ifindex %d queue %d", c.Ifindex, c.Queue)
 		m := map[unix.Errno]error{unix.ENODEV: ErrNoDevice, unix.EINVAL: ErrQueue, unix.EBUSY: ErrQueueBusy}
 		if c.Bind == BindZeroCopy {
@@ -228,6 +229,23 @@ func (s *Socket) bind(c SocketConfig) error {
 		return opError(what, "bind", err, m)
 	}
 	return nil
+}
+
+// bindXDP binds fd, waiting up to a second while the queue is busy: the
+// kernel frees a closed socket's hold on its queue later, from a work
+// queue (net/xdp/xsk_buff_pool.c: xp_put_pool defers xp_release_deferred),
+// so a socket closed just now (a probe, a reopened queue, the previous
+// process) still holds it for a moment. A queue still busy after that is
+// another live socket's.
+func bindXDP(fd int, sa *unix.SockaddrXDP) error {
+	var err error
+	for i := 0; i < 100; i++ {
+		if err = unix.Bind(fd, sa); err != unix.EBUSY {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return err
 }
 
 // Fd is the socket's descriptor, for polling: POLLIN when the RX ring holds
