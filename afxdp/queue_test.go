@@ -117,9 +117,7 @@ func TestQueueRefusesBadRX(t *testing.T) {
 			q := &m.q
 			// The kernel took every fill entry.
 			q.fill.cons.Store(q.fill.prod.Load())
-			for i, d := range c.descs {
-				q.rx.descs[i] = d
-			}
+			copy(q.rx.descs, c.descs)
 			q.rx.prod.Store(uint32(len(c.descs)))
 			bufs, sizes := testBufs(4, 4096)
 			n, _ := q.receive(bufs, sizes, testOffset)
@@ -234,9 +232,7 @@ func TestQueueRefusesBadCompletions(t *testing.T) {
 	q.submitTX()
 	sent := q.tx.descs[0].Addr
 	q.tx.cons.Store(1)
-	for i, a := range []uint64{0, 1 << 40, 9 * 2048, sent, sent} {
-		q.comp.addrs[i] = a
-	}
+	copy(q.comp.addrs, []uint64{0, 1 << 40, 9 * 2048, sent, sent})
 	q.comp.prod.Store(5)
 	q.reclaim()
 	if q.refused.CompAddrs != 4 || len(q.free) != 8 {
