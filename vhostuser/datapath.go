@@ -21,8 +21,9 @@ import (
 // call it again rather than wait on Fd.
 //
 // Errors: EAGAIN nothing to read (also while no front-end runs the rings);
-// EIO the guest broke the rules (ErrGuest: logged, in Stats and an
-// EventBroken); EBADFD the port is closed.
+// EIO the guest broke the rules, or a kick eventfd polls in error or hung
+// up (ErrGuest: logged, in Stats and an EventBroken); EBADFD the port is
+// closed.
 func (p *Port) Read(bufs [][]byte, sizes []int, offset int) (n int, err error) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
@@ -69,6 +70,9 @@ func (p *Port) readFrames(r *vring, bufs [][]byte, sizes []int, offset int, t *t
 				// the next one and look once more, since the guest may
 				// have added an entry before it saw the request.
 				p.drain()
+				if r.broken.Load() { // a kick eventfd in error
+					return n, unix.EIO
+				}
 				drained = true
 				if !r.notifyOn {
 					r.setNotify(true)
@@ -333,32 +337,58 @@ func (r *vring) room() (bool, error) {
 }
 
 // finish publishes the batch's used entries and notifies the guest if it
-// wants to know: one eventfd write per batch at most.
+// wants to know: one signal of the call eventfd per batch at most.
 func (p *Port) finish(r *vring, t *tally) {
 	if r.usedIdx == r.published {
 		return
 	}
 	r.publish()
-	if r.notifyGuest() {
+	if r.wantsCall() && p.sig.Signal(r.call) == nil {
 		t.irqs++
 	}
 }
 
-// drain consumes the notifications that made Fd readable.
+// drain consumes the notifications that made Fd readable: the port's own
+// wake-ups, read from its eventfd, and the guest's kicks, which epoll
+// reports edge-triggered and which are never read: the front-end shares
+// the kick eventfd and can make a read of it wait (emptied, O_NONBLOCK
+// cleared). A kick eventfd that polls in error (its counter driven to the
+// top, which kicks never do) or hung up breaks the port, and its ring
+// stops being polled.
 func (p *Port) drain() {
 	n, err := unix.EpollWait(p.epfd, p.evs[:], 0)
 	if err != nil {
 		return
 	}
 	for _, ev := range p.evs[:n] {
-		fd := p.wakefd
-		if ev.Fd >= tagKick {
-			fd = p.rings[ev.Fd-tagKick].kick
-		}
-		if fd >= 0 {
-			_, _ = unix.Read(fd, p.rdBuf[:])
+		switch {
+		case ev.Fd == tagWake:
+			_, _ = unix.Read(p.wakefd, p.rdBuf[:])
+		case ev.Events&(unix.EPOLLERR|unix.EPOLLHUP) != 0:
+			r := &p.rings[ev.Fd-tagKick]
+			_ = p.broke(r, fmt.Errorf("%s queue: kick eventfd %s", p.queueName(r), pollEvents(ev.Events)))
 		}
 	}
+}
+
+// pollEvents says what the error bits of epoll events mean for a kick
+// eventfd.
+func pollEvents(ev uint32) string {
+	switch {
+	case ev&unix.EPOLLERR != 0 && ev&unix.EPOLLHUP != 0:
+		return "is in error and hung up"
+	case ev&unix.EPOLLERR != 0:
+		return "is in error (its counter at the top)"
+	}
+	return "hung up"
+}
+
+// queueName is how the guest's driver names ring r.
+func (p *Port) queueName(r *vring) string {
+	if r == &p.rings[rxRing] {
+		return "receive"
+	}
+	return "transmit"
 }
 
 // broke stops the port after the guest broke the rules on ring r: both
@@ -369,10 +399,6 @@ func (p *Port) broke(r *vring, err error) error {
 	if !r.broken.CompareAndSwap(false, true) {
 		return unix.EIO
 	}
-	name := "transmit"
-	if r == &p.rings[rxRing] {
-		name = "receive"
-	}
 	for i := range p.rings {
 		p.rings[i].broken.Store(true)
 		if k := p.rings[i].kick; k >= 0 {
@@ -382,9 +408,9 @@ func (p *Port) broke(r *vring, err error) error {
 	e := fmt.Errorf("%w: %w", ErrGuest, err)
 	p.stats.guestErrors.Add(1)
 	p.log.Error("vhost-user guest broke the virtqueue rules: port stopped until its driver restarts the rings",
-		"queue", name, "err", e)
+		"queue", p.queueName(r), "err", e)
 	if r.errFd >= 0 {
-		_, _ = unix.Write(r.errFd, eventfdOne[:])
+		_ = p.sig.Signal(r.errFd)
 	}
 	p.state.Store(int32(StateBroken))
 	p.emit(Event{Kind: EventBroken, Err: e})

@@ -38,6 +38,10 @@ func newMemPort(t testing.TB, features uint64, rings []byte) *memPort {
 	clear(mp.mem)
 	copy(mp.mem, rings)
 	p := &Port{log: slog.New(slog.DiscardHandler), epfd: -1, wakefd: -1, events: make(chan Event, 8)}
+	var err error
+	if p.sig, err = signals(); err != nil {
+		t.Fatal(err)
+	}
 	if err := p.openFds(); err != nil {
 		t.Fatal(err)
 	}
