@@ -127,7 +127,7 @@ func TestWalk(t *testing.T) {
 			putDesc(tm.mem.regions[2].mem, i, x.addr, x.n, x.flags, x.next)
 		}
 		w := newWalker()
-		w.mem, w.table, w.num, w.indirect = &tm.mem, table, 8, !c.noInd
+		w.mem, w.table, w.num, w.indirect, w.budget = &tm.mem, table, 8, !c.noInd, turnDescs
 		total, err := w.walk(c.head, c.write)
 		if err != c.err || err == nil && (total != c.total || len(w.segs) != c.segs) {
 			t.Errorf("%s: total %d, %d segments, %v; want %d, %d, %v", c.name, total, len(w.segs), err, c.total, c.segs, c.err)
@@ -146,6 +146,7 @@ func TestWalkTooLong(t *testing.T) {
 	}
 	w := newWalker()
 	w.mem, w.table, w.num = &tm.mem, table, num
+	w.budget = turnDescs
 	if _, err := w.walk(0, false); err != errTooLong {
 		t.Fatalf("got %v", err)
 	}
@@ -153,13 +154,15 @@ func TestWalkTooLong(t *testing.T) {
 	for i := range num - 1 {
 		putDesc(table, i, 0, 0, descFlagNext, uint16(i+1))
 	}
+	w.budget = turnDescs
 	if _, err := w.walk(0, false); err != errTooLong {
 		t.Fatalf("zero lengths: got %v", err)
 	}
 	// Up to maxSegs descriptors is fine.
 	putDesc(table, maxSegs-1, gpaA, 1, 0, 0)
-	if total, err := w.walk(0, false); err != nil || total != 1 {
-		t.Fatalf("%d descriptors: %d %v", maxSegs, total, err)
+	w.budget = turnDescs
+	if total, err := w.walk(0, false); err != nil || total != 1 || w.descs != maxSegs {
+		t.Fatalf("%d descriptors: %d %v, %d read", maxSegs, total, err, w.descs)
 	}
 }
 
@@ -222,7 +225,7 @@ func FuzzWalk(f *testing.F) {
 		tm := newTestMem()
 		copy(tm.mem.regions[2].mem, indirect)
 		w := newWalker()
-		w.mem, w.table, w.num, w.indirect = &tm.mem, table[:num*descSize], num, ind
+		w.mem, w.table, w.num, w.indirect, w.budget = &tm.mem, table[:num*descSize], num, ind, turnDescs
 		total, err := w.walk(uint32(head), write)
 		if !tm.guardsIntact() {
 			t.Fatal("guard bytes changed")

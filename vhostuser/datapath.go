@@ -17,7 +17,9 @@ import (
 // before trusting it.
 //
 // Read returns fewer than len(bufs) frames only when the queue is empty and
-// the guest was asked to kick, which makes Fd readable; after a full batch
+// the guest was asked to kick, which makes Fd readable, or when the call
+// did its share of work (turnDescs descriptors, or as many drops as the
+// ring has entries), which makes Fd readable at once; after a full batch
 // call it again rather than wait on Fd.
 //
 // Errors: EAGAIN nothing to read (also while no front-end runs the rings);
@@ -56,6 +58,7 @@ func (p *Port) Read(bufs [][]byte, sizes []int, offset int) (n int, err error) {
 // the queue is empty with notifications enabled.
 func (p *Port) readFrames(r *vring, bufs [][]byte, sizes []int, offset int, t *tally) (int, error) {
 	n, drained, budget := 0, false, len(bufs)+int(r.num)
+	r.w.budget = turnDescs
 	for n < len(bufs) {
 		if r.availLeft == 0 {
 			d, err := r.refill()
@@ -95,6 +98,10 @@ func (p *Port) readFrames(r *vring, bufs [][]byte, sizes []int, offset int, t *t
 			// Leave the entry where it was, as drivers/vhost/vhost.c:
 			// vhost_get_vq_desc does: GET_VRING_BASE answers it as next.
 			r.lastAvail, r.availLeft = r.lastAvail-1, r.availLeft+1
+			if err == errTurnDone {
+				p.wake()
+				break
+			}
 			return n, p.broke(r, fmt.Errorf("transmit queue, chain at %d: %w", head, err))
 		}
 		r.pushUsed(head, 0) // a transmit buffer gets nothing written
@@ -152,7 +159,9 @@ func (p *Port) learn(src []byte) {
 // bufs[n] failed (writing again from there says why).
 //
 // Errors that leave the port usable: EAGAIN the guest posted no room (Fd
-// becomes readable when it does); EOPNOTSUPP the frame needs an offload
+// becomes readable when it does), or, with n > 0, the call walked its
+// share of descriptors (turnDescs; Fd is readable at once: write the rest
+// from bufs[n] on the next turn); EOPNOTSUPP the frame needs an offload
 // the guest did not negotiate (see GuestOffloads: segment it or complete
 // its checksum first); EMSGSIZE it does not fit the guest's buffers;
 // EINVAL its buffer is shorter than the header. ENETDOWN: no front-end
@@ -183,12 +192,17 @@ func (p *Port) Write(bufs [][]byte, offset int) (n int, err error) {
 
 func (p *Port) writeFrames(r *vring, bufs [][]byte, offset int, t *tally) (int, error) {
 	var h [12]byte
+	r.w.budget = turnDescs
 	for n, b := range bufs {
 		err := p.writeOne(r, &h, b, offset)
 		if err == nil {
 			t.frames++
 			t.bytes += uint64(len(b) - offset - vnethdr.Len)
 			continue
+		}
+		if err == errTurnDone {
+			p.wake()
+			return n, unix.EAGAIN
 		}
 		errno, ok := err.(unix.Errno)
 		if !ok {
@@ -259,19 +273,25 @@ func (p *Port) guestTakes(h *[12]byte, frame []byte) bool {
 
 // scatterFrame writes the guest's header and the frame into as many
 // receive buffers as it takes (one without MRG_RXBUF) and queues them as
-// used.
+// used. A frame may use at most maxSegs descriptors and pieces of memory.
 func (p *Port) scatterFrame(r *vring, hdr, frame []byte) error {
 	need := len(hdr) + len(frame)
+	if err := r.refused.verdict(r, need); err != 0 {
+		return err
+	}
 	mrg := p.features&(1<<FeatureNetMrgRxbuf) != 0
 	saveAvail, saveLeft, saveUsed := r.lastAvail, r.availLeft, r.usedIdx
 	// A frame that cannot go whole, or breaks the rules, leaves the ring
 	// as it was.
 	undo := func(err error) error {
+		if errno, ok := err.(unix.Errno); ok {
+			r.refused = refusal{at: saveAvail, seen: r.lastAvail + r.availLeft, need: need, errno: errno}
+		}
 		r.lastAvail, r.availLeft, r.usedIdx = saveAvail, saveLeft, saveUsed
 		return err
 	}
 	var nbLo, nbHi []byte
-	pos, nbufs, segs := 0, 0, 0
+	pos, nbufs, segs, descs := 0, 0, 0, 0
 	for pos < need {
 		if r.availLeft == 0 {
 			ok, err := r.room()
@@ -284,14 +304,17 @@ func (p *Port) scatterFrame(r *vring, hdr, frame []byte) error {
 		}
 		head := r.nextHead()
 		total, err := r.w.walk(head, true)
-		if err != nil {
+		switch {
+		case err == errTurnDone:
+			return undo(err)
+		case err != nil:
 			return undo(fmt.Errorf("receive queue, chain at %d: %w", head, err))
-		}
-		if mrg && total < uint64(len(hdr)) {
+		case mrg && total < uint64(len(hdr)):
 			// virtio 1.x 5.1.6.3.1: with MRG_RXBUF every buffer holds a header.
 			return undo(fmt.Errorf("receive queue, chain at %d: %d bytes, smaller than the %d-byte header", head, total, len(hdr)))
 		}
-		if segs += len(r.w.segs); segs > maxSegs || !mrg && total < uint64(need) {
+		segs, descs = segs+len(r.w.segs), descs+r.w.descs
+		if segs > maxSegs || descs > maxSegs || !mrg && total < uint64(need) {
 			return undo(unix.EMSGSIZE)
 		}
 		if nbufs == 0 && len(hdr) == 12 {
@@ -306,6 +329,25 @@ func (p *Port) scatterFrame(r *vring, hdr, frame []byte) error {
 		nbLo[0], nbHi[0] = byte(nbufs), byte(nbufs>>8)
 	}
 	return nil
+}
+
+// refusal remembers why the last frame that found no room (EAGAIN) or did
+// not fit (EMSGSIZE) failed: a frame as long or longer, starting at the
+// same entry while the guest posted nothing since, fails the same way, and
+// is told so without walking the guest's buffers again.
+type refusal struct {
+	at, seen uint16 // the first entry the frame took; avail->idx as it read it
+	need     int    // header and frame
+	errno    unix.Errno
+}
+
+// verdict is the remembered errno if it applies to a frame of need bytes
+// now, else 0.
+func (f *refusal) verdict(r *vring, need int) unix.Errno {
+	if f.errno == 0 || need < f.need || r.lastAvail != f.at || r.availIdx() != f.seen {
+		return 0
+	}
+	return f.errno
 }
 
 // byteAt is the chain's byte i, which exists.

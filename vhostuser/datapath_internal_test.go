@@ -179,3 +179,52 @@ func TestDataPathNoAllocs(t *testing.T) {
 		t.Fatalf("%v allocations per run", n)
 	}
 }
+
+// Issue 22, item 3: a refused frame costs bounded work, and a frame as
+// long or longer, at the same place with nothing newly posted, costs
+// none: the port remembers the refusal. Every receive entry names one
+// chain of 1024 descriptors, all empty but a last of 2 KiB.
+func TestRefusalRemembered(t *testing.T) {
+	const table, data = 0x4000, 0x9000
+	mp := newMemPort(t, SupportedFeatures, nil)
+	for i := range 1022 {
+		putDesc(mp.mem[table:], i, fzGPA+data, 0, descFlagWrite|descFlagNext, uint16(i+1))
+	}
+	putDesc(mp.mem[table:], 1022, fzGPA+data, 2048, descFlagWrite, 0)
+	putDesc(mp.mem[fzRxDesc:], 0, fzGPA+table, 1023*descSize, descFlagIndirect, 0)
+	post := func(n int) {
+		idx := le16(mp.mem[fzRxAvail+2:])
+		for range n {
+			binary.LittleEndian.PutUint16(mp.mem[fzRxAvail+4+2*int(idx%fzNum):], 0)
+			idx++
+		}
+		binary.LittleEndian.PutUint16(mp.mem[fzRxAvail+2:], idx)
+	}
+	post(fzNum)
+	r := &mp.rings[rxRing]
+	write := func(size int) (walked int, err error) {
+		w := make([]byte, vnethdr.Len+size)
+		_, err = mp.Write([][]byte{w}, 0)
+		return turnDescs - r.w.budget, err
+	}
+	for i, c := range []struct {
+		size, walked int
+		err          error
+		post         int
+	}{
+		{9000, 2048, unix.EMSGSIZE, 0}, // two chains, then refused
+		{9000, 0, unix.EMSGSIZE, 0},    // remembered
+		{20000, 0, unix.EMSGSIZE, 0},   // longer: remembered
+		{2000, 1024, nil, 0},           // shorter: walked, and it fits
+		{9000, 2048, unix.EMSGSIZE, 0}, // another entry: walked again
+		{9000, 2048, unix.EMSGSIZE, 1}, // the guest posted: walked again
+	} {
+		post(c.post)
+		walked, err := write(c.size)
+		if err != c.err || walked != c.walked {
+			t.Errorf("%d: %d bytes: %v after %d descriptors, want %v after %d", i, c.size, err, walked, c.err, c.walked)
+		}
+	}
+}
+
+func le16(b []byte) uint16 { return binary.LittleEndian.Uint16(b) }

@@ -51,6 +51,7 @@ type vring struct {
 	signalled   uint16      // used->idx at the last notification decision (EVENT_IDX)
 	signalledOK bool
 	notifyOn    bool // the port asked for available-buffer notifications
+	refused     refusal
 	fenceWord   uint32
 }
 
@@ -97,6 +98,7 @@ func (r *vring) setup(mem *memTable, features uint64) error {
 	}
 	r.w.mem, r.w.table, r.w.num = mem, desc, r.num
 	r.w.indirect = features&(1<<FeatureRingIndirectDesc) != 0
+	r.refused = refusal{}
 	return nil
 }
 
@@ -107,6 +109,7 @@ func (r *vring) start(rx bool) {
 	r.lastAvail, r.availLeft = r.base, 0
 	r.usedIdx = uint16(shm.Load32(r.used, 0) >> 16)
 	r.published, r.signalledOK = r.usedIdx, false
+	r.refused = refusal{}
 	r.broken.Store(false)
 	r.usedFlags, r.notifyOn = 0, true
 	if rx {

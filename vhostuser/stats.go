@@ -11,12 +11,14 @@ type Stats struct {
 	// the ring was disabled.
 	TxDropped         uint64
 	RxFrames, RxBytes uint64 // frames (and bytes) Write put on the guest's receive queue
-	RxNoRoom          uint64 // Write found no receive buffer (EAGAIN)
+	// RxNoRoom: Write found no receive buffer (EAGAIN; not when it did
+	// its share of work).
+	RxNoRoom uint64
 	// RxRefused: frames Write refused: an offload the guest did not
-	// negotiate (EOPNOTSUPP), larger than its buffers (EMSGSIZE), or
-	// malformed (EINVAL).
+	// negotiate (EOPNOTSUPP), larger than its buffers or than 1024 of
+	// their descriptors take (EMSGSIZE), or malformed (EINVAL).
 	RxRefused      uint64
-	Interrupts     uint64 // used-buffer notifications sent (call eventfd writes)
+	Interrupts     uint64 // used-buffer notifications sent (call eventfd signals)
 	GuestErrors    uint64 // times the guest broke the rules and the port stopped
 	ProtocolErrors uint64 // front-ends sent away for breaking the protocol
 	Connects       uint64
