@@ -14,7 +14,9 @@ import (
 // guest's header without num_buffers, and sizes[i] is its length with that
 // header; a size larger than len(bufs[i])-offset means the frame did not
 // fit and was cut. The header is the guest's: validate it (vnethdr.Fixup)
-// before trusting it.
+// before trusting it. A chain longer than maxFrame bytes after the guest's
+// header is no frame a virtio-net driver sends: it is dropped, so a size
+// is never more than vnethdr.Len+maxFrame.
 //
 // Read returns fewer than len(bufs) frames only when the queue is empty and
 // the guest was asked to kick, which makes Fd readable, or when the call
@@ -53,6 +55,10 @@ func (p *Port) Read(bufs [][]byte, sizes []int, offset int) (n int, err error) {
 	}
 	return n, err
 }
+
+// maxFrame is the longest frame Read returns, after the guest's header: a
+// 64 KiB GSO frame with its Ethernet and VLAN headers.
+const maxFrame = 1<<16 + 64
 
 // readFrames takes frames off the transmit queue until bufs are full or
 // the queue is empty with notifications enabled.
@@ -107,34 +113,39 @@ func (p *Port) readFrames(r *vring, bufs [][]byte, sizes []int, offset int, t *t
 		r.pushUsed(head, 0) // a transmit buffer gets nothing written
 		// A disabled ring's frames are taken and dropped
 		// (docs/interop/vhost-user.rst, "Ring states").
-		if err != nil || !r.active || total < uint64(p.hdrLen) {
+		if err != nil || !r.active || total < uint64(p.hdrLen) || total-uint64(p.hdrLen) > maxFrame {
 			t.dropped++
 			continue
 		}
-		sizes[n] = p.copyFrame(r.w.segs, bufs[n], offset, total)
+		var c int
+		sizes[n], c = p.copyFrame(r.w.segs, bufs[n], offset, total)
 		t.frames++
-		t.bytes += total - uint64(p.hdrLen)
+		t.bytes += uint64(c)
 		n++
 	}
 	return n, nil
 }
 
 // copyFrame copies a walked transmit chain into b[offset:] as a 10-byte
-// header and the frame, and returns the frame's size with that header.
-func (p *Port) copyFrame(segs [][]byte, b []byte, offset int, total uint64) int {
-	size := vnethdr.Len + int(total) - p.hdrLen
+// header and the frame, and returns the frame's size with that header and
+// how many bytes of the frame it copied: fewer when b is too short, and
+// what Stats count, since descriptors that overlap in guest memory make a
+// chain's claimed length no measure of what it carried.
+func (p *Port) copyFrame(segs [][]byte, b []byte, offset int, total uint64) (size, copied int) {
+	size = vnethdr.Len + int(total) - p.hdrLen
 	if offset < 0 || offset > len(b) || len(b)-offset < vnethdr.Len {
-		return size
+		return size, 0
 	}
 	dst := b[offset:]
 	// The guest's header starts with the 10 bytes of struct
 	// virtio_net_hdr; num_buffers, if there, means nothing on transmit.
 	gather(segs, dst[:vnethdr.Len], 0)
 	frame := dst[vnethdr.Len:]
-	if c := gather(segs, frame, p.hdrLen); c >= 12 {
+	copied = gather(segs, frame, p.hdrLen)
+	if copied >= 12 {
 		p.learn(frame[6:12])
 	}
-	return size
+	return size, copied
 }
 
 // learn remembers the source address of a unicast frame from the guest.
