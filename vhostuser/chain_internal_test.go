@@ -194,7 +194,10 @@ func TestGatherScatter(t *testing.T) {
 
 // FuzzWalk: whatever the descriptor table and guest memory hold, the walk
 // ends after bounded work, never panics, and everything it returns lies
-// inside guest memory and adds up.
+// inside guest memory and adds up. Every descriptor it reads, zero-length
+// ones too, counts against the call's budget: it reads no more than the
+// budget and no more than maxSegs, says errTurnDone exactly when the
+// budget ran out, and a chain it returns is counted whole.
 func FuzzWalk(f *testing.F) {
 	seed := func(descs [][4]uint64, ind [][4]uint64) ([]byte, []byte) {
 		t, m := make([]byte, 0, 16*len(descs)), make([]byte, 0, 16*len(ind))
@@ -214,10 +217,17 @@ func FuzzWalk(f *testing.F) {
 	}
 	t1, m1 := seed([][4]uint64{{gpaA, 100, 1, 1}, {gpaB + 4000, 200, 1, 2}, {gpaC, 48, 4, 0}},
 		[][4]uint64{{gpaA, 10, 1, 1}, {gpaC + 100, 20, 1, 2}, {gpaB, 30, 0, 0}})
-	f.Add(t1, m1, uint16(0), uint8(3), false, true)
+	f.Add(t1, m1, uint16(0), uint8(3), false, true, uint16(turnDescs))
 	t2, m2 := seed([][4]uint64{{gpaA, 10, 3, 1}, {gpaA, 10, 3, 0}}, nil)
-	f.Add(t2, m2, uint16(0), uint8(1), true, false)
-	f.Fuzz(func(t *testing.T, table, indirect []byte, head uint16, logNum uint8, write, ind bool) {
+	f.Add(t2, m2, uint16(0), uint8(1), true, false, uint16(1))
+	// An indirect table of zero-length descriptors, then one with bytes.
+	var zeros [][4]uint64
+	for i := range 255 {
+		zeros = append(zeros, [4]uint64{0, 0, 1, uint64(i + 1)})
+	}
+	t3, m3 := seed([][4]uint64{{gpaC, 256 * 16, 4, 0}}, append(zeros, [4]uint64{gpaA, 64, 0, 0}))
+	f.Add(t3, m3, uint16(0), uint8(0), false, true, uint16(200))
+	f.Fuzz(func(t *testing.T, table, indirect []byte, head uint16, logNum uint8, write, ind bool, budget uint16) {
 		num := uint32(1) << (logNum % 16)
 		if len(table) < int(num)*descSize {
 			table = append(table, make([]byte, int(num)*descSize-len(table))...)
@@ -225,10 +235,20 @@ func FuzzWalk(f *testing.F) {
 		tm := newTestMem()
 		copy(tm.mem.regions[2].mem, indirect)
 		w := newWalker()
-		w.mem, w.table, w.num, w.indirect, w.budget = &tm.mem, table[:num*descSize], num, ind, turnDescs
+		start := int(budget) % (turnDescs + 1)
+		w.mem, w.table, w.num, w.indirect, w.budget = &tm.mem, table[:num*descSize], num, ind, start
 		total, err := w.walk(uint32(head), write)
 		if !tm.guardsIntact() {
 			t.Fatal("guard bytes changed")
+		}
+		read := start - w.budget
+		switch {
+		case read < 0 || read > start || read > maxSegs:
+			t.Fatalf("read %d descriptors on a budget of %d", read, start)
+		case err == errTurnDone && (read != start || w.descs != read+1):
+			t.Fatalf("out of budget after %d of %d descriptors, wanting descriptor %d", read, start, w.descs)
+		case err != errTurnDone && err != errTooLong && w.descs != read:
+			t.Fatalf("%d descriptors looked at (%v), %d counted", w.descs, err, read)
 		}
 		if err != nil {
 			return
