@@ -300,8 +300,25 @@ func (p *Port) dispatch() {
 // wake makes Fd readable, so a worker waiting on it looks at the port.
 func (p *Port) wake() { _, _ = unix.Write(p.wakefd, eventfdOne[:]) }
 
-// signals is the process's eventfd signaller, made with the first port.
-var signals = sync.OnceValues(eventfd.NewSignaller)
+// The process's eventfd signaller, made with the first port (and by a
+// later one if that failed).
+var (
+	signallerMu sync.Mutex
+	signaller   *eventfd.Signaller
+)
+
+func signals() (*eventfd.Signaller, error) {
+	signallerMu.Lock()
+	defer signallerMu.Unlock()
+	if signaller == nil {
+		s, err := eventfd.NewSignaller()
+		if err != nil {
+			return nil, fmt.Errorf("vhostuser: %w", err)
+		}
+		signaller = s
+	}
+	return signaller, nil
+}
 
 // eventfdOne is what write(2) adds to an eventfd: a native-endian u64 of 1
 // (eventfd(2)). It is never written after init, so every goroutine of every

@@ -53,8 +53,8 @@ const (
 	events = 64
 )
 
-// NewSignaller sets up an asynchronous I/O context (it counts events
-// against fs.aio-max-nr) for the life of the process.
+// NewSignaller sets up an asynchronous I/O context (its 64 events count
+// against the system's fs.aio-max-nr), kept for the life of the process.
 func NewSignaller() (*Signaller, error) {
 	s := &Signaller{}
 	var err error
@@ -63,8 +63,12 @@ func NewSignaller() (*Signaller, error) {
 	}
 	if err := s.setup(); err != nil {
 		_ = unix.Close(s.ready)
-		return nil, fmt.Errorf("eventfd: asynchronous I/O, which signals eventfds without waiting: %w",
-			os.NewSyscallError("io_setup", err))
+		hint := ""
+		if err == unix.EAGAIN {
+			hint = " (the system's fs.aio-max-nr is reached)"
+		}
+		return nil, fmt.Errorf("eventfd: asynchronous I/O, which signals eventfds without waiting%s: %w",
+			hint, os.NewSyscallError("io_setup", err))
 	}
 	return s, nil
 }
