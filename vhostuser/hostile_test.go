@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -237,18 +236,7 @@ func TestHelperHostile(t *testing.T) {
 // and Write return, Fd is quiet once drained, and Close ends it all.
 func TestHostileFrontEnd(t *testing.T) {
 	p := newPort(t, vhostuser.Config{})
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperHostile$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "VHOSTUSER_TEST_HOSTILE="+p.Path())
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Wait()
-	defer cmd.Process.Kill()
+	cmd, out := startChild(t, "TestHelperHostile", "VHOSTUSER_TEST_HOSTILE="+p.Path())
 	lines := make(chan string)
 	go func() {
 		s := bufio.NewScanner(out)

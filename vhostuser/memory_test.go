@@ -1,7 +1,6 @@
 package vhostuser_test
 
 import (
-	"encoding/binary"
 	"os"
 	"strings"
 	"testing"
@@ -47,23 +46,15 @@ func TestMemoryFileSystems(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	table := func(size uint64) []byte {
-		b := binary.NativeEndian.AppendUint32(nil, 1)
-		b = binary.NativeEndian.AppendUint32(b, 0)
-		b = binary.NativeEndian.AppendUint64(b, d.GPA(0))
-		b = binary.NativeEndian.AppendUint64(b, size)
-		b = binary.NativeEndian.AppendUint64(b, d.UserAddr(0))
-		return binary.NativeEndian.AppendUint64(b, 0)
-	}
 	const ack = vhostusertest.FlagVersion | vhostusertest.FlagNeedReply
-	if err := d.Request(vhostusertest.ReqSetMemTable, ack, table(4096), d.Memfd()); err != nil {
+	if err := d.Request(vhostusertest.ReqSetMemTable, ack, memTable(d, 4096), d.Memfd()); err != nil {
 		t.Fatal(err)
 	}
 	if r, err := d.Reply(vhostusertest.ReqSetMemTable); err != nil || le64(r) != 0 {
 		t.Fatalf("a memfd region: %x %v", r, err)
 	}
 	f := diskFile(t, 1<<20)
-	if err := d.Request(vhostusertest.ReqSetMemTable, ack, table(4096), int(f.Fd())); err != nil {
+	if err := d.Request(vhostusertest.ReqSetMemTable, ack, memTable(d, 4096), int(f.Fd())); err != nil {
 		t.Fatal(err)
 	}
 	e := p.wait(t, vhostuser.EventDisconnected)
