@@ -21,13 +21,15 @@ type feature struct {
 
 // features are the trace figures the report shows per run and per mode.
 var features = []feature{
-	{"worker busy %", func(t *trace.Run, secs float64) float64 { return role(t, trace.Worker, busy, secs) }},
-	{"worker waiting %", func(t *trace.Run, secs float64) float64 { return role(t, trace.Worker, waiting, secs) }},
+	{"worker busy %", func(t *trace.Run, secs float64) float64 { return 100 * role(t, trace.Worker, busy, secs) }},
+	{"worker waiting %", func(t *trace.Run, secs float64) float64 { return 100 * role(t, trace.Worker, waiting, secs) }},
+	{"worker preempted /s", func(t *trace.Run, secs float64) float64 { return role(t, trace.Worker, preempted, secs) }},
 	{"client beside worker %", func(t *trace.Run, _ float64) float64 { return beside(t, trace.Client) }},
-	{"client busy %", func(t *trace.Run, secs float64) float64 { return role(t, trace.Client, busy, secs) }},
-	{"client waiting %", func(t *trace.Run, secs float64) float64 { return role(t, trace.Client, waiting, secs) }},
+	{"client preempted /s", func(t *trace.Run, secs float64) float64 { return role(t, trace.Client, preempted, secs) }},
+	{"client busy %", func(t *trace.Run, secs float64) float64 { return 100 * role(t, trace.Client, busy, secs) }},
+	{"client waiting %", func(t *trace.Run, secs float64) float64 { return 100 * role(t, trace.Client, waiting, secs) }},
 	{"server beside worker %", func(t *trace.Run, _ float64) float64 { return beside(t, trace.Server) }},
-	{"server busy %", func(t *trace.Run, secs float64) float64 { return role(t, trace.Server, busy, secs) }},
+	{"server busy %", func(t *trace.Run, secs float64) float64 { return 100 * role(t, trace.Server, busy, secs) }},
 	{"kthread beside worker %", func(t *trace.Run, _ float64) float64 { return beside(t, trace.Kthread) }},
 	{"NET_RX on worker's CPU %", netRXBeside},
 	{"sent B/packet", func(t *trace.Run, _ float64) float64 { return ratio(t.Sender, "IpExt.OutOctets", "Ip.OutRequests", 1) }},
@@ -37,6 +39,7 @@ var features = []feature{
 	{"ACKs /100 packets in", func(t *trace.Run, _ float64) float64 { return ratio(t.Receiver, "Tcp.OutSegs", "Ip.InReceives", 100) }},
 	{"delayed ACKs", func(t *trace.Run, _ float64) float64 { return count(t.Receiver, "TcpExt.DelayedACKs") }},
 	{"retransmitted", func(t *trace.Run, _ float64) float64 { return count(t.Sender, "Tcp.RetransSegs") }},
+	{"load average", func(t *trace.Run, _ float64) float64 { return t.Load }},
 	{"RTT us", func(t *trace.Run, _ float64) float64 {
 		if t.Iperf == nil || t.Iperf.MeanRTT == 0 {
 			return math.NaN()
@@ -48,7 +51,10 @@ var features = []feature{
 func busy(th trace.Thread) float64    { return th.RunSeconds }
 func waiting(th trace.Thread) float64 { return th.WaitSeconds }
 
-// role is what of the threads of role r sums to, in percent of secs.
+// preempted is th's involuntary context switches.
+func preempted(th trace.Thread) float64 { return float64(th.Preempted) }
+
+// role is what the threads of role r sum to per second of secs.
 func role(t *trace.Run, r string, what func(trace.Thread) float64, secs float64) float64 {
 	sum, found := 0.0, false
 	for _, th := range t.Threads {
@@ -59,7 +65,7 @@ func role(t *trace.Run, r string, what func(trace.Thread) float64, secs float64)
 	if !found || secs <= 0 {
 		return math.NaN()
 	}
-	return 100 * sum / secs
+	return sum / secs
 }
 
 // workerCPU is the CPU the (first) worker ran on most; -1 without one.

@@ -187,10 +187,10 @@ func TestTwoModes(t *testing.T) {
 			fastRow = line
 		}
 	}
-	if f := strings.Fields(slowRow); len(f) < 7 || f[6] != "100" {
+	if f := strings.Fields(slowRow); len(f) < 8 || f[7] != "100" {
 		t.Errorf("slow mode row %q: want client beside worker 100", slowRow)
 	}
-	if f := strings.Fields(fastRow); len(f) < 7 || f[6] != "0.0" {
+	if f := strings.Fields(fastRow); len(f) < 8 || f[7] != "0.0" {
 		t.Errorf("fast mode row %q: want client beside worker 0.0", fastRow)
 	}
 	if strings.Contains(out, "Trace of every run") {

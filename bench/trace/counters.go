@@ -82,3 +82,16 @@ func readTCPCounters() (map[string]int64, error) {
 	}
 	return out, nil
 }
+
+// loadAverage is the 1-minute load average of /proc/loadavg.
+func loadAverage() (float64, error) {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0, err
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0, errors.New("loadavg: empty")
+	}
+	return strconv.ParseFloat(f[0], 64)
+}

@@ -38,7 +38,10 @@ type Run struct {
 	// napi_defer_hard_irqs; nil for a path without a TAP.
 	TAP map[string]string `json:"tap,omitempty"`
 	// Iperf is what iperf3's report says besides the figure.
-	Iperf   *Iperf   `json:"iperf,omitempty"`
+	Iperf *Iperf `json:"iperf,omitempty"`
+	// Load is the machine's 1-minute load average when the run ended
+	// (/proc/loadavg): how much else wanted its CPUs.
+	Load    float64  `json:"load_average"`
 	Missing []string `json:"missing,omitempty"`
 }
 
@@ -140,8 +143,11 @@ func (tr *Tracer) Stop(raw []byte) Run {
 	r.Sender = delta(tr.snd0, tr.counters(tr.t.Sender))
 	r.Receiver = delta(tr.rc0, tr.counters(tr.t.Receiver))
 	r.Threads = tr.result()
+	var err error
+	if r.Load, err = loadAverage(); err != nil {
+		tr.miss("load average", err)
+	}
 	if raw != nil {
-		var err error
 		if r.Iperf, err = ParseIperf(raw); err != nil {
 			tr.miss("iperf3 report", err)
 		}
