@@ -260,3 +260,31 @@ func TestReadSchemaV2(t *testing.T) {
 		t.Errorf("the committed 128 B row is not as committed:\n%s", txt.String())
 	}
 }
+
+// TestKthreadPinned checks that on the one-host bed the TAP's NAPI
+// kthread of napi-threaded is pinned to the CPU beside the iperf3 server
+// (the second), and nothing else is, without changing the caller's
+// configurations; on the two-host bed it is left alone.
+func TestKthreadPinned(t *testing.T) {
+	cpus := FirstCPUs(2)
+	if len(cpus) < 2 {
+		t.Skip("one CPU: nothing to pin apart")
+	}
+	cfgs, _ := report.SelectConfigs(Configs(DefaultTAPNAPI), []string{NAPIOn, NAPIThreaded})
+	o := Options{Common: matrix.Common{Configs: cfgs}}
+	if err := o.defaults(); err != nil {
+		t.Fatal(err)
+	}
+	th := o.Configs[1]
+	if th.Run.TAPNAPICPU == nil || *th.Run.TAPNAPICPU != cpus[1] || !strings.HasSuffix(strings.Join(th.Args, " "), "--tap-napi-cpu "+strconv.Itoa(cpus[1])) ||
+		!strings.Contains(th.Description, "its NAPI kthread on CPU") {
+		t.Errorf("napi-threaded: %+v", th)
+	}
+	if o.Configs[0].Run.TAPNAPICPU != nil || cfgs[1].Run.TAPNAPICPU != nil {
+		t.Errorf("pinned napi-on's kthread (%v) or the caller's configuration (%v)", o.Configs[0].Run.TAPNAPICPU, cfgs[1].Run.TAPNAPICPU)
+	}
+	o = Options{Common: matrix.Common{Configs: cfgs, Lab: matrix.Lab{Topology: matrix.VXLAN}}}
+	if err := o.defaults(); err != nil || o.Configs[1].Run.TAPNAPICPU != nil {
+		t.Errorf("vxlan: %+v, %v", o.Configs[1].Run, err)
+	}
+}

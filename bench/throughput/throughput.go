@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/tapfwd/tapfwd/bench/cost"
+	"github.com/tapfwd/tapfwd/bench/forwarder"
 	"github.com/tapfwd/tapfwd/bench/matrix"
 	"github.com/tapfwd/tapfwd/bench/report"
 	"github.com/tapfwd/tapfwd/bench/stats"
@@ -81,15 +83,36 @@ func (o *Options) defaults() error {
 	if o.Budget > 0 && o.Reps < stats.Stage1Reps {
 		return fmt.Errorf("throughput: a sequential run's first stage of %d repetitions is fewer than %d", o.Reps, stats.Stage1Reps)
 	}
-	// Two hosts on one machine: each host's forwarder on a CPU of its
-	// own, rather than both on the first CPU.
-	if c := FirstCPUs(2); len(c) == 2 && o.Lab.Topology == matrix.VXLAN && o.Lab.HostCPUs == nil {
-		o.Lab.HostCPUs = c
+	cpus := FirstCPUs(2)
+	switch {
+	case len(cpus) < 2:
+	case o.Lab.Topology == matrix.VXLAN && o.Lab.HostCPUs == nil:
+		// Two hosts on one machine: each host's forwarder on a CPU of its
+		// own, rather than both on the first CPU.
+		o.Lab.HostCPUs = cpus
+	case o.Lab.Topology != matrix.VXLAN:
+		o.Configs = pinKthreads(o.Configs, cpus[1])
 	}
 	if len(o.Configs) == 0 || len(o.Workloads) == 0 {
 		return errors.New("throughput: nothing to measure: no configuration or no workload")
 	}
 	return nil
+}
+
+// pinKthreads pins the TAP's NAPI kthread of every configuration that
+// runs one, and does not place it itself, to cpu: left to the scheduler it
+// lands beside tapfwd's worker in some visits and not in others, which
+// makes a configuration's runs differ by where it landed.
+func pinKthreads(cs []report.Config, cpu int) []report.Config {
+	cs = slices.Clone(cs)
+	for i := range cs {
+		if c := &cs[i]; c.Run.TAPNAPIThreaded && c.Run.TAPNAPICPU == nil {
+			c.Run.TAPNAPICPU = forwarder.CPU(cpu)
+			c.Args = c.Run.Args()
+			c.Description += fmt.Sprintf("; its NAPI kthread on CPU %d", cpu)
+		}
+	}
+	return cs
 }
 
 // Run measures every configuration with every workload, in the interleaved
