@@ -537,7 +537,7 @@ func TestBenchErrors(t *testing.T) {
 		{[]string{"throughput", "--placement", "everywhere"}, 1, `--placement: unknown placement "everywhere"`},
 		{[]string{"throughput", "--reps", "4"}, 1, "--reps 4 with --budget: a sequential run's first stage takes at least 6 repetitions"},
 		{[]string{"throughput", "--budget", "-1m"}, 1, "--budget -1m0s"},
-		{[]string{"throughput", "-h"}, 0, "would end past 25m0s (--budget)"},
+		{[]string{"throughput", "-h"}, 0, "end past 25m0s (--budget): 10 to 25 minutes"},
 		{[]string{"throughput", "-h"}, 0, "\n  --budget duration\n"},
 		{[]string{"throughput", "-h"}, 0, "--quick: configurations napi-off, napi-on, bridge, direct"},
 		{[]string{"throughput", "-h"}, 0, "Default run: configurations napi-off, napi-on, napi-threaded, bridge, direct"},

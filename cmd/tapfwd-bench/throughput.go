@@ -32,7 +32,7 @@ var (
 	defaultBudget   = 25 * time.Minute
 	defaultDuration = 2 * time.Second
 	defaultOmit     = time.Second
-	defaultTime     = "10 minutes (the first stage) to the budget"
+	defaultTime     = "10 to 25 minutes"
 )
 
 // --full: every configuration, both directions, UDP and MTU-sized frames.
@@ -136,8 +136,8 @@ IFF_NAPI acts); runs of %v after %v left out, iperf3 pinned with one
 stream and placed by the scheduler with four (--placement auto). It is
 sequential: a first stage of %d repetitions, then as many as every
 comparison needs for an interval within +-%.1f%% (--target), stopping
-early when they have them and at the latest when the next repetition
-would end past %v (--budget): %s, on a 2-CPU VM.
+when they have them and at the latest when the next repetition would
+end past %v (--budget): %s on a 2-CPU VM.
 --full: every configuration; TCP both directions, UDP 64 B both ways and
 MTU-sized frames from the wire; %d repetitions (no budget): %s.
 --quick: configurations %s;
@@ -153,7 +153,8 @@ crosses a forwarder (or bridge) on each host and the tunnel. The direct
 veth and the naive forwarder do not run there. Its default run:
 configurations %s;
 TCP -l 4K and 128K x -P 1, 4 and UDP 64 B, wire->lab; sequential as
-above. With --quick: %s. --full: every configuration that runs there.
+above. With --quick: %s. --full: every configuration that
+runs there.
 
 Flags:
 `, strings.Join(defaultConfigs, ", "), defaultDuration, defaultOmit, stats.Stage1Reps, stats.TargetHalfWidth, defaultBudget, defaultTime,
