@@ -320,7 +320,11 @@ func (r *Report) modesSection() (report.Section, bool) {
 				row = append(row, "-")
 				continue
 			}
-			row = append(row, fmt.Sprintf("%s [%s, %s] %s pairs, %s", report.Pct(c.Percent.Median), report.Pct(c.Percent.Low), report.Pct(c.Percent.High), pairsText(c), r.verdictText(c)))
+			pairs := ""
+			if c.Pairs > 0 {
+				pairs = pairsText(c) + " pairs, "
+			}
+			row = append(row, fmt.Sprintf("%s [%s, %s] %s%s", report.Pct(c.Percent.Median), report.Pct(c.Percent.Low), report.Pct(c.Percent.High), pairs, r.verdictText(c)))
 		}
 		s.Rows = append(s.Rows, row)
 	}
