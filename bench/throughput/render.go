@@ -179,6 +179,9 @@ func (r *Report) sections() []report.Section {
 	if s, ok := r.modesSection(); ok {
 		out = append(out, s)
 	}
+	if s, ok := r.repsSection(); ok {
+		out = append(out, s)
+	}
 	out = append(out, r.twoModesSections()...)
 	if r.Trace {
 		out = append(out, r.traceSection())
@@ -191,6 +194,32 @@ func (r *Report) sections() []report.Section {
 		}
 	}
 	return append(out, report.FailedRuns("workload", fails)...)
+}
+
+// repsSection is, for a sequential run, the repetitions each
+// configuration made and the runs that gave a figure.
+func (r *Report) repsSection() (report.Section, bool) {
+	if r.Settings.Sequential == nil {
+		return report.Section{}, false
+	}
+	s := report.Section{Title: "Repetitions per configuration", Head: []string{"config", "repetitions", "runs with a figure", "failed runs"}}
+	for _, c := range r.ranConfigs() {
+		reps := map[int]bool{}
+		ok, failed := 0, 0
+		for _, run := range r.Runs {
+			if run.Config != c.Name {
+				continue
+			}
+			reps[run.Rep] = true
+			if run.Err == "" {
+				ok++
+			} else {
+				failed++
+			}
+		}
+		s.Rows = append(s.Rows, []string{c.Name, strconv.Itoa(len(reps)), strconv.Itoa(ok), strconv.Itoa(failed)})
+	}
+	return s, true
 }
 
 // napiSection is IFF_NAPI off against on for g's workloads.

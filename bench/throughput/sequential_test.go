@@ -93,11 +93,25 @@ func TestSequentialRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"sequential: a first stage of 6", "stopped as the next would have overrun the budget",
-		"(needs " + strconv.Itoa(c.Needed) + " pairs; budget)", "Stein's two-stage 95% interval", strconv.Itoa(c.Pairs) + "/" + strconv.Itoa(c.Needed)} {
+		"(needs " + strconv.Itoa(c.Needed) + " pairs; budget)", "Stein's two-stage 95% interval", strconv.Itoa(c.Pairs) + "/" + strconv.Itoa(c.Needed), "Repetitions per configuration"} {
 		if !strings.Contains(txt.String(), want) {
 			t.Errorf("text report lacks %q:\n%s", want, txt.String())
 		}
 	}
+	n := strconv.Itoa(r.Settings.Reps)
+	if !hasRow(txt.String(), NAPIOn, n, n, "0") {
+		t.Errorf("no repetitions row for napi-on: %s repetitions, %s runs, none failed", n, n)
+	}
+}
+
+// hasRow reports whether text has a line of exactly these fields.
+func hasRow(text string, fields ...string) bool {
+	for _, line := range strings.Split(text, "\n") {
+		if strings.Join(strings.Fields(line), " ") == strings.Join(fields, " ") {
+			return true
+		}
+	}
+	return false
 }
 
 func TestPlace(t *testing.T) {
