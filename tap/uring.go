@@ -23,8 +23,9 @@ var ErrNoURing = uring.ErrUnavailable
 // tun_do_read a write() or read() runs: what a batch saves is the system
 // call per frame, not the work per frame.
 //
-// It has Queue's methods, semantics and errors. Like a Queue it is used
-// from one goroutine.
+// It has Queue's methods, semantics and errors, but unlike a Queue it is
+// used from one goroutine at a time: two goroutines writing one TAP queue
+// each need a URingQueue of their own on its fd.
 type URingQueue struct {
 	fd    int
 	batch *uring.Batch
