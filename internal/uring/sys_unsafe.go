@@ -83,7 +83,6 @@ func mapRing(fd int, p *params) (*ring, error) {
 	}
 	u32 := func(off uint32) *atomic.Uint32 { return (*atomic.Uint32)(unsafe.Pointer(&rings[off])) }
 	r := &ring{
-		fd:   fd,
 		sq:   queue{head: u32(p.sqOff.head), tail: u32(p.sqOff.tail), mask: u32(p.sqOff.mask).Load()},
 		cq:   queue{head: u32(p.cqOff.head), tail: u32(p.cqOff.tail), mask: u32(p.cqOff.mask).Load()},
 		sqes: unsafe.Slice((*sqe)(unsafe.Pointer(&sqes[0])), p.sqEntries),

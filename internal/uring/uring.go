@@ -76,7 +76,6 @@ type queue struct {
 // ring is one io_uring instance: the submission queue of sqes, the
 // completion queue of cqes, and how to enter the kernel.
 type ring struct {
-	fd   int
 	sq   queue
 	cq   queue
 	sqes []sqe
