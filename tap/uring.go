@@ -24,8 +24,11 @@ var ErrNoURing = uring.ErrUnavailable
 // call per frame, not the work per frame.
 //
 // It has Queue's methods, semantics and errors, but unlike a Queue it is
-// used from one goroutine at a time: two goroutines writing one TAP queue
-// each need a URingQueue of their own on its fd.
+// used from one goroutine locked to its OS thread (runtime.LockOSThread),
+// as forward's workers are: its ring takes requests from the thread of its
+// first Read or Write only (IORING_SETUP_SINGLE_ISSUER), and from another
+// they fail with EEXIST. Two goroutines writing one TAP queue each need a
+// URingQueue of their own on its fd.
 type URingQueue struct {
 	fd    int
 	batch *uring.Batch

@@ -8,6 +8,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,8 +21,12 @@ import (
 	"github.com/tapfwd/tapfwd/vnethdr"
 )
 
+// newURingQueue makes a URingQueue for t, which it keeps on its OS
+// thread: the queue's ring takes submissions from one thread only.
 func newURingQueue(t *testing.T, fd, batch int) *tap.URingQueue {
 	t.Helper()
+	runtime.LockOSThread()
+	t.Cleanup(runtime.UnlockOSThread)
 	q, err := tap.NewURingQueue(fd, batch)
 	if err != nil {
 		t.Fatalf("NewURingQueue: %v", err)
@@ -240,19 +246,34 @@ func TestURingQueueInline(t *testing.T) {
 	}
 }
 
-// ioWorkers lists this process's io-wq worker threads (io_uring/io-wq.c:
-// "iou-wrk-%d").
+// ioWorkers lists this process's io-wq worker threads: those with
+// PF_IO_WORKER (include/linux/sched.h) in the flags of their
+// /proc/self/task/TID/stat, set when the thread is made (their name,
+// iou-wrk-N, comes later, once they run).
 func ioWorkers(t *testing.T) []string {
 	t.Helper()
-	comms, err := filepath.Glob("/proc/self/task/*/comm")
+	const pfIOWorker = 0x10
+	stats, err := filepath.Glob("/proc/self/task/*/stat")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out []string
-	for _, c := range comms {
-		b, err := os.ReadFile(c)
-		if err == nil && bytes.HasPrefix(b, []byte("iou-wrk")) {
-			out = append(out, strings.TrimSpace(string(b)))
+	for _, p := range stats {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue // the thread ended
+		}
+		i := bytes.LastIndexByte(b, ')')
+		f := strings.Fields(string(b[i+1:])) // state ppid pgrp session tty_nr tpgid flags ...
+		if i < 0 || len(f) < 7 {
+			t.Fatalf("%s: %q", p, b)
+		}
+		flags, err := strconv.ParseUint(f[6], 10, 64)
+		if err != nil {
+			t.Fatalf("%s: flags %q", p, f[6])
+		}
+		if flags&pfIOWorker != 0 {
+			out = append(out, string(b[:i+1]))
 		}
 	}
 	return out

@@ -12,7 +12,12 @@ import (
 // carries RWF_NOWAIT, so the kernel issues it inline (no io-wq worker
 // thread) and a read with nothing queued or a write with no room completes
 // at once with EAGAIN instead of waiting on a poll: when Read or Write
-// returns, nothing is in flight. A Batch is used from one goroutine.
+// returns, nothing is in flight.
+//
+// A Batch is used from one goroutine, and from its first Read or Write on
+// from one OS thread (runtime.LockOSThread): the ring takes submissions
+// from that thread only (IORING_SETUP_SINGLE_ISSUER); from another, Read
+// and Write fail with EEXIST.
 type Batch struct {
 	r    *ring
 	fd   int32
@@ -24,30 +29,40 @@ type Batch struct {
 }
 
 // NewBatch makes a Batch of up to size requests on fd; the caller keeps
-// ownership of fd. It checks that fd takes non-blocking io_uring I/O with
-// a zero-length read, which moves nothing on a TUN fd (on a datagram
-// socket it would discard a queued datagram). Errors for a kernel or an fd
-// without usable io_uring come with ErrUnavailable.
+// ownership of fd. Errors for a kernel or an fd without usable io_uring
+// come with ErrUnavailable (see checkNowait).
 func NewBatch(fd, size int) (*Batch, error) {
-	r, err := newRing(uint32(size), opRead, opWrite)
+	if err := checkNowait(fd); err != nil {
+		return nil, err
+	}
+	r, err := newRing(uint32(size), setupFlags)
 	if err != nil {
 		return nil, err
 	}
+	return newBatch(r, fd), nil
+}
+
+// checkNowait checks that the kernel has the opcodes a Batch uses and that
+// fd takes non-blocking io_uring I/O, with a zero-length read through a
+// short-lived ring of no thread's: it moves nothing on a TUN fd (on a
+// datagram socket it would discard a queued datagram).
+func checkNowait(fd int) error {
+	r, err := newRing(1, setupSubmitAll|setupCoopTaskrun, opRead, opWrite)
+	if err != nil {
+		return err
+	}
+	defer r.close()
 	b := newBatch(r, fd)
 	if err := b.Read([][]byte{{}}, 0); err != nil {
-		b.Close()
-		return nil, fmt.Errorf("uring: a read on fd %d: %w", fd, err)
+		return fmt.Errorf("uring: a read on fd %d: %w", fd, err)
 	}
 	switch _, err := b.Result(0); err {
 	case nil, unix.EAGAIN:
-		return b, nil
+		return nil
 	case unix.EOPNOTSUPP:
-		err = fmt.Errorf("uring: %w: fd %d takes no non-blocking io_uring I/O (RWF_NOWAIT: EOPNOTSUPP; a TUN fd does since Linux 6.4)", ErrUnavailable, fd)
-		b.Close()
-		return nil, err
+		return fmt.Errorf("uring: %w: fd %d takes no non-blocking io_uring I/O (RWF_NOWAIT: EOPNOTSUPP; a TUN fd does since Linux 6.4)", ErrUnavailable, fd)
 	default:
-		b.Close()
-		return nil, fmt.Errorf("uring: a zero-length read on fd %d: %w", fd, err)
+		return fmt.Errorf("uring: a zero-length read on fd %d: %w", fd, err)
 	}
 }
 

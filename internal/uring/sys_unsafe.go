@@ -26,11 +26,12 @@ type ringOffsets struct {
 	_                                        uint64
 }
 
-// newRing makes a ring whose submission queue holds at least entries SQEs
-// and checks that the kernel knows the opcodes ops. Errors the kernel
-// gives for a missing or refused io_uring come with ErrUnavailable.
-func newRing(entries uint32, ops ...uint8) (*ring, error) {
-	p := params{flags: setupFlags}
+// newRing makes a ring whose submission queue holds at least entries SQEs,
+// with the setup flags given, and checks that the kernel knows the opcodes
+// ops. Errors the kernel gives for a missing or refused io_uring come with
+// ErrUnavailable.
+func newRing(entries, flags uint32, ops ...uint8) (*ring, error) {
+	p := params{flags: flags}
 	fd, _, errno := unix.Syscall(unix.SYS_IO_URING_SETUP, uintptr(entries), uintptr(unsafe.Pointer(&p)), 0)
 	if errno != 0 {
 		return nil, setupError(errno)
@@ -43,6 +44,15 @@ func newRing(entries uint32, ops ...uint8) (*ring, error) {
 	if err := probe(int(fd), ops); err != nil {
 		r.close()
 		return nil, err
+	}
+	if flags&setupDisabled != 0 {
+		r.enable = func() error {
+			_, _, errno := unix.Syscall6(unix.SYS_IO_URING_REGISTER, fd, uintptr(registerEnable), 0, 0, 0, 0)
+			if errno != 0 {
+				return errno
+			}
+			return nil
+		}
 	}
 	return r, nil
 }
@@ -57,7 +67,7 @@ func setupError(errno unix.Errno) error {
 	case unix.EPERM, unix.EACCES:
 		why = " (refused: the sysctl kernel.io_uring_disabled, or a seccomp filter)"
 	case unix.EINVAL:
-		why = " (the kernel is older than Linux 5.19)"
+		why = " (the kernel is older than Linux 6.1)"
 	default:
 		return fmt.Errorf("uring: making a ring: %w", err)
 	}

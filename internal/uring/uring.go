@@ -23,14 +23,24 @@ const (
 	sqeIOLink uint8 = 1 << 2
 
 	// IORING_SETUP_SUBMIT_ALL (5.18): an SQE that fails to prepare does
-	// not stop the others. IORING_SETUP_COOP_TASKRUN (5.19): task work
-	// (the next write of a chain) waits for the submitter's next entry
-	// into the kernel instead of interrupting it.
-	setupFlags = 1<<7 | 1<<8
+	// not stop the others. IORING_SETUP_SINGLE_ISSUER (6.0) and
+	// IORING_SETUP_DEFER_TASKRUN (6.1): one thread submits, and task work
+	// (the next write of a chain) runs only inside its io_uring_enter,
+	// from a list of the ring's own; writes chain about a tenth cheaper
+	// than with IORING_SETUP_COOP_TASKRUN. IORING_SETUP_R_DISABLED: the
+	// ring starts disabled, so that the submitting thread is the one that
+	// enables it (IORING_REGISTER_ENABLE_RINGS), not the one that made it.
+	setupSubmitAll   = 1 << 7
+	setupDisabled    = 1 << 6
+	setupSingle      = 1 << 12
+	setupDeferTask   = 1 << 13
+	setupFlags       = setupSubmitAll | setupSingle | setupDeferTask | setupDisabled
+	setupCoopTaskrun = 1 << 8 // for the short-lived ring that probes an fd
 
 	featSingleMmap uint32 = 1 << 0 // IORING_FEAT_SINGLE_MMAP, Linux 5.4
 	enterGetEvents uint32 = 1 << 0 // IORING_ENTER_GETEVENTS
 	registerProbe  uint32 = 8      // IORING_REGISTER_PROBE
+	registerEnable uint32 = 12     // IORING_REGISTER_ENABLE_RINGS
 	opSupported    uint16 = 1 << 0 // IO_URING_OP_SUPPORTED
 	offSQRing      int64  = 0
 	offSQEs        int64  = 0x10000000
@@ -85,6 +95,9 @@ type ring struct {
 	// enter is io_uring_enter(2), or a model kernel in tests.
 	enter func(toSubmit, minComplete, flags uint32) (int, error)
 	close func() error
+	// enable makes the calling thread the ring's submitter, before its
+	// first submission; nil once done.
+	enable func() error
 }
 
 // prepare returns a zeroed SQE, or nil when the submission queue is full
@@ -104,6 +117,12 @@ func (r *ring) prepare() *sqe {
 // wait completions are in the completion queue. The kernel returns early,
 // without waiting, when it consumed fewer than it was given.
 func (r *ring) submit(wait uint32) error {
+	if r.enable != nil {
+		if err := r.enable(); err != nil {
+			return err
+		}
+		r.enable = nil
+	}
 	r.sq.tail.Store(r.next)
 	var flags uint32
 	if wait > 0 {

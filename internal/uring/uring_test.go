@@ -5,8 +5,11 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -23,6 +26,13 @@ func seqpacket(t *testing.T) [2]int {
 	return [2]int{p[0], p[1]}
 }
 
+// lockThread keeps the test on its OS thread: a Batch takes submissions
+// from the thread of its first one only.
+func lockThread(t *testing.T) {
+	runtime.LockOSThread()
+	t.Cleanup(runtime.UnlockOSThread)
+}
+
 func newBatchT(t *testing.T, fd, size int) *Batch {
 	t.Helper()
 	b, err := NewBatch(fd, size)
@@ -34,6 +44,7 @@ func newBatchT(t *testing.T, fd, size int) *Batch {
 }
 
 func TestBatchWriteRead(t *testing.T) {
+	lockThread(t)
 	p := seqpacket(t)
 	w, r := newBatchT(t, p[0], 8), newBatchT(t, p[1], 8)
 	frames := [][]byte{[]byte("xxa"), []byte("xxbb"), []byte("xxccccccccc")}
@@ -68,6 +79,7 @@ func TestBatchWriteRead(t *testing.T) {
 // TestWriteChainStops: a failed write ends its batch, and the writes
 // after it are not made.
 func TestWriteChainStops(t *testing.T) {
+	lockThread(t)
 	p := seqpacket(t)
 	w := newBatchT(t, p[0], 4)
 	// A message larger than the socket's send buffer: EMSGSIZE
@@ -123,19 +135,34 @@ func TestSetupError(t *testing.T) {
 	}
 }
 
-// ioWorkers lists this process's io-wq worker threads (io_uring/io-wq.c:
-// "iou-wrk-%d").
+// ioWorkers lists this process's io-wq worker threads: those with
+// PF_IO_WORKER (include/linux/sched.h) in the flags of their
+// /proc/self/task/TID/stat, set when the thread is made (their name,
+// iou-wrk-N, comes later, once they run).
 func ioWorkers(t *testing.T) []string {
 	t.Helper()
-	comms, err := filepath.Glob("/proc/self/task/*/comm")
+	const pfIOWorker = 0x10
+	stats, err := filepath.Glob("/proc/self/task/*/stat")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out []string
-	for _, c := range comms {
-		b, err := os.ReadFile(c)
-		if err == nil && bytes.HasPrefix(b, []byte("iou-wrk")) {
-			out = append(out, strings.TrimSpace(string(b)))
+	for _, p := range stats {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue // the thread ended
+		}
+		i := bytes.LastIndexByte(b, ')')
+		f := strings.Fields(string(b[i+1:])) // state ppid pgrp session tty_nr tpgid flags ...
+		if i < 0 || len(f) < 7 {
+			t.Fatalf("%s: %q", p, b)
+		}
+		flags, err := strconv.ParseUint(f[6], 10, 64)
+		if err != nil {
+			t.Fatalf("%s: flags %q", p, f[6])
+		}
+		if flags&pfIOWorker != 0 {
+			out = append(out, string(b[:i+1]))
 		}
 	}
 	return out
@@ -145,6 +172,7 @@ func ioWorkers(t *testing.T) []string {
 // leave no io-wq worker thread behind; a request with IOSQE_ASYNC, the
 // control, does start one.
 func TestNothingPunted(t *testing.T) {
+	lockThread(t)
 	if w := ioWorkers(t); len(w) > 0 {
 		t.Skipf("io-wq workers before the test: %v", w)
 	}
@@ -175,8 +203,11 @@ func TestNothingPunted(t *testing.T) {
 	if err := r.r.submit(0); err != nil {
 		t.Fatal(err)
 	}
-	if w := ioWorkers(t); len(w) == 0 {
-		t.Error("no io-wq worker after an IOSQE_ASYNC read: the check sees nothing")
+	for deadline := time.Now().Add(2 * time.Second); len(ioWorkers(t)) == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Error("no io-wq worker after an IOSQE_ASYNC read: the check sees nothing")
+			break
+		}
 	}
 	// Let the parked read complete so the ring closes with nothing in flight.
 	if _, err := unix.Write(p[0], []byte("x")); err != nil {
@@ -191,6 +222,7 @@ func TestNothingPunted(t *testing.T) {
 }
 
 func TestZeroAllocs(t *testing.T) {
+	lockThread(t)
 	p := seqpacket(t)
 	w, r := newBatchT(t, p[0], 64), newBatchT(t, p[1], 64)
 	out, in := make([][]byte, 64), make([][]byte, 64)
@@ -213,5 +245,35 @@ func TestZeroAllocs(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Errorf("%v allocations per batch, want 0", allocs)
+	}
+}
+
+// TestOneThread: a Batch used from a second thread fails with EEXIST
+// (IORING_SETUP_SINGLE_ISSUER) and goes on working on its first.
+func TestOneThread(t *testing.T) {
+	lockThread(t)
+	p := seqpacket(t)
+	w := newBatchT(t, p[0], 4)
+	frame := [][]byte{[]byte("x")}
+	if err := w.Write(frame, 0); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		done <- w.Write(frame, 0)
+	}()
+	if err := <-done; err != unix.EEXIST {
+		t.Errorf("Write from another thread: %v, want EEXIST", err)
+	}
+	if _, err := w.Result(0); err != unix.EEXIST {
+		t.Errorf("its Result: %v, want EEXIST", err)
+	}
+	if err := w.Write(frame, 0); err != nil {
+		t.Fatalf("Write from the first thread again: %v", err)
+	}
+	if n, err := w.Result(0); n != 1 || err != nil {
+		t.Errorf("Result = %d, %v", n, err)
 	}
 }
