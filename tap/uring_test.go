@@ -233,6 +233,9 @@ func TestURingQueueInline(t *testing.T) {
 		if n, err := q.Write(frames, 0); n != len(frames) || err != nil {
 			t.Fatalf("Write = %d, %v", n, err)
 		}
+		if n, err := q.Write(frames[:1], 0); n != 1 || err != nil { // a write()
+			t.Fatalf("Write of one frame = %d, %v", n, err)
+		}
 		// ICMP errors and ARP the writes cause, or nothing: EAGAIN.
 		if _, err := q.Read(bufs, sizes, 0); err != nil && err != unix.EAGAIN {
 			t.Fatalf("Read: %v", err)
