@@ -7,15 +7,14 @@ import (
 	"errors"
 	"net"
 	"os"
-	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tapfwd/tapfwd/internal/procfs"
 	"github.com/tapfwd/tapfwd/internal/testbed"
 	"github.com/tapfwd/tapfwd/tap"
 	"github.com/tapfwd/tapfwd/vnethdr"
@@ -244,42 +243,9 @@ func TestURingQueueInline(t *testing.T) {
 	if allocs != 0 {
 		t.Errorf("%v allocations per batch, want 0", allocs)
 	}
-	if w := ioWorkers(t); len(w) > 0 {
-		t.Errorf("requests were handed to io-wq workers: %v", w)
+	if w, err := procfs.IOWorkers(); err != nil || len(w) > 0 {
+		t.Errorf("requests were handed to io-wq workers: %+v, %v", w, err)
 	}
-}
-
-// ioWorkers lists this process's io-wq worker threads: those with
-// PF_IO_WORKER (include/linux/sched.h) in the flags of their
-// /proc/self/task/TID/stat, set when the thread is made (their name,
-// iou-wrk-N, comes later, once they run).
-func ioWorkers(t *testing.T) []string {
-	t.Helper()
-	const pfIOWorker = 0x10
-	stats, err := filepath.Glob("/proc/self/task/*/stat")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, p := range stats {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue // the thread ended
-		}
-		i := bytes.LastIndexByte(b, ')')
-		f := strings.Fields(string(b[i+1:])) // state ppid pgrp session tty_nr tpgid flags ...
-		if i < 0 || len(f) < 7 {
-			t.Fatalf("%s: %q", p, b)
-		}
-		flags, err := strconv.ParseUint(f[6], 10, 64)
-		if err != nil {
-			t.Fatalf("%s: flags %q", p, f[6])
-		}
-		if flags&pfIOWorker != 0 {
-			out = append(out, string(b[:i+1]))
-		}
-	}
-	return out
 }
 
 // TestURingQueueUnavailable: an fd that takes no non-blocking io_uring

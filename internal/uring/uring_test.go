@@ -1,17 +1,16 @@
 package uring
 
 import (
-	"bytes"
 	"errors"
 	"os"
-	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tapfwd/tapfwd/internal/procfs"
 )
 
 // seqpacket returns a non-blocking SOCK_SEQPACKET pair: one message per
@@ -135,46 +134,13 @@ func TestSetupError(t *testing.T) {
 	}
 }
 
-// ioWorkers lists this process's io-wq worker threads: those with
-// PF_IO_WORKER (include/linux/sched.h) in the flags of their
-// /proc/self/task/TID/stat, set when the thread is made (their name,
-// iou-wrk-N, comes later, once they run).
-func ioWorkers(t *testing.T) []string {
-	t.Helper()
-	const pfIOWorker = 0x10
-	stats, err := filepath.Glob("/proc/self/task/*/stat")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, p := range stats {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue // the thread ended
-		}
-		i := bytes.LastIndexByte(b, ')')
-		f := strings.Fields(string(b[i+1:])) // state ppid pgrp session tty_nr tpgid flags ...
-		if i < 0 || len(f) < 7 {
-			t.Fatalf("%s: %q", p, b)
-		}
-		flags, err := strconv.ParseUint(f[6], 10, 64)
-		if err != nil {
-			t.Fatalf("%s: flags %q", p, f[6])
-		}
-		if flags&pfIOWorker != 0 {
-			out = append(out, string(b[:i+1]))
-		}
-	}
-	return out
-}
-
 // TestNothingPunted: reads that find nothing and writes run inline and
 // leave no io-wq worker thread behind; a request with IOSQE_ASYNC, the
 // control, does start one.
 func TestNothingPunted(t *testing.T) {
 	lockThread(t)
-	if w := ioWorkers(t); len(w) > 0 {
-		t.Skipf("io-wq workers before the test: %v", w)
+	if w, err := procfs.IOWorkers(); err != nil || len(w) > 0 {
+		t.Skipf("io-wq workers before the test: %+v, %v", w, err)
 	}
 	p := seqpacket(t)
 	w, r := newBatchT(t, p[0], 8), newBatchT(t, p[1], 8)
@@ -193,8 +159,8 @@ func TestNothingPunted(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if w := ioWorkers(t); len(w) > 0 {
-		t.Fatalf("requests were handed to io-wq workers: %v", w)
+	if w, err := procfs.IOWorkers(); err != nil || len(w) > 0 {
+		t.Fatalf("requests were handed to io-wq workers: %+v, %v", w, err)
 	}
 	// The control: the same read with IOSQE_ASYNC goes to a worker.
 	s := r.r.prepare()
@@ -203,7 +169,14 @@ func TestNothingPunted(t *testing.T) {
 	if err := r.r.submit(0); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(2 * time.Second); len(ioWorkers(t)) == 0; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(time.Millisecond) {
+		w, err := procfs.IOWorkers()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(w) > 0 {
+			break
+		}
 		if time.Now().After(deadline) {
 			t.Error("no io-wq worker after an IOSQE_ASYNC read: the check sees nothing")
 			break
