@@ -70,14 +70,13 @@ func (q *URingQueue) Write(bufs [][]byte, offset int) (int, error) {
 	done := 0
 	for done < len(bufs) {
 		k := min(len(bufs)-done, q.batch.Size())
-		berr := q.batch.Write(bufs[done:done+k], offset)
+		// When the ring fails, its error is the Result of every write
+		// it did not finish.
+		_ = q.batch.Write(bufs[done:done+k], offset)
 		for i := range k {
 			if _, err := q.batch.Result(i); err != nil {
 				return done + i, err
 			}
-		}
-		if berr != nil {
-			return done + k, berr
 		}
 		done += k
 	}
@@ -112,7 +111,9 @@ func (q *URingQueue) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 // to the front of bufs, in the order the reads ran. empty says a read
 // found nothing queued; err is the first error other than EAGAIN.
 func (q *URingQueue) readBatch(bufs [][]byte, sizes []int, offset int) (got int, empty bool, err error) {
-	berr := q.batch.Read(bufs, offset)
+	// When the ring fails, its error is the Result of every read it did
+	// not finish: EAGAIN (no room for requests) reads as nothing queued.
+	_ = q.batch.Read(bufs, offset)
 	for i := range bufs {
 		m, rerr := q.batch.Result(i)
 		switch {
@@ -131,12 +132,6 @@ func (q *URingQueue) readBatch(bufs [][]byte, sizes []int, offset int) (got int,
 			sizes[got] = m
 			got++
 		}
-	}
-	switch {
-	case berr == unix.EAGAIN: // the ring had no room: read again later
-		empty = true
-	case berr != nil && err == nil:
-		err = berr
 	}
 	return got, empty, err
 }
