@@ -7,6 +7,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tapfwd/tapfwd/internal/daemon"
+	"github.com/tapfwd/tapfwd/napi"
 	"github.com/tapfwd/tapfwd/tap"
 	"github.com/tapfwd/tapfwd/vhostuser"
 	"github.com/tapfwd/tapfwd/vmport"
@@ -40,6 +42,49 @@ func explain(err error) error {
 		return fmt.Errorf("%w: choose another --name", err)
 	}
 	return err
+}
+
+// runFlag is the flag of `tapfwd run` that sets each part of the daemon's
+// configuration.
+var runFlag = map[daemon.Part]string{
+	daemon.PartUser: "--user", daemon.PartPortOwner: "--vm-port-owner", daemon.PartCPUs: "--cpus",
+	daemon.PartReadyFd: "--ready-fd", daemon.PartVhostDir: "--vhost-user", daemon.PartHostPort: "--host-port",
+	daemon.PartDHCP: "--dhcp", daemon.PartTAPNAPICPU: "--tap-napi-cpu", daemon.PartNICNAPI: "--nic-napi-threaded",
+	daemon.PartMetricsAddr: "--metrics-addr",
+}
+
+// explainRun says which flag of `tapfwd run` c to change when the daemon
+// does not start.
+func explainRun(err error, c *daemon.Config) error {
+	down := daemon.DownCommand(c.TAP.Name, c.TAP.Netns)
+	var de *daemon.Error
+	switch {
+	case errors.Is(err, tap.ErrPersistent):
+		return fmt.Errorf("%w (add --persist to attach to it, or remove it with: %s)", err, down)
+	case errors.Is(err, tap.ErrMismatch):
+		return fmt.Errorf("%w (start with the settings it was made with, or remove it with: %s)", err, down)
+	case errors.Is(err, tap.ErrAttached):
+		return fmt.Errorf("%w (is another tapfwd running on it?)", err)
+	case errors.Is(err, tap.ErrNameInUse), errors.Is(err, tap.ErrNoMultiQueue):
+		return explain(err)
+	case !errors.As(err, &de):
+		return err
+	case de.Part == daemon.PartVhostDir:
+		return explainVhost(de.Err)
+	case errors.Is(err, napi.ErrNoInstances):
+		return fmt.Errorf("--nic-napi-threaded: %s has no NAPI instances (a veth has them only with GRO on: ethtool -K %s gro on)", c.NIC.Name, c.NIC.Name)
+	}
+	flag := runFlag[de.Part]
+	if de.Value != "" {
+		flag += " " + de.Value
+	}
+	switch {
+	case de.Part == daemon.PartMetricsAddr:
+		return fmt.Errorf("%s: %w (choose another address, or \"\" to disable metrics)", flag, de.Err)
+	case de.Part == daemon.PartHostPort && errors.Is(err, vmport.ErrNameInUse):
+		return fmt.Errorf("%s: %w (rename or remove that interface)", flag, de.Err)
+	}
+	return fmt.Errorf("%s: %w", flag, de.Err)
 }
 
 // explainVhost adds the flag to change to what went wrong with a socket
