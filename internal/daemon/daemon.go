@@ -139,14 +139,6 @@ func (d *Daemon) openTAP() error {
 	return nil
 }
 
-// DownCommand is the command that removes a persistent TAP.
-func DownCommand(tapName, ns string) string {
-	if ns == "" {
-		return "tapfwd down --tap " + tapName
-	}
-	return "tapfwd down --tap " + tapName + " --tap-netns " + ns
-}
-
 // dropPrivileges becomes Privileges.User once every fd is open: nothing
 // from here on needs privilege.
 func (d *Daemon) dropPrivileges() error {

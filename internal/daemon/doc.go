@@ -1,3 +1,3 @@
-// Package daemon runs one tapfwd forwarder: it opens the TAP, the NIC's
-// sockets, the VM ports and the workers from a Config, serves metrics and status, and undoes it all.
+// Package daemon runs one tapfwd forwarder from a Config: the TAP, the NIC's
+// sockets, VM ports, workers, metrics and status, opened in order and undone.
 package daemon

@@ -40,3 +40,11 @@ func Down(tapName, ns, vhostDir string) (Removed, error) {
 	}
 	return r, err
 }
+
+// DownCommand is the command that removes a persistent TAP.
+func DownCommand(tapName, ns string) string {
+	if ns == "" {
+		return "tapfwd down --tap " + tapName
+	}
+	return "tapfwd down --tap " + tapName + " --tap-netns " + ns
+}

@@ -23,15 +23,15 @@ import (
 // waits for stdin to close, which happens when tapfwd ends however it ends
 // (exit, signal, SIGKILL), and finishes the job. It takes no other input.
 //
-// The command that started tapfwd must run ServeJanitor for JanitorCommand
-// and ServeDHCP for DHCPCommand.
+// The program's main must run ServeJanitor when its first argument is
+// JanitorCommand, and ServeDHCP for DHCPCommand.
 const (
 	JanitorCommand = "janitor"
 	DHCPCommand    = "dhcp-keeper"
 )
 
-// Timeout bounds a keeper's start and its stop.
-const Timeout = 20 * time.Second
+// timeout bounds a keeper's start and its stop.
+const timeout = 20 * time.Second
 
 // Keeper is a running keeper.
 type Keeper struct {
@@ -128,9 +128,9 @@ func (k *Keeper) handshake(job any, status io.Reader, p *os.Process) error {
 			return errors.New(msg)
 		}
 		return fmt.Errorf("the %s exited without a word", k.what)
-	case <-time.After(Timeout):
+	case <-time.After(timeout):
 		p.Kill()
-		return fmt.Errorf("the %s did not answer within %v", k.what, Timeout)
+		return fmt.Errorf("the %s did not answer within %v", k.what, timeout)
 	}
 }
 
@@ -150,7 +150,7 @@ func (k *Keeper) Stop() error {
 	select {
 	case <-k.exited:
 		return nil
-	case <-time.After(Timeout):
+	case <-time.After(timeout):
 		return fmt.Errorf("the %s did not stop in time", k.what)
 	}
 }
