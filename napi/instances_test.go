@@ -20,6 +20,12 @@ func TestInstance(t *testing.T) {
 	if err != nil || string(b) != want {
 		t.Errorf("JSON without threaded support or kthread:\n got %s\nwant %s", b, want)
 	}
+	if s := (Kthread{Policy: "fifo", Priority: 50}).Sched(); s != "fifo 50" {
+		t.Errorf("Sched: %q", s)
+	}
+	if s := (Kthread{Policy: "other"}).Sched(); s != "other" {
+		t.Errorf("Sched: %q", s)
+	}
 	// A kthread that is gone by the time /proc is read shows its pid.
 	if r := instance(NAPI{ID: 1, PID: 1 << 30}, "x", nil, true); r.Kthread == nil || *r.Kthread != (Kthread{PID: 1 << 30}) {
 		t.Errorf("a gone kthread: %+v", r.Kthread)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -74,10 +75,7 @@ func explainRun(err error, c *daemon.Config) error {
 	case errors.Is(err, napi.ErrNoInstances):
 		return fmt.Errorf("--nic-napi-threaded: %s has no NAPI instances (a veth has them only with GRO on: ethtool -K %s gro on)", c.NIC.Name, c.NIC.Name)
 	}
-	flag := runFlag[de.Part]
-	if de.Value != "" {
-		flag += " " + de.Value
-	}
+	flag := strings.TrimSpace(runFlag[de.Part] + " " + de.Value) // "--user nobody"
 	switch {
 	case de.Part == daemon.PartMetricsAddr:
 		return fmt.Errorf("%s: %w (choose another address, or \"\" to disable metrics)", flag, de.Err)

@@ -83,11 +83,10 @@ func (f *runFlags) register(fs *flag.FlagSet, c *daemon.Config) {
 }
 
 // parseRun parses `tapfwd run`'s arguments into the daemon's configuration,
-// checked: every rule that needs no system state is applied here, so the
-// daemon can only fail to start for reasons of the machine (a NIC missing,
-// no privilege). It reads no system state; the logger writes to stderr.
-// Usage problems (no --nic, a stray argument) print usage to stderr and
-// return cliflag.ErrUsage; a bad value returns a
+// checked: every rule that needs no system state (it reads none) is applied
+// here, so the daemon can only fail for reasons of the machine (no NIC, no
+// privilege). The logger writes to stderr. A usage problem (no --nic, a
+// stray argument) prints usage and is cliflag.ErrUsage; a bad value is a
 // one-line error naming the flag.
 func parseRun(args []string, stderr io.Writer) (*daemon.Config, error) {
 	fs := newFlagSet("run", "run --nic IFACE [flags]", stderr)
@@ -105,7 +104,10 @@ func parseRun(args []string, stderr io.Writer) (*daemon.Config, error) {
 	if c.NIC.Name == "" {
 		return nil, cliflag.Misuse(fs, "tapfwd run: --nic is required")
 	}
-	return c, f.check(c, stderr)
+	if err := f.check(c, stderr); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // check checks the configuration and completes it from the other flags.
