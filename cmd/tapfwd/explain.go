@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tapfwd/tapfwd/hostport"
 	"github.com/tapfwd/tapfwd/internal/daemon"
 	"github.com/tapfwd/tapfwd/napi"
 	"github.com/tapfwd/tapfwd/tap"
@@ -64,6 +65,8 @@ func explainRun(err error, c *daemon.Config) error {
 		return fmt.Errorf("%w (add --persist to attach to it, or remove it with: %s)", err, down)
 	case errors.Is(err, tap.ErrMismatch):
 		return fmt.Errorf("%w (start with the settings it was made with, or remove it with: %s)", err, down)
+	case errors.Is(err, tap.ErrOwned):
+		return fmt.Errorf("%w (tapfwd does not attach to it: remove it with %s, and let tapfwd make it)", err, down)
 	case errors.Is(err, tap.ErrAttached):
 		return fmt.Errorf("%w (is another tapfwd running on it?)", err)
 	case errors.Is(err, tap.ErrNameInUse), errors.Is(err, tap.ErrNoMultiQueue):
@@ -79,7 +82,7 @@ func explainRun(err error, c *daemon.Config) error {
 	switch {
 	case de.Part == daemon.PartMetricsAddr:
 		return fmt.Errorf("%s: %w (choose another address, or \"\" to disable metrics)", flag, de.Err)
-	case de.Part == daemon.PartHostPort && errors.Is(err, vmport.ErrNameInUse):
+	case de.Part == daemon.PartHostPort && errors.Is(err, hostport.ErrNameInUse):
 		return fmt.Errorf("%s: %w (rename or remove that interface)", flag, de.Err)
 	}
 	return fmt.Errorf("%s: %w", flag, de.Err)

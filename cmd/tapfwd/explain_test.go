@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tapfwd/tapfwd/hostport"
 	"github.com/tapfwd/tapfwd/internal/daemon"
 	"github.com/tapfwd/tapfwd/napi"
 	"github.com/tapfwd/tapfwd/netns"
@@ -89,13 +90,14 @@ func TestExplainRun(t *testing.T) {
 		{&daemon.Error{Part: daemon.PartMetricsAddr, Err: inUse}, `--metrics-addr: address already in use (choose another address, or "" to disable metrics)`},
 		{&daemon.Error{Part: daemon.PartUser, Value: "nobody", Err: inUse}, "--user nobody: address already in use"},
 		{&daemon.Error{Part: daemon.PartReadyFd, Value: "3", Err: errors.New("not an open file descriptor")}, "--ready-fd 3: not an open file descriptor"},
-		{&daemon.Error{Part: daemon.PartHostPort, Err: &vmport.Error{Kind: vmport.ErrNameInUse, Name: "lab0h"}}, "(rename or remove that interface)"},
+		{&daemon.Error{Part: daemon.PartHostPort, Err: fmt.Errorf("hostport: lab0h: %w", hostport.ErrNameInUse)}, "--host-port: hostport: lab0h: port name in use (rename or remove that interface)"},
 		{&daemon.Error{Part: daemon.PartNICNAPI, Err: fmt.Errorf("w1: %w", napi.ErrNoInstances)}, "--nic-napi-threaded: w1 has no NAPI instances (a veth has them only with GRO on: ethtool -K w1 gro on)"},
 		{&daemon.Error{Part: daemon.PartVhostDir, Err: fmt.Errorf("%w: /x exists", vhostuser.ErrNotSocket)}, "--vhost-user: vhostuser: not a socket"},
 		{&daemon.Error{Part: daemon.PartDHCP, Err: inUse}, "--dhcp: address already in use"},
 		{fmt.Errorf("tap: %w (%w)", tap.ErrPersistent, tap.ErrNameInUse), "(add --persist to attach to it, or remove it with: tapfwd down --tap lab0 --tap-netns lab)"},
 		{fmt.Errorf("tap: %w", tap.ErrMismatch), "(start with the settings it was made with, or remove it with: tapfwd down --tap lab0 --tap-netns lab)"},
 		{fmt.Errorf("tap: %w", tap.ErrAttached), "(is another tapfwd running on it?)"},
+		{fmt.Errorf("tap: %w", tap.ErrOwned), "(tapfwd does not attach to it: remove it with tapfwd down --tap lab0 --tap-netns lab, and let tapfwd make it)"},
 		{fmt.Errorf("tap: %w", tap.ErrNameInUse), "(choose another --tap or delete it)"},
 	} {
 		got := explainRun(tc.err, c)

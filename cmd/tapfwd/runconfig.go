@@ -14,6 +14,7 @@ import (
 
 	"github.com/tapfwd/tapfwd/dhcp"
 	"github.com/tapfwd/tapfwd/forward"
+	"github.com/tapfwd/tapfwd/hostport"
 	"github.com/tapfwd/tapfwd/internal/cliflag"
 	"github.com/tapfwd/tapfwd/internal/cpulist"
 	"github.com/tapfwd/tapfwd/internal/daemon"
@@ -320,6 +321,12 @@ func (f *runFlags) hostSide(c *daemon.Config) error {
 	}
 	if err := dhcp.CheckRange(c.Host.Addr, first, last); err != nil {
 		return fmt.Errorf("--dhcp: %w (--tap-addr %s)", err, c.Host.Addr)
+	}
+	// A name the kernel fills in ("tap%d") is checked when dnsmasq starts.
+	if name := c.TAP.Name; name != "" && !strings.Contains(name, "%") {
+		if err := dhcp.CheckInterface(hostport.Name(name)); err != nil {
+			return fmt.Errorf("--dhcp: %w (the host port is named after --tap %s: choose another)", err, name)
+		}
 	}
 	c.Host.DHCP = &daemon.DHCPRange{First: first, Last: last}
 	return nil

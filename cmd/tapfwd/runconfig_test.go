@@ -182,6 +182,8 @@ func TestParseRunHostPort(t *testing.T) {
 		{"--nic x --host-port --tap-addr 198.18.1.2/24 --dhcp 198.18.2.100-198.18.2.150", "outside the host's subnet 198.18.1.0/24 (--tap-addr 198.18.1.2/24)"},
 		{"--nic x --host-port --tap-addr 198.18.1.2/24 --dhcp 198.18.1.1-198.18.1.9", "takes the host's own address 198.18.1.2"},
 		{"--nic x --host-port --tap-addr 2001:db8::2/64 --dhcp 198.18.1.100-198.18.1.150", "is not IPv4"},
+		{"--nic x --tap lab,eth0 --host-port --tap-addr 198.18.1.2/24 --dhcp 198.18.1.100-198.18.1.150",
+			`--dhcp: dhcp: interface name "lab,eth0h": a name dnsmasq cannot take (it splits its interface list at commas and reads '*' as a wildcard): want ASCII letters, digits, '.', '-' and '_' (the host port is named after --tap lab,eth0: choose another)`},
 	} {
 		c, err := parseRun(strings.Fields(tc.args), io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {

@@ -90,10 +90,10 @@ func TestFrameCodeDoesNoIO(t *testing.T) {
 }
 
 // TestForwardingPath: the data path never reaches metrics, the CLI or the
-// bench, and forward depends on its own interfaces, not on afpacket, tap or
-// vhostuser.
+// bench, and forward depends on its own interfaces, not on afpacket, afxdp,
+// tap or vhostuser.
 func TestForwardingPath(t *testing.T) {
-	for _, p := range list(t, "-deps=false", "./forward", "./afpacket", "./tap", "./vnethdr") {
+	for _, p := range list(t, "-deps=false", "./forward", "./afpacket", "./afxdp", "./tap", "./vnethdr") {
 		deps := list(t, "-deps", p.ImportPath)
 		var all []string
 		for _, d := range deps {
@@ -102,7 +102,7 @@ func TestForwardingPath(t *testing.T) {
 		bad := offending(all, func(s string) bool {
 			rel, mine := ours(s)
 			return mine && (rel == "metrics" || strings.HasPrefix(rel, "cmd/") || inBench(s) ||
-				(p.ImportPath == module+"/forward" && (rel == "afpacket" || rel == "tap" || strings.HasPrefix(rel, "vhostuser"))))
+				(p.ImportPath == module+"/forward" && (rel == "afpacket" || rel == "afxdp" || rel == "tap" || strings.HasPrefix(rel, "vhostuser"))))
 		})
 		if len(bad) > 0 {
 			t.Errorf("%s depends on %v", p.ImportPath, bad)

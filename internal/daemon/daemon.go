@@ -8,6 +8,7 @@ import (
 	"net"
 
 	"github.com/tapfwd/tapfwd/forward"
+	"github.com/tapfwd/tapfwd/hostport"
 	"github.com/tapfwd/tapfwd/tap"
 	"github.com/tapfwd/tapfwd/vmport"
 )
@@ -18,11 +19,11 @@ type Daemon struct {
 	log  *slog.Logger
 	undo cleanup
 
-	m     machine          // what the Config names on this machine
-	dev   *tap.Device      // the TAP
-	ports vmPorts          // the VM ports
-	host  *vmport.HostPort // Config.Host's port; nil without
-	nic   nicSockets       // the queues' packet sockets
+	m     machine        // what the Config names on this machine
+	dev   *tap.Device    // the TAP
+	ports vmPorts        // the VM ports
+	host  *hostport.Port // Config.Host's port; nil without
+	nic   nicSockets     // the queues' packet sockets
 	fw    *forward.Forwarder
 	// http is the metrics listener, bound before the privilege drop and
 	// serving from after it; nil without Config.Metrics.

@@ -8,9 +8,9 @@ import (
 	"strings"
 
 	"github.com/tapfwd/tapfwd/dhcp"
+	"github.com/tapfwd/tapfwd/hostport"
 	"github.com/tapfwd/tapfwd/internal/keeper"
 	"github.com/tapfwd/tapfwd/netns"
-	"github.com/tapfwd/tapfwd/vmport"
 )
 
 // addHostPort gives the lab host its port on the TAP (Config.Host): a
@@ -24,7 +24,7 @@ func (d *Daemon) addHostPort() error {
 	if d.c.Host == nil {
 		return d.dropHostPort()
 	}
-	p, err := vmport.EnsureHost(vmport.HostConfig{TAP: d.dev.Name(), Netns: d.dev.Netns(), Addr: d.c.Host.Addr})
+	p, err := hostport.Ensure(hostport.Config{TAP: d.dev.Name(), Netns: d.dev.Netns(), Addr: d.c.Host.Addr})
 	if err != nil {
 		return fail(PartHostPort, "", err)
 	}
@@ -42,11 +42,11 @@ func (d *Daemon) dropHostPort() error {
 	if !d.dev.Attached() {
 		return nil
 	}
-	p, ok, err := vmport.FindHost(d.dev.Netns(), d.dev.Name())
+	p, ok, err := hostport.Find(d.dev.Netns(), d.dev.Name())
 	if err != nil || !ok {
 		return err
 	}
-	if err := vmport.RemoveHost(p); err != nil {
+	if err := hostport.Remove(p); err != nil {
 		return err
 	}
 	d.log.Info("removed the host port an earlier run left (no --host-port now): the lab address is on the TAP", "name", p.Name)
