@@ -49,10 +49,9 @@ func explain(err error) error {
 // runFlag is the flag of `tapfwd run` that sets each part of the daemon's
 // configuration.
 var runFlag = map[daemon.Part]string{
-	daemon.PartUser: "--user", daemon.PartPortOwner: "--vm-port-owner", daemon.PartCPUs: "--cpus",
-	daemon.PartReadyFd: "--ready-fd", daemon.PartVhostDir: "--vhost-user", daemon.PartHostPort: "--host-port",
-	daemon.PartDHCP: "--dhcp", daemon.PartTAPNAPICPU: "--tap-napi-cpu", daemon.PartNICNAPI: "--nic-napi-threaded",
-	daemon.PartMetricsAddr: "--metrics-addr",
+	daemon.PartUser: "--user", daemon.PartPortOwner: "--vm-port-owner", daemon.PartCPUs: "--cpus", daemon.PartReadyFd: "--ready-fd",
+	daemon.PartVhostDir: "--vhost-user", daemon.PartHostPort: "--host-port", daemon.PartDHCP: "--dhcp",
+	daemon.PartTAPNAPICPU: "--tap-napi-cpu", daemon.PartNICNAPI: "--nic-napi-threaded", daemon.PartMetricsAddr: "--metrics-addr",
 }
 
 // explainRun says which flag of `tapfwd run` c to change when the daemon
@@ -73,31 +72,22 @@ func explainRun(err error, c *daemon.Config) error {
 		return explain(err)
 	case !errors.As(err, &de):
 		return err
-	case de.Part == daemon.PartVhostDir:
-		return explainVhost(de.Err)
 	case errors.Is(err, napi.ErrNoInstances):
 		return fmt.Errorf("--nic-napi-threaded: %s has no NAPI instances (a veth has them only with GRO on: ethtool -K %s gro on)", c.NIC.Name, c.NIC.Name)
 	}
 	flag := strings.TrimSpace(runFlag[de.Part] + " " + de.Value) // "--user nobody"
+	advice := ""
 	switch {
 	case de.Part == daemon.PartMetricsAddr:
-		return fmt.Errorf("%s: %w (choose another address, or \"\" to disable metrics)", flag, de.Err)
+		advice = ` (choose another address, or "" to disable metrics)`
 	case de.Part == daemon.PartHostPort && errors.Is(err, hostport.ErrNameInUse):
-		return fmt.Errorf("%s: %w (rename or remove that interface)", flag, de.Err)
-	}
-	return fmt.Errorf("%s: %w", flag, de.Err)
-}
-
-// explainVhost adds the flag to change to what went wrong with a socket
-// or the directory.
-func explainVhost(err error) error {
-	switch {
+		advice = " (rename or remove that interface)"
 	case errors.Is(err, vhostuser.ErrPathTooLong):
-		return fmt.Errorf("--vhost-user: %w (choose a shorter directory, or a shorter --tap)", err)
+		advice = " (choose a shorter directory, or a shorter --tap)"
 	case errors.Is(err, vhostuser.ErrNotSocket):
-		return fmt.Errorf("--vhost-user: %w (remove it, or choose another directory)", err)
-	case errors.Is(err, fs.ErrPermission), errors.Is(err, unix.EROFS):
-		return fmt.Errorf("--vhost-user: %w (the directory must be writable to tapfwd as it starts: choose another)", err)
+		advice = " (remove it, or choose another directory)"
+	case de.Part == daemon.PartVhostDir && (errors.Is(err, fs.ErrPermission) || errors.Is(err, unix.EROFS)):
+		advice = " (the directory must be writable to tapfwd as it starts: choose another)"
 	}
-	return fmt.Errorf("--vhost-user: %w", err)
+	return fmt.Errorf("%s: %w%s", flag, de.Err, advice)
 }

@@ -58,6 +58,10 @@ func TestExplain(t *testing.T) {
 // TestExplainVhost: what --vhost-user can do about a socket path or its
 // directory.
 func TestExplainVhost(t *testing.T) {
+	c, err := parseRun(strings.Fields("--nic w1 --tap lab0 --vm-ports 1 --vhost-user /x"), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		err  error
 		want string
@@ -68,9 +72,9 @@ func TestExplainVhost(t *testing.T) {
 		{fmt.Errorf("listen: %w", os.NewSyscallError("bind", unix.EACCES)), "(the directory must be writable to tapfwd as it starts: choose another)"},
 		{errors.New("/x is not a directory"), ""},
 	} {
-		got := explainVhost(tc.err)
+		got := explainRun(&daemon.Error{Part: daemon.PartVhostDir, Err: tc.err}, c)
 		if !errors.Is(got, tc.err) || got.Error() != strings.TrimSpace("--vhost-user: "+tc.err.Error()+" "+tc.want) {
-			t.Errorf("explainVhost(%q) = %q, want the error with --vhost-user and %q", tc.err, got, tc.want)
+			t.Errorf("explainRun(%q) = %q, want the error with --vhost-user and %q", tc.err, got, tc.want)
 		}
 	}
 }

@@ -42,8 +42,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		"down":     func(a []string) error { return cmdDown(a, stdout, stderr) },
 		"version":  func(a []string) error { return cmdVersion(a, stdout, stderr) },
 		"status":   func(a []string) error { return cmdStatus(a, stdout, stderr) },
-		// Not listed: started by run --user to remove its VM ports, and by
-		// run --dhcp to run dnsmasq.
+		// Not listed: the keepers that run --user and --dhcp start.
 		keeper.JanitorCommand: func([]string) error { return keeper.ServeJanitor(os.Stdin, stdout, stderr) },
 		keeper.DHCPCommand:    func([]string) error { return keeper.ServeDHCP(os.Stdin, stdout, stderr) },
 	}, stdout, stderr)

@@ -192,13 +192,12 @@ func (f *runFlags) tapConfig(c *daemon.Config) error {
 
 func (f *runFlags) tapNAPI(c *daemon.Config) error {
 	ns := c.TAP.NAPISettings
-	if ns.GROFlushTimeout < 0 || ns.DeferHardIRQs < 0 {
+	switch {
+	case ns.GROFlushTimeout < 0 || ns.DeferHardIRQs < 0:
 		return errors.New("--tap-gro-flush-timeout and --tap-napi-defer-hard-irqs must not be negative")
-	}
-	if ns != (tap.NAPISettings{}) && c.TAP.NAPI == tap.Off {
+	case ns != (tap.NAPISettings{}) && c.TAP.NAPI == tap.Off:
 		return errors.New("--tap-napi-threaded, --tap-gro-flush-timeout and --tap-napi-defer-hard-irqs act on the TAP's NAPI: they need --napi auto or on")
-	}
-	if f.tapNapiCPU >= 0 && !ns.Threaded {
+	case f.tapNapiCPU >= 0 && !ns.Threaded:
 		return errors.New("--tap-napi-cpu needs --tap-napi-threaded")
 	}
 	return nil
