@@ -1,8 +1,11 @@
-package main
+package daemon
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"sync"
 	"time"
@@ -12,11 +15,11 @@ import (
 	"github.com/tapfwd/tapfwd/vhostuser"
 )
 
-// statusSchema names the layout of /status and tapfwd status --json.
-const statusSchema = "tapfwd-status/1"
+// StatusSchema names the layout of Status.
+const StatusSchema = "tapfwd-status/1"
 
 // Status is what a running forwarder negotiated and is doing: the JSON of
-// /status on the metrics listener, which tapfwd status prints.
+// /status on the metrics listener.
 type Status struct {
 	Schema        string         `json:"schema"`
 	Build         buildinfo.Info `json:"build"`
@@ -103,7 +106,7 @@ type PortStatus struct {
 // windows: a sample of the counters every window, so a status request
 // costs nothing but reading atomics.
 type statusSource struct {
-	d       *daemon
+	d       *Daemon
 	started time.Time
 	window  time.Duration
 
@@ -115,7 +118,7 @@ type statusSource struct {
 
 type dirSample struct{ rxPackets, rxBytes uint64 }
 
-func newStatusSource(d *daemon, window time.Duration) *statusSource {
+func newStatusSource(d *Daemon, window time.Duration) *statusSource {
 	s := &statusSource{d: d, started: time.Now(), window: window}
 	s.last, s.lastAt = s.sample(), s.started
 	return s
@@ -157,11 +160,11 @@ func (s *statusSource) tick(now time.Time) {
 func (s *statusSource) Status() Status {
 	d := s.d
 	f := d.dev.Features()
-	st := Status{Schema: statusSchema, Build: buildinfo.Get(), Started: s.started, UptimeSeconds: time.Since(s.started).Seconds(),
+	st := Status{Schema: StatusSchema, Build: buildinfo.Get(), Started: s.started, UptimeSeconds: time.Since(s.started).Seconds(),
 		TAP: TAPStatus{Name: d.dev.Name(), Netns: d.dev.Netns(), MAC: d.dev.MAC().String(), MTU: d.c.TAP.MTU, NAPI: f.NAPI,
 			VnetHdr: f.VnetHdr, MultiQueue: f.MultiQueue, Offloads: f.OffloadNames(), Persistent: d.dev.Persistent(), Attached: d.dev.Attached()},
-		NIC: d.c.NIC, VMPorts: []PortStatus{}}
-	for _, p := range d.ports {
+		NIC: d.c.NIC.Name, VMPorts: []PortStatus{}}
+	for _, p := range d.ports.macvtaps {
 		st.VMPorts = append(st.VMPorts, PortStatus{Name: p.Name, MAC: p.MAC.String(), Dev: p.Dev, Type: "macvtap"})
 	}
 	st.VMPorts = append(st.VMPorts, d.vhostStatus()...)
@@ -199,15 +202,15 @@ func dirStatus(dir *forward.Dir, reasons []forward.DropReason) DirStatus {
 }
 
 // vhostStatus describes the vhost-user ports.
-func (d *daemon) vhostStatus() []PortStatus {
+func (d *Daemon) vhostStatus() []PortStatus {
 	var out []PortStatus
 	fromGuest, toGuest := d.fw.GuestDropReasons()
 	for i, g := range d.fw.GuestWorkers() {
-		p := d.vhost[i]
+		p := d.ports.vhost[i]
 		from, to := dirStatus(&g.Counters.From, fromGuest), dirStatus(&g.Counters.To, toGuest)
 		out = append(out, PortStatus{Name: p.Name, MAC: p.MAC.String(), Type: "vhost-user", Socket: p.Path,
 			State: p.port.State().String(), Features: vhostuser.FeatureNames(p.port.Features()),
-			QEMU: vhostQEMULine(p, i), Libvirt: vhostLibvirtXML(p), LibvirtMemory: vhostLibvirtMemory,
+			QEMU: vhostuser.QEMULine(p.Path, p.MAC, i), Libvirt: vhostuser.LibvirtXML(p.Path, p.MAC), LibvirtMemory: vhostuser.LibvirtMemory,
 			FromGuest: &from, ToGuest: &to})
 	}
 	return out
@@ -223,3 +226,25 @@ func (s *statusSource) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // statusWindow is how often /status samples the counters for its rates.
 const statusWindow = 5 * time.Second
+
+// ErrNoStatus means that nothing answered where FetchStatus asked.
+var ErrNoStatus = errors.New("no tapfwd answers")
+
+// FetchStatus asks the daemon whose metrics listener is at addr (HOST:PORT)
+// for its Status; raw is the JSON as it was served.
+func FetchStatus(addr string) (st Status, raw []byte, err error) {
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get("http://" + addr + "/status")
+	if err != nil {
+		return st, nil, fmt.Errorf("%w at %s: %w", ErrNoStatus, addr, err)
+	}
+	defer resp.Body.Close()
+	raw, err = io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return st, nil, fmt.Errorf("%s/status: %s %v", addr, resp.Status, err)
+	}
+	if err := json.Unmarshal(raw, &st); err != nil || st.Schema != StatusSchema {
+		return st, nil, fmt.Errorf("%s/status is not a tapfwd status (%s): %v", addr, st.Schema, err)
+	}
+	return st, raw, nil
+}

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"errors"
@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/tapfwd/tapfwd/internal/privdrop"
-
 	"github.com/tapfwd/tapfwd/vmport"
 )
 
@@ -47,9 +46,9 @@ func (c *credential) drop(log *slog.Logger) error {
 	return err
 }
 
-// lookupOwner resolves USER[:GROUP] (names or numbers): the user's uid and
+// LookupOwner resolves USER[:GROUP] (names or numbers): the user's uid and
 // the group's gid, the user's primary group when none is given.
-func lookupOwner(spec string) (*vmport.Owner, error) {
+func LookupOwner(spec string) (*vmport.Owner, error) {
 	name, group, hasGroup := strings.Cut(spec, ":")
 	u, err := user.Lookup(name)
 	if err != nil {

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 )
 
 // httpLimits bound what a client of the metrics listener can hold: the
-// listener is reachable by whoever can reach --metrics-addr, and every
+// listener is reachable by whoever can reach Metrics.Addr, and every
 // scrape costs rtnetlink dumps. Tests use short ones.
 type httpLimits struct {
 	ReadHeader time.Duration // from a request's first byte to the end of its header
@@ -23,7 +23,7 @@ type httpLimits struct {
 	Idle       time.Duration // a keep-alive connection between requests
 	Scrapes    int           // /metrics requests at once; one more gets 503 at once
 	Scrape     time.Duration // a /metrics collection; a longer one gets 503
-	Profile    time.Duration // the longest profile or trace (?seconds=) --pprof serves
+	Profile    time.Duration // the longest profile or trace (?seconds=) PProf serves
 }
 
 // serveLimits are the daemon's. A scrape here takes milliseconds (one
@@ -33,8 +33,8 @@ type httpLimits struct {
 // would only repeat the same dumps. Write exceeds Scrape so that the 503
 // of a scrape that timed out still reaches the client. Idle outlasts a
 // one-minute scrape interval, so Prometheus keeps its connection. A CPU
-// profile lasts 30 s unless asked otherwise; 60 s is the most --pprof
-// serves, and with --pprof the write timeout grows by as much (see
+// profile lasts 30 s unless asked otherwise; 60 s is the most PProf
+// serves, and with PProf the write timeout grows by as much (see
 // newMetricsServer).
 var serveLimits = httpLimits{
 	ReadHeader: 5 * time.Second,
@@ -100,27 +100,27 @@ type metricsServer struct {
 	ln  net.Listener
 }
 
-// listenMetrics binds --metrics-addr and builds the server behind it,
+// listenMetrics binds Metrics.Addr and builds the server behind it,
 // before privileges are dropped (a low port may need them). The rtnetlink
 // sockets that read the TAP's and the NIC's kernel counters are opened
 // now, so scrapes need no privilege later. Nothing is served until
 // serveMetrics: connections wait in the listen backlog.
-func (d *daemon) listenMetrics() error {
-	if d.c.MetricsAddr == "" {
+func (d *Daemon) listenMetrics() error {
+	m := d.c.Metrics
+	if m == nil {
 		return nil
 	}
 	src, err := d.metricsSource()
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", d.c.MetricsAddr)
+	ln, err := net.Listen("tcp", m.Addr)
 	if err != nil {
-		return fmt.Errorf("--metrics-addr: %w (choose another address, or \"\" to disable metrics)", err)
+		return fail(PartMetricsAddr, "", err)
 	}
-	d.status = newStatusSource(d, statusWindow)
-	srv := newMetricsServer(src, d.status, d.c.PProf, serveLimits)
-	d.metrics = &metricsServer{srv: srv, ln: ln}
-	d.onClose(func() {
+	srv := newMetricsServer(src, d.status, m.PProf, serveLimits)
+	d.http = &metricsServer{srv: srv, ln: ln}
+	d.undo.add(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 		defer cancel()
 		if srv.Shutdown(ctx) != nil {
@@ -133,8 +133,8 @@ func (d *daemon) listenMetrics() error {
 
 // serveMetrics starts serving what listenMetrics bound. It runs after
 // privileges are dropped, so no request is ever handled with them.
-func (d *daemon) serveMetrics() error {
-	m := d.metrics
+func (d *Daemon) serveMetrics() error {
+	m := d.http
 	if m == nil {
 		return nil // metrics off
 	}
@@ -146,21 +146,22 @@ func (d *daemon) serveMetrics() error {
 // metricsSource is what the collector reads: the workers' counters and
 // the kernel's, over rtnetlink sockets in the TAP's and the NIC's
 // namespaces.
-func (d *daemon) metricsSource() (metrics.Source, error) {
+func (d *Daemon) metricsSource() (metrics.Source, error) {
 	tapNS, err := netns.Open(d.dev.Netns())
 	if err != nil {
 		return metrics.Source{}, err
 	}
-	d.onClose(func() { tapNS.Close() })
+	d.undo.add(func() { tapNS.Close() })
 	nicNS, err := netns.Open("")
 	if err != nil {
 		return metrics.Source{}, err
 	}
-	d.onClose(func() { nicNS.Close() })
-	nic, tapName := d.c.NIC, d.dev.Name()
+	d.undo.add(func() { nicNS.Close() })
+	nic, tapName := d.c.NIC.Name, d.dev.Name()
 	var guests []metrics.GuestPort
 	for i, g := range d.fw.GuestWorkers() {
-		guests = append(guests, metrics.GuestPort{Name: d.vhost[i].Name, State: d.vhost[i].port.State, Guest: g})
+		p := d.ports.vhost[i]
+		guests = append(guests, metrics.GuestPort{Name: p.Name, State: p.port.State, Guest: g})
 	}
 	return metrics.Source{TAP: tapName, NIC: nic, Features: d.dev.Features(), Forwarder: d.fw, GuestPorts: guests,
 		LinkStats: func(name string) (netns.LinkStats, error) {

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -61,21 +61,5 @@ func logTotals(log *slog.Logger, fw *forward.Forwarder) {
 			"nic_rx_packets", c.NICToTAP.Rx.Packets.Load(), "tap_tx_packets", c.NICToTAP.Tx.Packets.Load(),
 			"tap_rx_packets", c.TAPToNIC.Rx.Packets.Load(), "nic_tx_packets", c.TAPToNIC.Tx.Packets.Load(),
 			"drops", drops, "errors", c.NICToTAP.Errors.Load()+c.TAPToNIC.Errors.Load(), "kernel_drops", kdrops)
-	}
-}
-
-// logVhostTotals logs each vhost-user port's totals: what its guest sent
-// and what it was handed, and the drops each way.
-func (d *daemon) logVhostTotals() {
-	for i, g := range d.fw.GuestWorkers() {
-		from, to := &g.Counters.From, &g.Counters.To
-		var fromDrops, toDrops uint64
-		for r := range from.Drops {
-			fromDrops += from.Drops[r].Load()
-			toDrops += to.Drops[r].Load()
-		}
-		d.log.Info("vm-port totals", "name", d.vhost[i].Name, "from_guest_packets", from.Rx.Packets.Load(),
-			"from_guest_gso_frames", from.GSO.Load(), "from_guest_drops", fromDrops,
-			"to_guest_packets", to.Tx.Packets.Load(), "to_guest_drops", toDrops)
 	}
 }
