@@ -9,6 +9,12 @@ import (
 	"github.com/tapfwd/tapfwd/vnethdr"
 )
 
+// ErrBroken is the errno Read and Write return once the guest broke the
+// virtqueue rules (ErrGuest says how, in the log and the EventBroken):
+// EPROTO, which no device returns, so that a broken guest is not taken for
+// a device that is down (EIO from a TAP).
+const ErrBroken = unix.EPROTO
+
 // Read takes up to len(bufs) frames the guest transmitted. Frame i lands
 // in bufs[i][offset:] behind a vnethdr.Len (10-byte) virtio_net_hdr, the
 // guest's header without num_buffers, and sizes[i] is its length with that
@@ -25,9 +31,9 @@ import (
 // call it again rather than wait on Fd.
 //
 // Errors: EAGAIN nothing to read (also while no front-end runs the rings);
-// EIO the guest broke the rules, or a kick eventfd polls in error or hung
-// up (ErrGuest: logged, in Stats and an EventBroken); EBADFD the port is
-// closed.
+// ErrBroken the guest broke the rules, or a kick eventfd polls in error or
+// hung up (ErrGuest: logged, in Stats and an EventBroken); EBADFD the port
+// is closed.
 func (p *Port) Read(bufs [][]byte, sizes []int, offset int) (n int, err error) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
@@ -40,7 +46,7 @@ func (p *Port) Read(bufs [][]byte, sizes []int, offset int) (n int, err error) {
 	if !r.started || r.broken.Load() {
 		p.drain()
 		if r.broken.Load() {
-			return 0, unix.EIO
+			return 0, ErrBroken
 		}
 		return 0, unix.EAGAIN
 	}
@@ -80,7 +86,7 @@ func (p *Port) readFrames(r *vring, bufs [][]byte, sizes []int, offset int, t *t
 				// have added an entry before it saw the request.
 				p.drain()
 				if r.broken.Load() { // a kick eventfd in error
-					return n, unix.EIO
+					return n, ErrBroken
 				}
 				drained = true
 				if !r.notifyOn {
@@ -176,7 +182,8 @@ func (p *Port) learn(src []byte) {
 // the guest did not negotiate (see GuestOffloads: segment it or complete
 // its checksum first); EMSGSIZE it does not fit the guest's buffers;
 // EINVAL its buffer is shorter than the header. ENETDOWN: no front-end
-// runs the receive ring. EIO: the guest broke the rules. EBADFD: closed.
+// runs the receive ring. ErrBroken: the guest broke the rules. EBADFD:
+// closed.
 func (p *Port) Write(bufs [][]byte, offset int) (n int, err error) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
@@ -188,7 +195,7 @@ func (p *Port) Write(bufs [][]byte, offset int) (n int, err error) {
 	defer r.mu.Unlock()
 	switch {
 	case r.broken.Load():
-		return 0, unix.EIO
+		return 0, ErrBroken
 	case !r.active:
 		return 0, unix.ENETDOWN
 	}
@@ -450,7 +457,7 @@ func (p *Port) queueName(r *vring) string {
 // caller. It returns the errno for the data path.
 func (p *Port) broke(r *vring, err error) error {
 	if !r.broken.CompareAndSwap(false, true) {
-		return unix.EIO
+		return ErrBroken
 	}
 	for i := range p.rings {
 		p.rings[i].broken.Store(true)
@@ -468,7 +475,7 @@ func (p *Port) broke(r *vring, err error) error {
 	p.state.Store(int32(StateBroken))
 	p.emit(Event{Kind: EventBroken, Err: e})
 	p.wake()
-	return unix.EIO
+	return ErrBroken
 }
 
 // recoverFault ends a Read or Write that faulted on guest memory (a file

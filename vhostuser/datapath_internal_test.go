@@ -127,7 +127,7 @@ func fuzzSeedRings() []byte {
 // FuzzDataPath: whatever the guest puts in its rings (descriptors,
 // indices, flags, event indices) and whatever the frames, Read and Write
 // never panic, never touch memory outside the guest's, return only the
-// documented errnos, and stop the port exactly when they say EIO. With
+// documented errnos, and stop the port exactly when they say ErrBroken. With
 // the front-end's call and error eventfds blocking and full, nothing
 // waits. A kick eventfd driven to the top of its counter (it polls in
 // error) stops the port, and a stopped port's Fd goes quiet once read
@@ -167,9 +167,9 @@ func FuzzDataPath(f *testing.F) {
 			}
 			switch err {
 			case nil, unix.EAGAIN, unix.EOPNOTSUPP, unix.EMSGSIZE, unix.ENETDOWN:
-			case unix.EIO:
+			case ErrBroken:
 				if mp.State() != StateBroken || !mp.rings[0].broken.Load() || !mp.rings[1].broken.Load() {
-					t.Fatalf("op %d: EIO without the port stopped", i)
+					t.Fatalf("op %d: ErrBroken without the port stopped", i)
 				}
 			default:
 				t.Fatalf("op %d: unexpected error %v", i, err)
