@@ -356,6 +356,9 @@ func TestStopAndRestart(t *testing.T) {
 	p.wait(t, vhostuser.EventRunning)
 	b, _ := readAll(t, p, 1)
 	mustEqual(t, "frame after restart", b[0][vnethdr.Len:vnethdr.Len+100], frame(100, 1, 9))
+	if st := p.Stats(); st.Resets != 1 || st.Connects != 1 || st.Disconnects != 0 {
+		t.Errorf("stats %+v, want one reset", st)
+	}
 }
 
 // A second front-end is turned away while one is served; once the first
@@ -371,7 +374,7 @@ func TestOneFrontEndAtATime(t *testing.T) {
 	d2 := p.dial(t, vhostusertest.Config{})
 	d2.Send(hdr(0, 0, 0, 0, 0, 0), frame(100, 1, 1), vhostusertest.Flat)
 	readAll(t, p, 1)
-	if st := p.Stats(); st.Connects != 2 || st.Disconnects != 1 {
+	if st := p.Stats(); st.Connects != 2 || st.Disconnects != 1 || st.TurnedAway != 1 {
 		t.Errorf("stats %+v", st)
 	}
 }
