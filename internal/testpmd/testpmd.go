@@ -153,7 +153,7 @@ func (p *Process) args(c Config) []string {
 	if lcores == "" {
 		lcores = "0,1"
 	}
-	a := []string{"--no-huge", "-m", "512", "--no-pci", "--no-shconf", "--file-prefix=" + p.prefix, "-l", lcores}
+	a := []string{"--no-huge", "-m", "512", "--no-pci", "--no-shconf", "--no-telemetry", "--file-prefix=" + p.prefix, "-l", lcores}
 	for _, d := range c.Devices {
 		a = append(a, "--vdev="+d)
 	}
@@ -289,15 +289,19 @@ func (p *Process) wait(d time.Duration) error {
 	return p.err
 }
 
-// removeRuntime removes the (empty) directory EAL makes for its prefix
-// even with --no-shconf: /var/run/dpdk/PREFIX as root (elsewhere under
-// $XDG_RUNTIME_DIR, left alone).
+// removeRuntime removes the directory EAL makes for its prefix even with
+// --no-shconf: /var/run/dpdk/PREFIX as root (elsewhere under
+// $XDG_RUNTIME_DIR, left alone). The prefix is the process's own.
 func (p *Process) removeRuntime() error {
 	if os.Geteuid() != 0 {
 		return nil
 	}
-	return os.Remove(filepath.Join("/var/run/dpdk", p.prefix))
+	return os.RemoveAll(p.RuntimeDir())
 }
+
+// RuntimeDir is where EAL keeps its runtime files as root; it is removed
+// when testpmd exits.
+func (p *Process) RuntimeDir() string { return filepath.Join("/var/run/dpdk", p.prefix) }
 
 // Done is closed when testpmd has exited.
 func (p *Process) Done() <-chan struct{} { return p.done }

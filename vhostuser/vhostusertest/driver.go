@@ -17,7 +17,8 @@ type Config struct {
 	// QueueSize is the entries of each ring; 0 means 256.
 	QueueSize int
 	// Features are the virtio features to acknowledge, among those
-	// offered; 0 acknowledges all offered.
+	// offered; 0 acknowledges those offered that the guest knows (split
+	// rings, the offloads, MRG_RXBUF, EVENT_IDX, indirect descriptors, MQ).
 	Features uint64
 	// RxBufSize is the size of each receive buffer; 0 means 2048 (like
 	// Linux's mergeable buffers). Without MRG_RXBUF it must hold a frame.
@@ -68,6 +69,14 @@ type Driver struct {
 	txSlot, rxBuf     int
 	one               [8]byte // what a kick writes; a field, so that no write allocates
 }
+
+// guestFeatures are the virtio features the driver's guest takes when
+// Config.Features leaves it to it: split rings only (no packed ring, no
+// in-order), no dirty logging; offloads, MRG_RXBUF, EVENT_IDX, indirect
+// descriptors, MQ, VERSION_1.
+const guestFeatures uint64 = 1<<0 | 1<<1 | 1<<3 | 1<<7 | 1<<8 | 1<<9 | 1<<11 | 1<<12 | 1<<13 |
+	1<<featMrgRxbuf | 1<<22 | 1<<27 | 1<<28 | 1<<featEventIdx | 1<<featProtocol | 1<<featVersion1 |
+	1<<54 | 1<<55 | 1<<56
 
 // Dial connects to the port at path and sets up the device as QEMU 7.2
 // does when a virtio-net guest's driver starts.
@@ -257,7 +266,7 @@ func (d *Driver) SetVringFd(req uint32, i, fd int) error {
 func (d *Driver) Start() error {
 	want := d.cfg.Features
 	if want == 0 {
-		want = d.Offered
+		want = d.Offered & guestFeatures
 	}
 	d.Acked = want & d.Offered
 	if d.Offered&(1<<featProtocol) != 0 {
