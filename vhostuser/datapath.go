@@ -333,10 +333,12 @@ func (p *Port) scatterFrame(r *vring, hdr, frame []byte) error {
 		if segs > maxSegs || descs > maxSegs || !mrg && total < uint64(need) {
 			return undo(unix.EMSGSIZE)
 		}
-		if nbufs == 0 && len(hdr) == 12 {
+		c := scatter(r.w.segs, hdr, frame, pos)
+		if nbufs == 0 && pos+c < need {
+			// num_buffers, in the first buffer's header (12 bytes: with
+			// MRG_RXBUF), says how many more follow.
 			nbLo, nbHi = byteAt(r.w.segs, 10), byteAt(r.w.segs, 11)
 		}
-		c := scatter(r.w.segs, hdr, frame, pos)
 		r.pushUsed(head, uint32(c))
 		pos += c
 		nbufs++
