@@ -5,8 +5,10 @@
 # Prometheus (promtool checks the rules; the server scrapes tapfwd in a
 # test), systemd-analyze (checks the unit), QEMU (the lab-VM test), libvirt
 # (libvirtd, its QEMU driver and virsh: the libvirt test, which starts its
-# own libvirtd), dnsmasq (dnsmasq-base: the DHCP tests) and the test guest
-# (scripts/vmguest.sh, cached under ~/.cache/tapfwd/vmguest).
+# own libvirtd), dnsmasq (dnsmasq-base: the DHCP tests), DPDK's testpmd
+# (dpdk-dev; stdbuf from coreutils: the vhost-user tests with a second real
+# front-end) and the test guest (scripts/vmguest.sh, cached under
+# ~/.cache/tapfwd/vmguest).
 # Debian/Ubuntu packages through apt-get; run as root.
 set -euo pipefail
 
@@ -15,7 +17,8 @@ declare -A pkg=([iperf3]=iperf3 [ip]=iproute2 [ss]=iproute2)
 if [ "$what" = test ]; then
 	pkg+=([ping]=iputils-ping [promtool]=prometheus [prometheus]=prometheus [setpriv]=util-linux
 		[ethtool]=ethtool [systemd-analyze]=systemd [qemu-system-x86_64]=qemu-system-x86
-		[libvirtd]=libvirt-daemon [virsh]=libvirt-clients [dnsmasq]=dnsmasq-base)
+		[libvirtd]=libvirt-daemon [virsh]=libvirt-clients [dnsmasq]=dnsmasq-base
+		[dpdk-testpmd]=dpdk-dev [stdbuf]=coreutils)
 fi
 missing=()
 for cmd in "${!pkg[@]}"; do

@@ -10,6 +10,17 @@ import (
 	"github.com/tapfwd/tapfwd/vnethdr"
 )
 
+// running starts f.Run and returns what stops it and says how it ended.
+func running(f *Forwarder) (stop func() error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.Run(ctx) }()
+	return func() error {
+		cancel()
+		return <-done
+	}
+}
+
 // TestStartedAndStalled: Started closes once every worker runs; a worker
 // wedged in a read is reported by Stalled, idle and busy ones are not.
 func TestStartedAndStalled(t *testing.T) {
@@ -20,13 +31,10 @@ func TestStartedAndStalled(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- f.Run(ctx) }()
+	stop := running(f)
 	defer func() {
 		nics[1].Release()
-		cancel()
-		<-done
+		stop()
 	}()
 	select {
 	case <-f.Started():
