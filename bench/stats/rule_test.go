@@ -128,7 +128,7 @@ func coverage(n, trials int, outliers bool, paired bool) float64 {
 // 1000 trials carry a standard error of 0.7 points. With 4
 // pairs no interval of a median can do better than 87.5% (the chance
 // that the true median lies between the smallest and the largest of 4
-// differences, 1 - 2/16); that is logged, as the README says.
+// differences, 1 - 2/16); that is logged, as docs/bench.md says.
 func TestPairedCoverage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("thousands of bootstrap intervals")

@@ -25,7 +25,7 @@ import (
 // direction where IFF_NAPI acts (wire->lab: frames written into the TAP),
 // the TAP's NAPI modes, the bridge (ratios and cost) and the direct veth
 // (where the sender, not the path, is the limit), with enough repetitions
-// for intervals of about +-7.5% (README: "The default run: why these
+// for intervals of about +-7.5% (docs/bench.md: "The default run: why these
 // settings").
 var (
 	defaultConfigs  = []string{throughput.NAPIOff, throughput.NAPIOn, throughput.NAPIThreaded, throughput.Bridge, throughput.Direct}
