@@ -10,7 +10,7 @@ BINDIR ?= $(PREFIX)/bin
 UNITDIR ?= $(PREFIX)/lib/systemd/system
 SHAREDIR ?= $(PREFIX)/share/tapfwd
 
-.PHONY: all build deps deps-bench deps-demo demo bench bench-docs bench-docs-vxlan test fuzz soak install uninstall clean
+.PHONY: all build build-tapfwd build-bench deps deps-bench deps-demo demo bench bench-docs bench-docs-vxlan test fuzz soak install uninstall clean
 
 all: build
 
@@ -18,8 +18,12 @@ all: build
 # tapfwd without cgo: a static binary, and one where dropping privileges
 # (--user) reaches every thread (Go runs a system call on all threads only
 # without cgo).
-build:
+build: build-tapfwd build-bench
+
+build-tapfwd:
 	CGO_ENABLED=0 $(GO) build -o $(BIN) ./cmd/tapfwd
+
+build-bench:
 	$(GO) build -o $(BENCH_BIN) ./cmd/tapfwd-bench
 
 deps:
@@ -31,12 +35,13 @@ deps-bench:
 deps-demo:
 	./scripts/deps.sh demo
 
-# The first command: the whole product on a lab of network namespaces in
-# under a minute once built (scripts/demo.sh): tapfwd with metrics and a
-# VM port, the test guest booted on it, ping, iperf3 through tapfwd and
-# through the Linux bridge, tapfwd status, /metrics; then everything is
-# removed, also on Ctrl-C.
-demo: deps-demo build
+# The first command: the whole product on a lab of network namespaces
+# (scripts/demo.sh): tapfwd with metrics and a VM port, the test guest
+# booted on it, ping, iperf3 through tapfwd and through the Linux bridge,
+# tapfwd status, /metrics; then everything is removed, also on Ctrl-C. It
+# needs tapfwd only: the bench binary, with its plotting libraries, is the
+# longer build.
+demo: deps-demo build-tapfwd
 	./scripts/demo.sh
 
 # The main job: tapfwd against the Linux bridge on the built-in netns test bed.
