@@ -39,9 +39,12 @@ deps-demo:
 # (scripts/demo.sh): tapfwd with metrics and a VM port, the test guest
 # booted on it, ping, iperf3 through tapfwd and through the Linux bridge,
 # tapfwd status, /metrics; then everything is removed, also on Ctrl-C. It
-# needs tapfwd only: the bench binary, with its plotting libraries, is the
-# longer build.
-demo: deps-demo build-tapfwd
+# needs tapfwd only (the bench binary, with its plotting libraries, is the
+# longer build), built while apt-get installs what is missing: on a fresh
+# machine the two take most of the time, one the network and the disk, the
+# other the CPUs.
+demo:
+	$(MAKE) -j2 deps-demo build-tapfwd
 	./scripts/demo.sh
 
 # The main job: tapfwd against the Linux bridge on the built-in netns test bed.
