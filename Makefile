@@ -44,7 +44,7 @@ deps-demo:
 # machine the two take most of the time, one the network and the disk, the
 # other the CPUs.
 demo:
-	$(MAKE) -j2 deps-demo build-tapfwd
+	$(MAKE) --no-print-directory -j2 deps-demo build-tapfwd
 	./scripts/demo.sh
 
 # The main job: tapfwd against the Linux bridge on the built-in netns test bed.
