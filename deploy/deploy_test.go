@@ -18,6 +18,7 @@ import (
 
 	"github.com/tapfwd/tapfwd/internal/procfs"
 	"github.com/tapfwd/tapfwd/internal/testbed"
+	"github.com/tapfwd/tapfwd/internal/testkit"
 )
 
 const unitFile = "systemd/tapfwd@.service"
@@ -35,9 +36,7 @@ var dropIns = map[string][]string{
 // rather than replacing them, and that the unit gives vhost-user its
 // runtime directory.
 func TestUnitWithDropIns(t *testing.T) {
-	if _, err := exec.LookPath("systemd-analyze"); err != nil {
-		t.Fatal("systemd-analyze not found: install it with apt-get install systemd (scripts/deps.sh does)")
-	}
+	testkit.NeedTools(t, "systemd-analyze")
 	shipped, err := filepath.Glob("systemd/tapfwd@.service.d/*.conf")
 	if err != nil || len(shipped) != len(dropIns) {
 		t.Fatalf("drop-ins %v (%v), want one per entry of %v", shipped, err, dropIns)
@@ -139,10 +138,9 @@ func grantedCaps(t *testing.T, path string) map[string]bool {
 // with no capability left) likewise with user.conf. The system call filter
 // is systemd's and not applied here.
 func TestDropInCapabilities(t *testing.T) {
-	if _, err := exec.LookPath("setpriv"); err != nil {
-		t.Fatal("setpriv not found: install util-linux (scripts/deps.sh does)")
-	}
-	tapfwd := buildTapfwd(t)
+	testkit.NeedRoot(t)
+	testkit.NeedTools(t, "setpriv")
+	tapfwd := testkit.BuildTapfwd(t)
 	unit := readFile(t, unitFile)
 	for _, tc := range []struct {
 		dropIn string
@@ -217,19 +215,6 @@ func setprivArgs(caps []string) []string {
 	list := strings.Join(set, ",")
 	return []string{"--reuid=0", "--regid=0", "--clear-groups", "--securebits=+noroot,+noroot_locked", "--no-new-privs",
 		"--bounding-set=" + list, "--inh-caps=" + list, "--ambient-caps=" + list}
-}
-
-// buildTapfwd builds tapfwd as make build does (without cgo, so that --user
-// reaches every thread) into a temporary directory.
-func buildTapfwd(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "tapfwd")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/tapfwd/tapfwd/cmd/tapfwd")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build tapfwd: %v\n%s", err, out)
-	}
-	return bin
 }
 
 // unitLine returns the value of the first "key=" line of the unit.

@@ -57,6 +57,9 @@ cleanup() {
 	local rc=$? left=() pid ns f
 	trap '' INT TERM HUP
 	set +e
+	# 129, 130, 143: a signal, caught below or ending a command here
+	# (set -e then exits with its status before the trap runs).
+	case $rc in 129 | 130 | 143) echo "demo: interrupted" >&2 ;; esac
 	echo "demo [$steps/$steps] clean up: stop tapfwd (SIGTERM), QEMU and iperf3, remove the namespaces"
 	for pid in $qemu_pid $iperf_pid; do kill "$pid" 2>/dev/null; done
 	if [ -n "$tapfwd_pid" ] && kill -TERM "$tapfwd_pid" 2>/dev/null; then
@@ -92,7 +95,7 @@ cleanup() {
 	exit "$rc"
 }
 trap cleanup EXIT
-trap 'echo; echo "demo: interrupted" >&2; exit 130' INT TERM HUP
+trap 'echo; exit 130' INT TERM HUP
 
 # wait_for SECONDS DESCRIPTION CMD...: run CMD every 0.2 s until it
 # succeeds; fail after SECONDS.

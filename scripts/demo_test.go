@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tapfwd/tapfwd/internal/testbed"
+	"github.com/tapfwd/tapfwd/internal/testkit"
 )
 
 // TestDemo runs scripts/demo.sh as make demo does, with a tapfwd built for
@@ -28,15 +28,9 @@ import (
 // Then a second run is interrupted as Ctrl-C would (SIGINT to its process
 // group) once the guest is up, and must leave nothing behind either.
 func TestDemo(t *testing.T) {
-	if err := testbed.Available(); err != nil {
-		t.Skipf("skipping privileged test: %v", err)
-	}
-	for _, tool := range []string{"qemu-system-x86_64", "iperf3", "ping", "curl"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s not installed (make test installs it through scripts/deps.sh): %v", tool, err)
-		}
-	}
-	tapfwd := buildTapfwd(t)
+	testkit.NeedRoot(t)
+	testkit.NeedTools(t, "qemu-system-x86_64", "iperf3", "ping", "curl")
+	tapfwd := testkit.BuildTapfwd(t)
 
 	t.Run("whole", func(t *testing.T) {
 		tmp := t.TempDir()
@@ -136,17 +130,4 @@ func checkNothingLeft(t *testing.T, id, tmp string) {
 			t.Errorf("left running: %s: %s", filepath.Dir(p), bytes.ReplaceAll(raw, []byte{0}, []byte{' '}))
 		}
 	}
-}
-
-// buildTapfwd builds tapfwd as make build does (without cgo) into a
-// temporary directory.
-func buildTapfwd(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "tapfwd")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/tapfwd/tapfwd/cmd/tapfwd")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build tapfwd: %v\n%s", err, out)
-	}
-	return bin
 }
