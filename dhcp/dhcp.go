@@ -28,6 +28,9 @@ var (
 	// ErrStart means dnsmasq exited, or did not say it had started, at
 	// start; the error says dnsmasq's reason.
 	ErrStart = errors.New("dnsmasq did not start")
+	// ErrInterfaceName means the interface's name is one dnsmasq would
+	// read as something else.
+	ErrInterfaceName = errors.New("a name dnsmasq cannot take")
 	// ErrUnsafeDir means Dir is not a root-owned directory only root may
 	// write to; no lease file is put there. It is vmport.ErrUnsafeDir too.
 	ErrUnsafeDir = rootdir.ErrUnsafe
@@ -79,6 +82,24 @@ func Args(c Config) []string {
 		"--pid-file=",
 		"--log-facility=-",
 	}
+}
+
+// CheckInterface refuses an interface name dnsmasq would misread: it cuts
+// its interface option at commas into a list and takes a '*' as a
+// wildcard matching every name with the same start (dnsmasq's option.c,
+// util.c: wildcard_match), so "lab,eth0h" would serve on eth0h too. Linux
+// takes almost any byte in a name; dnsmasq here gets names of ASCII
+// letters, digits, '.', '-' and '_' only.
+func CheckInterface(name string) error {
+	ok := name != ""
+	for _, c := range []byte(name) {
+		ok = ok && (c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_')
+	}
+	if !ok {
+		return fmt.Errorf("dhcp: interface name %q: %w (it splits its interface list at commas and reads '*' as a wildcard): want ASCII letters, digits, '.', '-' and '_'",
+			name, ErrInterfaceName)
+	}
+	return nil
 }
 
 // Find returns dnsmasq's path: on $PATH, else in /usr/sbin or /sbin (a
@@ -185,6 +206,9 @@ func Start(c Config, log func(line string)) (*Server, error) {
 	}
 	if c.Interface == "" || c.LeaseFile == "" || !c.First.IsValid() || !c.Last.IsValid() {
 		return nil, errors.New("dhcp: an interface, a range and a lease file are needed")
+	}
+	if err := CheckInterface(c.Interface); err != nil {
+		return nil, err
 	}
 	if filepath.Dir(c.LeaseFile) == Dir {
 		if err := leaseDir(); err != nil {

@@ -180,3 +180,35 @@ func TestServerFails(t *testing.T) {
 		t.Error("a config without a range started")
 	}
 }
+
+func TestCheckInterface(t *testing.T) {
+	for _, ok := range []string{"lab0h", "tfw-a1b2_c3.4h", "ETH0h"} {
+		if err := CheckInterface(ok); err != nil {
+			t.Errorf("CheckInterface(%q) = %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "lab,eth0h", "lab*h", "la\\bh", "lab\"h", "lab#h", "l\xffh"} {
+		if err := CheckInterface(bad); !errors.Is(err, ErrInterfaceName) {
+			t.Errorf("CheckInterface(%q) = %v, want ErrInterfaceName", bad, err)
+		}
+	}
+}
+
+// TestServerRefusesName: dnsmasq reads its interface list split at commas
+// (and '*' as a wildcard), so an interface named "d1,d0" would have it
+// serve on d0 too: Start refuses the name before starting anything.
+func TestServerRefusesName(t *testing.T) {
+	ns := newNS(t)
+	if out, err := exec.Command("ip", "-n", ns, "link", "add", "d1,d0", "type", "veth", "peer", "name", "dp").CombinedOutput(); err != nil {
+		t.Fatalf("ip link add d1,d0: %v: %s", err, out)
+	}
+	c := Config{Netns: ns, Interface: "d1,d0", First: netip.MustParseAddr("198.18.202.100"), Last: netip.MustParseAddr("198.18.202.110"),
+		LeaseFile: filepath.Join(t.TempDir(), "d.leases")}
+	s, err := Start(c, nil)
+	if s != nil {
+		s.Stop()
+	}
+	if !errors.Is(err, ErrInterfaceName) || !strings.Contains(err.Error(), `"d1,d0"`) {
+		t.Errorf("Start on d1,d0 = %v, want ErrInterfaceName naming it", err)
+	}
+}

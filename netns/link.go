@@ -48,6 +48,9 @@ type TunInfo struct {
 	// Queues is the number of queues a process has attached now (0 for a
 	// persistent device nobody holds).
 	Queues int
+	// Owner and Group are the user and group that may attach queues
+	// without CAP_NET_ADMIN (TUNSETOWNER, TUNSETGROUP); -1 for none.
+	Owner, Group int
 }
 
 // IsTAP reports whether l is a TAP (a layer-2 tun device).
@@ -63,6 +66,26 @@ func (l *Link) KindName() string {
 		return "physical"
 	}
 	return l.Kind
+}
+
+// LinkNamed returns the link named name in links, or nil.
+func LinkNamed(links []Link, name string) *Link {
+	for i := range links {
+		if links[i].Name == name {
+			return &links[i]
+		}
+	}
+	return nil
+}
+
+// LinkWithMAC returns a link in links whose address is mac, or nil.
+func LinkWithMAC(links []Link, mac net.HardwareAddr) *Link {
+	for i := range links {
+		if len(links[i].MAC) == len(mac) && string(links[i].MAC) == string(mac) {
+			return &links[i]
+		}
+	}
+	return nil
 }
 
 func ifinfomsg(index int, flags, change uint32) []byte {
@@ -190,7 +213,8 @@ func parseLink(b []byte) (Link, []byte, error) {
 	if err := ad.Err(); err != nil {
 		return l, nil, err
 	}
-	if l.Kind == "tun" && infoData != nil {
+	if l.Kind == "tun" {
+		l.Tun.Owner, l.Tun.Group = -1, -1
 		parseTun(&l, infoData)
 	}
 	return l, stats, nil
@@ -213,6 +237,11 @@ func parseTun(l *Link, data []byte) {
 			l.Tun.Persist = d.Uint8() != 0
 		case unix.IFLA_TUN_NUM_QUEUES:
 			l.Tun.Queues = int(d.Uint32())
+		// drivers/net/tun.c: tun_fill_info puts them only when set.
+		case unix.IFLA_TUN_OWNER:
+			l.Tun.Owner = int(d.Uint32())
+		case unix.IFLA_TUN_GROUP:
+			l.Tun.Group = int(d.Uint32())
 		}
 	}
 }
@@ -222,6 +251,9 @@ type LinkChange struct {
 	MTU int
 	MAC net.HardwareAddr
 	Up  bool // set IFF_UP
+	// AllMulti sets IFF_ALLMULTI: the link takes every multicast frame,
+	// not only those of the groups its stack joined.
+	AllMulti bool
 	// Netns moves the link into that namespace; its index there is its
 	// old one unless that is taken (look it up there).
 	Netns *NS
@@ -242,6 +274,9 @@ func (c LinkChange) String() string {
 	}
 	if c.Alias != "" {
 		s = append(s, fmt.Sprintf("alias %q", c.Alias))
+	}
+	if c.AllMulti {
+		s = append(s, "allmulticast")
 	}
 	if c.Up {
 		s = append(s, "up")
@@ -280,11 +315,14 @@ func (n *NS) SetLink(index int, c LinkChange) error {
 		}
 		ae.Uint32(unix.IFLA_NET_NS_FD, uint32(target.Fd()))
 	}
-	var up uint32
+	var flags uint32
 	if c.Up {
-		up = unix.IFF_UP
+		flags |= unix.IFF_UP
 	}
-	_, err := n.execute(unix.RTM_NEWLINK, netlink.Request|netlink.Acknowledge, ifinfomsg(index, up, up), ae)
+	if c.AllMulti {
+		flags |= unix.IFF_ALLMULTI
+	}
+	_, err := n.execute(unix.RTM_NEWLINK, netlink.Request|netlink.Acknowledge, ifinfomsg(index, flags, flags), ae)
 	if err != nil {
 		return n.opErr(fmt.Sprintf("set link %d %s", index, c), err)
 	}

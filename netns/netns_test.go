@@ -147,14 +147,14 @@ func TestLinks(t *testing.T) {
 		t.Errorf("Link(nope0) = %v, want ENODEV", err)
 	}
 	mac := net.HardwareAddr{0x02, 0, 0x5e, 0, 0x53, 0x01}
-	if err := na.SetLink(l.Index, LinkChange{MTU: 1400, MAC: mac, Up: true}); err != nil {
+	if err := na.SetLink(l.Index, LinkChange{MTU: 1400, MAC: mac, Up: true, AllMulti: true}); err != nil {
 		t.Fatal(err)
 	}
 	if err := na.AddAddr(l.Index, netip.MustParsePrefix("198.18.200.1/24")); err != nil {
 		t.Fatal(err)
 	}
 	out := ip(t, "-n", a, "-o", "addr", "show", "dev", "d0") + ip(t, "-n", a, "-o", "link", "show", "dev", "d0")
-	for _, want := range []string{"mtu 1400", mac.String(), "198.18.200.1/24 brd 198.18.200.255", "UP"} {
+	for _, want := range []string{"mtu 1400", mac.String(), "198.18.200.1/24 brd 198.18.200.255", "UP", "ALLMULTI"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("d0 lacks %q:\n%s", want, out)
 		}

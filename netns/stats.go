@@ -39,10 +39,8 @@ func (n *NS) Macvtaps(lower string) ([]string, error) {
 		return nil, err
 	}
 	parent := -1
-	for _, l := range links {
-		if l.Name == lower {
-			parent = l.Index
-		}
+	if l := LinkNamed(links, lower); l != nil {
+		parent = l.Index
 	}
 	var names []string
 	for _, l := range links {

@@ -21,6 +21,11 @@ var (
 	// ErrMismatch means the existing persistent TAP was made with other
 	// settings than those asked for; nothing was changed.
 	ErrMismatch = errors.New("the persistent TAP has other settings")
+	// ErrOwned means the persistent TAP has an owner or a group
+	// (TUNSETOWNER, TUNSETGROUP): that user or group may attach queues
+	// without CAP_NET_ADMIN, so read and write the lab's frames. It is not
+	// attached to.
+	ErrOwned = errors.New("the persistent TAP has an owner or group")
 	// ErrAttached means another process holds queues of the TAP.
 	ErrAttached = errors.New("another process is attached to the TAP")
 	// ErrNoTAP means there is no TAP of that name to remove.
@@ -138,6 +143,9 @@ func checkExisting(c Config, f Features, ns *netns.NS, l netns.Link) error {
 		return &kindError{fmt.Sprintf("tap: name %q is in use in %s by a persistent TAP an earlier run left", c.Name, ns),
 			[]error{ErrPersistent, ErrNameInUse}}
 	}
+	if err := checkOwner(c.Name, ns, l.Tun); err != nil {
+		return err
+	}
 	if l.Tun.Queues > 0 {
 		return fmt.Errorf("tap: %s in %s has %d queues attached: %w", c.Name, ns, l.Tun.Queues, ErrAttached)
 	}
@@ -167,6 +175,24 @@ func checkExisting(c Config, f Features, ns *netns.NS, l netns.Link) error {
 			[]error{ErrMismatch}}
 	}
 	return nil
+}
+
+// checkOwner refuses a TAP with an owner or group: tapfwd never sets
+// them, and with one set that user or group attaches queues as it likes
+// (drivers/net/tun.c: tun_not_capable).
+func checkOwner(name string, ns *netns.NS, t netns.TunInfo) error {
+	var set []string
+	if t.Owner >= 0 {
+		set = append(set, fmt.Sprintf("owner %d", t.Owner))
+	}
+	if t.Group >= 0 {
+		set = append(set, fmt.Sprintf("group %d", t.Group))
+	}
+	if len(set) == 0 {
+		return nil
+	}
+	return &kindError{fmt.Sprintf("tap: the persistent TAP %s in %s has %s set (TUNSETOWNER, TUNSETGROUP): they may attach queues to it without CAP_NET_ADMIN and read and write the lab's frames",
+		name, ns, strings.Join(set, " and ")), []error{ErrOwned}}
 }
 
 // attach opens c.Queues queues on the persistent TAP l in ns: the /dev/net/tun

@@ -112,3 +112,36 @@ func TestPersistAttach(t *testing.T) {
 		t.Errorf("Remove of a missing TAP: %v, want ErrNoTAP", err)
 	}
 }
+
+// TestPersistRefusesOwner: a persistent TAP someone made with an owner or
+// a group (ip tuntap add ... user U / group G: TUNSETOWNER, TUNSETGROUP)
+// lets that user or group attach queues without CAP_NET_ADMIN, so read
+// and write the lab's frames: attaching to it is refused, in one line
+// saying what was found, and the TAP is left as it is.
+func TestPersistRefusesOwner(t *testing.T) {
+	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
+	for _, tc := range []struct{ what, args, want string }{
+		{"owner", "user 65534", "owner 65534"},
+		{"group", "group 65534", "group 65534"},
+		{"both", "user 65533 group 65534", "owner 65533 and group 65534"},
+	} {
+		name := "tfwo" + bed.ID
+		sh(t, bed, bed.LabNS, append([]string{"ip", "tuntap", "add", "dev", name, "mode", "tap", "multi_queue", "vnet_hdr"}, strings.Fields(tc.args)...)...)
+		l, err := linkIn(t, bed.LabNS, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := Config{Name: name, Queues: 1, VnetHdr: On, Netns: bed.LabNS, Persist: true}
+		_, err = openIn(t, bed, bed.FwdNS, c)
+		t.Logf("%s: %v", tc.what, err)
+		if !errors.Is(err, ErrOwned) || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: %v, want ErrOwned naming %q in one line", tc.what, err, tc.want)
+		}
+		if l2, _ := linkIn(t, bed.LabNS, name); l2.Tun != l.Tun || l2.Up {
+			t.Errorf("%s: a refused attach changed the TAP: %+v -> %+v", tc.what, l.Tun, l2.Tun)
+		}
+		if err := Remove(name, bed.LabNS); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

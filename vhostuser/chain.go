@@ -11,10 +11,17 @@ const (
 	descFlagNext     = 1
 	descFlagWrite    = 2
 	descFlagIndirect = 4
-	// maxSegs bounds the pieces of guest memory one chain may span, as
-	// drivers/vhost/vhost.c bounds a chain's iovecs by UIO_MAXIOV (1024).
-	// Linux guests use at most MAX_SKB_FRAGS+2 descriptors per frame.
+	// maxSegs bounds the descriptors one frame may use and the pieces of
+	// guest memory it may span, as drivers/vhost/vhost.c bounds a chain's
+	// iovecs by UIO_MAXIOV (1024). Linux guests use at most
+	// MAX_SKB_FRAGS+2 descriptors per frame.
 	maxSegs = 1024
+	// turnDescs bounds the descriptors one Read or Write walks, zero-length
+	// ones and chains walked again included: a guest whose every available
+	// entry names one long chain costs a call this much and no more. It
+	// holds a full batch of frames from any Linux guest, and more than one
+	// chain of maxSegs, so every call makes progress.
+	turnDescs = 4 * maxSegs
 )
 
 // What a guest can do wrong with a descriptor chain. All but errTooLong
@@ -34,6 +41,9 @@ var (
 	// errTooLong: the chain may be legal but has more than maxSegs
 	// descriptors or spans more than maxSegs pieces of memory.
 	errTooLong = errors.New("descriptor chain longer than 1024 descriptors or pieces of memory")
+	// errTurnDone: the call walked its turnDescs descriptors; the chain is
+	// walked again by the next call. Not a rule break.
+	errTurnDone = errors.New("descriptors of this call walked")
 )
 
 // walker follows descriptor chains of one ring. Nothing it reads from
@@ -47,6 +57,9 @@ type walker struct {
 	// segs is the walked chain: host slices of guest memory in chain
 	// order, capacity maxSegs.
 	segs [][]byte
+	// descs is how many descriptors the last walk read; budget how many
+	// the current call may still read (set to turnDescs as a call starts).
+	descs, budget int
 }
 
 func newWalker() walker { return walker{segs: make([][]byte, 0, maxSegs)} }
@@ -63,21 +76,27 @@ func newWalker() walker { return walker{segs: make([][]byte, 0, maxSegs)} }
 // entries, its own count) may only be the last descriptor of the direct
 // chain (virtio 1.x 2.7.5.3.1: not with NEXT, not nested). However large
 // the tables, a walk reads at most maxSegs descriptors: a longer chain is
-// legal but not taken (errTooLong), so one frame costs bounded work.
+// legal but not taken (errTooLong), so one frame costs bounded work. Every
+// descriptor read counts against the call's budget, zero-length and
+// indirect ones too; when it runs out the walk ends with errTurnDone.
 func (w *walker) walk(head uint32, write bool) (uint64, error) {
-	w.segs = w.segs[:0]
+	w.segs, w.descs = w.segs[:0], 0
 	if head >= w.num {
 		return 0, errHeadIndex
 	}
 	table, entries, i := w.table, w.num, head
 	var total uint64
-	visited, steps, indirect := uint32(0), 0, false
+	visited, indirect := uint32(0), false
 	for {
 		if visited++; visited > entries {
 			return 0, errLoop
 		}
-		if steps++; steps > maxSegs {
+		if w.descs++; w.descs > maxSegs {
 			return 0, errTooLong
+		}
+		if w.budget--; w.budget < 0 {
+			w.budget = 0
+			return 0, errTurnDone
 		}
 		d := table[i*descSize : i*descSize+descSize]
 		addr, n := binary.LittleEndian.Uint64(d), binary.LittleEndian.Uint32(d[8:])

@@ -127,7 +127,7 @@ func TestWalk(t *testing.T) {
 			putDesc(tm.mem.regions[2].mem, i, x.addr, x.n, x.flags, x.next)
 		}
 		w := newWalker()
-		w.mem, w.table, w.num, w.indirect = &tm.mem, table, 8, !c.noInd
+		w.mem, w.table, w.num, w.indirect, w.budget = &tm.mem, table, 8, !c.noInd, turnDescs
 		total, err := w.walk(c.head, c.write)
 		if err != c.err || err == nil && (total != c.total || len(w.segs) != c.segs) {
 			t.Errorf("%s: total %d, %d segments, %v; want %d, %d, %v", c.name, total, len(w.segs), err, c.total, c.segs, c.err)
@@ -146,6 +146,7 @@ func TestWalkTooLong(t *testing.T) {
 	}
 	w := newWalker()
 	w.mem, w.table, w.num = &tm.mem, table, num
+	w.budget = turnDescs
 	if _, err := w.walk(0, false); err != errTooLong {
 		t.Fatalf("got %v", err)
 	}
@@ -153,13 +154,15 @@ func TestWalkTooLong(t *testing.T) {
 	for i := range num - 1 {
 		putDesc(table, i, 0, 0, descFlagNext, uint16(i+1))
 	}
+	w.budget = turnDescs
 	if _, err := w.walk(0, false); err != errTooLong {
 		t.Fatalf("zero lengths: got %v", err)
 	}
 	// Up to maxSegs descriptors is fine.
 	putDesc(table, maxSegs-1, gpaA, 1, 0, 0)
-	if total, err := w.walk(0, false); err != nil || total != 1 {
-		t.Fatalf("%d descriptors: %d %v", maxSegs, total, err)
+	w.budget = turnDescs
+	if total, err := w.walk(0, false); err != nil || total != 1 || w.descs != maxSegs {
+		t.Fatalf("%d descriptors: %d %v, %d read", maxSegs, total, err, w.descs)
 	}
 }
 
@@ -191,7 +194,10 @@ func TestGatherScatter(t *testing.T) {
 
 // FuzzWalk: whatever the descriptor table and guest memory hold, the walk
 // ends after bounded work, never panics, and everything it returns lies
-// inside guest memory and adds up.
+// inside guest memory and adds up. Every descriptor it reads, zero-length
+// ones too, counts against the call's budget: it reads no more than the
+// budget and no more than maxSegs, says errTurnDone exactly when the
+// budget ran out, and a chain it returns is counted whole.
 func FuzzWalk(f *testing.F) {
 	seed := func(descs [][4]uint64, ind [][4]uint64) ([]byte, []byte) {
 		t, m := make([]byte, 0, 16*len(descs)), make([]byte, 0, 16*len(ind))
@@ -211,10 +217,17 @@ func FuzzWalk(f *testing.F) {
 	}
 	t1, m1 := seed([][4]uint64{{gpaA, 100, 1, 1}, {gpaB + 4000, 200, 1, 2}, {gpaC, 48, 4, 0}},
 		[][4]uint64{{gpaA, 10, 1, 1}, {gpaC + 100, 20, 1, 2}, {gpaB, 30, 0, 0}})
-	f.Add(t1, m1, uint16(0), uint8(3), false, true)
+	f.Add(t1, m1, uint16(0), uint8(3), false, true, uint16(turnDescs))
 	t2, m2 := seed([][4]uint64{{gpaA, 10, 3, 1}, {gpaA, 10, 3, 0}}, nil)
-	f.Add(t2, m2, uint16(0), uint8(1), true, false)
-	f.Fuzz(func(t *testing.T, table, indirect []byte, head uint16, logNum uint8, write, ind bool) {
+	f.Add(t2, m2, uint16(0), uint8(1), true, false, uint16(1))
+	// An indirect table of zero-length descriptors, then one with bytes.
+	var zeros [][4]uint64
+	for i := range 255 {
+		zeros = append(zeros, [4]uint64{0, 0, 1, uint64(i + 1)})
+	}
+	t3, m3 := seed([][4]uint64{{gpaC, 256 * 16, 4, 0}}, append(zeros, [4]uint64{gpaA, 64, 0, 0}))
+	f.Add(t3, m3, uint16(0), uint8(0), false, true, uint16(200))
+	f.Fuzz(func(t *testing.T, table, indirect []byte, head uint16, logNum uint8, write, ind bool, budget uint16) {
 		num := uint32(1) << (logNum % 16)
 		if len(table) < int(num)*descSize {
 			table = append(table, make([]byte, int(num)*descSize-len(table))...)
@@ -222,10 +235,20 @@ func FuzzWalk(f *testing.F) {
 		tm := newTestMem()
 		copy(tm.mem.regions[2].mem, indirect)
 		w := newWalker()
-		w.mem, w.table, w.num, w.indirect = &tm.mem, table[:num*descSize], num, ind
+		start := int(budget) % (turnDescs + 1)
+		w.mem, w.table, w.num, w.indirect, w.budget = &tm.mem, table[:num*descSize], num, ind, start
 		total, err := w.walk(uint32(head), write)
 		if !tm.guardsIntact() {
 			t.Fatal("guard bytes changed")
+		}
+		read := start - w.budget
+		switch {
+		case read < 0 || read > start || read > maxSegs:
+			t.Fatalf("read %d descriptors on a budget of %d", read, start)
+		case err == errTurnDone && (read != start || w.descs != read+1):
+			t.Fatalf("out of budget after %d of %d descriptors, wanting descriptor %d", read, start, w.descs)
+		case err != errTurnDone && err != errTooLong && w.descs != read:
+			t.Fatalf("%d descriptors looked at (%v), %d counted", w.descs, err, read)
 		}
 		if err != nil {
 			return

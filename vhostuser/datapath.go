@@ -9,20 +9,31 @@ import (
 	"github.com/tapfwd/tapfwd/vnethdr"
 )
 
+// ErrBroken is the errno Read and Write return once the guest broke the
+// virtqueue rules (ErrGuest says how, in the log and the EventBroken):
+// EPROTO, which no device returns, so that a broken guest is not taken for
+// a device that is down (EIO from a TAP).
+const ErrBroken = unix.EPROTO
+
 // Read takes up to len(bufs) frames the guest transmitted. Frame i lands
 // in bufs[i][offset:] behind a vnethdr.Len (10-byte) virtio_net_hdr, the
 // guest's header without num_buffers, and sizes[i] is its length with that
 // header; a size larger than len(bufs[i])-offset means the frame did not
 // fit and was cut. The header is the guest's: validate it (vnethdr.Fixup)
-// before trusting it.
+// before trusting it. A chain longer than maxFrame bytes after the guest's
+// header is no frame a virtio-net driver sends: it is dropped, so a size
+// is never more than vnethdr.Len+maxFrame.
 //
 // Read returns fewer than len(bufs) frames only when the queue is empty and
-// the guest was asked to kick, which makes Fd readable; after a full batch
+// the guest was asked to kick, which makes Fd readable, or when the call
+// did its share of work (turnDescs descriptors, or as many drops as the
+// ring has entries), which makes Fd readable at once; after a full batch
 // call it again rather than wait on Fd.
 //
 // Errors: EAGAIN nothing to read (also while no front-end runs the rings);
-// EIO the guest broke the rules (ErrGuest: logged, in Stats and an
-// EventBroken); EBADFD the port is closed.
+// ErrBroken the guest broke the rules, or a kick eventfd polls in error or
+// hung up (ErrGuest: logged, in Stats and an EventBroken); EBADFD the port
+// is closed.
 func (p *Port) Read(bufs [][]byte, sizes []int, offset int) (n int, err error) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
@@ -35,7 +46,7 @@ func (p *Port) Read(bufs [][]byte, sizes []int, offset int) (n int, err error) {
 	if !r.started || r.broken.Load() {
 		p.drain()
 		if r.broken.Load() {
-			return 0, unix.EIO
+			return 0, ErrBroken
 		}
 		return 0, unix.EAGAIN
 	}
@@ -51,10 +62,15 @@ func (p *Port) Read(bufs [][]byte, sizes []int, offset int) (n int, err error) {
 	return n, err
 }
 
+// maxFrame is the longest frame Read returns, after the guest's header: a
+// 64 KiB GSO frame with its Ethernet and VLAN headers.
+const maxFrame = 1<<16 + 64
+
 // readFrames takes frames off the transmit queue until bufs are full or
 // the queue is empty with notifications enabled.
 func (p *Port) readFrames(r *vring, bufs [][]byte, sizes []int, offset int, t *tally) (int, error) {
 	n, drained, budget := 0, false, len(bufs)+int(r.num)
+	r.w.budget = turnDescs
 	for n < len(bufs) {
 		if r.availLeft == 0 {
 			d, err := r.refill()
@@ -69,6 +85,9 @@ func (p *Port) readFrames(r *vring, bufs [][]byte, sizes []int, offset int, t *t
 				// the next one and look once more, since the guest may
 				// have added an entry before it saw the request.
 				p.drain()
+				if r.broken.Load() { // a kick eventfd in error
+					return n, ErrBroken
+				}
 				drained = true
 				if !r.notifyOn {
 					r.setNotify(true)
@@ -91,39 +110,48 @@ func (p *Port) readFrames(r *vring, bufs [][]byte, sizes []int, offset int, t *t
 			// Leave the entry where it was, as drivers/vhost/vhost.c:
 			// vhost_get_vq_desc does: GET_VRING_BASE answers it as next.
 			r.lastAvail, r.availLeft = r.lastAvail-1, r.availLeft+1
+			if err == errTurnDone {
+				p.wake()
+				break
+			}
 			return n, p.broke(r, fmt.Errorf("transmit queue, chain at %d: %w", head, err))
 		}
 		r.pushUsed(head, 0) // a transmit buffer gets nothing written
 		// A disabled ring's frames are taken and dropped
 		// (docs/interop/vhost-user.rst, "Ring states").
-		if err != nil || !r.active || total < uint64(p.hdrLen) {
+		if err != nil || !r.active || total < uint64(p.hdrLen) || total-uint64(p.hdrLen) > maxFrame {
 			t.dropped++
 			continue
 		}
-		sizes[n] = p.copyFrame(r.w.segs, bufs[n], offset, total)
+		var c int
+		sizes[n], c = p.copyFrame(r.w.segs, bufs[n], offset, total)
 		t.frames++
-		t.bytes += total - uint64(p.hdrLen)
+		t.bytes += uint64(c)
 		n++
 	}
 	return n, nil
 }
 
 // copyFrame copies a walked transmit chain into b[offset:] as a 10-byte
-// header and the frame, and returns the frame's size with that header.
-func (p *Port) copyFrame(segs [][]byte, b []byte, offset int, total uint64) int {
-	size := vnethdr.Len + int(total) - p.hdrLen
+// header and the frame, and returns the frame's size with that header and
+// how many bytes of the frame it copied: fewer when b is too short, and
+// what Stats count, since descriptors that overlap in guest memory make a
+// chain's claimed length no measure of what it carried.
+func (p *Port) copyFrame(segs [][]byte, b []byte, offset int, total uint64) (size, copied int) {
+	size = vnethdr.Len + int(total) - p.hdrLen
 	if offset < 0 || offset > len(b) || len(b)-offset < vnethdr.Len {
-		return size
+		return size, 0
 	}
 	dst := b[offset:]
 	// The guest's header starts with the 10 bytes of struct
 	// virtio_net_hdr; num_buffers, if there, means nothing on transmit.
 	gather(segs, dst[:vnethdr.Len], 0)
 	frame := dst[vnethdr.Len:]
-	if c := gather(segs, frame, p.hdrLen); c >= 12 {
+	copied = gather(segs, frame, p.hdrLen)
+	if copied >= 12 {
 		p.learn(frame[6:12])
 	}
-	return size
+	return size, copied
 }
 
 // learn remembers the source address of a unicast frame from the guest.
@@ -148,11 +176,14 @@ func (p *Port) learn(src []byte) {
 // bufs[n] failed (writing again from there says why).
 //
 // Errors that leave the port usable: EAGAIN the guest posted no room (Fd
-// becomes readable when it does); EOPNOTSUPP the frame needs an offload
+// becomes readable when it does), or, with n > 0, the call walked its
+// share of descriptors (turnDescs; Fd is readable at once: write the rest
+// from bufs[n] on the next turn); EOPNOTSUPP the frame needs an offload
 // the guest did not negotiate (see GuestOffloads: segment it or complete
 // its checksum first); EMSGSIZE it does not fit the guest's buffers;
 // EINVAL its buffer is shorter than the header. ENETDOWN: no front-end
-// runs the receive ring. EIO: the guest broke the rules. EBADFD: closed.
+// runs the receive ring. ErrBroken: the guest broke the rules. EBADFD:
+// closed.
 func (p *Port) Write(bufs [][]byte, offset int) (n int, err error) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
@@ -164,7 +195,7 @@ func (p *Port) Write(bufs [][]byte, offset int) (n int, err error) {
 	defer r.mu.Unlock()
 	switch {
 	case r.broken.Load():
-		return 0, unix.EIO
+		return 0, ErrBroken
 	case !r.active:
 		return 0, unix.ENETDOWN
 	}
@@ -179,12 +210,17 @@ func (p *Port) Write(bufs [][]byte, offset int) (n int, err error) {
 
 func (p *Port) writeFrames(r *vring, bufs [][]byte, offset int, t *tally) (int, error) {
 	var h [12]byte
+	r.w.budget = turnDescs
 	for n, b := range bufs {
 		err := p.writeOne(r, &h, b, offset)
 		if err == nil {
 			t.frames++
 			t.bytes += uint64(len(b) - offset - vnethdr.Len)
 			continue
+		}
+		if err == errTurnDone {
+			p.wake()
+			return n, unix.EAGAIN
 		}
 		errno, ok := err.(unix.Errno)
 		if !ok {
@@ -255,19 +291,25 @@ func (p *Port) guestTakes(h *[12]byte, frame []byte) bool {
 
 // scatterFrame writes the guest's header and the frame into as many
 // receive buffers as it takes (one without MRG_RXBUF) and queues them as
-// used.
+// used. A frame may use at most maxSegs descriptors and pieces of memory.
 func (p *Port) scatterFrame(r *vring, hdr, frame []byte) error {
 	need := len(hdr) + len(frame)
+	if err := r.refused.verdict(r, need); err != 0 {
+		return err
+	}
 	mrg := p.features&(1<<FeatureNetMrgRxbuf) != 0
 	saveAvail, saveLeft, saveUsed := r.lastAvail, r.availLeft, r.usedIdx
 	// A frame that cannot go whole, or breaks the rules, leaves the ring
 	// as it was.
 	undo := func(err error) error {
+		if errno, ok := err.(unix.Errno); ok {
+			r.refused = refusal{at: saveAvail, seen: r.lastAvail + r.availLeft, need: need, errno: errno}
+		}
 		r.lastAvail, r.availLeft, r.usedIdx = saveAvail, saveLeft, saveUsed
 		return err
 	}
 	var nbLo, nbHi []byte
-	pos, nbufs, segs := 0, 0, 0
+	pos, nbufs, segs, descs := 0, 0, 0, 0
 	for pos < need {
 		if r.availLeft == 0 {
 			ok, err := r.room()
@@ -280,14 +322,17 @@ func (p *Port) scatterFrame(r *vring, hdr, frame []byte) error {
 		}
 		head := r.nextHead()
 		total, err := r.w.walk(head, true)
-		if err != nil {
+		switch {
+		case err == errTurnDone:
+			return undo(err)
+		case err != nil:
 			return undo(fmt.Errorf("receive queue, chain at %d: %w", head, err))
-		}
-		if mrg && total < uint64(len(hdr)) {
+		case mrg && total < uint64(len(hdr)):
 			// virtio 1.x 5.1.6.3.1: with MRG_RXBUF every buffer holds a header.
 			return undo(fmt.Errorf("receive queue, chain at %d: %d bytes, smaller than the %d-byte header", head, total, len(hdr)))
 		}
-		if segs += len(r.w.segs); segs > maxSegs || !mrg && total < uint64(need) {
+		segs, descs = segs+len(r.w.segs), descs+r.w.descs
+		if segs > maxSegs || descs > maxSegs || !mrg && total < uint64(need) {
 			return undo(unix.EMSGSIZE)
 		}
 		if nbufs == 0 && len(hdr) == 12 {
@@ -302,6 +347,25 @@ func (p *Port) scatterFrame(r *vring, hdr, frame []byte) error {
 		nbLo[0], nbHi[0] = byte(nbufs), byte(nbufs>>8)
 	}
 	return nil
+}
+
+// refusal remembers why the last frame that found no room (EAGAIN) or did
+// not fit (EMSGSIZE) failed: a frame as long or longer, starting at the
+// same entry while the guest posted nothing since, fails the same way, and
+// is told so without walking the guest's buffers again.
+type refusal struct {
+	at, seen uint16 // the first entry the frame took; avail->idx as it read it
+	need     int    // header and frame
+	errno    unix.Errno
+}
+
+// verdict is the remembered errno if it applies to a frame of need bytes
+// now, else 0.
+func (f *refusal) verdict(r *vring, need int) unix.Errno {
+	if f.errno == 0 || need < f.need || r.lastAvail != f.at || r.availIdx() != f.seen {
+		return 0
+	}
+	return f.errno
 }
 
 // byteAt is the chain's byte i, which exists.
@@ -333,32 +397,58 @@ func (r *vring) room() (bool, error) {
 }
 
 // finish publishes the batch's used entries and notifies the guest if it
-// wants to know: one eventfd write per batch at most.
+// wants to know: one signal of the call eventfd per batch at most.
 func (p *Port) finish(r *vring, t *tally) {
 	if r.usedIdx == r.published {
 		return
 	}
 	r.publish()
-	if r.notifyGuest() {
+	if r.wantsCall() && p.sig.Signal(r.call) == nil {
 		t.irqs++
 	}
 }
 
-// drain consumes the notifications that made Fd readable.
+// drain consumes the notifications that made Fd readable: the port's own
+// wake-ups, read from its eventfd, and the guest's kicks, which epoll
+// reports edge-triggered and which are never read: the front-end shares
+// the kick eventfd and can make a read of it wait (emptied, O_NONBLOCK
+// cleared). A kick eventfd that polls in error (its counter driven to the
+// top, which kicks never do) or hung up breaks the port, and its ring
+// stops being polled.
 func (p *Port) drain() {
 	n, err := unix.EpollWait(p.epfd, p.evs[:], 0)
 	if err != nil {
 		return
 	}
 	for _, ev := range p.evs[:n] {
-		fd := p.wakefd
-		if ev.Fd >= tagKick {
-			fd = p.rings[ev.Fd-tagKick].kick
-		}
-		if fd >= 0 {
-			_, _ = unix.Read(fd, p.rdBuf[:])
+		switch {
+		case ev.Fd == tagWake:
+			_, _ = unix.Read(p.wakefd, p.rdBuf[:])
+		case ev.Events&(unix.EPOLLERR|unix.EPOLLHUP) != 0:
+			r := &p.rings[ev.Fd-tagKick]
+			_ = p.broke(r, fmt.Errorf("%s queue: kick eventfd %s", p.queueName(r), pollEvents(ev.Events)))
 		}
 	}
+}
+
+// pollEvents says what the error bits of epoll events mean for a kick
+// eventfd.
+func pollEvents(ev uint32) string {
+	switch {
+	case ev&unix.EPOLLERR != 0 && ev&unix.EPOLLHUP != 0:
+		return "is in error and hung up"
+	case ev&unix.EPOLLERR != 0:
+		return "is in error (its counter at the top)"
+	}
+	return "hung up"
+}
+
+// queueName is how the guest's driver names ring r.
+func (p *Port) queueName(r *vring) string {
+	if r == &p.rings[rxRing] {
+		return "receive"
+	}
+	return "transmit"
 }
 
 // broke stops the port after the guest broke the rules on ring r: both
@@ -367,11 +457,7 @@ func (p *Port) drain() {
 // caller. It returns the errno for the data path.
 func (p *Port) broke(r *vring, err error) error {
 	if !r.broken.CompareAndSwap(false, true) {
-		return unix.EIO
-	}
-	name := "transmit"
-	if r == &p.rings[rxRing] {
-		name = "receive"
+		return ErrBroken
 	}
 	for i := range p.rings {
 		p.rings[i].broken.Store(true)
@@ -382,14 +468,14 @@ func (p *Port) broke(r *vring, err error) error {
 	e := fmt.Errorf("%w: %w", ErrGuest, err)
 	p.stats.guestErrors.Add(1)
 	p.log.Error("vhost-user guest broke the virtqueue rules: port stopped until its driver restarts the rings",
-		"queue", name, "err", e)
+		"queue", p.queueName(r), "err", e)
 	if r.errFd >= 0 {
-		_, _ = unix.Write(r.errFd, eventfdOne[:])
+		_ = p.sig.Signal(r.errFd)
 	}
 	p.state.Store(int32(StateBroken))
 	p.emit(Event{Kind: EventBroken, Err: e})
 	p.wake()
-	return unix.EIO
+	return ErrBroken
 }
 
 // recoverFault ends a Read or Write that faulted on guest memory (a file

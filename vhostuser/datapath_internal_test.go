@@ -38,6 +38,10 @@ func newMemPort(t testing.TB, features uint64, rings []byte) *memPort {
 	clear(mp.mem)
 	copy(mp.mem, rings)
 	p := &Port{log: slog.New(slog.DiscardHandler), epfd: -1, wakefd: -1, events: make(chan Event, 8)}
+	var err error
+	if p.sig, err = signals(); err != nil {
+		t.Fatal(err)
+	}
 	if err := p.openFds(); err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +52,18 @@ func newMemPort(t testing.TB, features uint64, rings []byte) *memPort {
 	p.mem.n = 1
 	for i, a := range [2][3]uint64{{fzRxDesc, fzRxAvail, fzRxUsed}, {fzTxDesc, fzTxAvail, fzTxUsed}} {
 		r := &p.rings[i]
-		r.kick, r.call, r.errFd, r.w = -1, -1, -1, newWalker()
+		r.w = newWalker()
+		// The ring's eventfds, as setVringFd takes them.
+		for _, fd := range []*int{&r.kick, &r.call, &r.errFd} {
+			if *fd, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { unix.Close(*fd) })
+		}
+		ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLET, Fd: int32(tagKick + i)}
+		if err := unix.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, r.kick, &ev); err != nil {
+			t.Fatal(err)
+		}
 		r.num, r.enabled, r.addrSet = fzNum, true, true
 		r.addr = vringAddr{desc: 0x7f0000000000 + a[0], avail: 0x7f0000000000 + a[1], used: 0x7f0000000000 + a[2]}
 		if err := r.setup(&p.mem, features); err != nil {
@@ -112,52 +127,138 @@ func fuzzSeedRings() []byte {
 // FuzzDataPath: whatever the guest puts in its rings (descriptors,
 // indices, flags, event indices) and whatever the frames, Read and Write
 // never panic, never touch memory outside the guest's, return only the
-// documented errnos, and stop the port exactly when they say EIO.
+// documented errnos, and stop the port exactly when they say ErrBroken. With
+// the front-end's call and error eventfds blocking and full, nothing
+// waits. A kick eventfd driven to the top of its counter (it polls in
+// error) stops the port, and a stopped port's Fd goes quiet once read
+// (no worker spins on it). A call that stops short, for want of frames,
+// room or descriptors of its turn, leaves the guest asked to kick or Fd
+// readable (no frame waits for ever). Bytes counted are bytes carried.
 func FuzzDataPath(f *testing.F) {
 	all := SupportedFeatures
 	seed := compact(fuzzSeedRings())
-	f.Add(seed, []byte{0, 1, 2, 3}, all)
-	f.Add(seed, []byte{1, 1, 1, 0, 0}, all&^(1<<FeatureNetMrgRxbuf|1<<FeatureRingEventIdx))
-	f.Add(seed, []byte{0x81, 0x42}, all&^(1<<FeatureRingIndirectDesc))
-	f.Fuzz(func(t *testing.T, rings []byte, ops []byte, features uint64) {
+	f.Add(seed, []byte{0, 1, 2, 3}, all, uint8(0))
+	f.Add(seed, []byte{1, 1, 1, 0, 0}, all&^(1<<FeatureNetMrgRxbuf|1<<FeatureRingEventIdx), uint8(1))
+	f.Add(seed, []byte{0x81, 0x42}, all&^(1<<FeatureRingIndirectDesc), uint8(0))
+	f.Add(seed, []byte{0, opKickTx, 0, opSaturateRx, 0, 1, 0}, all, uint8(1))
+	f.Fuzz(func(t *testing.T, rings []byte, ops []byte, features uint64, fds uint8) {
 		features &= SupportedFeatures
 		mp := newMemPort(t, features, ringsFrom(rings))
-		rb := make([][]byte, 8)
-		for i := range rb {
-			rb[i] = make([]byte, 16+700)
+		if fds&1 != 0 {
+			for i := range mp.rings {
+				fill(t, mp.rings[i].call)
+				fill(t, mp.rings[i].errFd)
+			}
 		}
-		sizes := make([]int, 8)
 		for i, op := range ops {
-			var n int
+			wasBroken := mp.State() == StateBroken
 			var err error
-			if op&1 == 0 {
-				n, err = mp.Read(rb[:1+int(op>>1)%8], sizes, 16)
-				for _, s := range sizes[:n] {
-					if s < vnethdr.Len {
-						t.Fatalf("frame size %d", s)
-					}
+			switch op {
+			case opKickTx, opKickRx:
+				err = mp.sig.Signal(mp.rings[txRing-int(op-opKickTx)].kick)
+			case opSaturateTx, opSaturateRx:
+				fill(t, mp.rings[txRing-int(op-opSaturateTx)].kick)
+				err = mp.sig.Signal(mp.rings[txRing-int(op-opSaturateTx)].kick)
+				if err == nil && mp.State() != StateBroken && !pollFd(mp.epfd) {
+					t.Fatalf("op %d: a kick in error, Fd not readable", i)
 				}
-			} else {
-				h := vnethdr.Hdr{Flags: op >> 5 & 3, GSOType: []uint8{0, 1, 4, 5, 0x81}[int(op>>2)%5]}
-				w := make([]byte, vnethdr.Len+14+int(op)*37)
-				h.Encode(w)
-				w[vnethdr.Len+12], w[vnethdr.Len+13] = 0x86, 0xdd
-				n, err = mp.Write([][]byte{w, w}, 0)
+			default:
+				err = mp.fuzzOp(t, op)
 			}
 			switch err {
 			case nil, unix.EAGAIN, unix.EOPNOTSUPP, unix.EMSGSIZE, unix.ENETDOWN:
-			case unix.EIO:
+			case ErrBroken:
 				if mp.State() != StateBroken || !mp.rings[0].broken.Load() || !mp.rings[1].broken.Load() {
-					t.Fatalf("op %d: EIO without the port stopped", i)
+					t.Fatalf("op %d: ErrBroken without the port stopped", i)
 				}
 			default:
-				t.Fatalf("op %d: unexpected error %v (n %d)", i, err, n)
+				t.Fatalf("op %d: unexpected error %v", i, err)
+			}
+			if wasBroken && op&1 == 0 && op < opKickTx && pollFd(mp.epfd) {
+				t.Fatalf("op %d: Fd of a stopped port readable after a Read", i)
 			}
 			if !mp.guardsIntact() {
 				t.Fatalf("op %d: memory outside the guest's changed", i)
 			}
 		}
 	})
+}
+
+// Fuzz ops other than reads (even) and writes (odd).
+const (
+	opKickTx     = 0xfc // the guest kicks its transmit queue
+	opKickRx     = 0xfd // and its receive queue
+	opSaturateTx = 0xfe // the front-end drives the transmit kick eventfd to the top
+	opSaturateRx = 0xff
+)
+
+// fuzzOp reads (even op) or writes (odd op) a batch shaped by op, and
+// checks what comes back.
+func (mp *memPort) fuzzOp(t *testing.T, op byte) error {
+	if op&1 == 0 {
+		return mp.fuzzRead(t, 1+int(op>>1)%8)
+	}
+	h := vnethdr.Hdr{Flags: op >> 5 & 3, GSOType: []uint8{0, 1, 4, 5, 0x81}[int(op>>2)%5]}
+	w := make([]byte, vnethdr.Len+14+int(op)*37)
+	h.Encode(w)
+	w[vnethdr.Len+12], w[vnethdr.Len+13] = 0x86, 0xdd
+	before := mp.Stats().RxBytes
+	n, err := mp.Write([][]byte{w, w}, 0)
+	if got := mp.Stats().RxBytes - before; got != uint64(n*(len(w)-vnethdr.Len)) {
+		t.Fatalf("wrote %d frames of %d bytes, counted %d bytes", n, len(w)-vnethdr.Len, got)
+	}
+	if err == unix.EAGAIN && !mp.rings[rxRing].notifyOn && !pollFd(mp.epfd) {
+		t.Fatal("Write said EAGAIN with the guest not asked to kick and Fd not readable")
+	}
+	return err
+}
+
+func (mp *memPort) fuzzRead(t *testing.T, k int) error {
+	const off = 16
+	rb := make([][]byte, k)
+	for i := range rb {
+		rb[i] = make([]byte, off+700)
+	}
+	sizes := make([]int, k)
+	before := mp.Stats().TxBytes
+	n, err := mp.Read(rb, sizes, off)
+	var carried uint64
+	for _, s := range sizes[:n] {
+		if s < vnethdr.Len || s > vnethdr.Len+maxFrame {
+			t.Fatalf("frame size %d", s)
+		}
+		carried += uint64(min(s, 700) - vnethdr.Len)
+	}
+	if got := mp.Stats().TxBytes - before; got != carried {
+		t.Fatalf("read %d frames carrying %d bytes, counted %d", n, carried, got)
+	}
+	r := &mp.rings[txRing]
+	idle := r.availIdx() == r.lastAvail && r.notifyOn
+	if (err == unix.EAGAIN || err == nil && n < k) && !idle && !pollFd(mp.epfd) {
+		t.Fatalf("read %d of %d (%v) with frames waiting, the guest not asked to kick and Fd not readable", n, k, err)
+	}
+	return err
+}
+
+// fill puts eventfd fd in blocking mode with its counter at
+// 0xfffffffffffffffe, where a write(2) of it waits.
+func fill(t testing.TB, fd int) {
+	var b [8]byte
+	unix.SetNonblock(fd, true)
+	unix.Read(fd, b[:])
+	binary.NativeEndian.PutUint64(b[:], 0xfffffffffffffffe)
+	if _, err := unix.Write(fd, b[:]); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.SetNonblock(fd, false); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func pollFd(fd int) bool {
+	p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	n, err := unix.Poll(p, 0)
+	return err == nil && n == 1
 }
 
 // The data path allocates nothing, also when the guest breaks nothing
@@ -175,3 +276,52 @@ func TestDataPathNoAllocs(t *testing.T) {
 		t.Fatalf("%v allocations per run", n)
 	}
 }
+
+// Issue 22, item 3: a refused frame costs bounded work, and a frame as
+// long or longer, at the same place with nothing newly posted, costs
+// none: the port remembers the refusal. Every receive entry names one
+// chain of 1024 descriptors, all empty but a last of 2 KiB.
+func TestRefusalRemembered(t *testing.T) {
+	const table, data = 0x4000, 0x9000
+	mp := newMemPort(t, SupportedFeatures, nil)
+	for i := range 1022 {
+		putDesc(mp.mem[table:], i, fzGPA+data, 0, descFlagWrite|descFlagNext, uint16(i+1))
+	}
+	putDesc(mp.mem[table:], 1022, fzGPA+data, 2048, descFlagWrite, 0)
+	putDesc(mp.mem[fzRxDesc:], 0, fzGPA+table, 1023*descSize, descFlagIndirect, 0)
+	post := func(n int) {
+		idx := le16(mp.mem[fzRxAvail+2:])
+		for range n {
+			binary.LittleEndian.PutUint16(mp.mem[fzRxAvail+4+2*int(idx%fzNum):], 0)
+			idx++
+		}
+		binary.LittleEndian.PutUint16(mp.mem[fzRxAvail+2:], idx)
+	}
+	post(fzNum)
+	r := &mp.rings[rxRing]
+	write := func(size int) (walked int, err error) {
+		w := make([]byte, vnethdr.Len+size)
+		_, err = mp.Write([][]byte{w}, 0)
+		return turnDescs - r.w.budget, err
+	}
+	for i, c := range []struct {
+		size, walked int
+		err          error
+		post         int
+	}{
+		{9000, 2048, unix.EMSGSIZE, 0}, // two chains, then refused
+		{9000, 0, unix.EMSGSIZE, 0},    // remembered
+		{20000, 0, unix.EMSGSIZE, 0},   // longer: remembered
+		{2000, 1024, nil, 0},           // shorter: walked, and it fits
+		{9000, 2048, unix.EMSGSIZE, 0}, // another entry: walked again
+		{9000, 2048, unix.EMSGSIZE, 1}, // the guest posted: walked again
+	} {
+		post(c.post)
+		walked, err := write(c.size)
+		if err != c.err || walked != c.walked {
+			t.Errorf("%d: %d bytes: %v after %d descriptors, want %v after %d", i, c.size, err, walked, c.err, c.walked)
+		}
+	}
+}
+
+func le16(b []byte) uint16 { return binary.LittleEndian.Uint16(b) }

@@ -17,8 +17,7 @@ var (
 	// The port stops moving frames until the front-end restarts the rings,
 	// as it does when the guest's driver resets the device.
 	ErrGuest = errors.New("vhostuser: guest broke the virtqueue rules")
-	// ErrPathTooLong: the socket path does not fit a unix socket address
-	// (with the temporary name Listen binds first).
+	// ErrPathTooLong: the socket path does not fit a unix socket address.
 	ErrPathTooLong = errors.New("vhostuser: socket path too long")
 	// ErrNotSocket: a file that is not a socket is where the socket goes;
 	// Listen replaces only sockets.

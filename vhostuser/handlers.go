@@ -7,6 +7,8 @@ import (
 	"runtime/debug"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tapfwd/tapfwd/vhostuser/internal/eventfd"
 )
 
 // handle applies one checked request to the port and returns its reply
@@ -207,14 +209,26 @@ func (p *Port) getVringBase(m *message) []byte {
 // setVringFd takes a ring's kick, call or error eventfd (-1: none). A kick
 // fd starts the ring (docs/interop/vhost-user.rst, "Ring states").
 func (p *Port) setVringFd(m *message, fd int) error {
+	if fd >= 0 {
+		// Only an eventfd: the port signals and polls the ring fds in
+		// ways only an eventfd makes safe (eventfd.Signaller, drain); a
+		// pipe that hangs up or a socket with a receive low-water mark
+		// would make them spin or wait.
+		if err := eventfd.Check(fd); err != nil {
+			_ = unix.Close(fd)
+			return protoErr(m.req, "ring %d: %v", m.ring, err)
+		}
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	r := &p.rings[m.ring]
 	switch m.req {
 	case reqSetVringCall:
-		return setFd(&r.call, fd)
+		setFd(&r.call, fd)
+		return nil
 	case reqSetVringErr:
-		return setFd(&r.errFd, fd)
+		setFd(&r.errFd, fd)
+		return nil
 	}
 	if fd < 0 {
 		return protoErr(m.req, "ring %d: polling without a kick eventfd is not supported", m.ring)
@@ -222,10 +236,10 @@ func (p *Port) setVringFd(m *message, fd int) error {
 	if r.kick >= 0 {
 		_ = unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, r.kick, nil)
 	}
-	if err := setFd(&r.kick, fd); err != nil {
-		return fmt.Errorf("ring %d kick: %w", m.ring, err)
-	}
-	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(tagKick + m.ring)}
+	setFd(&r.kick, fd)
+	// Edge-triggered, so that the port never reads the kick eventfd
+	// (drain); a kick already pending shows when it is added.
+	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLET, Fd: int32(tagKick + m.ring)}
 	if err := unix.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, r.kick, &ev); err != nil {
 		return protoErr(m.req, "ring %d: kick fd cannot be polled: %v", m.ring, os.NewSyscallError("epoll_ctl", err))
 	}
@@ -310,8 +324,8 @@ func (p *Port) teardown() {
 	for i := range p.rings {
 		p.stopRing(i)
 		r := &p.rings[i]
-		_ = setFd(&r.call, -1)
-		_ = setFd(&r.errFd, -1)
+		setFd(&r.call, -1)
+		setFd(&r.errFd, -1)
 		r.reset()
 	}
 	p.mem.unmap()

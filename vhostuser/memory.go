@@ -92,11 +92,13 @@ func mapTable(descs []regionDesc, fds []int) (memTable, error) {
 }
 
 // mapRegion maps one region read/write and shared. The file must be a
-// regular file (memfd, tmpfs, hugetlbfs) at least mmap_offset+size long:
-// touching a shared mapping past the end of its file raises SIGBUS. The
-// mapping starts at mmap_offset rounded down to the file's block size
-// (hugetlbfs needs huge-page-aligned offsets; st_blksize is the huge page
-// size there).
+// regular file at least mmap_offset+size long (touching a shared mapping
+// past the end of its file raises SIGBUS) on a file system held in memory
+// (memfd and /dev/shm are tmpfs, or hugetlbfs): a page fault on any other
+// can wait on a disk, a network or a FUSE daemon, and the data path
+// touches guest memory holding locks. The mapping starts at mmap_offset
+// rounded down to the file's block size (hugetlbfs needs huge-page-aligned
+// offsets; st_blksize is the huge page size there).
 func mapRegion(d regionDesc, fd int) (region, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
@@ -104,6 +106,14 @@ func mapRegion(d regionDesc, fd int) (region, error) {
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return region{}, fmt.Errorf("fd is not a regular file (mode %#o)", st.Mode)
+	}
+	var fs unix.Statfs_t
+	if err := unix.Fstatfs(fd, &fs); err != nil {
+		return region{}, os.NewSyscallError("fstatfs", err)
+	}
+	if fs.Type != unix.TMPFS_MAGIC && fs.Type != unix.HUGETLBFS_MAGIC {
+		return region{}, fmt.Errorf("the file is on %s: guest memory must be memfd, tmpfs (/dev/shm) or hugetlbfs, "+
+			"where a page fault waits on no disk or network", fsName(fs.Type))
 	}
 	end := d.mmapOffset + d.size
 	if st.Size < 0 || uint64(st.Size) < end {
@@ -124,6 +134,29 @@ func mapRegion(d regionDesc, fd int) (region, error) {
 	}
 	off := d.mmapOffset - start
 	return region{gpa: d.gpa, uaddr: d.uaddr, size: d.size, mem: b[off : off+d.size : off+d.size], mapping: b}, nil
+}
+
+// fsName names the file systems guest memory might be found on by mistake.
+func fsName(magic int64) string {
+	switch magic {
+	case unix.FUSE_SUPER_MAGIC:
+		return "a FUSE file system"
+	case unix.NFS_SUPER_MAGIC:
+		return "NFS"
+	case unix.CIFS_SUPER_MAGIC, unix.SMB2_SUPER_MAGIC:
+		return "SMB"
+	case unix.V9FS_MAGIC:
+		return "9p"
+	case unix.EXT4_SUPER_MAGIC:
+		return "ext4"
+	case unix.XFS_SUPER_MAGIC:
+		return "XFS"
+	case unix.BTRFS_SUPER_MAGIC:
+		return "Btrfs"
+	case unix.OVERLAYFS_SUPER_MAGIC:
+		return "overlayfs"
+	}
+	return fmt.Sprintf("a file system of type %#x", magic)
 }
 
 func closeFds(fds []int) {

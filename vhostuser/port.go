@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tapfwd/tapfwd/vhostuser/internal/eventfd"
 )
 
 // Config describes one port.
@@ -101,6 +103,7 @@ type Port struct {
 	path         string
 	ino          uint64
 	ln           *net.UnixListener
+	sig          *eventfd.Signaller
 	epfd, wakefd int
 	offered      uint64
 	offeredProto uint64
@@ -138,8 +141,8 @@ type Port struct {
 
 // Epoll tags: which fd became readable.
 const (
-	tagWake = 0
-	tagKick = 1 // + ring index
+	tagWake = 0 // the port's own eventfd, level-triggered
+	tagKick = 1 // + ring index: the ring's kick eventfd, edge-triggered
 )
 
 // Listen creates the port's socket and starts serving front-ends, one at a
@@ -165,6 +168,10 @@ func Listen(c Config) (*Port, error) {
 		r.kick, r.call, r.errFd, r.w = -1, -1, -1, newWalker()
 	}
 	p.useFeatures(0)
+	var err error
+	if p.sig, err = signals(); err != nil {
+		return nil, err
+	}
 	if err := p.openFds(); err != nil {
 		p.closeFds()
 		return nil, err
@@ -237,7 +244,8 @@ func (p *Port) Close() error {
 // Fd becomes readable when the guest transmitted frames (Read has work),
 // when the guest posted receive buffers after a Write found none, and when
 // the port's state changed. Read consumes the notifications; poll it for
-// reading only.
+// reading only. Once Read said EIO, Fd stays quiet until the front-end
+// restarts the rings: a broken port no longer polls the guest's kicks.
 func (p *Port) Fd() int { return p.epfd }
 
 // Path is the socket's path.
@@ -291,6 +299,26 @@ func (p *Port) dispatch() {
 
 // wake makes Fd readable, so a worker waiting on it looks at the port.
 func (p *Port) wake() { _, _ = unix.Write(p.wakefd, eventfdOne[:]) }
+
+// The process's eventfd signaller, made with the first port (and by a
+// later one if that failed).
+var (
+	signallerMu sync.Mutex
+	signaller   *eventfd.Signaller
+)
+
+func signals() (*eventfd.Signaller, error) {
+	signallerMu.Lock()
+	defer signallerMu.Unlock()
+	if signaller == nil {
+		s, err := eventfd.NewSignaller()
+		if err != nil {
+			return nil, fmt.Errorf("vhostuser: %w", err)
+		}
+		signaller = s
+	}
+	return signaller, nil
+}
 
 // eventfdOne is what write(2) adds to an eventfd: a native-endian u64 of 1
 // (eventfd(2)). It is never written after init, so every goroutine of every

@@ -3,9 +3,15 @@ package vhostuser
 import (
 	"encoding/binary"
 	"errors"
+	"log/slog"
 	"math/bits"
+	"os"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tapfwd/tapfwd/vhostuser/internal/eventfd"
 )
 
 // msg encodes a request header and payload.
@@ -118,35 +124,152 @@ func TestParseMessage(t *testing.T) {
 }
 
 // FuzzParseMessage: any bytes parse or fail with ErrProtocol, never panic,
-// and what parses satisfies every rule the handlers rely on.
+// and what parses satisfies every rule the handlers rely on. What parses
+// is handled, on a port of its own, with fds of the kinds given (kinds[i]
+// for fd i): a kick, call or error fd is taken only if it is an eventfd,
+// guest memory only from a regular file on tmpfs or hugetlbfs, every
+// error is ErrProtocol, and no fd is left open.
 func FuzzParseMessage(f *testing.F) {
 	for _, s := range []struct {
-		req uint32
-		p   []byte
-		fds int
+		req   uint32
+		p     []byte
+		kinds []byte
 	}{
-		{reqGetFeatures, nil, 0}, {reqSetFeatures, le64s(1 << 32), 0}, {reqSetVringNum, le32s(1, 256), 0},
-		{reqSetVringAddr, append(le32s(1, 0), le64s(0x1000, 0x3000, 0x2000, 0)...), 0},
-		{reqSetVringKick, le64s(1), 1}, {reqSetVringCall, le64s(1 << 8), 0},
-		{reqSetMemTable, append(le32s(1, 0), le64s(0, 1<<20, 0x7f0000000000, 0)...), 1},
-		{reqSetMemTable, append(le32s(2, 0), le64s(0, 0x1000, 0x10000, 0, 0x1000, 0x1000, 0x11000, 0x1000)...), 2},
+		{reqGetFeatures, nil, nil}, {reqSetFeatures, le64s(1 << 32), nil}, {reqSetVringNum, le32s(1, 256), nil},
+		{reqSetVringAddr, append(le32s(1, 0), le64s(0x1000, 0x3000, 0x2000, 0)...), nil},
+		{reqSetVringKick, le64s(1), []byte{fdEventfd}}, {reqSetVringKick, le64s(0), []byte{fdPipeHungUp}},
+		{reqSetVringCall, le64s(1 << 8), nil}, {reqSetVringCall, le64s(1), []byte{fdSocket}},
+		{reqSetVringErr, le64s(0), []byte{fdEventfd}},
+		{reqSetMemTable, append(le32s(1, 0), le64s(0, 1<<20, 0x7f0000000000, 0)...), []byte{fdMemfd}},
+		{reqSetMemTable, append(le32s(1, 0), le64s(0, 1<<20, 0x7f0000000000, 0)...), []byte{fdDiskFile}},
+		{reqSetMemTable, append(le32s(2, 0), le64s(0, 0x1000, 0x10000, 0, 0x1000, 0x1000, 0x11000, 0x1000)...), []byte{fdMemfd, fdEventfd}},
 	} {
 		h, p := msg(s.req, 1, s.p)
-		f.Add(append(h, p...), s.fds)
+		f.Add(append(h, p...), s.kinds)
 	}
-	f.Fuzz(func(t *testing.T, b []byte, nfds int) {
+	f.Fuzz(func(t *testing.T, b []byte, kinds []byte) {
 		if len(b) < hdrSize {
 			return
 		}
-		m, err := parseMessage(b[:hdrSize], b[hdrSize:], nfds)
+		kinds = kinds[:min(len(kinds), maxFds+1)]
+		m, err := parseMessage(b[:hdrSize], b[hdrSize:], len(kinds))
 		if err != nil {
 			if !errors.Is(err, ErrProtocol) {
 				t.Fatalf("error without ErrProtocol: %v", err)
 			}
 			return
 		}
-		checkParsed(t, m, b, nfds)
+		checkParsed(t, m, b, len(kinds))
+		checkHandled(t, &m, kinds)
 	})
+}
+
+// Kinds of fds a front-end may hand over.
+const (
+	fdEventfd    = iota // what every ring fd must be
+	fdPipeHungUp        // the read end of a pipe whose write end is closed
+	fdSocket            // a unix socket, blocking, with SO_RCVLOWAT 8 and a byte waiting
+	fdMemfd             // 1 MiB of memfd
+	fdDiskFile          // 1 MiB in a file on the temporary directory's file system
+	fdKinds
+)
+
+// makeFd makes an fd of kind k and returns it, the fds to close after, and
+// whether it is a regular file guest memory may be in.
+func makeFd(t *testing.T, k byte) (fd int, keep []int, memory bool) {
+	var err error
+	switch k % fdKinds {
+	case fdEventfd:
+		fd, err = unix.Eventfd(0, unix.EFD_CLOEXEC)
+	case fdPipeHungUp:
+		var p [2]int
+		err = unix.Pipe2(p[:], unix.O_CLOEXEC)
+		unix.Close(p[1])
+		fd = p[0]
+	case fdSocket:
+		var sp [2]int
+		if sp, err = unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0); err == nil {
+			unix.SetsockoptInt(sp[0], unix.SOL_SOCKET, unix.SO_RCVLOWAT, 8)
+			unix.Write(sp[1], []byte{1})
+			fd, keep = sp[0], sp[1:]
+		}
+	case fdMemfd, fdDiskFile:
+		if k%fdKinds == fdMemfd {
+			fd, err = unix.MemfdCreate("fuzz", unix.MFD_CLOEXEC)
+		} else {
+			fd, err = unix.Open(os.TempDir(), unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
+		}
+		if err == nil {
+			err = unix.Ftruncate(fd, 1<<20)
+		}
+		var fs unix.Statfs_t
+		unix.Fstatfs(fd, &fs)
+		memory = fs.Type == unix.TMPFS_MAGIC || fs.Type == unix.HUGETLBFS_MAGIC
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fd, keep, memory
+}
+
+// checkHandled hands m with fds of the given kinds to a port of its own.
+func checkHandled(t *testing.T, m *message, kinds []byte) {
+	p := &Port{log: slog.New(slog.DiscardHandler), epfd: -1, wakefd: -1, events: make(chan Event, 64)}
+	var err error
+	if p.sig, err = signals(); err != nil { // the process's, made once
+		t.Fatal(err)
+	}
+	before := openFds(t)
+	if err := p.openFds(); err != nil {
+		t.Fatal(err)
+	}
+	p.offered, p.offeredProto = SupportedFeatures, SupportedProtocolFeatures
+	for i := range p.rings {
+		p.rings[i].kick, p.rings[i].call, p.rings[i].errFd, p.rings[i].w = -1, -1, -1, newWalker()
+	}
+	p.useFeatures(0)
+	var fds, keep []int
+	memory := true
+	for _, k := range kinds {
+		fd, kp, mem := makeFd(t, k)
+		fds, keep, memory = append(fds, fd), append(keep, kp...), memory && mem
+	}
+	_, _, err = p.handle(m, fds)
+	if err != nil && !errors.Is(err, ErrProtocol) {
+		t.Fatalf("%s: error without ErrProtocol: %v", reqName(m.req), err)
+	}
+	switch m.req {
+	case reqSetVringKick, reqSetVringCall, reqSetVringErr:
+		r := &p.rings[m.ring]
+		for _, slot := range []int{r.kick, r.call, r.errFd} {
+			if slot >= 0 && eventfd.Check(slot) != nil {
+				t.Fatalf("%s took an fd that is no eventfd", reqName(m.req))
+			}
+		}
+		if len(kinds) == 1 && kinds[0]%fdKinds != fdEventfd && (err == nil || !strings.Contains(err.Error(), "not an eventfd")) {
+			t.Fatalf("%s with fd kind %d: %v", reqName(m.req), kinds[0]%fdKinds, err)
+		}
+	case reqSetMemTable:
+		if err == nil && !memory {
+			t.Fatal("guest memory taken from a file not in memory")
+		}
+	}
+	p.mu.Lock()
+	p.teardown()
+	p.mu.Unlock()
+	p.closeFds()
+	closeFds(keep)
+	if after := openFds(t); after != before {
+		t.Fatalf("%s: %d fds open after, %d before", reqName(m.req), after, before)
+	}
+}
+
+func openFds(t *testing.T) int {
+	e, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(e)
 }
 
 func checkParsed(t *testing.T, m message, b []byte, nfds int) {

@@ -3,7 +3,6 @@ package vhostuser
 import (
 	"encoding/binary"
 	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 
@@ -52,6 +51,7 @@ type vring struct {
 	signalled   uint16      // used->idx at the last notification decision (EVENT_IDX)
 	signalledOK bool
 	notifyOn    bool // the port asked for available-buffer notifications
+	refused     refusal
 	fenceWord   uint32
 }
 
@@ -98,6 +98,7 @@ func (r *vring) setup(mem *memTable, features uint64) error {
 	}
 	r.w.mem, r.w.table, r.w.num = mem, desc, r.num
 	r.w.indirect = features&(1<<FeatureRingIndirectDesc) != 0
+	r.refused = refusal{}
 	return nil
 }
 
@@ -108,6 +109,7 @@ func (r *vring) start(rx bool) {
 	r.lastAvail, r.availLeft = r.base, 0
 	r.usedIdx = uint16(shm.Load32(r.used, 0) >> 16)
 	r.published, r.signalledOK = r.usedIdx, false
+	r.refused = refusal{}
 	r.broken.Store(false)
 	r.usedFlags, r.notifyOn = 0, true
 	if rx {
@@ -185,10 +187,9 @@ func (r *vring) setNotify(on bool) {
 // the index moved from old to new past event?
 func needEvent(event, new, old uint16) bool { return new-event-1 < new-old }
 
-// notifyGuest sends a used-buffer notification if the guest wants one for
-// the entries published since the last decision. It returns whether it
-// wrote the call eventfd.
-func (r *vring) notifyGuest() bool {
+// wantsCall reports whether the guest wants a used-buffer notification
+// for the entries published since the last decision.
+func (r *vring) wantsCall() bool {
 	if r.call < 0 {
 		return false
 	}
@@ -203,22 +204,16 @@ func (r *vring) notifyGuest() bool {
 	} else if binary.LittleEndian.Uint16(r.avail)&availNoInterrupt != 0 {
 		return false
 	}
-	_, err := unix.Write(r.call, eventfdOne[:])
-	return err == nil
+	return true
 }
 
-// setFd replaces one of the ring's eventfds, closing the old one. The new
-// one is made non-blocking: the port never waits on the guest's fds.
-func setFd(slot *int, fd int) error {
-	if fd >= 0 {
-		if err := unix.SetNonblock(fd, true); err != nil {
-			_ = unix.Close(fd)
-			return os.NewSyscallError("fcntl", err)
-		}
-	}
+// setFd replaces one of the ring's eventfds, closing the old one. Its
+// O_NONBLOCK flag is left as it is: the front-end shares the open file
+// and may change it at any time, so the port never reads or writes it
+// with a call that could wait (see eventfd.Signaller and drain).
+func setFd(slot *int, fd int) {
 	if *slot >= 0 {
 		_ = unix.Close(*slot)
 	}
 	*slot = fd
-	return nil
 }

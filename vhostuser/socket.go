@@ -4,22 +4,44 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tapfwd/tapfwd/internal/rootdir"
 )
 
 // maxSunPath is the longest socket path bind takes (sizeof sun_path
 // less the terminating NUL, include/uapi/linux/un.h).
 const maxSunPath = 107
 
+// ErrUnsafeDir: the socket directory is a link, not a directory, not
+// root's, or writable by group or others (CheckDir).
+var ErrUnsafeDir = rootdir.ErrUnsafe
+
+// CheckDir says whether dir may hold the ports' sockets: a directory, not
+// a link to one, owned by root and writable by no one else. Anyone who can
+// write to the directory can put a socket of their own where a front-end
+// connects, and be handed its guest's memory (ErrUnsafeDir).
+func CheckDir(dir string) error {
+	if err := rootdir.Check(dir); err != nil {
+		return fmt.Errorf("vhostuser: socket directory: %w", err)
+	}
+	return nil
+}
+
 // listenSocket binds a unix stream socket at path with the given mode and
-// owner. It binds under a temporary name beside path, sets mode and owner,
-// then renames it over path: the socket is never reachable with other
-// permissions, and a stale socket at path is replaced in one step. It
-// returns the socket file's inode, so Close removes only its own.
+// owner, following no link on the way: it binds in a directory of its own
+// made beside path (mode 0700, so that no one else can swap what is in it),
+// through that directory's fd, sets mode and owner there, then renames the
+// socket over path: it is never reachable with other permissions, and a
+// stale socket at path is replaced in one step. It returns the socket
+// file's inode, so Close removes only its own.
 func listenSocket(path string, mode os.FileMode, owner *Owner) (*net.UnixListener, uint64, error) {
 	if mode == 0 {
 		mode = 0o600
@@ -27,39 +49,81 @@ func listenSocket(path string, mode os.FileMode, owner *Owner) (*net.UnixListene
 	if err := CheckPath(path); err != nil {
 		return nil, 0, err
 	}
-	tmp := tmpName(path)
-	_ = os.Remove(tmp)
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: tmp, Net: "unix"})
+	dir, base := filepath.Dir(path), filepath.Base(path)
+	dfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, 0, fmt.Errorf("vhostuser: listen on %s: %w", path, &os.PathError{Op: "open", Path: dir, Err: err})
+	}
+	defer unix.Close(dfd)
+	priv, name, err := privateDir(dfd, base)
+	if err != nil {
+		return nil, 0, fmt.Errorf("vhostuser: listen on %s: %w", path, err)
+	}
+	defer func() {
+		_ = unix.Unlinkat(priv, "s", 0) // still there if a step failed
+		_ = unix.Unlinkat(dfd, name, unix.AT_REMOVEDIR)
+		_ = unix.Close(priv)
+	}()
+	// The kernel resolves /proc/self/fd/N to the directory itself.
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: "/proc/self/fd/" + strconv.Itoa(priv) + "/s", Net: "unix"})
 	if err != nil {
 		return nil, 0, fmt.Errorf("vhostuser: listen on %s: %w", path, err)
 	}
 	ln.SetUnlinkOnClose(false)
-	fail := func(err error) (*net.UnixListener, uint64, error) {
-		_ = ln.Close()
-		_ = os.Remove(tmp)
-		return nil, 0, err
-	}
-	if err := os.Chmod(tmp, mode); err != nil {
-		return fail(fmt.Errorf("vhostuser: set the mode of %s: %w", path, err))
-	}
-	if owner != nil {
-		if err := os.Lchown(tmp, owner.UID, owner.GID); err != nil {
-			return fail(fmt.Errorf("vhostuser: set the owner of %s: %w", path, err))
-		}
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fail(fmt.Errorf("vhostuser: move the socket to %s: %w", path, err))
-	}
-	fi, err := os.Lstat(path)
+	ino, err := placeSocket(dfd, priv, base, mode, owner)
 	if err != nil {
-		return fail(fmt.Errorf("vhostuser: stat %s: %w", path, err))
+		_ = ln.Close()
+		return nil, 0, fmt.Errorf("vhostuser: %s: %w", path, err)
 	}
-	return ln, fi.Sys().(*syscall.Stat_t).Ino, nil
+	return ln, ino, nil
 }
 
-// tmpName is the name listenSocket binds under before it renames.
-func tmpName(path string) string {
-	return filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+"."+strconv.Itoa(os.Getpid()))
+// privateDir makes a directory of its own in dfd, named after base, and
+// opens it. It checks what it opened is that directory: root's (the
+// process's), that only it may enter.
+func privateDir(dfd int, base string) (fd int, name string, err error) {
+	for {
+		name = "." + base + "." + strconv.FormatUint(rand.Uint64(), 36)
+		err = unix.Mkdirat(dfd, name, 0o700)
+		if err != unix.EEXIST {
+			break
+		}
+	}
+	if err != nil {
+		return -1, "", &os.PathError{Op: "mkdir", Path: name, Err: err}
+	}
+	fd, err = unix.Openat(dfd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		_ = unix.Unlinkat(dfd, name, unix.AT_REMOVEDIR)
+		return -1, "", &os.PathError{Op: "open", Path: name, Err: err}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Uid != uint32(os.Geteuid()) || st.Mode&0o077 != 0 {
+		_ = unix.Close(fd)
+		return -1, "", fmt.Errorf("%s was swapped for another directory as it was made", name)
+	}
+	return fd, name, nil
+}
+
+// placeSocket sets the mode and owner of socket "s" in the private
+// directory priv and renames it to base in dfd. It returns its inode.
+func placeSocket(dfd, priv int, base string, mode os.FileMode, owner *Owner) (uint64, error) {
+	if err := unix.Fchmodat(priv, "s", uint32(mode.Perm()), 0); err != nil {
+		return 0, fmt.Errorf("set the mode of the socket: %w", os.NewSyscallError("fchmodat", err))
+	}
+	if owner != nil {
+		if err := unix.Fchownat(priv, "s", owner.UID, owner.GID, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return 0, fmt.Errorf("set the owner of the socket: %w", os.NewSyscallError("fchownat", err))
+		}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstatat(priv, "s", &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return 0, fmt.Errorf("stat the socket: %w", os.NewSyscallError("fstatat", err))
+	}
+	if err := unix.Renameat(priv, "s", dfd, base); err != nil {
+		return 0, fmt.Errorf("move the socket in place: %w", os.NewSyscallError("renameat", err))
+	}
+	return st.Ino, nil
 }
 
 // CheckPath says whether Listen can make a socket at path, as far as the
@@ -70,8 +134,8 @@ func CheckPath(path string) error {
 	if path == "" {
 		return errors.New("vhostuser: no socket path")
 	}
-	if extra := len(tmpName(path)) - len(path); len(path)+extra > maxSunPath {
-		return fmt.Errorf("%w: %q has %d bytes, at most %d fit here", ErrPathTooLong, path, len(path), maxSunPath-extra)
+	if len(path) > maxSunPath {
+		return fmt.Errorf("%w: %q has %d bytes, at most %d fit", ErrPathTooLong, path, len(path), maxSunPath)
 	}
 	if fi, err := os.Lstat(path); err == nil && fi.Mode()&fs.ModeSocket == 0 {
 		return fmt.Errorf("%w: %s exists and is a %s", ErrNotSocket, path, fileKind(fi.Mode()))

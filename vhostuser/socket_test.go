@@ -5,8 +5,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/tapfwd/tapfwd/vhostuser"
 )
@@ -102,5 +105,141 @@ func TestFeatureNames(t *testing.T) {
 		if vhostuser.SupportedFeatures&(1<<b) != 0 && strings.HasPrefix(vhostuser.FeatureNames(1 << b)[0], "bit") {
 			t.Errorf("supported bit %d has no name", b)
 		}
+	}
+}
+
+// Issue 22, item 7: CheckDir takes a root-owned directory no one else may
+// write to, and refuses one that is group- or world-writable, another
+// user's, a link or no directory: whoever can write to it can put a
+// socket of theirs where QEMU connects.
+func TestCheckDir(t *testing.T) {
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	if err := vhostuser.CheckDir(dir); err != nil {
+		t.Errorf("a root-owned 0755 directory: %v", err)
+	}
+	link := filepath.Join(t.TempDir(), "link")
+	os.Symlink(dir, link)
+	file := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(file, nil, 0o600)
+	for _, c := range []struct {
+		name, path string
+		mode       os.FileMode
+		uid        int
+	}{
+		{"world-writable", dir, 0o777, 0},
+		{"group-writable", dir, 0o775, 0},
+		{"sticky and world-writable", dir, 0o1777, 0},
+		{"another user's", dir, 0o755, 65534},
+		{"a link to a good one", link, 0o755, 0},
+		{"a file", file, 0, 0},
+	} {
+		if c.mode != 0 {
+			os.Chmod(dir, c.mode)
+			os.Chown(dir, c.uid, c.uid)
+		}
+		if err := vhostuser.CheckDir(c.path); !errors.Is(err, vhostuser.ErrUnsafeDir) {
+			t.Errorf("%s: %v, want ErrUnsafeDir", c.name, err)
+		}
+	}
+	if err := vhostuser.CheckDir(filepath.Join(dir, "missing")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a missing directory: %v", err)
+	}
+	os.Chown(dir, 0, 0)
+}
+
+// Issue 22, item 7: in a directory anyone may write to, an attacker
+// renames a link to a file of root's over every name that appears there
+// but the socket's own, and moves away any directory to put a link in its
+// place. Listen never follows a link: after 500 listens the file still
+// has its mode (when Listen bound under a temporary name and set its mode
+// by path, the attacker had it chmodded within 30 to 230 listens).
+func TestListenFollowsNoLink(t *testing.T) {
+	dir, err := os.MkdirTemp("", "vhostuser-attacked")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o777)
+	victim := filepath.Join(t.TempDir(), "victim")
+	os.WriteFile(victim, []byte("root's"), 0o600)
+	path := filepath.Join(dir, "vm.sock")
+	stop := make(chan struct{})
+	done := make(chan int)
+	go func() { done <- attack(dir, "vm.sock", victim, stop) }()
+	const listens = 500
+	failed := 0
+	for i := range listens {
+		p, err := vhostuser.Listen(vhostuser.Config{Path: path, Mode: 0o666})
+		if err != nil {
+			failed++
+			os.Remove(path)
+		} else {
+			p.Close()
+		}
+		if fi, _ := os.Stat(victim); fi.Mode().Perm() != 0o600 {
+			close(stop)
+			<-done
+			t.Fatalf("listen %d followed a link: the victim has mode %v", i, fi.Mode())
+		}
+	}
+	close(stop)
+	swaps := <-done
+	t.Logf("%d listens, %d failed, %d swaps by the attacker", listens, failed, swaps)
+	if swaps == 0 {
+		t.Fatal("the attacker never swapped anything")
+	}
+}
+
+// attack replaces every entry of dir but keep with a link to victim (a
+// directory is moved away first, and removed once empty) until stop, and
+// returns how many it replaced.
+func attack(dir, keep, victim string, stop chan struct{}) int {
+	n := 0
+	for {
+		select {
+		case <-stop:
+			return n
+		default:
+		}
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			name := e.Name()
+			if strings.HasPrefix(name, ",moved") {
+				os.Remove(filepath.Join(dir, name)) // once emptied
+			}
+			if name == keep || strings.HasPrefix(name, ",") {
+				continue
+			}
+			at := filepath.Join(dir, name)
+			if e.IsDir() {
+				os.Rename(at, filepath.Join(dir, ",moved"+strconv.Itoa(n)))
+			}
+			tmp := filepath.Join(dir, ",link")
+			os.Remove(tmp)
+			os.Symlink(victim, tmp)
+			if os.Rename(tmp, at) == nil {
+				n++
+			}
+		}
+	}
+}
+
+// The socket's mode is the one asked for, whatever the umask.
+func TestSocketModeIgnoresUmask(t *testing.T) {
+	old := unix.Umask(0o077)
+	defer unix.Umask(old)
+	path := filepath.Join(t.TempDir(), "vm.sock")
+	p, err := vhostuser.Listen(vhostuser.Config{Path: path, Mode: 0o660})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	fi, err := os.Lstat(path)
+	if err != nil || fi.Mode().Perm() != 0o660 || fi.Mode()&os.ModeSocket == 0 {
+		t.Fatalf("%v %v, want a socket of mode 0660", fi.Mode(), err)
+	}
+	if entries, _ := os.ReadDir(filepath.Dir(path)); len(entries) != 1 {
+		t.Fatalf("Listen left %v", entries)
 	}
 }

@@ -5,18 +5,24 @@ import "sync/atomic"
 // Stats are a port's counters since Listen. "Tx" is the guest's transmit
 // queue (frames Read returns), "Rx" its receive queue (frames Write gives).
 type Stats struct {
-	TxFrames, TxBytes uint64 // frames (and their bytes, headers not counted) Read returned
+	// TxFrames, TxBytes: frames Read returned and the bytes of them it
+	// copied, headers not counted (a frame cut short by its buffer counts
+	// what fit: a chain's claimed length, with descriptors that overlap
+	// in guest memory, is no measure of what it carried).
+	TxFrames, TxBytes uint64
 	// TxDropped: frames the guest transmitted that Read did not return:
-	// shorter than the virtio-net header, too long a chain, or sent while
-	// the ring was disabled.
+	// shorter than the virtio-net header, longer than a 64 KiB frame with
+	// its headers, too long a chain, or sent while the ring was disabled.
 	TxDropped         uint64
 	RxFrames, RxBytes uint64 // frames (and bytes) Write put on the guest's receive queue
-	RxNoRoom          uint64 // Write found no receive buffer (EAGAIN)
+	// RxNoRoom: Write found no receive buffer (EAGAIN; not when it did
+	// its share of work).
+	RxNoRoom uint64
 	// RxRefused: frames Write refused: an offload the guest did not
-	// negotiate (EOPNOTSUPP), larger than its buffers (EMSGSIZE), or
-	// malformed (EINVAL).
+	// negotiate (EOPNOTSUPP), larger than its buffers or than 1024 of
+	// their descriptors take (EMSGSIZE), or malformed (EINVAL).
 	RxRefused      uint64
-	Interrupts     uint64 // used-buffer notifications sent (call eventfd writes)
+	Interrupts     uint64 // used-buffer notifications sent (call eventfd signals)
 	GuestErrors    uint64 // times the guest broke the rules and the port stopped
 	ProtocolErrors uint64 // front-ends sent away for breaking the protocol
 	Connects       uint64

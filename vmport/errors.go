@@ -2,9 +2,9 @@ package vmport
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/tapfwd/tapfwd/internal/rootdir"
+	"github.com/tapfwd/tapfwd/internal/tapport"
 )
 
 // Errors callers test for with errors.Is. The package also returns
@@ -12,21 +12,19 @@ import (
 // without CAP_NET_ADMIN.
 var (
 	// ErrNoTAP means the TAP named is not there, or is no TAP.
-	ErrNoTAP = errors.New("TAP not found")
+	ErrNoTAP = tapport.ErrNoTAP
 	// ErrNotTAP means the name is another kind of device; it matches
 	// ErrNoTAP too.
-	ErrNotTAP = fmt.Errorf("not a TAP: %w", ErrNoTAP)
+	ErrNotTAP = tapport.ErrNotTAP
 	// ErrNoPort means there is no port of that name.
 	ErrNoPort = errors.New("vm-port not found")
 	// ErrMACInUse means another interface in the namespace, or on the
-	// TAP, has the port's address.
-	ErrMACInUse = errors.New("MAC in use")
+	// TAP, has the port's address. It is hostport.ErrMACInUse too.
+	ErrMACInUse = tapport.ErrMACInUse
 	// ErrNameInUse means an interface of the port's name exists.
-	ErrNameInUse = errors.New("port name in use")
+	ErrNameInUse = tapport.ErrNameInUse
 	// ErrNoMacvtap means the kernel has no macvtap.
 	ErrNoMacvtap = errors.New("macvtap not supported")
-	// ErrNoMacvlan means the kernel has no macvlan (for a host port).
-	ErrNoMacvlan = errors.New("macvlan not supported")
 	// ErrUnsafeDir means DevDir is not a root-owned directory only root may
 	// write to; no node is made in it. It is dhcp.ErrUnsafeDir too.
 	ErrUnsafeDir = rootdir.ErrUnsafe
@@ -36,25 +34,4 @@ var (
 )
 
 // Error is an error of one of the kinds above, with what it is about.
-type Error struct {
-	Kind  error  // ErrNoTAP, ErrNoPort, ...
-	Netns string // the namespace asked for ("" for the caller's)
-	Name  string // the TAP, port or MAC concerned
-	msg   string
-	err   error // the kernel's answer, or nil
-}
-
-func (e *Error) Error() string {
-	if e.err == nil {
-		return e.msg
-	}
-	return e.msg + ": " + e.err.Error()
-}
-
-// Unwrap gives the kind and the kernel's answer to errors.Is and As.
-func (e *Error) Unwrap() []error {
-	if e.err == nil {
-		return []error{e.Kind}
-	}
-	return []error{e.Kind, e.err}
-}
+type Error = tapport.Error

@@ -17,9 +17,16 @@ import (
 
 // DevDir holds the character device nodes tapfwd makes for VM ports, one
 // per port: DevDir/PORT for a port in the initial network namespace,
-// DevDir/NS:PORT for one in namespace NS (interface names cannot contain
-// ':'). The kernel's own /dev/tapIFINDEX (devtmpfs) is ambiguous when
-// several namespaces hold a macvtap with the same ifindex.
+// DevDir/NS:PORT for one in namespace NS. Interface names cannot contain
+// ':' (net/core/dev.c: dev_valid_name), namespace names can: a node's name
+// is cut at its last ':'. The kernel's own /dev/tapIFINDEX (devtmpfs) is
+// ambiguous when several namespaces hold a macvtap with the same ifindex.
+//
+// No two nodes share a device number: the kernel hands a gone port's minor
+// to the next port made, in any namespace, so a node left by a lab whose
+// tapfwd died would open another lab's port. Making a node removes every
+// other node with its number, and sweeps remove the nodes of every named
+// namespace whose port is gone.
 const DevDir = "/dev/tapfwd"
 
 // portDevt reads the port's character device number from its sysfs
@@ -63,6 +70,16 @@ func nodePath(label, name string) string {
 	return filepath.Join(DevDir, label+":"+name)
 }
 
+// parseNode is nodePath backwards: the namespace label and the port name
+// of a node's file name under DevDir.
+func parseNode(file string) (label, name string) {
+	i := strings.LastIndexByte(file, ':')
+	if i < 0 {
+		return "", file
+	}
+	return file[:i], file[i+1:]
+}
+
 // Owner is who may open a port's device node besides root: the node is
 // made with this owner and group and mode 0660 (libvirt runs QEMU as its
 // own user).
@@ -79,13 +96,17 @@ func devDir() error {
 }
 
 // makeNode creates the character device node path, replacing a stale
-// node there, owned by root with mode 0600 (as the kernel's own /dev/tapN:
-// opening it is access to the network), or by owner with mode 0660.
+// node there and removing every other node of the same device, owned by
+// root with mode 0600 (as the kernel's own /dev/tapN: opening it is access
+// to the network), or by owner with mode 0660.
 func makeNode(path string, major, minor uint32, owner *Owner) error {
 	if err := removeNode(path); err != nil {
 		return err
 	}
 	if err := devDir(); err != nil {
+		return err
+	}
+	if err := evict(path, unix.Mkdev(major, minor)); err != nil {
 		return err
 	}
 	mode := uint32(0o600)
@@ -104,6 +125,28 @@ func makeNode(path string, major, minor uint32, owner *Owner) error {
 		if err := unix.Lchown(path, owner.UID, owner.GID); err != nil {
 			os.Remove(path)
 			return fmt.Errorf("vmport: chown %s to %d:%d: %w", path, owner.UID, owner.GID, os.NewSyscallError("lchown", err))
+		}
+	}
+	return nil
+}
+
+// evict removes the nodes under DevDir but keep that have device number
+// dev: a port has one node, and another node of its device is one whose
+// port is gone and whose minor the kernel gave this port. Only character
+// devices are removed (lstat: a link is never followed).
+func evict(keep string, dev uint64) error {
+	ents, err := os.ReadDir(DevDir)
+	if err != nil {
+		return fmt.Errorf("vmport: %w", err)
+	}
+	for _, e := range ents {
+		path := filepath.Join(DevDir, e.Name())
+		var st unix.Stat_t
+		if path == keep || unix.Lstat(path, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFCHR || st.Rdev != dev {
+			continue
+		}
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("vmport: remove %s, a stale node of the device %d:%d: %w", path, unix.Major(dev), unix.Minor(dev), err)
 		}
 	}
 	return nil
@@ -160,8 +203,8 @@ func macvtapMajor() uint32 {
 	return 0
 }
 
-// Sweep removes the stale device nodes of namespace ns ("" for the
-// caller's) and of namespaces that are gone (see sweepNodes).
+// Sweep removes stale device nodes (see sweepNodes); ns ("" for the
+// caller's) is the namespace of the caller's ports.
 func Sweep(ns string) error {
 	h, err := netns.Open(ns)
 	if err != nil {
@@ -172,34 +215,50 @@ func Sweep(ns string) error {
 	return nil
 }
 
-// sweepNodes removes stale device nodes: those of namespace label whose
-// port is gone or has another device number (ports go away with their TAP,
-// and a minor number is reused by the next port), and those of named
-// namespaces that no longer exist. Errors are ignored: a node left over
-// is removed by the next sweep, and what is not a node is left alone.
+// sweepNodes removes stale device nodes: those of namespace label (h) and
+// of every other named namespace whose port is gone or has another device
+// number (ports go away with their TAP, a lab's tapfwd may die without
+// removing its nodes, and the kernel gives a gone port's minor to the next
+// port), and all those of named namespaces that no longer exist. Nodes of
+// the initial namespace (seen from another) and of unnamed ones cannot be
+// checked by name: makeNode evicts them when their device is reused.
+// Errors are ignored: a node left over is removed by the next sweep, and
+// what is not a node is left alone.
 func sweepNodes(h *netns.NS, label string) {
 	ents, err := os.ReadDir(DevDir)
 	if err != nil {
 		return
 	}
-	var mine []string
+	byLabel := map[string][]string{}
 	for _, e := range ents {
-		ns, port, hasNS := strings.Cut(e.Name(), ":")
-		if !hasNS {
-			ns, port = "", e.Name()
-		}
+		l, port := parseNode(e.Name())
+		byLabel[l] = append(byLabel[l], port)
+	}
+	for l, ports := range byLabel {
 		switch {
-		case ns == label:
-			mine = append(mine, port)
-		case hasNS && !strings.HasPrefix(ns, "netns-"):
-			if _, err := os.Stat(filepath.Join(netns.Dir, ns)); errors.Is(err, os.ErrNotExist) {
-				removeNode(filepath.Join(DevDir, e.Name()))
+		case l == label:
+			sweepIn(h, l, ports)
+		case l == "" || strings.HasPrefix(l, "netns-"):
+			// Not to be opened by name: left to makeNode.
+		default:
+			other, err := netns.Open(l)
+			if errors.Is(err, netns.ErrNotFound) {
+				for _, port := range ports {
+					removeNode(nodePath(l, port))
+				}
 			}
+			if err != nil {
+				continue
+			}
+			sweepIn(other, l, ports)
+			other.Close()
 		}
 	}
-	if len(mine) == 0 {
-		return
-	}
+}
+
+// sweepIn removes the nodes of ports in h (labelled label) that are not
+// the device of a macvtap of that name there.
+func sweepIn(h *netns.NS, label string, ports []string) {
 	links, err := h.Links()
 	if err != nil {
 		return
@@ -209,9 +268,9 @@ func sweepNodes(h *netns.NS, label string) {
 		return
 	}
 	defer unix.Close(mnt)
-	for _, port := range mine {
+	for _, port := range ports {
 		path := nodePath(label, port)
-		l := linkNamed(links, port)
+		l := netns.LinkNamed(links, port)
 		if l != nil && l.Kind == "macvtap" {
 			if ma, mi, err := portDevt(mnt, port, l.Index); err == nil && nodeIs(path, ma, mi) {
 				continue

@@ -1,7 +1,6 @@
 package vmport
 
 import (
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"net"
@@ -11,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tapfwd/tapfwd/internal/tapport"
 	"github.com/tapfwd/tapfwd/netns"
 )
 
@@ -26,6 +26,15 @@ const NamePrefix = "tfwvm"
 // macvlan_handle_frame). The character device hands out and takes the
 // guest's virtio_net_hdr, so guest TSO and checksum offload pass as GSO
 // frames (drivers/net/tap.c: tap_get_user, tap_put_user).
+//
+// While no one holds the character device, the port's netdev takes the
+// frames for its guest into the namespace's own stack (drivers/net/tap.c:
+// tap_handle_frame passes them up when the port has no queue), so the
+// port is quietened as the TAP under a host port is: it answers no ARP,
+// drops IPv4 whose source is reached elsewhere and has no IPv6, and sends
+// nothing of its own. The lab host stays one MAC on the segment, and a
+// port's tx counts its guest's frames only. A port takes every multicast
+// frame on the segment for its guest (IFF_ALLMULTI), as a bridge port does.
 type Port struct {
 	Name     string           // the macvtap netdev, e.g. "tfwvm0"
 	Index    int              // its ifindex in Netns; the kernel names the char device tapINDEX
@@ -64,8 +73,8 @@ func Add(c Config) (Port, error) {
 			return Port{}, err
 		}
 	}
-	if err := checkMAC(c.MAC); err != nil {
-		return Port{}, err
+	if err := tapport.CheckMAC(c.MAC); err != nil {
+		return Port{}, fmt.Errorf("vmport: %w", err)
 	}
 	h, err := netns.Open(c.Netns)
 	if err != nil {
@@ -84,20 +93,19 @@ func addPort(h *netns.NS, label string, c Config) (Port, error) {
 		if err != nil {
 			return Port{}, fmt.Errorf("vmport: %w", err)
 		}
-		t, err := findTAP(h, links, c.TAP)
+		t, err := tapport.FindTAP(h, links, c.TAP)
 		if err != nil {
 			return Port{}, err
 		}
-		mac, err := pickMAC(h, links, c.MAC)
+		mac, err := tapport.PickMAC(h, links, c.MAC)
 		if err != nil {
 			return Port{}, err
 		}
 		name := c.Name
 		if name == "" {
 			name = freeName(links)
-		} else if l := linkNamed(links, name); l != nil {
-			return Port{}, &Error{Kind: ErrNameInUse, Netns: h.Name(), Name: name,
-				msg: fmt.Sprintf("vmport: vm-port name %q is in use in %s (a %s device)", name, h, l.KindName())}
+		} else if l := netns.LinkNamed(links, name); l != nil {
+			return Port{}, tapport.Errorf(ErrNameInUse, h, name, "vm-port name %q is in use in %s (a %s device)", name, h, l.KindName())
 		}
 		err = h.NewMacvtap(name, t.Index, mac, freeIndex(links))
 		// EEXIST: the name (when picked here) or the index was taken
@@ -106,7 +114,7 @@ func addPort(h *netns.NS, label string, c Config) (Port, error) {
 			continue
 		}
 		if err != nil {
-			return Port{}, explainCreate(h, "macvtap", ErrNoMacvtap, name, c.TAP, err)
+			return Port{}, tapport.CreateErr(h, "macvtap", ErrNoMacvtap, name, c.TAP, err)
 		}
 		p, err := finishPort(h, label, name, t, mac, c.Owner)
 		if err != nil {
@@ -122,16 +130,19 @@ func addPort(h *netns.NS, label string, c Config) (Port, error) {
 	}
 }
 
-// finishPort brings a new port up and makes its device node.
+// finishPort quietens a new port, brings it up and makes its device node.
 func finishPort(h *netns.NS, label, name string, t *netns.Link, mac net.HardwareAddr, owner *Owner) (Port, error) {
 	l, err := h.Link(name)
 	if err != nil {
 		return Port{}, fmt.Errorf("vmport: %w", err)
 	}
-	if err := setUp(h, l.Index, name, mac, t.Name); err != nil {
+	if err := quieten(h, l.Index, name); err != nil {
 		return Port{}, err
 	}
-	p := Port{Name: name, Index: l.Index, MAC: mac, TAP: t.Name, TAPIndex: t.Index, Netns: portNetns(h, label), Up: true}
+	if err := tapport.SetUp(h, l.Index, name, mac, t.Name); err != nil {
+		return Port{}, err
+	}
+	p := Port{Name: name, Index: l.Index, MAC: mac, TAP: t.Name, TAPIndex: t.Index, Netns: tapport.Netns(h, label), Up: true}
 	mnt, err := h.Sysfs(false)
 	if err != nil {
 		return Port{}, fmt.Errorf("vmport: %w", err)
@@ -150,13 +161,20 @@ func finishPort(h *netns.NS, label, name string, t *netns.Link, mac net.Hardware
 	return p, nil
 }
 
-// portNetns is Port.Netns for ports in h: the name it was opened with, or
-// the name of the caller's namespace when it has one.
-func portNetns(h *netns.NS, label string) string {
-	if h.Name() == "" && label != "" && !strings.HasPrefix(label, "netns-") {
-		return label
+// quieten keeps the namespace's stack off port name (ifindex index) and
+// has it take every multicast frame: without IPv6 its netdev joins no group
+// for its guest (the solicited-node address of the guest's link-local
+// one, which it made from the same MAC), and a macvtap only passes the
+// multicast its netdev's groups hash to (drivers/net/macvlan.c:
+// macvlan_set_mac_lists), unless IFF_ALLMULTI.
+func quieten(h *netns.NS, index int, name string) error {
+	if err := tapport.Quieten(h, name); err != nil {
+		return fmt.Errorf("vmport: %w", err)
 	}
-	return h.Name()
+	if err := h.SetLink(index, netns.LinkChange{AllMulti: true}); err != nil {
+		return fmt.Errorf("vmport: %w", err)
+	}
+	return nil
 }
 
 // List lists the VM ports (macvtaps on a TAP) in namespace ns ("" for the
@@ -181,7 +199,7 @@ func List(ns, tapName string) ([]Port, error) {
 	}
 	var only *netns.Link
 	if tapName != "" {
-		if only, err = findTAP(h, links, tapName); err != nil {
+		if only, err = tapport.FindTAP(h, links, tapName); err != nil {
 			return nil, err
 		}
 	}
@@ -201,7 +219,7 @@ func List(ns, tapName string) ([]Port, error) {
 		if l.Kind != "macvtap" || l.ParentElsewhere || t == nil || !t.IsTAP() || (only != nil && t.Index != only.Index) {
 			continue
 		}
-		p := Port{Name: l.Name, Index: l.Index, MAC: l.MAC, TAP: t.Name, TAPIndex: t.Index, Netns: portNetns(h, label), Up: l.Up}
+		p := Port{Name: l.Name, Index: l.Index, MAC: l.MAC, TAP: t.Name, TAPIndex: t.Index, Netns: tapport.Netns(h, label), Up: l.Up}
 		if mnt < 0 {
 			if mnt, err = h.Sysfs(false); err != nil {
 				return nil, fmt.Errorf("vmport: %w", err)
@@ -237,7 +255,7 @@ func Del(ns, name string) error {
 	label := h.Label()
 	err = delLink(h, name, 0)
 	if errors.Is(err, ErrNoPort) {
-		err = &Error{Kind: ErrNoPort, Netns: h.Name(), Name: name, msg: fmt.Sprintf("vmport: no vm-port %q in %s", name, h)}
+		err = tapport.Errorf(ErrNoPort, h, name, "no vm-port %q in %s", name, h)
 	}
 	// The node goes either way: without its port it is stale.
 	if rerr := removeNode(nodePath(label, name)); rerr != nil {
@@ -264,19 +282,25 @@ func AddN(c Config, n int) ([]Port, error) {
 
 // Ensure makes the TAP c.TAP in c.Netns have at least n ports: the ports
 // already on it (a persistent TAP keeps them across runs) are adopted,
-// their device nodes made again where missing or stale (with c.Owner), and
-// the rest added. It returns every port and, apart, those it added.
+// quietened, their device nodes made again where missing or stale (with
+// c.Owner), and the rest added. It returns every port and, apart, those it
+// added.
 func Ensure(c Config, n int) (all, added []Port, err error) {
 	have, err := List(c.Netns, c.TAP)
 	if err != nil {
 		return nil, nil, err
 	}
-	label, err := netns.Label(c.Netns)
+	h, err := netns.Open(c.Netns)
 	if err != nil {
 		return nil, nil, err
 	}
+	defer h.Close()
+	label := h.Label()
 	for i := range have {
 		p := &have[i]
+		if err := quieten(h, p.Index, p.Name); err != nil {
+			return nil, nil, err
+		}
 		if p.Dev != "" && strings.HasPrefix(p.Dev, DevDir+"/") && ownedBy(p.Dev, c.Owner) {
 			continue
 		}
@@ -335,129 +359,13 @@ func checkIfName(name string) error {
 	return nil
 }
 
-// checkMAC refuses a MAC given (not nil) that is no unicast Ethernet
-// address.
-func checkMAC(mac net.HardwareAddr) error {
-	if mac != nil && (len(mac) != 6 || mac[0]&1 != 0 || isZero(mac)) {
-		return fmt.Errorf("vmport: MAC %s is not a unicast Ethernet address (want six bytes, first byte even, e.g. 02:00:00:00:00:01)", mac)
-	}
-	return nil
-}
-
-func isZero(b []byte) bool {
-	for _, x := range b {
-		if x != 0 {
-			return false
-		}
-	}
-	return true
-}
-
-func findTAP(h *netns.NS, links []netns.Link, name string) (*netns.Link, error) {
-	l := linkNamed(links, name)
-	if l == nil {
-		return nil, &Error{Kind: ErrNoTAP, Netns: h.Name(), Name: name, msg: fmt.Sprintf("vmport: no TAP %q in %s", name, h)}
-	}
-	if !l.IsTAP() {
-		return nil, &Error{Kind: ErrNotTAP, Netns: h.Name(), Name: name,
-			msg: fmt.Sprintf("vmport: %q in %s is a %s device, not a TAP", name, h, l.KindName())}
-	}
-	return l, nil
-}
-
 func freeName(links []netns.Link) string {
 	for n := 0; ; n++ {
 		name := NamePrefix + strconv.Itoa(n)
-		if linkNamed(links, name) == nil {
+		if netns.LinkNamed(links, name) == nil {
 			return name
 		}
 	}
-}
-
-// pickMAC returns mac for a new port in h, or a free random one when mac is
-// nil; a link in h with mac is ErrMACInUse.
-func pickMAC(h *netns.NS, links []netns.Link, mac net.HardwareAddr) (net.HardwareAddr, error) {
-	if mac == nil {
-		return freeMAC(links)
-	}
-	if l := linkWithMAC(links, mac); l != nil {
-		return nil, &Error{Kind: ErrMACInUse, Netns: h.Name(), Name: mac.String(),
-			msg: fmt.Sprintf("vmport: MAC %s is in use by %s in %s", mac, l.Name, h)}
-	}
-	return mac, nil
-}
-
-func freeMAC(links []netns.Link) (net.HardwareAddr, error) {
-	for {
-		m := make(net.HardwareAddr, 6)
-		if _, err := rand.Read(m); err != nil {
-			return nil, err
-		}
-		m[0] = m[0]&^1 | 2 // unicast, locally administered
-		if linkWithMAC(links, m) == nil {
-			return m, nil
-		}
-	}
-}
-
-// explainCreate says why creating port name, a link of type kind (macvtap
-// or macvlan) on TAP tapName, failed; missing is the kind of error for a
-// kernel without that link type.
-func explainCreate(h *netns.NS, kind string, missing error, name, tapName string, err error) error {
-	e := &Error{Netns: h.Name(), Name: name, err: err}
-	switch {
-	case errors.Is(err, unix.EOPNOTSUPP):
-		// net/core/rtnetlink.c: rtnl_newlink answers EOPNOTSUPP ("Unknown
-		// device type") when no such link type is registered, even after
-		// trying to load the module.
-		e.Kind = missing
-		e.msg = fmt.Sprintf("vmport: create %s %s on %s: this kernel has no %s (CONFIG_%s): load the module with modprobe %s",
-			kind, name, tapName, kind, strings.ToUpper(kind), kind)
-	case errors.Is(err, unix.EEXIST):
-		e.Kind, e.err = ErrNameInUse, nil
-		e.msg = fmt.Sprintf("vmport: create %s %s: an interface of that name exists in %s", kind, name, h)
-	case errors.Is(err, unix.EADDRINUSE), errors.Is(err, unix.EADDRNOTAVAIL):
-		e.Kind, e.err = ErrMACInUse, nil
-		e.msg = fmt.Sprintf("vmport: create %s %s: its MAC is in use on TAP %s", kind, name, tapName)
-	case errors.Is(err, unix.EPERM) && !errors.Is(err, netns.ErrNotPermitted):
-		return fmt.Errorf("vmport: create %s %s: %w: %w", kind, name, err, netns.ErrNotPermitted)
-	default:
-		return fmt.Errorf("vmport: create %s %s on %s: %w", kind, name, tapName, err)
-	}
-	return e
-}
-
-// setUp brings port name (ifindex index, address mac) on TAP tapName up.
-// drivers/net/macvlan.c: macvlan_open refuses an address that the lower
-// device or another port on it has: ErrMACInUse.
-func setUp(h *netns.NS, index int, name string, mac net.HardwareAddr, tapName string) error {
-	err := h.SetLink(index, netns.LinkChange{Up: true})
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, unix.EADDRINUSE), errors.Is(err, unix.EADDRNOTAVAIL):
-		return &Error{Kind: ErrMACInUse, Netns: h.Name(), Name: mac.String(),
-			msg: fmt.Sprintf("vmport: MAC %s is in use on TAP %s", mac, tapName)}
-	}
-	return fmt.Errorf("vmport: set %s up: %w", name, err)
-}
-
-func linkNamed(links []netns.Link, name string) *netns.Link {
-	for i := range links {
-		if links[i].Name == name {
-			return &links[i]
-		}
-	}
-	return nil
-}
-
-func linkWithMAC(links []netns.Link, mac net.HardwareAddr) *netns.Link {
-	for i := range links {
-		if len(links[i].MAC) == len(mac) && string(links[i].MAC) == string(mac) {
-			return &links[i]
-		}
-	}
-	return nil
 }
 
 // delLink deletes macvtap name, only if its ifindex is index (when index is
@@ -467,7 +375,7 @@ func delLink(h *netns.NS, name string, index int) error {
 	if err != nil {
 		return fmt.Errorf("vmport: %w", err)
 	}
-	l := linkNamed(links, name)
+	l := netns.LinkNamed(links, name)
 	if l == nil || (index != 0 && l.Index != index) {
 		return ErrNoPort
 	}

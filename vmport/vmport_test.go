@@ -1,52 +1,20 @@
 package vmport
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tapfwd/tapfwd/internal/tapport/tapporttest"
 	"github.com/tapfwd/tapfwd/internal/testbed"
 	"github.com/tapfwd/tapfwd/netns"
-	"github.com/tapfwd/tapfwd/tap"
 )
-
-// TestExplainCreate checks the kinds and causes of a failed create; the
-// flag to change is the CLI's to say (cmd/tapfwd: explain).
-func TestExplainCreate(t *testing.T) {
-	h, err := netns.Open("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	for _, tc := range []struct {
-		errno error
-		kind  error
-		want  string
-	}{
-		{unix.EOPNOTSUPP, ErrNoMacvtap, "modprobe macvtap"},
-		{unix.EADDRINUSE, ErrMACInUse, "its MAC is in use on TAP tap0"},
-		{unix.EEXIST, ErrNameInUse, "an interface of that name exists"},
-		{unix.EPERM, unix.EPERM, "CAP_NET_ADMIN"},
-		{unix.EPERM, netns.ErrNotPermitted, "CAP_NET_ADMIN"},
-	} {
-		err := explainCreate(h, "macvtap", ErrNoMacvtap, "tfwvm0", "tap0", tc.errno)
-		if !strings.Contains(err.Error(), tc.want) || (tc.kind != nil && !errors.Is(err, tc.kind)) {
-			t.Errorf("explainCreate(%v) = %v, want %q (is %v)", tc.errno, err, tc.want, tc.kind)
-		}
-	}
-	// A host port is a macvlan.
-	err = explainCreate(h, "macvlan", ErrNoMacvlan, "tap0h", "tap0", unix.EOPNOTSUPP)
-	if !strings.Contains(err.Error(), "modprobe macvlan") || !strings.Contains(err.Error(), "CONFIG_MACVLAN") || !errors.Is(err, ErrNoMacvlan) {
-		t.Errorf("explainCreate(macvlan, EOPNOTSUPP) = %v, want ErrNoMacvlan naming modprobe macvlan", err)
-	}
-}
 
 func TestNodePath(t *testing.T) {
 	if got := nodePath("", "tfwvm0"); got != "/dev/tapfwd/tfwvm0" {
@@ -55,6 +23,13 @@ func TestNodePath(t *testing.T) {
 	if got := nodePath("lab", "tfwvm0"); got != "/dev/tapfwd/lab:tfwvm0" {
 		t.Errorf("named namespace: %s", got)
 	}
+	for _, tc := range []struct{ file, label, name string }{
+		{"tfwvm0", "", "tfwvm0"}, {"lab:tfwvm0", "lab", "tfwvm0"}, {"lab:1:tfwvm0", "lab:1", "tfwvm0"}, {"netns-42:p", "netns-42", "p"},
+	} {
+		if label, name := parseNode(tc.file); label != tc.label || name != tc.name || filepath.Base(nodePath(label, name)) != tc.file {
+			t.Errorf("parseNode(%q) = %q, %q; want %q, %q", tc.file, label, name, tc.label, tc.name)
+		}
+	}
 	for _, bad := range []string{"", "a:b", "a/b", "a b", "0123456789abcdef"} {
 		if checkIfName(bad) == nil {
 			t.Errorf("checkIfName(%q) accepted it", bad)
@@ -62,40 +37,11 @@ func TestNodePath(t *testing.T) {
 	}
 }
 
-// labTAP opens a TAP in bed's fwd namespace and moves it into the lab, as
-// tapfwd run --tap-netns does.
-func labTAP(t *testing.T) (*testbed.Bed, *tap.Device) {
-	t.Helper()
-	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
-	var d *tap.Device
-	err := bed.Do(bed.FwdNS, func() error {
-		var err error
-		d, err = tap.Open(tap.Config{Name: bed.LabIf, VnetHdr: tap.On, Netns: bed.LabNS})
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
-	return bed, d
-}
-
-func sh(t *testing.T, bed *testbed.Bed, ns string, args ...string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	out, err := bed.Run(ctx, ns, args[0], args[1:]...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
 // checkNode checks p's node against the port's sysfs as seen from its
 // namespace (ip netns exec mounts a sysfs there), and opens it.
 func checkNode(t *testing.T, bed *testbed.Bed, p Port) {
 	t.Helper()
-	want := strings.TrimSpace(sh(t, bed, p.Netns, "cat", fmt.Sprintf("/sys/class/net/%s/macvtap/tap%d/dev", p.Name, p.Index)))
+	want := strings.TrimSpace(tapporttest.Run(t, bed, p.Netns, "cat", fmt.Sprintf("/sys/class/net/%s/macvtap/tap%d/dev", p.Name, p.Index)))
 	if got := fmt.Sprintf("%d:%d", p.Major, p.Minor); got != want {
 		t.Errorf("%s: device %s, its sysfs in %s says %s", p.Name, got, p.Netns, want)
 	}
@@ -122,7 +68,7 @@ func checkNode(t *testing.T, bed *testbed.Bed, p Port) {
 }
 
 func TestVMPortLifecycle(t *testing.T) {
-	bed, d := labTAP(t)
+	bed, d := tapporttest.LabTAP(t)
 	mac := net.HardwareAddr{0x02, 0, 0x5e, 0, 0x53, 0x10}
 	a, err := Add(Config{TAP: d.Name(), Netns: bed.LabNS, Name: "vma" + bed.ID[:4], MAC: mac})
 	if err != nil {
@@ -142,7 +88,7 @@ func TestVMPortLifecycle(t *testing.T) {
 	}
 	checkNode(t, bed, a)
 	checkNode(t, bed, b)
-	mode := sh(t, bed, bed.LabNS, "ip", "-d", "-o", "link", "show", "dev", a.Name)
+	mode := tapporttest.Run(t, bed, bed.LabNS, "ip", "-d", "-o", "link", "show", "dev", a.Name)
 	if !strings.Contains(mode, "macvtap mode bridge") || !strings.Contains(mode, a.Name+"@"+d.Name()) {
 		t.Errorf("port in the lab: %s", mode)
 	}
@@ -197,7 +143,7 @@ func TestVMPortLifecycle(t *testing.T) {
 
 	// A port deleted behind tapfwd's back leaves a stale node; the next
 	// list sweeps it.
-	sh(t, bed, bed.LabNS, "ip", "link", "del", "dev", b.Name)
+	tapporttest.Run(t, bed, bed.LabNS, "ip", "link", "del", "dev", b.Name)
 	if ports, err := List(bed.LabNS, ""); err != nil || len(ports) != 0 {
 		t.Errorf("List after ip link del = %+v, %v", ports, err)
 	}
@@ -209,7 +155,7 @@ func TestVMPortLifecycle(t *testing.T) {
 // TestVMPortsGoWithTAP is the tapfwd run --vm-ports path: the ports go
 // with the TAP, Remove then removes their nodes without an error.
 func TestVMPortsGoWithTAP(t *testing.T) {
-	bed, d := labTAP(t)
+	bed, d := tapporttest.LabTAP(t)
 	ports, err := AddN(Config{TAP: d.Name(), Netns: d.Netns()}, 3)
 	if err != nil {
 		t.Fatal(err)
@@ -224,7 +170,7 @@ func TestVMPortsGoWithTAP(t *testing.T) {
 		t.Errorf("MACs not distinct: %+v", ports)
 	}
 	d.Close()
-	if out := sh(t, bed, bed.LabNS, "ip", "-o", "link", "show"); strings.Count(strings.TrimSpace(out), "\n") != 0 {
+	if out := tapporttest.Run(t, bed, bed.LabNS, "ip", "-o", "link", "show"); strings.Count(strings.TrimSpace(out), "\n") != 0 {
 		t.Errorf("after the TAP closed the lab holds:\n%s", out)
 	}
 	if err := Remove(ports); err != nil {
@@ -244,7 +190,7 @@ func TestVMPortNodesPerNamespace(t *testing.T) {
 	var ports []Port
 	var beds []*testbed.Bed
 	for i := 0; i < 2; i++ {
-		bed, d := labTAP(t)
+		bed, d := tapporttest.LabTAP(t)
 		beds = append(beds, bed)
 		p, err := Add(Config{TAP: d.Name(), Netns: bed.LabNS, Name: NamePrefix + "0"})
 		if err != nil {

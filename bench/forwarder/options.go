@@ -38,6 +38,9 @@ type Options struct {
 	// TAPNAPIThreaded runs the TAP's NAPI poll in a kthread
 	// (--tap-napi-threaded).
 	TAPNAPIThreaded bool
+	// TAPNAPICPU, when set, pins the TAP's NAPI kthreads to a CPU
+	// (--tap-napi-cpu); it needs TAPNAPIThreaded.
+	TAPNAPICPU *int
 	// TAPGROFlushTimeout is the TAP's gro_flush_timeout
 	// (--tap-gro-flush-timeout); 0 leaves the kernel's.
 	TAPGROFlushTimeout time.Duration
@@ -54,7 +57,7 @@ type Options struct {
 	NoGRO bool
 }
 
-// CPU returns a pointer to n, for Options.NICNAPICPU.
+// CPU returns a pointer to n, for Options.NICNAPICPU and TAPNAPICPU.
 func CPU(n int) *int { return &n }
 
 // Args are the `tapfwd run` flags for o, in a fixed order, without the
@@ -75,6 +78,9 @@ func (o Options) Args() []string {
 	}
 	if o.TAPNAPIThreaded {
 		a = append(a, "--tap-napi-threaded")
+	}
+	if o.TAPNAPICPU != nil {
+		a = append(a, "--tap-napi-cpu", strconv.Itoa(*o.TAPNAPICPU))
 	}
 	if o.TAPGROFlushTimeout > 0 {
 		a = append(a, "--tap-gro-flush-timeout", Micros(o.TAPGROFlushTimeout))

@@ -22,6 +22,7 @@ func TestArgs(t *testing.T) {
 		{Options{NAPI: On, VnetHdr: On, TAPGROFlushTimeout: 20 * time.Microsecond, TAPNAPIDeferHardIRQs: 1},
 			"--napi on --vnet-hdr on --tap-gro-flush-timeout 20us --tap-napi-defer-hard-irqs 1", unix.IFF_NAPI | unix.IFF_VNET_HDR},
 		{Options{NAPI: On, Poll: Block, TAPNAPIThreaded: true}, "--napi on --poll block --tap-napi-threaded", unix.IFF_NAPI},
+		{Options{NAPI: On, TAPNAPIThreaded: true, TAPNAPICPU: CPU(1)}, "--napi on --tap-napi-threaded --tap-napi-cpu 1", unix.IFF_NAPI},
 		{Options{NAPI: Auto, Poll: Block, NICNAPIThreaded: napi.ThreadedBusyPoll, NICNAPICPU: CPU(0)},
 			"--napi auto --poll block --nic-napi-threaded busy-poll --nic-napi-cpu 0", 0},
 		{Options{TAPGROFlushTimeout: 1500 * time.Nanosecond, NoGRO: true}, "--tap-gro-flush-timeout 1.5µs --gro=false", 0},

@@ -106,7 +106,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		rows[i] = p.Name
 	}
 	var err error
-	r.runs, err = matrix.Run(ctx, matrix.Plan[Sample]{
+	r.runs, _, err = matrix.Run(ctx, matrix.Plan[Sample]{
 		Configs: r.Configs, Rows: rows, Reps: o.Reps, Meter: m, Log: o.Log,
 		Visit: func(ctx context.Context, c *report.Config, rep int) ([]record, error) {
 			return visit(ctx, o, c, r.Points, rep, m)

@@ -254,10 +254,7 @@ func (r *Report) notes() {
 // analyze turns r.runs into r.Cells and r.Comparisons.
 func (r *Report) analyze(bs stats.Bootstrap) {
 	r.Cells = nil
-	for _, c := range r.Configs {
-		if c.Skipped != "" {
-			continue
-		}
+	for _, c := range report.RanConfigs(r.Configs) {
 		for _, p := range r.Points {
 			r.Cells = append(r.Cells, r.cell(bs, c.Name, p.Name))
 		}

@@ -3,6 +3,7 @@ package matrix
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"strings"
@@ -53,9 +54,12 @@ func TestRunInterleaves(t *testing.T) {
 	cfgs := []report.Config{{Name: "a"}, {Name: "b"}, {Name: "skipped", Skipped: "no"}, {Name: "c"}}
 	f := &fakeVisits{calls: map[string]int{}}
 	var last Progress
-	recs, err := Run(context.Background(), plan(cfgs, []string{"x", "y"}, 3, f, func(p Progress) { last = p }))
+	recs, end, err := Run(context.Background(), plan(cfgs, []string{"x", "y"}, 3, f, func(p Progress) { last = p }))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if end != (Ending{Reps: 3, Stopped: StopReps}) {
+		t.Errorf("ending %+v, want the 3 repetitions asked for", end)
 	}
 	if got := strings.Join(f.order, " "); got != "a b c b c a c a b" {
 		t.Errorf("visits %q, want each repetition to start one further along", got)
@@ -79,7 +83,7 @@ func TestRunSkipsAndRecordsFailures(t *testing.T) {
 		return 0, nil
 	}}
 	p := plan(cfgs, []string{"x", "y", "z"}, 2, f, nil)
-	recs, err := Run(context.Background(), p)
+	recs, _, err := Run(context.Background(), p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,9 +113,56 @@ func TestRunInterrupted(t *testing.T) {
 		cancel()
 		return 0, context.Canceled
 	}}
-	_, err := Run(ctx, plan([]report.Config{{Name: "a"}}, []string{"x"}, 3, f, nil))
+	_, _, err := Run(ctx, plan([]report.Config{{Name: "a"}}, []string{"x"}, 3, f, nil))
 	if !errors.Is(err, ErrInterrupted) || f.calls["a"] != 1 {
 		t.Errorf("%v after %d visits, want ErrInterrupted after 1 (no retry)", err, f.calls["a"])
+	}
+}
+
+// TestRunSequential runs a first stage of 3 repetitions, then as many as
+// More asks for: until it asks for none, or until the budget would be
+// overrun at the time a repetition took so far (a fake clock: 10 s a
+// visit); the meter's plan follows.
+func TestRunSequential(t *testing.T) {
+	cfgs := []report.Config{{Name: "a"}, {Name: "b"}}
+	var clock time.Time
+	f := &fakeVisits{calls: map[string]int{}, fail: func(string, int, int) (int, error) {
+		clock = clock.Add(10 * time.Second)
+		return 0, nil
+	}}
+	var asked []int
+	var last Progress
+	p := plan(cfgs, []string{"x"}, 3, f, func(pr Progress) { last = pr })
+	p.now = func() time.Time { return clock }
+	p.More = func(recs []Record[int]) int {
+		asked = append(asked, len(recs))
+		return max(0, 5-len(recs)/2) // records for 5 repetitions, then none
+	}
+	recs, end, err := Run(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if end != (Ending{Reps: 5, Stopped: StopTarget}) || len(recs) != 10 || fmt.Sprint(asked) != "[6 8 10]" {
+		t.Errorf("ending %+v with %d records, More asked at %v; want 5 repetitions, stopped by the target", end, len(recs), asked)
+	}
+	if last.Reps != 5 || last.Total != 10 {
+		t.Errorf("last progress %+v, want 5 repetitions of 2 runs planned", last)
+	}
+
+	// Always more: the budget ends it. 20 s a repetition within 100 s: 5.
+	f.calls, clock = map[string]int{}, time.Time{}
+	p = plan([]report.Config{{Name: "a"}, {Name: "b"}}, []string{"x"}, 3, f, nil)
+	p.now = func() time.Time { return clock }
+	p.More = func([]Record[int]) int { return 50 }
+	p.Budget = 100 * time.Second
+	if _, end, _ = Run(context.Background(), p); end != (Ending{Reps: 5, Stopped: StopBudget}) || p.Meter.total != 10 {
+		t.Errorf("budget of 100 s at 20 s a repetition: %+v, %d runs planned; want 5 repetitions, stopped by the budget", end, p.Meter.total)
+	}
+	// The first stage runs whatever the budget.
+	clock = time.Time{}
+	p.Budget = 30 * time.Second
+	if _, end, _ = Run(context.Background(), p); end != (Ending{Reps: 3, Stopped: StopBudget}) {
+		t.Errorf("budget shorter than the first stage: %+v, want its 3 repetitions", end)
 	}
 }
 

@@ -50,5 +50,11 @@ func (m *Meter) Note(p Progress) {
 	m.progress(p)
 }
 
+// plan makes the repetitions planned reps, each of perRep runs.
+func (m *Meter) plan(reps, perRep int) {
+	m.total += (reps - m.reps) * perRep
+	m.reps = reps
+}
+
 // Done counts a finished run.
 func (m *Meter) Done() { m.done++ }

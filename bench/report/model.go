@@ -147,6 +147,10 @@ type Comparison struct {
 	A        string `json:"a"`
 	B        string `json:"b"`
 	Unit     string `json:"unit,omitempty"` // of Diff
+	// Stopped, in a sequential run, is what ended this comparison's
+	// repetitions: "target" when it had the pairs it needed, else what
+	// ended the run ("budget").
+	Stopped string `json:"stopped_by,omitempty"`
 	stats.Difference
 }
 

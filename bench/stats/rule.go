@@ -18,7 +18,8 @@ type Rule struct {
 // MinReps is the throughput bench's fewest repetitions per side for a
 // verdict. With 3 against 3 an interval of the difference of medians can
 // exclude 0 only when every run of one side beats every run of the other,
-// a one-sided 5% test, not the two-sided 95% one a verdict claims.
+// a one-sided 5% test, not the two-sided 95% one a verdict claims; and a
+// t interval of 3 pairs rests on 2 degrees of freedom (t = 4.3).
 const MinReps = 4
 
 // TargetHalfWidth is the throughput bench's widest interval for a
@@ -60,43 +61,4 @@ func (b Bootstrap) CompareRule(key string, x, y []float64, r Rule, w Words) (Dif
 	d.HalfWidth = (d.Percent.High - d.Percent.Low) / 2
 	d.Verdict = r.Verdict(d, len(x), len(y), w)
 	return d, true
-}
-
-// Paired compares x against y measured in pairs: x[i] and y[i] come from
-// the same repetition of an interleaved run, so what moves the machine
-// from one repetition to the next moves both. The difference is the
-// median of the within-pair differences x[i]-y[i], with the 95%
-// percentile-bootstrap interval of that median (pairs resampled with
-// replacement); the change in percent, its half-width and the ratio are
-// that difference and its interval over median(y). Pairs where either
-// figure is NaN (a failed run) are left out. False when x and y differ in
-// length, no pair is left, or median(y) is not positive.
-func (b Bootstrap) Paired(key string, x, y []float64, r Rule, w Words) (Difference, bool) {
-	if len(x) != len(y) {
-		return Difference{}, false
-	}
-	var d, ys []float64
-	for i := range x {
-		if !math.IsNaN(x[i]) && !math.IsNaN(y[i]) {
-			d, ys = append(d, x[i]-y[i]), append(ys, y[i])
-		}
-	}
-	if len(d) == 0 {
-		return Difference{}, false
-	}
-	my := Median(ys)
-	if my <= 0 {
-		return Difference{}, false
-	}
-	lo, hi := b.medianCI("paired/"+key, d)
-	md := Median(d)
-	out := Difference{
-		Diff:      Estimate{md, lo, hi},
-		Ratio:     Estimate{1 + md/my, 1 + lo/my, 1 + hi/my},
-		Percent:   Estimate{100 * md / my, 100 * lo / my, 100 * hi / my},
-		HalfWidth: 100 * (hi - lo) / 2 / my,
-		Pairs:     len(d),
-	}
-	out.Verdict = r.Verdict(out, len(d), len(d), w)
-	return out, true
 }

@@ -40,113 +40,26 @@ func TestRuleVerdict(t *testing.T) {
 	}
 }
 
-func TestPaired(t *testing.T) {
-	bs := Bootstrap{Seed: 5}
-	// A constant shift within every pair, however much the pairs drift:
-	// the interval is that shift exactly.
-	y := []float64{10, 20, 5, 8, 40}
-	x := []float64{11, 21, 6, 9, 41}
-	d, ok := bs.Paired("shift", x, y, DefaultRule, Speed)
-	if !ok || d.Diff != (Estimate{1, 1, 1}) || d.Pairs != 5 || d.Verdict != Faster {
-		t.Fatalf("constant shift: %+v, %v", d, ok)
-	}
-	if math.Abs(d.Percent.Median-10) > 1e-12 || d.HalfWidth != 0 || math.Abs(d.Ratio.Median-1.1) > 1e-12 {
-		t.Errorf("constant shift of 1 over a median of 10: %+v", d)
-	}
-	// The same samples unpaired: the drift swamps the shift.
-	if u, _ := bs.CompareRule("shift", x, y, DefaultRule, Speed); u.Verdict != TooWide || u.Pairs != 0 {
-		t.Errorf("unpaired: %+v", u)
-	}
-	// A failed run leaves its pair out.
-	nan := math.NaN()
-	if d, ok := bs.Paired("nan", []float64{11, nan, 6, 9, 41}, y, DefaultRule, Speed); !ok || d.Pairs != 4 || d.Verdict != Faster {
-		t.Errorf("with a failed run: %+v, %v", d, ok)
-	}
-	if d, _ := bs.Paired("three", x[:3], y[:3], DefaultRule, Speed); d.Verdict != TooFewSamples {
-		t.Errorf("3 pairs: %q, want %q", d.Verdict, TooFewSamples)
-	}
-	for _, bad := range [][2][]float64{{x[:2], y}, {nil, nil}, {{1, 2}, {0, 0}}, {{nan}, {1}}} {
-		if _, ok := bs.Paired("bad", bad[0], bad[1], DefaultRule, Speed); ok {
-			t.Errorf("Paired(%v, %v) compared", bad[0], bad[1])
-		}
-	}
-	// Reproducible, and keyed apart from MedianCI.
-	a, _ := bs.Paired("k", []float64{3, 5, 4, 6, 2}, []float64{1, 2, 3, 4, 5}, DefaultRule, Speed)
-	b, _ := bs.Paired("k", []float64{3, 5, 4, 6, 2}, []float64{1, 2, 3, 4, 5}, DefaultRule, Speed)
-	if a != b {
-		t.Errorf("not reproducible: %+v then %+v", a, b)
-	}
-}
-
-// coverage runs trials simulated comparisons of n repetitions a side
-// with a true difference delta and returns the share of intervals that
-// hold it. Each repetition shifts both sides alike (the machine's drift,
-// sd 2); each run adds its own noise (sd 1), and with outliers 15% of the
-// runs are 4 times as noisy (a scheduler placement gone wrong). The noise
-// is the same for both sides, so the true median of the within-pair
-// differences, and the true difference of the medians, is delta.
-func coverage(n, trials int, outliers bool, paired bool) float64 {
+// coverage runs trials simulated comparisons of independent runs, n a
+// side, with a true difference of medians delta, and returns the share
+// of CompareRule's intervals that hold it. Each run is 30 plus normal
+// noise of sd 1.
+func coverage(n, trials int) float64 {
 	r := rand.New(rand.NewPCG(uint64(n), 42))
-	noise := func() float64 {
-		e := r.NormFloat64()
-		if outliers && r.Float64() < 0.15 {
-			e *= 4
-		}
-		return e
-	}
 	const delta = 1.5
 	hit := 0
 	x, y := make([]float64, n), make([]float64, n)
 	for trial := range trials {
 		for i := range n {
-			drift := 0.0
-			if paired {
-				drift = 2 * r.NormFloat64()
-			}
-			y[i] = 30 + drift + noise()
-			x[i] = 30 + delta + drift + noise()
+			y[i] = 30 + r.NormFloat64()
+			x[i] = 30 + delta + r.NormFloat64()
 		}
-		bs := Bootstrap{Seed: uint64(trial), Resamples: 2000}
-		var d Difference
-		if paired {
-			d, _ = bs.Paired("cov", x, y, DefaultRule, Speed)
-		} else {
-			d, _ = bs.CompareRule("cov", x, y, DefaultRule, Speed)
-		}
+		d, _ := Bootstrap{Seed: uint64(trial), Resamples: 2000}.CompareRule("cov", x, y, DefaultRule, Speed)
 		if d.Diff.Low <= delta && delta <= d.Diff.High {
 			hit++
 		}
 	}
 	return float64(hit) / float64(trials)
-}
-
-// TestPairedCoverage checks the paired interval on synthetic runs with a
-// known difference: over 1000 simulated runs (fixed seeds, so the same
-// figures every time) it must hold the true difference 91% to 97% of the
-// time. The level is 95%; the percentile bootstrap of a median runs 1.5
-// to 2.5 points under it with 8 to 12 pairs (92.5% to 93.4% here), and
-// 1000 trials carry a standard error of 0.7 points. With 4
-// pairs no interval of a median can do better than 87.5% (the chance
-// that the true median lies between the smallest and the largest of 4
-// differences, 1 - 2/16); that is logged, as docs/bench.md says.
-func TestPairedCoverage(t *testing.T) {
-	if testing.Short() {
-		t.Skip("thousands of bootstrap intervals")
-	}
-	for _, outliers := range []bool{false, true} {
-		for _, n := range []int{8, 12} {
-			c := coverage(n, 1000, outliers, true)
-			t.Logf("paired, %d pairs, outliers %v: coverage %.3f", n, outliers, c)
-			if c < 0.91 || c > 0.97 {
-				t.Errorf("paired, %d pairs, outliers %v: coverage %.3f, want 0.91 to 0.97", n, outliers, c)
-			}
-		}
-	}
-	if c := coverage(4, 1000, false, true); c > 0.875+0.03 {
-		t.Errorf("paired, 4 pairs: coverage %.3f above the 87.5%% bound", c)
-	} else {
-		t.Logf("paired, 4 pairs: coverage %.3f (at most 87.5%% for any interval of a median)", c)
-	}
 }
 
 // TestCompareRuleCoverage checks the interval of a difference of medians
@@ -158,7 +71,7 @@ func TestCompareRuleCoverage(t *testing.T) {
 		t.Skip("thousands of bootstrap intervals")
 	}
 	for _, n := range []int{5, 10} {
-		c := coverage(n, 1000, false, false)
+		c := coverage(n, 1000)
 		t.Logf("independent, %d a side: coverage %.3f", n, c)
 		if c < 0.93 || c > 0.99 {
 			t.Errorf("independent, %d a side: coverage %.3f, want 0.93 to 0.99", n, c)

@@ -219,11 +219,19 @@ type Difference struct {
 	// Verdict reads Diff's interval (see Verdict and Rule.Verdict).
 	Verdict string `json:"verdict"`
 	// HalfWidth is half the width of Percent's interval, in percent of
-	// B's median; set by CompareRule and Paired.
+	// B's median (CompareRule), or the factor in percent by which each end
+	// of Ratio's interval lies from its estimate (Paired, whose interval
+	// is symmetric in the logarithm); set by those two.
 	HalfWidth float64 `json:"half_width_percent,omitempty"`
 	// Pairs is the number of pairs a Paired comparison used; 0 when A and
 	// B were resampled independently.
 	Pairs int `json:"pairs,omitempty"`
+	// Stage1 is how many of the Pairs came from the first stage, whose
+	// spread sets the interval's width; Needed is how many pairs that
+	// spread asks for an interval within the rule's target (see Paired).
+	// Both 0 outside Paired and in reports from before it.
+	Stage1 int `json:"stage1_pairs,omitempty"`
+	Needed int `json:"pairs_needed,omitempty"`
 }
 
 // Compare compares a against b (see Pair for the key); false when either

@@ -82,6 +82,9 @@ type Workload struct {
 	// so the forwarder receives MTU-sized frames instead of GSO
 	// super-frames (what a real NIC without LRO/GRO hands over).
 	WireMTU bool `json:"wire_mtu,omitempty"`
+	// Placement is where its iperf3 processes run (Place); nil in reports
+	// from before it, where Settings.IperfPin applies to every workload.
+	Placement *Placement `json:"placement,omitempty"`
 }
 
 // MTUWorkload is TCP wire->lab, one stream, iperf3's default write size,

@@ -39,8 +39,8 @@ func (r *Report) summary() []string {
 	}
 	lines := []string{
 		r.HostLine(),
-		fmt.Sprintf("%d configurations x %d workloads, %d repetitions interleaved (fresh test bed per configuration and repetition), %s, %s in all",
-			len(r.ranConfigs()), len(r.Workloads), s.Reps, run, r.Finished.Sub(r.Started).Round(time.Second)),
+		fmt.Sprintf("%d configurations x %d workloads, %s (fresh test bed per configuration and repetition), %s, %s in all",
+			len(r.ranConfigs()), len(r.Workloads), r.repsText(), run, r.Finished.Sub(r.Started).Round(time.Second)),
 		fmt.Sprintf("Medians with %.0f%% percentile-bootstrap intervals (%d resamples, seed %d). %s",
 			s.Level*100, s.Resamples, s.Seed, r.ruleLine()),
 	}
@@ -55,7 +55,52 @@ func (r *Report) summary() []string {
 	if p := s.IperfPin; p != nil {
 		lines = append(lines, fmt.Sprintf("iperf3 pinned: the wire side (client) to CPU %d, the lab side (server) to CPU %d.", p.Wire, p.Lab))
 	}
+	lines = append(lines, r.placementLines()...)
 	return append(lines, s.QuickLine()...)
+}
+
+// repsText says how many repetitions ran and, for a sequential run, why
+// no more.
+func (r *Report) repsText() string {
+	s := r.Settings
+	q := s.Sequential
+	if q == nil {
+		return fmt.Sprintf("%d repetitions interleaved", s.Reps)
+	}
+	why := "every comparison had the pairs its first stage asked for"
+	switch q.Stopped {
+	case matrix.StopBudget:
+		why = "the next would have overrun the budget"
+	case matrix.StopMax:
+		why = fmt.Sprintf("the most a run makes (%d)", matrix.MaxReps)
+	}
+	return fmt.Sprintf("%d repetitions interleaved, sequential: a first stage of %d, then as many as the comparisons needed within a budget of %s; stopped as %s",
+		s.Reps, q.Stage1Reps, time.Duration(q.BudgetSeconds*float64(time.Second)).Round(time.Second), why)
+}
+
+// placementLines say where each workload's iperf3 ran.
+func (r *Report) placementLines() []string {
+	worker := 0
+	if c := r.Settings.WorkerCPU; c != nil {
+		worker = *c
+	}
+	var lines []string
+	seen := map[string][]string{}
+	var order []*Placement
+	for _, w := range r.Workloads {
+		p := w.Placement
+		if p == nil {
+			continue
+		}
+		if _, ok := seen[p.Name]; !ok {
+			order = append(order, p)
+		}
+		seen[p.Name] = append(seen[p.Name], w.Name)
+	}
+	for _, p := range order {
+		lines = append(lines, fmt.Sprintf("Placement %s (%s): %s.", p.Name, strings.Join(seen[p.Name], ", "), p.Describe(worker)))
+	}
+	return lines
 }
 
 func (r *Report) ranConfigs() []report.Config { return report.RanConfigs(r.Configs) }
@@ -69,6 +114,11 @@ func (r *Report) ruleLine() string {
 	rule := s.Rule()
 	line := fmt.Sprintf("Configurations are compared within each repetition: the median of the per-repetition differences, with its interval (pairs resampled), as a change of %s's median. "+
 		"A verdict needs at least %d repetitions each", NAPIOff, rule.MinReps)
+	if s.Interval == SteinInterval {
+		line = fmt.Sprintf("Configurations are compared within each repetition: the geometric mean of the per-repetition ratios, with Stein's two-stage 95%% interval "+
+			"(the spread of the pairs of the first %d repetitions sets its width and how many pairs a comparison needs; it takes no more). "+
+			"A verdict needs at least %d pairs", s.stage1(), rule.MinReps)
+	}
 	if rule.MaxHalfWidth > 0 {
 		line += fmt.Sprintf(", an interval no wider than +-%s of %s's median", report.PctAbs(rule.MaxHalfWidth), NAPIOff)
 	}
@@ -85,12 +135,29 @@ func halfWidth(c *report.Comparison) float64 {
 }
 
 // verdictText is c's verdict as the tables write it: a verdict withheld
-// for a wide interval says how wide against what target.
+// for a wide interval says how wide against what target, and in a
+// sequential run how many pairs it would have needed.
 func (r *Report) verdictText(c *report.Comparison) string {
-	if c.Verdict == stats.TooWide {
-		return fmt.Sprintf("interval +-%s: too wide for a verdict at the +-%s target", report.PctAbs(halfWidth(c)), report.PctAbs(r.Settings.TargetHalfWidth))
+	if c.Verdict != stats.TooWide {
+		return c.Verdict
 	}
-	return c.Verdict
+	s := fmt.Sprintf("interval +-%s: too wide for a verdict at the +-%s target", report.PctAbs(halfWidth(c)), report.PctAbs(r.Settings.TargetHalfWidth))
+	if c.Stopped != "" && c.Needed > c.Pairs {
+		s += fmt.Sprintf(" (needs %d pairs; %s)", c.Needed, c.Stopped)
+	}
+	return s
+}
+
+// pairsText is how many pairs c took, and in a sequential run how many
+// its first stage asked for.
+func pairsText(c *report.Comparison) string {
+	if c.Pairs == 0 {
+		return "-"
+	}
+	if c.Needed == 0 {
+		return strconv.Itoa(c.Pairs)
+	}
+	return fmt.Sprintf("%d/%d", c.Pairs, c.Needed)
 }
 
 func (r *Report) sections() []report.Section {
@@ -112,6 +179,13 @@ func (r *Report) sections() []report.Section {
 	if s, ok := r.modesSection(); ok {
 		out = append(out, s)
 	}
+	if s, ok := r.repsSection(); ok {
+		out = append(out, s)
+	}
+	out = append(out, r.twoModesSections()...)
+	if r.Trace {
+		out = append(out, r.traceSection())
+	}
 	out = append(out, report.ConfigTable(r.Configs, false))
 	var fails [][]string
 	for _, c := range r.Cells {
@@ -122,6 +196,32 @@ func (r *Report) sections() []report.Section {
 	return append(out, report.FailedRuns("workload", fails)...)
 }
 
+// repsSection is, for a sequential run, the repetitions each
+// configuration made and the runs that gave a figure.
+func (r *Report) repsSection() (report.Section, bool) {
+	if r.Settings.Sequential == nil {
+		return report.Section{}, false
+	}
+	s := report.Section{Title: "Repetitions per configuration", Head: []string{"config", "repetitions", "runs with a figure", "failed runs"}}
+	for _, c := range r.ranConfigs() {
+		reps := map[int]bool{}
+		ok, failed := 0, 0
+		for _, run := range r.Runs {
+			if run.Config != c.Name {
+				continue
+			}
+			reps[run.Rep] = true
+			if run.Err == "" {
+				ok++
+			} else {
+				failed++
+			}
+		}
+		s.Rows = append(s.Rows, []string{c.Name, strconv.Itoa(len(reps)), strconv.Itoa(ok), strconv.Itoa(failed)})
+	}
+	return s, true
+}
+
 // napiSection is IFF_NAPI off against on for g's workloads.
 func (r *Report) napiSection(g group) report.Section {
 	head := "-l"
@@ -129,15 +229,15 @@ func (r *Report) napiSection(g group) report.Section {
 		head = "size"
 	}
 	s := report.Section{Title: "IFF_NAPI off -> on: " + g.title(),
-		Head: []string{head, NAPIOff, NAPIOn, "on - off [95% CI]", "+-", "verdict", Bridge, NAPIOn + "/" + Bridge}}
+		Head: []string{head, NAPIOff, NAPIOn, "on - off [95% CI]", "+-", "pairs", "verdict", Bridge, NAPIOn + "/" + Bridge}}
 	for _, w := range g.Workloads {
 		off, on, br := r.Cell(NAPIOff, w.Name), r.Cell(NAPIOn, w.Name), r.Cell(Bridge, w.Name)
-		row := []string{SizeName(w.Len), report.Est(off.Value), report.Est(on.Value), "-", "-", "-", "-", report.Ratio(on.RatioToBridge)}
+		row := []string{SizeName(w.Len), report.Est(off.Value), report.Est(on.Value), "-", "-", "-", "-", "-", report.Ratio(on.RatioToBridge)}
 		if c := r.Comparison(NAPIOn, NAPIOff, w.Name); c != nil {
-			row[3], row[4], row[5] = report.DiffEst(c.Difference, 1), report.PctAbs(halfWidth(c)), r.verdictText(c)
+			row[3], row[4], row[5], row[6] = report.DiffEst(c.Difference, 1), report.PctAbs(halfWidth(c)), pairsText(c), r.verdictText(c)
 		}
 		if br != nil {
-			row[6] = report.Est(br.Value)
+			row[7] = report.Est(br.Value)
 		}
 		s.Rows = append(s.Rows, row)
 	}
@@ -235,7 +335,10 @@ func (r *Report) modesSection() (report.Section, bool) {
 	}
 	s := report.Section{Title: "TAP NAPI modes against " + NAPIOff + ": change of the median [95% CI], verdict",
 		Head: append([]string{"workload"}, modes...)}
-	if r.Settings.Paired {
+	switch {
+	case r.Settings.Interval == SteinInterval:
+		s.Title = "TAP NAPI modes against " + NAPIOff + ": change [95% CI] (geometric mean of the per-repetition ratios), pairs taken/needed, verdict"
+	case r.Settings.Paired:
 		s.Title = "TAP NAPI modes against " + NAPIOff + ": change [95% CI] (median of the per-repetition differences over " + NAPIOff + "'s median), verdict"
 	}
 	for _, w := range r.Workloads {
@@ -246,7 +349,11 @@ func (r *Report) modesSection() (report.Section, bool) {
 				row = append(row, "-")
 				continue
 			}
-			row = append(row, fmt.Sprintf("%s [%s, %s] %s", report.Pct(c.Percent.Median), report.Pct(c.Percent.Low), report.Pct(c.Percent.High), r.verdictText(c)))
+			pairs := ""
+			if c.Pairs > 0 {
+				pairs = pairsText(c) + " pairs, "
+			}
+			row = append(row, fmt.Sprintf("%s [%s, %s] %s%s", report.Pct(c.Percent.Median), report.Pct(c.Percent.Low), report.Pct(c.Percent.High), pairs, r.verdictText(c)))
 		}
 		s.Rows = append(s.Rows, row)
 	}
@@ -261,7 +368,8 @@ var CSVHeader = []string{"config", "kind", "workload", "proto", "len", "streams"
 	"napi_on_vs_off_half_width_percent", "cost_unit", "cost_machine_median", "cost_machine_ci_low", "cost_machine_ci_high",
 	"cost_user_median", "cost_system_median", "cost_softirq_median", "cost_forwarder_median",
 	"cost_ratio_to_bridge", "cost_ratio_ci_low", "cost_ratio_ci_high",
-	"cost_forwarder_user_median", "cost_forwarder_system_median"}
+	"cost_forwarder_user_median", "cost_forwarder_system_median",
+	"napi_on_vs_off_pairs", "napi_on_vs_off_pairs_needed", "napi_on_vs_off_stopped_by", "placement", "modes"}
 
 // WriteCSV writes one line per cell; the napi columns are filled on the
 // napi-on rows.
@@ -277,7 +385,7 @@ func (r *Report) WriteCSV(w io.Writer) error {
 		rec := []string{c.Config, kind, c.Workload, wl.Proto, strconv.Itoa(wl.Len), strconv.Itoa(wl.Streams), wl.Direction, c.Unit,
 			strconv.Itoa(c.Reps), "", "", "", "", "", "", "", "",
 			f(c.Retransmits), f(c.SenderCPU), f(c.ReceiverCPU), f(c.LossPercent), f(c.RcvbufPercent), "", strings.Join(c.Failures, "; "),
-			"", "", "", "", "", "", "", "", "", "", "", "", "", ""}
+			"", "", "", "", "", "", "", "", "", "", "", "", "", "", "", "", "", "", ""}
 		if c.Value != nil {
 			rec[9], rec[10], rec[11] = f(c.Value.Median), f(c.Value.Low), f(c.Value.High)
 		}
@@ -286,7 +394,16 @@ func (r *Report) WriteCSV(w io.Writer) error {
 		}
 		if cmp := r.Comparison(NAPIOn, NAPIOff, c.Workload); cmp != nil && c.Config == NAPIOn {
 			rec[15], rec[16], rec[24] = f(cmp.Diff.Median), cmp.Verdict, f(halfWidth(cmp))
+			rec[38], rec[39], rec[40] = strconv.Itoa(cmp.Pairs), strconv.Itoa(cmp.Needed), cmp.Stopped
 		}
+		if wl.Placement != nil {
+			rec[41] = wl.Placement.Name
+		}
+		var ms []string
+		for _, m := range c.Modes {
+			ms = append(ms, fmt.Sprintf("%s x%d", f(m.Median), m.Runs))
+		}
+		rec[42] = strings.Join(ms, " ")
 		if k := c.Cost; k != nil {
 			copy(rec[25:], []string{k.Unit, f(k.Machine.Median), f(k.Machine.Low), f(k.Machine.High),
 				f(k.User), f(k.System), f(k.Softirq), f(k.Forwarder)})

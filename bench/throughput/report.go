@@ -4,20 +4,32 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"time"
 
+	"github.com/tapfwd/tapfwd/bench/matrix"
 	"github.com/tapfwd/tapfwd/bench/report"
 	"github.com/tapfwd/tapfwd/bench/stats"
+	"github.com/tapfwd/tapfwd/bench/trace"
 	"github.com/tapfwd/tapfwd/internal/testbed/iperf"
 )
 
 // Schema names the JSON layout of Report; it changes when a field changes
-// meaning or goes away. Schema 2 pairs the comparisons by repetition,
-// applies stats.Rule to their verdicts and adds each cell's Cost.
-const Schema = "tapfwd-bench-throughput/2"
+// meaning or goes away. Schema 3 compares in pairs by the mean log-ratio
+// with Stein's two-stage interval (stats.Paired) instead of the median
+// difference's bootstrap, may run sequentially (Settings.Sequential),
+// places each workload (Workload.Placement) and keeps every run with its
+// trace (Runs).
+const Schema = "tapfwd-bench-throughput/3"
 
-// SchemaV1 is the first layout, which Read still takes: comparisons of
-// independently resampled medians, verdicts from 3 repetitions, no Cost.
-const SchemaV1 = "tapfwd-bench-throughput/1"
+// Earlier layouts, which Read still takes. Schema 2 paired the
+// comparisons by repetition (the median of the differences, its
+// bootstrap interval), applied stats.Rule to their verdicts and added
+// each cell's Cost; schema 1 compared independently resampled medians,
+// gave verdicts from 3 repetitions and had no Cost.
+const (
+	SchemaV2 = "tapfwd-bench-throughput/2"
+	SchemaV1 = "tapfwd-bench-throughput/1"
+)
 
 // Report is the outcome of Run: what ran, where, and the statistics. Its
 // JSON form is the --json output.
@@ -32,27 +44,54 @@ type Report struct {
 	Cells []Cell `json:"cells"`
 	// Comparisons are the TAP NAPI variants against NAPIOff, per workload.
 	Comparisons []report.Comparison `json:"comparisons"`
-	// runs are the single iperf3 runs the cells summarise.
+	// Runs are the single iperf3 runs the cells summarise, each with its
+	// trace; absent before schema 3.
+	Runs []RunRecord `json:"runs,omitempty"`
+	// Trace, when set, adds every run's trace to the text and Markdown
+	// renderings.
+	Trace bool `json:"-"`
+	// runs are Runs as Run measured them, with what the cells take.
 	runs []record
+}
+
+// RunRecord is one iperf3 run: its figure (Value, in the workload's unit) or
+// why it gave none, and its trace.
+type RunRecord struct {
+	Config   string     `json:"config"`
+	Workload string     `json:"workload"`
+	Rep      int        `json:"rep"`
+	Value    float64    `json:"value,omitempty"`
+	Err      string     `json:"error,omitempty"`
+	Trace    *trace.Run `json:"trace,omitempty"`
 }
 
 // Settings are the method's parameters.
 type Settings struct {
+	// Method: Reps is the number of repetitions made.
 	report.Method
 	RunSeconds int `json:"run_seconds"` // length of each iperf3 run
 	// OmitSeconds is the start of each run left out of its figure
 	// (iperf3 -O); the run took OmitSeconds + RunSeconds.
 	OmitSeconds int `json:"omit_seconds"`
-	// Paired says the comparisons are of within-repetition differences
-	// (stats.Paired); false in schema 1 reports.
-	Paired bool `json:"paired_comparisons,omitempty"`
+	// Paired says the comparisons are within repetitions; false in schema
+	// 1 reports. Interval is how: SteinInterval, or empty (schema 2) for
+	// the bootstrap of the median difference.
+	Paired   bool   `json:"paired_comparisons,omitempty"`
+	Interval string `json:"paired_interval,omitempty"`
 	// MinReps and TargetHalfWidth are the verdict rule (stats.Rule);
 	// absent in schema 1 reports.
 	MinReps         int     `json:"verdict_min_reps,omitempty"`
 	TargetHalfWidth float64 `json:"verdict_target_half_width_percent,omitempty"`
-	// IperfPin is where the iperf3 processes were pinned; nil when the
-	// scheduler placed them.
+	// Sequential is the stopping rule of a sequential run; nil for a run
+	// of a fixed number of repetitions.
+	Sequential *Sequential `json:"sequential,omitempty"`
+	// IperfPin is where the iperf3 processes were pinned in every run of
+	// a report from before Workload.Placement; nil when the scheduler
+	// placed them.
 	IperfPin *iperf.Pinning `json:"iperf_cpus,omitempty"`
+	// WorkerCPU is the CPU tapfwd pins its (first) worker to: the first
+	// this process may use.
+	WorkerCPU *int `json:"worker_cpu,omitempty"`
 	// Topology is the test bed (matrix.Topology): "veth", the one-host
 	// bed, or "vxlan", two hosts over VXLAN, where the wire is host 1's
 	// lab and the lab host 2's. Empty in reports from before it existed:
@@ -61,6 +100,22 @@ type Settings struct {
 	// HostCPUs are, on vxlan, the CPUs of host 1's and host 2's tapfwd
 	// workers; absent when tapfwd placed them (both on the first CPU).
 	HostCPUs []int `json:"host_cpus,omitempty"`
+}
+
+// SteinInterval names the paired interval of schema 3: the mean of the
+// per-repetition log-ratios with Stein's two-stage interval
+// (stats.Paired).
+const SteinInterval = "stein-log-ratio"
+
+// Sequential is how a sequential run decided how far to go.
+type Sequential struct {
+	// Stage1Reps are the first repetitions, whose pairs' spread fixed how
+	// many pairs each comparison needs.
+	Stage1Reps    int     `json:"stage1_reps"`
+	BudgetSeconds float64 `json:"budget_seconds"`
+	// Stopped is why it made no more repetitions: matrix.StopTarget
+	// (every comparison had the pairs it needs), StopBudget or StopMax.
+	Stopped string `json:"stopped_by"`
 }
 
 // Cell summarises one configuration on one workload.
@@ -98,6 +153,17 @@ type Cell struct {
 	Cost *Cost `json:"cost,omitempty"`
 	// Failures lists runs that gave no value, as "rep N: reason".
 	Failures []string `json:"failures,omitempty"`
+	// Modes, when the runs fall in two clusters (stats.TwoModes), are
+	// the slow and the fast one: a median over them describes neither.
+	Modes []Mode `json:"modes,omitempty"`
+}
+
+// Mode is a cluster of a cell's runs.
+type Mode struct {
+	Median float64 `json:"median"`
+	Runs   int     `json:"runs"`
+	// Reps are the repetitions whose runs it holds.
+	Reps []int `json:"reps"`
 }
 
 // Cost is the CPU time a configuration spent on a workload per unit
@@ -136,11 +202,12 @@ type Cost struct {
 // comparisons: the TAP NAPI variants, each against IFF_NAPI off.
 var comparisons = [][2]string{{NAPIOn, NAPIOff}, {NAPIThreaded, NAPIOff}, {NAPIGRO, NAPIOff}}
 
-// Read reads a report written as JSON (schema 1 or 2), for rendering
-// again. It holds the cells and comparisons, not the single runs.
+// Read reads a report written as JSON (schema 1 to 3), for rendering
+// again. It holds the cells, the comparisons and, from schema 3, the runs
+// with their traces.
 func Read(path string) (*Report, error) {
 	var r Report
-	if err := report.ReadJSON(path, &r, Schema, SchemaV1); err != nil {
+	if err := report.ReadJSON(path, &r, Schema, SchemaV2, SchemaV1); err != nil {
 		return nil, err
 	}
 	return &r, nil
@@ -153,6 +220,15 @@ func (s Settings) Rule() stats.Rule {
 		return stats.Rule{MinReps: stats.MinVerdictReps}
 	}
 	return stats.Rule{MinReps: s.MinReps, MaxHalfWidth: s.TargetHalfWidth}
+}
+
+// stage1 is the first stage of the comparisons' intervals: a sequential
+// run's, else every repetition.
+func (s Settings) stage1() int {
+	if s.Sequential != nil {
+		return s.Sequential.Stage1Reps
+	}
+	return s.Reps
 }
 
 // Cell returns the cell of config on workload, or nil.
@@ -192,44 +268,103 @@ func (r *Report) values(config, workload string) []float64 {
 	return v
 }
 
-// byRep are the figures of config's runs on workload, one per repetition
-// (index rep-1), NaN where the run failed or is missing.
-func (r *Report) byRep(config, workload string) []float64 {
-	v := make([]float64, r.Settings.Reps)
+// byRep are the figures of config's runs on workload in reps
+// repetitions, one per repetition (index rep-1), NaN where the run failed
+// or is missing.
+func byRep(runs []record, config, workload string, reps int) []float64 {
+	v := make([]float64, reps)
 	for i := range v {
 		v[i] = math.NaN()
 	}
-	for _, run := range r.runs {
-		if run.Config == config && run.Row == workload && run.Err == "" && run.Rep >= 1 && run.Rep <= len(v) {
+	for _, run := range runs {
+		if run.Config == config && run.Row == workload && run.Err == "" && run.Rep >= 1 && run.Rep <= reps {
 			v[run.Rep-1] = run.Sample.Value
 		}
 	}
 	return v
 }
 
-// analyze turns r.runs into r.Cells and r.Comparisons.
-func (r *Report) analyze(bs stats.Bootstrap) {
-	r.Cells = nil
-	for _, c := range r.Configs {
-		if c.Skipped != "" {
-			continue
-		}
-		for _, w := range r.Workloads {
-			r.Cells = append(r.Cells, r.cell(bs, c.Name, w))
-		}
-	}
-	r.Comparisons = nil
+// pairs are the comparisons that ran: a against b on each workload.
+func (r *Report) pairs(fn func(a, b string, w Workload)) {
 	for _, ab := range comparisons {
 		if !r.ran(ab[0]) || !r.ran(ab[1]) {
 			continue
 		}
 		for _, w := range r.Workloads {
-			d, ok := bs.Paired(ab[0]+"-"+ab[1]+"/"+w.Name, r.byRep(ab[0], w.Name), r.byRep(ab[1], w.Name), r.Settings.Rule(), stats.Speed)
-			if ok {
-				r.Comparisons = append(r.Comparisons, report.Comparison{Workload: w.Name, A: ab[0], B: ab[1], Unit: w.Unit, Difference: d})
-			}
+			fn(ab[0], ab[1], w)
 		}
 	}
+}
+
+// more is how many more repetitions the comparisons need after runs, a
+// sequential run's records so far: the most any lacks of the pairs its
+// first stage asks for (stats.PairsNeeded), matrix.MaxReps when a first
+// stage cannot tell.
+func (r *Report) more(runs []record) int {
+	reps := 0
+	for _, run := range runs {
+		reps = max(reps, run.Rep)
+	}
+	stage1, rule := r.Settings.stage1(), r.Settings.Rule()
+	more := 0
+	r.pairs(func(a, b string, w Workload) {
+		x, y := byRep(runs, a, w.Name, reps), byRep(runs, b, w.Name, reps)
+		need := stats.PairsNeeded(x, y, stage1, rule)
+		if need < 0 {
+			more = matrix.MaxReps
+			return
+		}
+		have := 0
+		for i := range x {
+			if x[i] > 0 && y[i] > 0 {
+				have++
+			}
+		}
+		more = max(more, need-have)
+	})
+	return more
+}
+
+// finish records how the run ended and what it measured, and analyzes
+// it.
+func (r *Report) finish(runs []record, end matrix.Ending, bs stats.Bootstrap) {
+	r.Finished = time.Now().UTC()
+	r.Settings.Reps = end.Reps
+	if q := r.Settings.Sequential; q != nil {
+		q.Stopped = end.Stopped
+	}
+	r.runs = runs
+	r.Runs = make([]RunRecord, len(runs))
+	for i, run := range runs {
+		r.Runs[i] = RunRecord{Config: run.Config, Workload: run.Row, Rep: run.Rep, Value: run.Sample.Value, Err: run.Err, Trace: run.Sample.Trace}
+	}
+	r.analyze(bs)
+}
+
+// analyze turns r.runs into r.Cells and r.Comparisons.
+func (r *Report) analyze(bs stats.Bootstrap) {
+	r.Cells = nil
+	for _, c := range report.RanConfigs(r.Configs) {
+		for _, w := range r.Workloads {
+			r.Cells = append(r.Cells, r.cell(bs, c.Name, w))
+		}
+	}
+	r.Comparisons = nil
+	r.pairs(func(a, b string, w Workload) {
+		x, y := byRep(r.runs, a, w.Name, r.Settings.Reps), byRep(r.runs, b, w.Name, r.Settings.Reps)
+		d, ok := stats.Paired(x, y, r.Settings.stage1(), r.Settings.Rule(), stats.Speed)
+		if !ok {
+			return
+		}
+		c := report.Comparison{Workload: w.Name, A: a, B: b, Unit: w.Unit, Difference: d}
+		if q := r.Settings.Sequential; q != nil {
+			c.Stopped = matrix.StopTarget
+			if d.Pairs < d.Needed {
+				c.Stopped = q.Stopped
+			}
+		}
+		r.Comparisons = append(r.Comparisons, c)
+	})
 }
 
 // cell summarises config's runs on w.
@@ -260,6 +395,7 @@ func (r *Report) cell(bs stats.Bootstrap, config string, w Workload) Cell {
 		}
 	}
 	cell.Reps = len(cell.Samples)
+	cell.Modes = modes(r.runs, config, w.Name)
 	if cell.Reps > 0 {
 		lo, hi := bs.MedianCI(config+"/"+w.Name, cell.Samples)
 		cell.Value = &stats.Estimate{Median: stats.Median(cell.Samples), Low: lo, High: hi}
@@ -330,38 +466,47 @@ func (r *Report) cost(bs stats.Bootstrap, config string, w Workload, runs []samp
 	return c
 }
 
-// group is a block of the report: one protocol, direction and stream count,
-// with one row or column per message size.
+// group is a block of the report: one protocol, direction, stream count
+// and placement, with one row or column per message size.
 type group struct {
 	Proto     string
 	Direction string
 	Streams   int
 	WireMTU   bool
+	Placement string     // its name; empty before Workload.Placement
 	Workloads []Workload // ascending Len
 }
 
 func (g group) title() string {
+	place := ""
+	if g.Placement != "" {
+		place = ", iperf3 " + g.Placement
+	}
 	if g.WireMTU {
-		return fmt.Sprintf("TCP %s, 1 stream, MTU-sized frames from the wire (TSO and GSO off on its veth): Gbit/s", g.Direction)
+		return fmt.Sprintf("TCP %s, 1 stream, MTU-sized frames from the wire (TSO and GSO off on its veth)%s: Gbit/s", g.Direction, place)
 	}
 	if g.Proto == "udp" {
-		return fmt.Sprintf("UDP %s, %s, 1 stream, unlimited rate: datagrams delivered, kpps", SizeName(g.Workloads[0].Len), g.Direction)
+		return fmt.Sprintf("UDP %s, %s, 1 stream, unlimited rate%s: datagrams delivered, kpps", SizeName(g.Workloads[0].Len), g.Direction, place)
 	}
 	s := "streams"
 	if g.Streams == 1 {
 		s = "stream"
 	}
-	return fmt.Sprintf("TCP %s, %d %s (iperf3 -P %d): Gbit/s by write size (-l)", g.Direction, g.Streams, s, g.Streams)
+	return fmt.Sprintf("TCP %s, %d %s (iperf3 -P %d)%s: Gbit/s by write size (-l)", g.Direction, g.Streams, s, g.Streams, place)
 }
 
 func (r *Report) groups() []group {
 	var gs []group
 	for _, w := range r.Workloads {
+		place := ""
+		if w.Placement != nil {
+			place = w.Placement.Name
+		}
 		i := slices.IndexFunc(gs, func(g group) bool {
-			return g.Proto == w.Proto && g.Direction == w.Direction && g.Streams == w.Streams && g.WireMTU == w.WireMTU
+			return g.Proto == w.Proto && g.Direction == w.Direction && g.Streams == w.Streams && g.WireMTU == w.WireMTU && g.Placement == place
 		})
 		if i < 0 {
-			gs = append(gs, group{Proto: w.Proto, Direction: w.Direction, Streams: w.Streams, WireMTU: w.WireMTU})
+			gs = append(gs, group{Proto: w.Proto, Direction: w.Direction, Streams: w.Streams, WireMTU: w.WireMTU, Placement: place})
 			i = len(gs) - 1
 		}
 		gs[i].Workloads = append(gs[i].Workloads, w)
@@ -370,4 +515,37 @@ func (r *Report) groups() []group {
 		slices.SortStableFunc(gs[i].Workloads, func(a, b Workload) int { return a.Len - b.Len })
 	}
 	return gs
+}
+
+// modes are the two clusters of config's runs on workload, when there
+// are two (stats.TwoModes), slow one first.
+func modes(runs []record, config, workload string) []Mode {
+	var v []float64
+	var reps []int
+	for _, run := range runs {
+		if run.Config == config && run.Row == workload && run.Err == "" {
+			v, reps = append(v, run.Sample.Value), append(reps, run.Rep)
+		}
+	}
+	split, ok := stats.TwoModes(v)
+	if !ok {
+		return nil
+	}
+	var lo, hi []float64
+	out := []Mode{{}, {}}
+	for i, x := range v {
+		k := 0
+		if x > split {
+			k = 1
+		}
+		out[k].Reps = append(out[k].Reps, reps[i])
+		if k == 0 {
+			lo = append(lo, x)
+		} else {
+			hi = append(hi, x)
+		}
+	}
+	out[0].Median, out[0].Runs = stats.Median(lo), len(lo)
+	out[1].Median, out[1].Runs = stats.Median(hi), len(hi)
+	return out
 }

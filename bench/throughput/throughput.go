@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/tapfwd/tapfwd/bench/cost"
+	"github.com/tapfwd/tapfwd/bench/forwarder"
 	"github.com/tapfwd/tapfwd/bench/matrix"
 	"github.com/tapfwd/tapfwd/bench/report"
 	"github.com/tapfwd/tapfwd/bench/stats"
+	"github.com/tapfwd/tapfwd/bench/trace"
 	"github.com/tapfwd/tapfwd/internal/procfs"
 	"github.com/tapfwd/tapfwd/internal/testbed"
 	"github.com/tapfwd/tapfwd/internal/testbed/iperf"
@@ -17,10 +20,12 @@ import (
 
 // Options configure Run.
 type Options struct {
-	matrix.Common // Configs nil means Configs(DefaultTAPNAPI)
+	// Common: Configs nil means Configs(DefaultTAPNAPI); Reps is the
+	// number of repetitions, or with Budget the first stage.
+	matrix.Common
 	// Workloads to run on each configuration's bed; nil means
 	// Workloads([64 128 4096], [1 4], both directions, true) and
-	// MTUWorkload.
+	// MTUWorkload, placed by PlaceAuto.
 	Workloads []Workload
 	// Duration of each iperf3 run (whole seconds); 0 means 1 s.
 	Duration time.Duration
@@ -30,11 +35,12 @@ type Options struct {
 	// Rule decides the verdicts of the comparisons; the zero Rule means
 	// stats.DefaultRule.
 	Rule stats.Rule
-	// IperfPin, when set, pins the iperf3 client (wire namespace) and
-	// server (lab namespace) to CPUs in every run; nil leaves them to the
-	// scheduler. On a machine with few CPUs where they run decides
-	// small-packet results (docs/performance.md).
-	IperfPin *iperf.Pinning
+	// Budget, when positive, makes the run sequential: after the first
+	// Reps repetitions (the first stage, at least stats.Stage1Reps), it
+	// goes on until every comparison has the pairs its first stage says
+	// it needs for an interval within Rule's target (stats.PairsNeeded),
+	// or until the next repetition would end past Budget.
+	Budget time.Duration
 }
 
 // sample is what one iperf3 run of one configuration and workload gave.
@@ -54,6 +60,8 @@ type sample struct {
 	// delivered over the run; valid when HasCost.
 	Cost    cost.PerUnit
 	HasCost bool
+	// Trace is what the machine did during the run.
+	Trace *trace.Run
 }
 
 type record = matrix.Record[sample]
@@ -61,7 +69,10 @@ type record = matrix.Record[sample]
 func (o *Options) defaults() error {
 	o.Defaults(func() []report.Config { return Configs(DefaultTAPNAPI) })
 	if o.Workloads == nil {
-		o.Workloads = append(Workloads(DefaultSizes, DefaultStreams, DefaultDirs, true), MTUWorkload())
+		var err error
+		if o.Workloads, err = Place(append(Workloads(DefaultSizes, DefaultStreams, DefaultDirs, true), MTUWorkload()), PlaceAuto, DefaultPin()); err != nil {
+			return err
+		}
 	}
 	if o.Duration <= 0 {
 		o.Duration = time.Second
@@ -69,10 +80,18 @@ func (o *Options) defaults() error {
 	if o.Rule == (stats.Rule{}) {
 		o.Rule = stats.DefaultRule
 	}
-	// Two hosts on one machine: each host's forwarder beside its lab's
-	// iperf3, a CPU per host, rather than both on the first CPU.
-	if p := o.IperfPin; p != nil && o.Lab.Topology == matrix.VXLAN && o.Lab.HostCPUs == nil {
-		o.Lab.HostCPUs = []int{p.Wire, p.Lab}
+	if o.Budget > 0 && o.Reps < stats.Stage1Reps {
+		return fmt.Errorf("throughput: a sequential run's first stage of %d repetitions is fewer than %d", o.Reps, stats.Stage1Reps)
+	}
+	cpus := FirstCPUs(2)
+	switch {
+	case len(cpus) < 2:
+	case o.Lab.Topology == matrix.VXLAN && o.Lab.HostCPUs == nil:
+		// Two hosts on one machine: each host's forwarder on a CPU of its
+		// own, rather than both on the first CPU.
+		o.Lab.HostCPUs = cpus
+	case o.Lab.Topology != matrix.VXLAN:
+		o.Configs = pinKthreads(o.Configs, cpus[1])
 	}
 	if len(o.Configs) == 0 || len(o.Workloads) == 0 {
 		return errors.New("throughput: nothing to measure: no configuration or no workload")
@@ -80,9 +99,26 @@ func (o *Options) defaults() error {
 	return nil
 }
 
+// pinKthreads pins the TAP's NAPI kthread of every configuration that
+// runs one, and does not place it itself, to cpu: left to the scheduler it
+// lands beside tapfwd's worker in some visits and not in others, which
+// makes a configuration's runs differ by where it landed.
+func pinKthreads(cs []report.Config, cpu int) []report.Config {
+	cs = slices.Clone(cs)
+	for i := range cs {
+		if c := &cs[i]; c.Run.TAPNAPIThreaded && c.Run.TAPNAPICPU == nil {
+			c.Run.TAPNAPICPU = forwarder.CPU(cpu)
+			c.Args = c.Run.Args()
+			c.Description += fmt.Sprintf("; its NAPI kthread on CPU %d", cpu)
+		}
+	}
+	return cs
+}
+
 // Run measures every configuration with every workload, in the interleaved
 // repetitions of matrix.Run: each visit builds a fresh test bed, starts the
-// forwarder if any, runs every workload on it, and removes the bed.
+// forwarder if any, runs every workload on it (traced), and removes the
+// bed. With a Budget the repetitions go on as the comparisons need.
 //
 // A configuration that the kernel cannot do (Options.TUNFeatures) is
 // skipped with the reason before anything runs; the rest follows
@@ -93,19 +129,26 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
-	r := &Report{
-		Header: report.Header{Schema: Schema, Started: time.Now().UTC(), Host: matrix.ProbeHost(o.TUNFeatures, true)},
-		Settings: Settings{Method: report.NewMethod(o.Reps, o.Bootstrap), RunSeconds: iperfSeconds(o.Duration),
-			OmitSeconds: omitSeconds(o.Omit), IperfPin: o.IperfPin, Paired: true,
-			MinReps: o.Rule.MinReps, TargetHalfWidth: o.Rule.MaxHalfWidth, Topology: o.Lab.Topology.String(), HostCPUs: o.Lab.HostCPUs},
-		Configs:   append([]report.Config(nil), o.Configs...),
-		Workloads: o.Workloads,
-	}
+	r := newReport(o)
 	for i := range r.Configs {
 		if c := &r.Configs[i]; !o.Lab.Topology.Fit(c) || !matrix.CheckKernel(c, o.TUNFeatures) {
 			o.Log.Info("skipping configuration", "config", c.Name, "reason", c.Skipped)
 		}
 	}
+	runs, end, err := matrix.Run(ctx, r.plan(o, func(ctx context.Context, c *report.Config, rep int, m *matrix.Meter) ([]record, error) {
+		return visit(ctx, o, c, rep, m)
+	}))
+	if err != nil {
+		return nil, err
+	}
+	r.finish(runs, end, o.Bootstrap)
+	return r, nil
+}
+
+// plan is the matrix of r's configurations and o's workloads, each
+// visit made by visit: o.Reps repetitions, or with o.Budget as many as
+// r's comparisons need.
+func (r *Report) plan(o Options, visit func(context.Context, *report.Config, int, *matrix.Meter) ([]record, error)) matrix.Plan[sample] {
 	// A first guess per run: the run itself plus about half a second
 	// around it.
 	guess := time.Duration(iperfSeconds(o.Duration)+omitSeconds(o.Omit))*time.Second + 500*time.Millisecond
@@ -114,19 +157,35 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	for i, w := range o.Workloads {
 		rows[i] = w.Name
 	}
-	var err error
-	r.runs, err = matrix.Run(ctx, matrix.Plan[sample]{
+	p := matrix.Plan[sample]{
 		Configs: r.Configs, Rows: rows, Reps: o.Reps, Meter: m, Log: o.Log,
 		Visit: func(ctx context.Context, c *report.Config, rep int) ([]record, error) {
-			return visit(ctx, o, c, rep, m)
+			return visit(ctx, c, rep, m)
 		},
-	})
-	if err != nil {
-		return nil, err
 	}
-	r.Finished = time.Now().UTC()
-	r.analyze(o.Bootstrap)
-	return r, nil
+	if o.Budget > 0 {
+		p.More, p.Budget = r.more, o.Budget
+	}
+	return p
+}
+
+// newReport is the report of a run of o, before it runs.
+func newReport(o Options) *Report {
+	s := Settings{Method: report.NewMethod(o.Reps, o.Bootstrap), RunSeconds: iperfSeconds(o.Duration),
+		OmitSeconds: omitSeconds(o.Omit), Paired: true, Interval: SteinInterval,
+		MinReps: o.Rule.MinReps, TargetHalfWidth: o.Rule.MaxHalfWidth, Topology: o.Lab.Topology.String(), HostCPUs: o.Lab.HostCPUs}
+	if c := FirstCPUs(1); len(c) == 1 {
+		s.WorkerCPU = &c[0]
+	}
+	if o.Budget > 0 {
+		s.Sequential = &Sequential{Stage1Reps: o.Reps, BudgetSeconds: o.Budget.Seconds()}
+	}
+	return &Report{
+		Header:    report.Header{Schema: Schema, Started: time.Now().UTC(), Host: matrix.ProbeHost(o.TUNFeatures, true)},
+		Settings:  s,
+		Configs:   append([]report.Config(nil), o.Configs...),
+		Workloads: o.Workloads,
+	}
 }
 
 // iperfSeconds is the run length iperf3 actually uses (-t takes seconds).
@@ -144,19 +203,23 @@ func omitSeconds(d time.Duration) int {
 func visit(ctx context.Context, o Options, c *report.Config, rep int, m *matrix.Meter) ([]record, error) {
 	var runs []record
 	err := o.Lab.Visit(ctx, c, rep, func(bed *testbed.Bed, fws matrix.Forwarders) error {
+		tap := ""
+		if c.Kind == report.KindTapfwd && o.Lab.Topology != matrix.VXLAN {
+			tap = bed.LabIf
+		}
 		for _, w := range o.Workloads {
 			if err := fws.Alive(); err != nil {
 				return err
 			}
 			m.Step(c.Name, rep, w.Name)
-			s, runErr, err := measure(ctx, o, bed, fws, w)
+			s, runErr, err := measure(ctx, o, bed, fws, tap, w)
 			if err != nil {
 				return err
 			}
 			m.Done()
 			run := record{Config: c.Name, Row: w.Name, Rep: rep, Sample: s}
 			if runErr != nil {
-				run = record{Config: c.Name, Row: w.Name, Rep: rep, Err: matrix.ErrLine(runErr)}
+				run = record{Config: c.Name, Row: w.Name, Rep: rep, Err: matrix.ErrLine(runErr), Sample: sample{Trace: s.Trace}}
 				o.Log.Warn("iperf3 failed", "config", c.Name, "rep", rep, "workload", w.Name, "err", runErr)
 			}
 			runs = append(runs, run)
@@ -166,9 +229,10 @@ func visit(ctx context.Context, o Options, c *report.Config, rep int, m *matrix.
 	return runs, err
 }
 
-// measure runs workload w across bed. runErr is iperf3 failing (recorded
-// in the cell); err ends the visit (ctx ended, the bed failing).
-func measure(ctx context.Context, o Options, bed *testbed.Bed, fws matrix.Forwarders, w Workload) (s sample, runErr, err error) {
+// measure runs workload w across bed, traced (tap names the bed's TAP,
+// when it has one). runErr is iperf3 failing (recorded in the cell); err
+// ends the visit (ctx ended, the bed failing).
+func measure(ctx context.Context, o Options, bed *testbed.Bed, fws matrix.Forwarders, tap string, w Workload) (s sample, runErr, err error) {
 	if w.WireMTU {
 		if _, err := bed.Run(ctx, bed.WireNS, "ethtool", "-K", bed.WireIf, "tso", "off", "gso", "off"); err != nil {
 			return s, nil, fmt.Errorf("turning TSO/GSO off on the wire: %w", err)
@@ -177,9 +241,9 @@ func measure(ctx context.Context, o Options, bed *testbed.Bed, fws matrix.Forwar
 	}
 	// What reached the receiver, and where UDP datagrams are lost: the
 	// receiver's socket buffer, or on the way.
-	rcvNS := bed.LabNS
+	sndNS, rcvNS := bed.WireNS, bed.LabNS
 	if w.Direction == LabToWire {
-		rcvNS = bed.WireNS
+		sndNS, rcvNS = rcvNS, sndNS
 	}
 	in0, udp0, err := receiverStats(bed, rcvNS)
 	if err != nil {
@@ -189,22 +253,22 @@ func measure(ctx context.Context, o Options, bed *testbed.Bed, fws matrix.Forwar
 	if err != nil {
 		return s, nil, err
 	}
+	tr := trace.Start(ctx, trace.Targets{Bed: bed, Forwarders: fws.Pids(), TAP: tap, Sender: sndNS, Receiver: rcvNS})
 	res, runErr := iperf.Run(ctx, bed, iperf.Options{
 		Duration: o.Duration, Omit: o.Omit, Len: w.Len, Streams: w.Streams,
-		Reverse: w.Direction == LabToWire, UDP: w.Proto == "udp", Bitrate: bitrate(w), Pin: o.IperfPin,
+		Reverse: w.Direction == LabToWire, UDP: w.Proto == "udp", Bitrate: bitrate(w), Pin: w.pin(),
 	})
 	spent, err := win.Stop()
+	run := tr.Stop(res.Raw)
+	s.Trace = &run
 	if ctx.Err() != nil {
 		return s, nil, ctx.Err()
 	}
-	if err != nil {
-		return s, nil, err
+	if err != nil || runErr != nil {
+		return s, runErr, err
 	}
-	if runErr != nil {
-		return s, runErr, nil
-	}
-	s = sample{Value: res.BitsPerSecond / 1e9, Retransmits: res.Retransmits,
-		SenderCPU: res.SenderCPU, ReceiverCPU: res.ReceiverCPU, LossPercent: res.LostPercent}
+	s.Value, s.Retransmits = res.BitsPerSecond/1e9, res.Retransmits
+	s.SenderCPU, s.ReceiverCPU, s.LossPercent = res.SenderCPU, res.ReceiverCPU, res.LostPercent
 	if w.Unit == Kpps {
 		s.Value = res.BitsPerSecond / 8 / float64(w.Len) / 1e3
 	}
@@ -217,6 +281,14 @@ func measure(ctx context.Context, o Options, bed *testbed.Bed, fws matrix.Forwar
 	}
 	s.setCost(w, spent, in1.Sub(in0), len(fws) > 0)
 	return s, nil, nil
+}
+
+// pin is where w's iperf3 processes are pinned; nil for the scheduler.
+func (w Workload) pin() *iperf.Pinning {
+	if w.Placement == nil {
+		return nil
+	}
+	return w.Placement.Iperf
 }
 
 // tcpHeaderBytes is what IpExt InOctets counts beyond the payload of each

@@ -31,7 +31,7 @@ func synthetic(t *testing.T) *Report {
 		Configs:   Configs(DefaultTAPNAPI),
 		Workloads: Workloads([]int{64, 4096}, []int{1}, DefaultDirs, true),
 		Settings: Settings{Method: report.Method{Reps: 5, Seed: 1, Resamples: 1000, Level: stats.Level}, RunSeconds: 1,
-			OmitSeconds: 1, Paired: true, MinReps: stats.MinReps, TargetHalfWidth: stats.TargetHalfWidth},
+			OmitSeconds: 1, Paired: true, Interval: SteinInterval, MinReps: stats.MinReps, TargetHalfWidth: stats.TargetHalfWidth},
 	}
 	r.Config(Queues2).Skipped = "the kernel lacks IFF_MULTI_QUEUE (TUNGETFEATURES 0x7073)"
 	base := map[string]float64{NAPIOff: 2, NAPIOn: 3, NAPIThreaded: 2.05, NAPIGRO: 1, VnetOff: 1.5, Naive: 1, Bridge: 4, Direct: 5}
@@ -194,19 +194,7 @@ func TestWorkloads(t *testing.T) {
 
 func TestFormats(t *testing.T) {
 	r := synthetic(t)
-
-	var js bytes.Buffer
-	if err := r.WriteJSON(&js); err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(t.TempDir(), "r.json")
-	if err := os.WriteFile(p, js.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	back, err := Read(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	back, js := roundTrip(t, r)
 	if len(back.Cells) != len(r.Cells) || len(back.Comparisons) != len(r.Comparisons) || back.Host.Kernel != "6.18.0-test" {
 		t.Errorf("JSON round trip lost data: %d cells, %d comparisons", len(back.Cells), len(back.Comparisons))
 	}
@@ -270,6 +258,25 @@ func TestFormats(t *testing.T) {
 			t.Errorf("text report lacks %q:\n%s", want, txt.String())
 		}
 	}
+}
+
+// roundTrip writes r as JSON to a file, reads it back with Read and
+// returns what it read and the JSON.
+func roundTrip(t *testing.T, r *Report) (*Report, *bytes.Buffer) {
+	t.Helper()
+	var js bytes.Buffer
+	if err := r.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "r.json")
+	if err := os.WriteFile(p, js.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	back, err := Read(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return back, &js
 }
 
 func TestWriteCharts(t *testing.T) {

@@ -132,7 +132,7 @@ func noisy(t *testing.T, reps int, spread float64) *Report {
 	cfgs, _ := report.SelectConfigs(Configs(DefaultTAPNAPI), []string{NAPIOff, NAPIOn})
 	r := &Report{Configs: cfgs, Workloads: w,
 		Settings: Settings{Method: report.Method{Reps: reps, Seed: 1, Resamples: 1000, Level: stats.Level}, RunSeconds: 2,
-			Paired: true, MinReps: stats.MinReps, TargetHalfWidth: stats.TargetHalfWidth}}
+			Paired: true, Interval: SteinInterval, MinReps: stats.MinReps, TargetHalfWidth: stats.TargetHalfWidth}}
 	pattern := []float64{0, 1, -1, 0.5, -0.5, 0.8, -0.8, 0.2, -0.2, 0.6}
 	for rep := 1; rep <= reps; rep++ {
 		off := 4 * (1 + spread*pattern[(rep-1)%len(pattern)])
@@ -177,7 +177,7 @@ func TestVerdictRule(t *testing.T) {
 				t.Errorf("%s: half-width %v", tc.name, c.HalfWidth)
 			}
 		}
-		if !strings.Contains(txt.String(), want) || !strings.Contains(txt.String(), "at least 4 repetitions each") {
+		if !strings.Contains(txt.String(), want) || !strings.Contains(txt.String(), "at least 4 pairs") {
 			t.Errorf("%s: text report lacks %q or the rule:\n%s", tc.name, want, txt.String())
 		}
 	}

@@ -76,7 +76,7 @@ func TestBenchQuickVXLAN(t *testing.T) {
 	if r.Settings.Topology != "vxlan" {
 		t.Errorf("settings.topology %q, want vxlan", r.Settings.Topology)
 	}
-	if pin := autoIperfPin(); pin != nil && !slices.Equal(r.Settings.HostCPUs, []int{pin.Wire, pin.Lab}) {
+	if pin := throughput.DefaultPin(); pin != nil && !slices.Equal(r.Settings.HostCPUs, []int{pin.Wire, pin.Lab}) {
 		t.Errorf("settings.host_cpus %v, want host 1's tapfwd beside the client (%d), host 2's beside the server (%d)", r.Settings.HostCPUs, pin.Wire, pin.Lab)
 	}
 	configs := ranConfigs(t, r)
@@ -265,9 +265,9 @@ func TestBenchMatchesPlainIperf3(t *testing.T) {
 				plain = append(plain, v)
 			},
 		},
-		Duration:  time.Second,
-		Workloads: throughput.Workloads([]int{4096}, []int{1}, []string{throughput.WireToLab}, false),
-		IperfPin:  pin,
+		Duration: time.Second,
+		Workloads: []throughput.Workload{{Name: "tcp-4KB-P1-w2l", Proto: "tcp", Len: 4096, Streams: 1, Direction: throughput.WireToLab,
+			Unit: throughput.Gbps, Placement: &throughput.Placement{Name: throughput.Pinned, Iperf: pin}}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -533,6 +533,12 @@ func TestBenchErrors(t *testing.T) {
 		{[]string{"throughput", "--iperf-cpus", "0"}, 1, "want WIRE,LAB"},
 		{[]string{"throughput", "--iperf-cpus", "0,4096"}, 1, `"4096" is not a CPU this process may use`},
 		{[]string{"throughput", "--iperf-cpus", "x,0"}, 1, `"x" is not a CPU`},
+		{[]string{"throughput", "--iperf-cpus", "none"}, 1, "give --placement scheduler"},
+		{[]string{"throughput", "--placement", "everywhere"}, 1, `--placement: unknown placement "everywhere"`},
+		{[]string{"throughput", "--reps", "4"}, 1, "--reps 4 with --budget: a sequential run's first stage takes at least 6 repetitions"},
+		{[]string{"throughput", "--budget", "-1m"}, 1, "--budget -1m0s"},
+		{[]string{"throughput", "-h"}, 0, "end past 25m0s (--budget): 10 to 25 minutes"},
+		{[]string{"throughput", "-h"}, 0, "\n  --budget duration\n"},
 		{[]string{"throughput", "-h"}, 0, "--quick: configurations napi-off, napi-on, bridge, direct"},
 		{[]string{"throughput", "-h"}, 0, "Default run: configurations napi-off, napi-on, napi-threaded, bridge, direct"},
 		{[]string{"throughput", "--quick", "--full"}, 1, "--quick and --full: pick one"},

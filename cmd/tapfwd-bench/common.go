@@ -35,8 +35,11 @@ type benchFlags struct {
 	verbose         *bool
 }
 
-// repsDefault is a bench's default --reps and the fewest a verdict takes.
-type repsDefault struct{ reps, verdict int }
+// repsDefault is a bench's default --reps and its help.
+type repsDefault struct {
+	reps int
+	help string
+}
 
 // addBenchFlags defines the shared flags on fs; reps gives --reps its
 // default and help, outFiles names what --out writes, fromAlso what --from
@@ -47,7 +50,7 @@ func addBenchFlags(fs *flag.FlagSet, reps repsDefault, outFiles, fromAlso, verbo
 		from += ": " + fromAlso
 	}
 	return &benchFlags{
-		reps:      fs.Int("reps", reps.reps, fmt.Sprintf("repetitions of every configuration, interleaved (at least %d for a verdict)", reps.verdict)),
+		reps:      fs.Int("reps", reps.reps, reps.help),
 		seed:      fs.Uint64("seed", 1, "bootstrap seed: the same seed and samples give the same intervals"),
 		resamples: fs.Int("resamples", stats.DefaultResamples, "bootstrap resamples per interval"),
 		asJSON:    fs.Bool("json", false, "print the report as JSON"),

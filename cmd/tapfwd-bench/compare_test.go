@@ -86,30 +86,44 @@ func TestThroughputOptions(t *testing.T) {
 		return strings.Join(n, ",")
 	}
 	o := opts()
-	if names(o) != "napi-off,napi-on,napi-threaded,bridge,direct" || o.Reps != 9 || o.Duration != 2*time.Second || o.Omit != time.Second ||
-		o.Rule != stats.DefaultRule ||
+	if names(o) != "napi-off,napi-on,napi-threaded,bridge,direct" || o.Reps != 6 || o.Budget != 25*time.Minute || o.Duration != 2*time.Second ||
+		o.Omit != time.Second || o.Rule != stats.DefaultRule ||
 		workloads(o) != "tcp-64B-P1-w2l,tcp-128B-P1-w2l,tcp-4KB-P1-w2l,tcp-64B-P4-w2l,tcp-128B-P4-w2l,tcp-4KB-P4-w2l" {
-		t.Errorf("default run: %s; %s; %d reps of %v after %v; rule %+v", names(o), workloads(o), o.Reps, o.Duration, o.Omit, o.Rule)
+		t.Errorf("default run: %s; %s; %d reps then to %v, runs of %v after %v; rule %+v", names(o), workloads(o), o.Reps, o.Budget, o.Duration, o.Omit, o.Rule)
 	}
-	// auto: the first two CPUs this process may use, the client on the
-	// first (beside tapfwd's worker); none with one CPU.
-	want := autoIperfPin()
+	// auto: one stream pinned to the first two CPUs this process may use
+	// (the client on the first, beside tapfwd's worker), several streams
+	// by the scheduler; the scheduler everywhere with one CPU.
+	want := throughput.DefaultPin()
 	switch {
 	case want == nil && !singleAffinity():
 		t.Error("auto placement: none, with two CPUs or more")
 	case want != nil && want.Wire >= want.Lab:
 		t.Errorf("auto placement %+v: want the client on the lower CPU", want)
-	case !reflect.DeepEqual(o.IperfPin, want):
-		t.Errorf("default run: iperf3 pinned %+v, want %+v", o.IperfPin, want)
 	}
-	if o = opts("--iperf-cpus", "none"); o.IperfPin != nil {
-		t.Errorf("--iperf-cpus none: pinned %+v", o.IperfPin)
+	for _, w := range o.Workloads {
+		name, pin := throughput.Pinned, want
+		if w.Streams > 1 || want == nil {
+			name, pin = throughput.Scheduler, nil
+		}
+		if w.Placement == nil || w.Placement.Name != name || !reflect.DeepEqual(w.Placement.Iperf, pin) {
+			t.Errorf("default run, %s: placement %+v, want %s %+v", w.Name, w.Placement, name, pin)
+		}
 	}
-	if o = opts("--iperf-cpus", "1,0"); o.IperfPin == nil || o.IperfPin.Wire != 1 {
-		t.Errorf("--iperf-cpus 1,0: pinned %+v", o.IperfPin)
+	if o = opts("--placement", "scheduler"); o.Workloads[0].Placement.Name != throughput.Scheduler || o.Workloads[0].Placement.Iperf != nil {
+		t.Errorf("--placement scheduler: %+v", o.Workloads[0].Placement)
+	}
+	if o = opts("--placement", "pinned", "--iperf-cpus", "1,0"); o.Workloads[5].Placement.Iperf == nil || o.Workloads[5].Placement.Iperf.Wire != 1 {
+		t.Errorf("--placement pinned --iperf-cpus 1,0: %+v", o.Workloads[5].Placement)
+	}
+	if o = opts("--placement", "both", "--sizes", "64", "--streams", "4"); workloads(o) != "tcp-64B-P4-w2l@pinned,tcp-64B-P4-w2l@scheduler" {
+		t.Errorf("--placement both: %s", workloads(o))
+	}
+	if o = opts("--reps", "9", "--budget", "0"); o.Reps != 9 || o.Budget != 0 {
+		t.Errorf("--reps 9 --budget 0: %d reps, budget %v", o.Reps, o.Budget)
 	}
 	o = opts("--full")
-	if len(o.Configs) != len(throughput.Configs(throughput.DefaultTAPNAPI)) || len(o.Workloads) != 15 || o.Reps != 5 || o.Omit != time.Second {
+	if len(o.Configs) != len(throughput.Configs(throughput.DefaultTAPNAPI)) || len(o.Workloads) != 15 || o.Reps != 5 || o.Budget != 0 || o.Omit != time.Second {
 		t.Errorf("--full: %s; %d workloads; %d reps, omit %v", names(o), len(o.Workloads), o.Reps, o.Omit)
 	}
 	o = opts("--full", "--reps", "8", "--configs", "napi-off,bridge", "--udp=false")
@@ -117,7 +131,7 @@ func TestThroughputOptions(t *testing.T) {
 		t.Errorf("--full with flags: %s; %d workloads; %d reps", names(o), len(o.Workloads), o.Reps)
 	}
 	o = opts("--quick")
-	if names(o) != "napi-off,napi-on,bridge,direct" || o.Reps != 2 || o.Omit != 0 || workloads(o) != "tcp-4KB-P1-w2l,tcp-4KB-P1-l2w,udp-64B-w2l" {
+	if names(o) != "napi-off,napi-on,bridge,direct" || o.Reps != 2 || o.Budget != 0 || o.Omit != 0 || workloads(o) != "tcp-4KB-P1-w2l,tcp-4KB-P1-l2w,udp-64B-w2l" {
 		t.Errorf("--quick: %s; %s; %d reps, omit %v", names(o), workloads(o), o.Reps, o.Omit)
 	}
 	if o = opts("--target", "0"); o.Rule.MaxHalfWidth != 0 || o.Rule.MinReps != stats.MinReps {
@@ -133,7 +147,7 @@ func TestThroughputOptions(t *testing.T) {
 // --quick and --full, and that flags given override it.
 func checkVXLANOptions(t *testing.T, opts func(...string) throughput.Options, names, workloads func(throughput.Options) string) {
 	o := opts("--topology", "vxlan")
-	if o.Lab.Topology != matrix.VXLAN || names(o) != "napi-off,napi-on,bridge" || o.Reps != 9 || o.Duration != 2*time.Second ||
+	if o.Lab.Topology != matrix.VXLAN || names(o) != "napi-off,napi-on,bridge" || o.Reps != 6 || o.Budget != 25*time.Minute || o.Duration != 2*time.Second ||
 		workloads(o) != "tcp-4KB-P1-w2l,tcp-128KB-P1-w2l,tcp-4KB-P4-w2l,tcp-128KB-P4-w2l,udp-64B-w2l" {
 		t.Errorf("--topology vxlan: %q; %s; %s; %d reps of %v", o.Lab.Topology, names(o), workloads(o), o.Reps, o.Duration)
 	}

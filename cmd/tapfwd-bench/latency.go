@@ -35,7 +35,7 @@ func latencyFlagSet(stderr io.Writer) (*flag.FlagSet, *latencyFlags) {
 	fs := newFlagSet("latency", "latency [flags]", stderr)
 	fs.Usage = func() { latencyUsage(fs, stderr) }
 	return fs, &latencyFlags{
-		benchFlags: addBenchFlags(fs, repsDefault{reps: 3, verdict: stats.MinVerdictReps}, "latency.{txt,md,json}", "",
+		benchFlags: addBenchFlags(fs, repsDefault{reps: 3, help: fmt.Sprintf("repetitions of every configuration, interleaved (at least %d for a verdict)", stats.MinVerdictReps)}, "latency.{txt,md,json}", "",
 			"log each test bed (its namespaces), each calibration probe and every failure to stderr"),
 		dur:       fs.Duration("duration", 2*time.Second, "measured length of each run (after the warm-up)"),
 		warmup:    fs.Duration("warmup", 200*time.Millisecond, "requests sent before each run's measured part and not counted"),

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/tapfwd/tapfwd/bench/matrix"
 	"github.com/tapfwd/tapfwd/bench/report"
 	"github.com/tapfwd/tapfwd/bench/stats"
@@ -24,15 +22,17 @@ import (
 // (TCP 64 B, 128 B and 4 KB writes, one stream and several) in the
 // direction where IFF_NAPI acts (wire->lab: frames written into the TAP),
 // the TAP's NAPI modes, the bridge (ratios and cost) and the direct veth
-// (where the sender, not the path, is the limit), with enough repetitions
-// for intervals of about +-7.5% (docs/bench.md: "The default run: why these
-// settings").
+// (where the sender, not the path, is the limit). It runs sequentially:
+// a first stage of stats.Stage1Reps repetitions, then as many as the
+// comparisons need for intervals within +-7.5%, within a budget
+// (docs/bench.md: "The default run: why these settings").
 var (
 	defaultConfigs  = []string{throughput.NAPIOff, throughput.NAPIOn, throughput.NAPIThreaded, throughput.Bridge, throughput.Direct}
-	defaultReps     = 9
+	defaultReps     = stats.Stage1Reps
+	defaultBudget   = 25 * time.Minute
 	defaultDuration = 2 * time.Second
 	defaultOmit     = time.Second
-	defaultTime     = "about 15 minutes"
+	defaultTime     = "10 to 25 minutes"
 )
 
 // --full: every configuration, both directions, UDP and MTU-sized frames.
@@ -61,7 +61,6 @@ var (
 var (
 	vxlanConfigs      = []string{throughput.NAPIOff, throughput.NAPIOn, throughput.Bridge}
 	vxlanQuickConfigs = []string{throughput.NAPIOn, throughput.Bridge}
-	vxlanTime         = "about 10 minutes"
 	vxlanWorkloads    = func() []throughput.Workload {
 		w := throughput.Workloads([]int{4096, 128 << 10}, []int{1, 4}, []string{throughput.WireToLab}, false)
 		return append(w, throughput.Workloads(nil, nil, []string{throughput.WireToLab}, true)...)
@@ -71,24 +70,28 @@ var (
 // throughputFlags are the throughput bench's flags.
 type throughputFlags struct {
 	*benchFlags
-	dur, omit                        *time.Duration
+	dur, omit, budget                *time.Duration
 	quick, full, udp, wireMTU, asCSV *bool
+	showTrace                        *bool
 	configs, sizes, streams, dirs    *string
 	groFlush                         *time.Duration
 	deferIRQs                        *int
 	target                           *float64
-	iperfCPUs                        *string
+	placement, iperfCPUs             *string
 	topology                         *string
 }
 
 func throughputFlagSet(stderr io.Writer) (*flag.FlagSet, *throughputFlags) {
 	fs := newFlagSet("throughput", "throughput [flags]", stderr)
 	fs.Usage = func() { throughputUsage(fs, stderr) }
+	reps := repsDefault{reps: defaultReps, help: fmt.Sprintf("repetitions of every configuration, interleaved: with --budget the first stage (at least %d), else all of them (at least %d for a verdict)",
+		stats.Stage1Reps, stats.MinReps)}
 	return fs, &throughputFlags{
-		benchFlags: addBenchFlags(fs, repsDefault{reps: defaultReps, verdict: stats.MinReps}, "throughput.{txt,md,json,csv}) and charts (throughput.{png,svg}, napi.{png,svg}",
+		benchFlags: addBenchFlags(fs, reps, "throughput.{txt,md,json,csv}) and charts (throughput.{png,svg}, napi.{png,svg}",
 			"tables, --csv, --markdown, --out charts", "log each test bed (its namespaces) and every failure to stderr"),
 		dur:       fs.Duration("duration", defaultDuration, "measured length of each iperf3 run (-t), rounded up to whole seconds"),
 		omit:      fs.Duration("omit", defaultOmit, "start of each iperf3 run left out of its figure (-O), whole seconds; 0 for none"),
+		budget:    fs.Duration("budget", defaultBudget, "sequential run: after the first --reps repetitions go on until every comparison has the pairs it needs for an interval within --target, or until the next repetition would end past this much time from the start (e.g. 25m, 1h30m); 0 runs exactly --reps"),
 		quick:     fs.Bool("quick", false, "smoke test under a minute (see above)"),
 		full:      fs.Bool("full", false, "every configuration, both directions, UDP and MTU-sized frames (see above)"),
 		configs:   fs.String("configs", strings.Join(defaultConfigs, ","), "comma-separated configurations to run, in report order"),
@@ -101,8 +104,10 @@ func throughputFlagSet(stderr io.Writer) (*flag.FlagSet, *throughputFlags) {
 		groFlush:  fs.Duration("gro-flush-timeout", throughput.DefaultTAPNAPI.GROFlushTimeout, "the TAP's gro_flush_timeout in the "+throughput.NAPIGRO+" configuration"),
 		deferIRQs: fs.Int("defer-hard-irqs", throughput.DefaultTAPNAPI.DeferHardIRQs, "the TAP's napi_defer_hard_irqs in the "+throughput.NAPIGRO+" configuration"),
 		asCSV:     fs.Bool("csv", false, "print one CSV line per configuration and workload"),
+		showTrace: fs.Bool("trace", false, "add every run's trace to the tables: where tapfwd's worker, iperf3 and the TAP's NAPI kthread ran, softirqs, TCP counters, the TAP's state (a report saved with --json keeps it either way)"),
 		topology:  fs.String("topology", string(matrix.Veth), "the test bed: veth (one host: wire veth, forwarder, lab) or vxlan (two hosts, a lab on each, one segment over a VXLAN device per host; see above)"),
-		iperfCPUs: fs.String("iperf-cpus", "auto", "pin iperf3 in every run: WIRE,LAB are the CPUs of the client (wire namespace) and the server (lab namespace), e.g. 1,0; auto puts the client beside tapfwd's worker on the first CPU and the server on the second; none leaves them to the scheduler. With few CPUs, where they run decides the figures"),
+		placement: fs.String("placement", throughput.PlaceAuto, "where iperf3 runs in each workload: pinned (the client beside tapfwd's worker, the server on the next CPU: --iperf-cpus), scheduler (where the scheduler puts it), auto (pinned with one stream, scheduler with several, where pinning starves tapfwd's worker), or both (every workload under each, labelled)"),
+		iperfCPUs: fs.String("iperf-cpus", "auto", "the CPUs of the pinned placement: WIRE,LAB, the client's (wire namespace) and the server's (lab namespace), e.g. 1,0; auto: the first CPU this process may use (where tapfwd pins its worker) and the second"),
 	}
 }
 
@@ -115,9 +120,9 @@ repetition, runs every workload on it with iperf3, and reports medians with
 95%% bootstrap intervals, the ratio to the Linux bridge, what each path
 costs the whole machine in CPU per unit delivered, and the TAP's NAPI
 modes against IFF_NAPI off, compared within each repetition, with a
-verdict. Configurations are interleaved (A B C, B C A, ...). Needs root,
-iperf3 and a tapfwd binary (--tapfwd). Everything it creates is removed,
-also on Ctrl-C.
+verdict. Configurations are interleaved (A B C, B C A, ...). Every run is
+traced (--trace shows it). Needs root, iperf3 and a tapfwd binary
+(--tapfwd). Everything it creates is removed, also on Ctrl-C.
 
 Configurations (--configs):
 `)
@@ -127,11 +132,14 @@ Configurations (--configs):
 	fmt.Fprintf(stderr, `
 Default run: configurations %s;
 TCP -l 64, 128, 4096 x -P 1, 4, wire->lab (the QEMU patch's table, where
-IFF_NAPI acts); %d repetitions of %v runs after %v left out: %s
-on a 2-CPU VM. A verdict needs %d repetitions and an interval within
-+-%.1f%% (--target).
+IFF_NAPI acts); runs of %v after %v left out, iperf3 pinned with one
+stream and placed by the scheduler with four (--placement auto). It is
+sequential: a first stage of %d repetitions, then as many as every
+comparison needs for an interval within +-%.1f%% (--target), stopping
+when they have them and at the latest when the next repetition would
+end past %v (--budget): %s on a 2-CPU VM.
 --full: every configuration; TCP both directions, UDP 64 B both ways and
-MTU-sized frames from the wire; %d repetitions: %s.
+MTU-sized frames from the wire; %d repetitions (no budget): %s.
 --quick: configurations %s;
 TCP 4 KB 1 stream both ways and UDP 64 B wire->lab; %d repetitions of %v:
 under a minute, a smoke test, not a measurement. Flags given explicitly
@@ -144,14 +152,14 @@ each host enslaving it. wire->lab is host 1's lab to host 2's; every frame
 crosses a forwarder (or bridge) on each host and the tunnel. The direct
 veth and the naive forwarder do not run there. Its default run:
 configurations %s;
-TCP -l 4K and 128K x -P 1, 4 and UDP 64 B, wire->lab; %d repetitions:
-%s. With --quick: %s. --full: every configuration
-that runs there.
+TCP -l 4K and 128K x -P 1, 4 and UDP 64 B, wire->lab; sequential as
+above. With --quick: %s. --full: every configuration that
+runs there.
 
 Flags:
-`, strings.Join(defaultConfigs, ", "), defaultReps, defaultDuration, defaultOmit, defaultTime, stats.MinReps, stats.TargetHalfWidth,
+`, strings.Join(defaultConfigs, ", "), defaultDuration, defaultOmit, stats.Stage1Reps, stats.TargetHalfWidth, defaultBudget, defaultTime,
 		fullReps, fullTime, strings.Join(quickConfigs, ", "), quickReps, quickDuration,
-		strings.Join(vxlanConfigs, ", "), defaultReps, vxlanTime, strings.Join(vxlanQuickConfigs, ", "))
+		strings.Join(vxlanConfigs, ", "), strings.Join(vxlanQuickConfigs, ", "))
 	cliflag.PrintDefaults(stderr, fs)
 }
 
@@ -169,13 +177,12 @@ func (f *throughputFlags) options(fs *flag.FlagSet) (throughput.Options, error) 
 		return o, fmt.Errorf("--duration %v: want 1s to 1h", *f.dur)
 	case *f.omit < 0 || *f.omit > time.Minute:
 		return o, fmt.Errorf("--omit %v: want 0 to 1m", *f.omit)
+	case *f.budget < 0 || *f.budget > 24*time.Hour:
+		return o, fmt.Errorf("--budget %v: want 0 (exactly --reps) to 24h", *f.budget)
 	case *f.target < 0 || *f.target > 100:
 		return o, fmt.Errorf("--target %v: want 0 (no limit) to 100 percent", *f.target)
 	case *f.groFlush <= 0 || *f.deferIRQs < 0:
 		return o, errors.New("--gro-flush-timeout must be positive and --defer-hard-irqs not negative")
-	}
-	if o.IperfPin, err = parseIperfCPUs(*f.iperfCPUs); err != nil {
-		return o, err
 	}
 	if o.Lab.Topology, err = matrix.ParseTopology(*f.topology); err != nil {
 		return o, fmt.Errorf("--topology: %w", err)
@@ -190,16 +197,11 @@ func (f *throughputFlags) options(fs *flag.FlagSet) (throughput.Options, error) 
 	if o.Workloads, err = f.workloads(); err != nil {
 		return o, err
 	}
-	o.Reps, o.Duration, o.Omit, o.Bootstrap = *f.reps, *f.dur, *f.omit, f.bootstrap()
+	o.Reps, o.Budget, o.Duration, o.Omit, o.Bootstrap = *f.reps, *f.budget, *f.dur, *f.omit, f.bootstrap()
 	o.Rule = stats.Rule{MinReps: stats.MinReps, MaxHalfWidth: *f.target}
 	switch {
 	case *f.full:
-		if !set["configs"] {
-			o.Configs = all
-		}
-		if !set["reps"] {
-			o.Reps = fullReps
-		}
+		f.fullRun(&o, set, all)
 	case *f.quick:
 		f.quickRun(&o, set)
 	case o.Lab.Topology == matrix.VXLAN:
@@ -208,7 +210,22 @@ func (f *throughputFlags) options(fs *flag.FlagSet) (throughput.Options, error) 
 	if len(o.Workloads) == 0 {
 		return o, errors.New("no workload: give --sizes and --streams, or --udp")
 	}
-	return o, nil
+	if o.Budget > 0 && o.Reps < stats.Stage1Reps {
+		return o, fmt.Errorf("--reps %d with --budget: a sequential run's first stage takes at least %d repetitions; --budget 0 runs exactly --reps", o.Reps, stats.Stage1Reps)
+	}
+	return o, f.place(&o)
+}
+
+// place gives every workload its placement (--placement, --iperf-cpus).
+func (f *throughputFlags) place(o *throughput.Options) error {
+	pin, err := parseIperfCPUs(*f.iperfCPUs)
+	if err != nil {
+		return err
+	}
+	if o.Workloads, err = throughput.Place(o.Workloads, *f.placement, pin); err != nil {
+		return fmt.Errorf("--placement: %w", err)
+	}
+	return nil
 }
 
 // fullMatrix points the workload flags not given at the full matrix:
@@ -225,6 +242,20 @@ func (f *throughputFlags) fullMatrix(set map[string]bool) {
 	}
 }
 
+// fullRun sets what --full picks and no flag given overrides: every
+// configuration, a fixed number of repetitions.
+func (f *throughputFlags) fullRun(o *throughput.Options, set map[string]bool, all []report.Config) {
+	if !set["configs"] {
+		o.Configs = all
+	}
+	if !set["reps"] {
+		o.Reps = fullReps
+	}
+	if !set["budget"] {
+		o.Budget = 0
+	}
+}
+
 // quickRun sets what --quick picks and no flag given overrides.
 func (f *throughputFlags) quickRun(o *throughput.Options, set map[string]bool) {
 	if !set["configs"] {
@@ -236,6 +267,9 @@ func (f *throughputFlags) quickRun(o *throughput.Options, set map[string]bool) {
 	}
 	if !set["reps"] {
 		o.Reps = quickReps
+	}
+	if !set["budget"] {
+		o.Budget = 0
 	}
 	if !set["duration"] {
 		o.Duration = quickDuration
@@ -288,15 +322,14 @@ func (f *throughputFlags) workloads() ([]throughput.Workload, error) {
 	return w, nil
 }
 
-// parseIperfCPUs parses --iperf-cpus: "auto" (autoIperfPin), "none" or
-// empty (the scheduler places them), or WIRE,LAB with CPUs this process
-// may run on.
+// parseIperfCPUs parses --iperf-cpus: "auto" (throughput.DefaultPin),
+// or WIRE,LAB with CPUs this process may use.
 func parseIperfCPUs(s string) (*iperf.Pinning, error) {
 	switch s {
 	case "auto":
-		return autoIperfPin(), nil
+		return throughput.DefaultPin(), nil
 	case "", "none":
-		return nil, nil
+		return nil, fmt.Errorf("--iperf-cpus %q: to leave iperf3 to the scheduler, give --placement scheduler", s)
 	}
 	cpus, err := cpulist.ParseAllowed(s)
 	if err != nil {
@@ -341,8 +374,9 @@ func cmdThroughput(args []string, stdout, stderr io.Writer) error {
 }
 
 // renderThroughput writes rep's files into --out (when set) and rep in
-// the chosen format to stdout.
+// the chosen format to stdout, with every run's trace when --trace asks.
 func renderThroughput(rep *throughput.Report, f *throughputFlags, stdout io.Writer) error {
+	rep.Trace = *f.showTrace
 	if *f.outDir != "" {
 		err := writeOut(*f.outDir, map[string]func(io.Writer) error{
 			"throughput.txt": rep.WriteText, "throughput.md": rep.WriteMarkdown,
@@ -359,25 +393,4 @@ func renderThroughput(rep *throughput.Report, f *throughputFlags, stdout io.Writ
 		return rep.WriteCSV(stdout)
 	}
 	return printReport(stdout, rep, *f.asJSON, *f.asMD)
-}
-
-// autoIperfPin is the placement --iperf-cpus auto picks: the iperf3
-// client on the first CPU this process may use, beside tapfwd's worker
-// (tapfwd pins queue 0 there), the server alone on the second; nil, the
-// scheduler's placement, with fewer than two CPUs.
-func autoIperfPin() *iperf.Pinning {
-	var set unix.CPUSet
-	if unix.SchedGetaffinity(0, &set) != nil {
-		return nil
-	}
-	var cpus []int
-	for c := 0; c < cpulist.Max && len(cpus) < 2; c++ {
-		if set.IsSet(c) {
-			cpus = append(cpus, c)
-		}
-	}
-	if len(cpus) < 2 {
-		return nil
-	}
-	return &iperf.Pinning{Wire: cpus[0], Lab: cpus[1]}
 }

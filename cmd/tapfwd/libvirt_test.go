@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tapfwd/tapfwd/internal/daemon"
 	"github.com/tapfwd/tapfwd/internal/testkit"
 )
 
@@ -29,7 +30,7 @@ func TestLibvirtGuests(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("vm-port add: %s", errs)
 	}
-	var p vmPortJSON
+	var p daemon.MacvtapPort
 	if err := json.Unmarshal([]byte(out), &p); err != nil {
 		t.Fatal(err)
 	}

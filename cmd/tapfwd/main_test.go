@@ -60,21 +60,6 @@ func TestCLIUsageErrors(t *testing.T) {
 	})
 }
 
-func TestWorkerCPUs(t *testing.T) {
-	cpus, err := workerCPUs([]int{3, 5}, 3)
-	if err != nil || cpus[0] != 3 || cpus[1] != 5 || cpus[2] != 3 {
-		t.Fatalf("workerCPUs wraps: %v, %v", cpus, err)
-	}
-	cpus, _ = workerCPUs([]int{}, 2)
-	if cpus[0] != -1 || cpus[1] != -1 {
-		t.Fatalf("none: %v", cpus)
-	}
-	cpus, err = workerCPUs(nil, 2)
-	if err != nil || len(cpus) != 2 || cpus[0] < 0 {
-		t.Fatalf("allowed CPUs: %v, %v", cpus, err)
-	}
-}
-
 // cliCase is one command line run in process: its exit status and a
 // string its output must contain.
 type cliCase struct {

@@ -91,13 +91,13 @@ func napiRun(t *testing.T, bed *testbed.Bed, args ...string) (code int, stdout, 
 	return code, out.String(), errb.String()
 }
 
-func napiListJSON(t *testing.T, bed *testbed.Bed, id uint32) napiJSON {
+func napiListJSON(t *testing.T, bed *testbed.Bed, id uint32) napi.Instance {
 	t.Helper()
 	code, out, errs := napiRun(t, bed, "napi", "list", "--dev", bed.NIC, "--json")
 	if code != 0 {
 		t.Fatalf("napi list --json: exit %d: %s", code, errs)
 	}
-	var rows []napiJSON
+	var rows []napi.Instance
 	if err := json.Unmarshal([]byte(out), &rows); err != nil {
 		t.Fatalf("napi list --json: %v\n%s", err, out)
 	}
@@ -107,7 +107,7 @@ func napiListJSON(t *testing.T, bed *testbed.Bed, id uint32) napiJSON {
 		}
 	}
 	t.Fatalf("napi list --json lacks NAPI %d:\n%s", id, out)
-	return napiJSON{}
+	return napi.Instance{}
 }
 
 func TestNapiCLIKernel(t *testing.T) {

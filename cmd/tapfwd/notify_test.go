@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -14,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tapfwd/tapfwd/forward"
-	"github.com/tapfwd/tapfwd/forward/forwardtest"
 	"github.com/tapfwd/tapfwd/internal/testbed"
 	"github.com/tapfwd/tapfwd/internal/testkit"
 )
@@ -134,45 +131,4 @@ func TestNotify(t *testing.T) {
 		t.Errorf("exit after SIGTERM: %v\n%s", err, out)
 	}
 	ns.wait(t, "STOPPING=1", time.Second)
-}
-
-// TestWatchdogStall: the watchdog pings stop while a worker is wedged (a
-// read that does not return) and resume when it moves again.
-func TestWatchdogStall(t *testing.T) {
-	ns := newNotifySocket(t)
-	t.Setenv("NOTIFY_SOCKET", ns.path)
-	t.Setenv("WATCHDOG_USEC", "100000")
-	nics := []*forwardtest.Fake{forwardtest.NewFake(t), forwardtest.NewFake(t)}
-	taps := []forward.Endpoint{forwardtest.NewFake(t), forwardtest.NewFake(t)}
-	fw, err := forward.New(taps, []forward.NIC{nics[0], nics[1]}, forward.Config{CPUs: []int{-1, -1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fw.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- fw.Run(ctx) }()
-	defer func() { nics[1].Release(); cancel(); <-done }()
-	<-fw.Started()
-	n := &notifier{log: slog.New(slog.DiscardHandler), readyFd: -1}
-	go n.watchdog(ctx, fw.Stalled)
-
-	pings := func() int {
-		before := ns.count("WATCHDOG=1")
-		time.Sleep(500 * time.Millisecond)
-		return ns.count("WATCHDOG=1") - before
-	}
-	if got := pings(); got < 5 {
-		t.Errorf("%d pings in 0.5 s with the workers idle (every 50 ms), want at least 5", got)
-	}
-	nics[1].Hold()
-	time.Sleep(150 * time.Millisecond) // a ping may be on its way
-	if got := pings(); got != 0 {
-		t.Errorf("%d pings in 0.5 s with queue 1 wedged, want none", got)
-	}
-	nics[1].Release()
-	time.Sleep(150 * time.Millisecond)
-	if got := pings(); got < 5 {
-		t.Errorf("%d pings in 0.5 s after queue 1 moved again, want at least 5", got)
-	}
 }

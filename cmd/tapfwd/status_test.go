@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tapfwd/tapfwd/internal/daemon"
 	"github.com/tapfwd/tapfwd/internal/testbed/iperf"
 	"github.com/tapfwd/tapfwd/internal/testkit"
 )
@@ -30,11 +31,11 @@ func TestStatus(t *testing.T) {
 		t.Fatalf("GET /status: %d %v", code, err)
 	}
 	after := testkit.ParseCounts(testkit.Scrape(t, bed), bed)
-	var st Status
+	var st daemon.Status
 	if err := json.Unmarshal([]byte(body), &st); err != nil {
 		t.Fatalf("%v\n%s", err, body)
 	}
-	if st.Schema != statusSchema || st.TAP.Name != bed.LabIf || st.TAP.Netns != bed.LabNS || st.NIC != bed.NIC ||
+	if st.Schema != daemon.StatusSchema || st.TAP.Name != bed.LabIf || st.TAP.Netns != bed.LabNS || st.NIC != bed.NIC ||
 		!st.TAP.VnetHdr || st.TAP.Persistent || len(st.Queues) != 1 || len(st.VMPorts) != 1 || st.UptimeSeconds < 5 {
 		t.Errorf("status: %+v", st)
 	}
@@ -62,7 +63,7 @@ func TestStatus(t *testing.T) {
 			t.Errorf("tapfwd status lacks %q:\n%s", want, out)
 		}
 	}
-	if out := testkit.BedRun(t, bed, bed.FwdNS, exe(t), "status", "--json"); !strings.Contains(out, `"schema": "`+statusSchema+`"`) {
+	if out := testkit.BedRun(t, bed, bed.FwdNS, exe(t), "status", "--json"); !strings.Contains(out, `"schema": "`+daemon.StatusSchema+`"`) {
 		t.Errorf("tapfwd status --json:\n%s", out)
 	}
 }

@@ -16,8 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tapfwd/tapfwd/internal/daemon"
 	"github.com/tapfwd/tapfwd/internal/testbed"
 	"github.com/tapfwd/tapfwd/internal/testkit"
+	"github.com/tapfwd/tapfwd/vhostuser"
 	"github.com/tapfwd/tapfwd/vhostuser/vhostusertest"
 )
 
@@ -121,17 +123,17 @@ func TestVhostUserGuests(t *testing.T) {
 }
 
 // vhostPorts reads the vhost-user ports from /status; there must be n.
-func vhostPorts(t *testing.T, bed *testbed.Bed, n int) []PortStatus {
+func vhostPorts(t *testing.T, bed *testbed.Bed, n int) []daemon.PortStatus {
 	t.Helper()
 	code, body, err := testkit.HTTPGet(t, bed, bed.FwdNS, "http://"+testkit.MetricsAddr+"/status")
 	if err != nil || code != 200 {
 		t.Fatalf("GET /status: %d %v", code, err)
 	}
-	var st Status
+	var st daemon.Status
 	if err := json.Unmarshal([]byte(body), &st); err != nil {
 		t.Fatalf("%v\n%s", err, body)
 	}
-	var out []PortStatus
+	var out []daemon.PortStatus
 	for _, p := range st.VMPorts {
 		if p.Type == "vhost-user" {
 			out = append(out, p)
@@ -143,14 +145,14 @@ func vhostPorts(t *testing.T, bed *testbed.Bed, n int) []PortStatus {
 	return out
 }
 
-func guestVhostPort(p PortStatus) testkit.VhostPort {
+func guestVhostPort(p daemon.PortStatus) testkit.VhostPort {
 	return testkit.VhostPort{Name: p.Name, Socket: p.Socket, MAC: p.MAC}
 }
 
 // checkVhostPorts: the sockets are where the flags say, root's with mode
 // 0600, and the lines to attach name them and the guests' MACs; tapfwd
 // status prints them.
-func checkVhostPorts(t *testing.T, bed *testbed.Bed, dir string, ports []PortStatus) {
+func checkVhostPorts(t *testing.T, bed *testbed.Bed, dir string, ports []daemon.PortStatus) {
 	t.Helper()
 	for i, p := range ports {
 		want := filepath.Join(dir, fmt.Sprintf("%s:%s-%d.sock", bed.LabNS, bed.LabIf, i))
@@ -270,7 +272,7 @@ func checkGuestTraffic(t *testing.T, g1, g2 *testkit.Guest, srv *testkit.DataSer
 
 // checkVhostMetrics: the negotiated features in /status, and the ports'
 // counters, GSO frames from guest1 and states in /metrics.
-func checkVhostMetrics(t *testing.T, bed *testbed.Bed, ports []PortStatus, mib int) {
+func checkVhostMetrics(t *testing.T, bed *testbed.Bed, ports []daemon.PortStatus, mib int) {
 	t.Helper()
 	st := vhostPorts(t, bed, 2)
 	for _, f := range []string{"host_tso4", "guest_tso4", "csum", "guest_csum", "mrg_rxbuf", "version_1"} {
@@ -355,46 +357,6 @@ func vhostGap(t *testing.T, g *testkit.Guest, what string, down, ready time.Time
 	}
 }
 
-// The sockets' names, the guests' MACs and the lines to attach them need
-// no root: names per TAP and namespace, MACs stable and locally
-// administered unicast, paths escaped for QEMU and XML.
-func TestVhostNames(t *testing.T) {
-	if p := vhostPath("/run/v", "", "lab0", 1); p != "/run/v/lab0-1.sock" {
-		t.Errorf("vhostPath: %s", p)
-	}
-	if p := vhostPath("/run/v", "lab", "lab0", 0); p != "/run/v/lab:lab0-0.sock" {
-		t.Errorf("vhostPath in a namespace: %s", p)
-	}
-	seen := map[string]bool{}
-	for _, ns := range []string{"", "lab"} {
-		for _, tap := range []string{"lab0", "lab1"} {
-			for i := 0; i < 64; i++ {
-				m := vhostMAC(ns, tap, i)
-				if m[0]&1 != 0 || m[0]&2 == 0 || seen[m.String()] || m.String() != vhostMAC(ns, tap, i).String() {
-					t.Fatalf("vhostMAC(%q, %q, %d) = %s: not a stable, unique, locally administered unicast address", ns, tap, i, m)
-				}
-				seen[m.String()] = true
-			}
-		}
-	}
-	p := &vhostPort{Name: "lab0-0", Path: "/run/a,b/it's.sock", MAC: vhostMAC("", "lab0", 0)}
-	q := vhostQEMULine(p, 3)
-	for _, want := range []string{"-m 1G -object memory-backend-memfd,id=mem,size=1G,share=on -machine memory-backend=mem",
-		"-chardev socket,id=vhu3,path=/run/a,,b/it's.sock,reconnect=1", "-netdev vhost-user,id=vhu3,chardev=vhu3",
-		"-device virtio-net-pci,netdev=vhu3,mac=" + p.MAC.String() + ",vectors=0"} {
-		if !strings.Contains(q, want) {
-			t.Errorf("QEMU line %q lacks %q", q, want)
-		}
-	}
-	x := vhostLibvirtXML(p)
-	if !strings.Contains(x, "path='/run/a,b/it&apos;s.sock' mode='client'") || !strings.Contains(x, "<mac address='"+p.MAC.String()+"'/>") {
-		t.Errorf("libvirt XML:\n%s", x)
-	}
-	if l := oneLine(vhostLibvirtMemory); l != "<memoryBacking><source type='memfd'/><access mode='shared'/></memoryBacking>" {
-		t.Errorf("oneLine: %s", l)
-	}
-}
-
 // TestVhostUserPorts drives a port with the fake front-end (no QEMU): the
 // socket is --vm-port-owner's with mode 0660; what the guest sends reaches
 // the wire through the port's own packet socket and what the wire sends to
@@ -403,20 +365,20 @@ func TestVhostNames(t *testing.T) {
 func TestVhostUserPorts(t *testing.T) {
 	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
 	t.Cleanup(func() { vmRun("down", "--tap", bed.LabIf, "--tap-netns", bed.LabNS) })
-	nobody, err := lookupOwner("nobody")
+	nobody, err := daemon.LookupOwner("nobody")
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
 	args := []string{"--vhost-user", dir, "--vm-ports", "1", "--vm-port-owner", "nobody", "--persist", "--metrics-addr", ""}
 	fw := testkit.StartTapfwdOn(t, bed, exe(t), args...)
-	path := vhostPath(dir, bed.LabNS, bed.LabIf, 0)
+	path := vhostuser.SocketPath(dir, bed.LabNS, bed.LabIf, 0)
 	var st syscall.Stat_t
 	if err := syscall.Lstat(path, &st); err != nil || st.Mode&0o7777 != 0o660 || int(st.Uid) != nobody.UID || int(st.Gid) != nobody.GID {
 		t.Fatalf("socket %s: mode %#o uid %d gid %d (%v); want 0660 and %+v", path, st.Mode&0o7777, st.Uid, st.Gid, err, *nobody)
 	}
 	for run := 1; run <= 2; run++ {
-		exchange(t, bed, path, vhostMAC(bed.LabNS, bed.LabIf, 0))
+		exchange(t, bed, path, vhostuser.GuestMAC(bed.LabNS, bed.LabIf, 0))
 		if err := fw.Stop(); err != nil {
 			t.Fatal(err)
 		}
@@ -497,7 +459,7 @@ func TestVhostUserErrors(t *testing.T) {
 	os.Mkdir(long, 0o755)
 	taken := filepath.Join(base, "taken")
 	os.Mkdir(taken, 0o755)
-	os.WriteFile(vhostPath(taken, "", bed.LabIf, 0), nil, 0o644)
+	os.WriteFile(vhostuser.SocketPath(taken, "", bed.LabIf, 0), nil, 0o644)
 	file := filepath.Join(base, "file")
 	os.WriteFile(file, nil, 0o644)
 	ro := filepath.Join(base, "ro")

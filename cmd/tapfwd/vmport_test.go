@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tapfwd/tapfwd/internal/daemon"
 	"github.com/tapfwd/tapfwd/internal/testkit"
 	"github.com/tapfwd/tapfwd/vmport"
 )
@@ -43,7 +44,7 @@ func vmRun(args ...string) (int, string, string) {
 func TestVMPortCLIErrors(t *testing.T) {
 	bed, _ := startForwarder(t)
 	_, out, _ := vmRun("vm-port", "add", "--tap", bed.LabIf, "--netns", bed.LabNS, "--name", "tfwvmx", "--json")
-	var p vmPortJSON
+	var p daemon.MacvtapPort
 	if err := json.Unmarshal([]byte(out), &p); err != nil {
 		t.Fatalf("vm-port add --json: %v\n%s", err, out)
 	}
@@ -87,7 +88,7 @@ func TestVMGuests(t *testing.T) {
 	srv := testkit.StartDataServer(t, bed, mib<<20)
 
 	// Ports through the CLI, as a user would.
-	var ports []vmPortJSON
+	var ports []daemon.MacvtapPort
 	t.Cleanup(func() {
 		for _, p := range ports {
 			if code, _, errs := vmRun("vm-port", "del", "--netns", bed.LabNS, "--name", p.Name); code != 0 {
@@ -100,7 +101,7 @@ func TestVMGuests(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("vm-port add: exit %d: %s", code, errs)
 		}
-		var p vmPortJSON
+		var p daemon.MacvtapPort
 		if err := json.Unmarshal([]byte(out), &p); err != nil {
 			t.Fatalf("vm-port add --json: %v\n%s", err, out)
 		}
@@ -205,7 +206,7 @@ func TestVMGuests(t *testing.T) {
 
 	// list shows both ports; del removes one and its device node.
 	code, out, errs := vmRun("vm-port", "list", "--netns", bed.LabNS, "--tap", bed.LabIf, "--json")
-	var listed []vmPortJSON
+	var listed []daemon.MacvtapPort
 	if code != 0 || json.Unmarshal([]byte(out), &listed) != nil || len(listed) != 2 {
 		t.Fatalf("vm-port list: exit %d, %s%s", code, out, errs)
 	}
@@ -228,6 +229,6 @@ func TestVMGuests(t *testing.T) {
 }
 
 // guestPort is what testkit.BootGuest needs of a port vm-port add printed.
-func guestPort(p vmPortJSON) testkit.VMPort {
+func guestPort(p daemon.MacvtapPort) testkit.VMPort {
 	return testkit.VMPort{Name: p.Name, Dev: p.Dev, MAC: p.MAC}
 }

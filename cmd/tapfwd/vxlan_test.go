@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tapfwd/tapfwd/internal/daemon"
 	"github.com/tapfwd/tapfwd/internal/testbed"
 	"github.com/tapfwd/tapfwd/internal/testbed/iperf"
 	"github.com/tapfwd/tapfwd/internal/testkit"
@@ -296,7 +297,7 @@ func vxlanVLAN(t *testing.T, h *testbed.Hosts, views [2]*testbed.Bed) {
 func vxlanGuests(t *testing.T, h *testbed.Hosts, views [2]*testbed.Bed, kernel, initrd string) {
 	const mib = 4
 	var (
-		ports  [2]vmPortJSON
+		ports  [2]daemon.MacvtapPort
 		srvs   [2]*testkit.DataServer
 		guests [2]*testkit.Guest
 	)

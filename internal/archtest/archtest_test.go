@@ -90,10 +90,10 @@ func TestFrameCodeDoesNoIO(t *testing.T) {
 }
 
 // TestForwardingPath: the data path never reaches metrics, the CLI or the
-// bench, and forward depends on its own interfaces, not on afpacket, tap or
-// vhostuser.
+// bench, and forward depends on its own interfaces, not on afpacket, afxdp,
+// tap or vhostuser.
 func TestForwardingPath(t *testing.T) {
-	for _, p := range list(t, "-deps=false", "./forward", "./afpacket", "./tap", "./vnethdr") {
+	for _, p := range list(t, "-deps=false", "./forward", "./afpacket", "./afxdp", "./tap", "./vnethdr") {
 		deps := list(t, "-deps", p.ImportPath)
 		var all []string
 		for _, d := range deps {
@@ -102,7 +102,7 @@ func TestForwardingPath(t *testing.T) {
 		bad := offending(all, func(s string) bool {
 			rel, mine := ours(s)
 			return mine && (rel == "metrics" || strings.HasPrefix(rel, "cmd/") || inBench(s) ||
-				(p.ImportPath == module+"/forward" && (rel == "afpacket" || rel == "tap" || strings.HasPrefix(rel, "vhostuser"))))
+				(p.ImportPath == module+"/forward" && (rel == "afpacket" || rel == "afxdp" || rel == "tap" || strings.HasPrefix(rel, "vhostuser"))))
 		})
 		if len(bad) > 0 {
 			t.Errorf("%s depends on %v", p.ImportPath, bad)
@@ -122,6 +122,38 @@ func TestDaemonLinksNoBenchmark(t *testing.T) {
 	})
 	if len(bad) > 0 {
 		t.Errorf("cmd/tapfwd links %v", bad)
+	}
+}
+
+// TestDaemonLibraryNoCLI: the daemon library (and the keepers it starts)
+// depends on no command and no command-line package: a test starts it
+// with a Config, and the CLI is one of its callers.
+func TestDaemonLibraryNoCLI(t *testing.T) {
+	for _, lib := range []string{"./internal/daemon", "./internal/keeper"} {
+		var all []string
+		for _, d := range list(t, "-deps", lib) {
+			all = append(all, d.ImportPath)
+		}
+		bad := offending(all, func(s string) bool {
+			rel, mine := ours(s)
+			return mine && (strings.HasPrefix(rel, "cmd/") || rel == "internal/cliflag" || inBench(s))
+		})
+		if len(bad) > 0 {
+			t.Errorf("%s depends on %v", lib, bad)
+		}
+	}
+}
+
+// TestCommandsImportNoBench: of the commands, only tapfwd-bench imports
+// anything under bench/.
+func TestCommandsImportNoBench(t *testing.T) {
+	for _, p := range list(t, "./cmd/...") {
+		if rel, _ := ours(p.ImportPath); rel == "cmd/tapfwd-bench" {
+			continue
+		}
+		if bad := offending(p.Imports, inBench); len(bad) > 0 {
+			t.Errorf("%s imports %v", p.ImportPath, bad)
+		}
 	}
 }
 

@@ -24,7 +24,17 @@ type Stat struct {
 	// StartTime is when the process started after boot, in clock ticks:
 	// with Comm it names a process across pid reuse.
 	StartTime uint64
+	// Flags are the task's PF_* flags (include/linux/sched.h).
+	Flags uint64
 }
+
+// pfIOWorker is PF_IO_WORKER (include/linux/sched.h).
+const pfIOWorker = 0x10
+
+// IOWorker reports whether the task is an io_uring worker thread (io-wq's
+// iou-wrk-N, or an SQPOLL thread). The flag is set when the thread is
+// made; its name comes later, once it runs.
+func (s Stat) IOWorker() bool { return s.Flags&pfIOWorker != 0 }
 
 // CPU is the user plus system CPU time.
 func (s Stat) CPU() time.Duration { return s.UTime + s.STime }
@@ -49,8 +59,10 @@ func ParseStat(text string) (Stat, error) {
 	}
 	ut, err1 := strconv.ParseUint(f[11], 10, 64)
 	st, err2 := strconv.ParseUint(f[12], 10, 64)
+	var err3 error
+	s.Flags, err3 = strconv.ParseUint(f[6], 10, 64) // field 9
 	s.StartTime, err = strconv.ParseUint(f[19], 10, 64)
-	if err := errors.Join(err1, err2, err); err != nil {
+	if err := errors.Join(err1, err2, err3, err); err != nil {
 		return Stat{}, fmt.Errorf("procfs: stat: %w", err)
 	}
 	s.UTime = time.Duration(ut) * time.Second / userHZ
@@ -65,6 +77,33 @@ func ReadStat(pid int) (Stat, error) {
 		return Stat{}, err
 	}
 	return ParseStat(string(b))
+}
+
+// IOWorkers returns the calling process's io_uring worker threads, from
+// /proc/self/task/TID/stat.
+func IOWorkers() ([]Stat, error) {
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return nil, fmt.Errorf("procfs: listing threads: %w", err)
+	}
+	var out []Stat
+	for _, t := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/stat")
+		if errors.Is(err, os.ErrNotExist) {
+			continue // the thread ended
+		}
+		if err != nil {
+			return nil, fmt.Errorf("procfs: thread %s: %w", t.Name(), err)
+		}
+		s, err := ParseStat(string(b))
+		if err != nil {
+			return nil, fmt.Errorf("procfs: thread %s: %w", t.Name(), err)
+		}
+		if s.IOWorker() {
+			out = append(out, s)
+		}
+	}
+	return out, nil
 }
 
 // ParseStatus parses the "Name:\tvalue" lines of /proc/PID/status.

@@ -59,8 +59,13 @@ func TestParseStat(t *testing.T) {
 		t.Fatal(err)
 	}
 	if s.Comm != "a b) c" || s.State != "S" || s.PPid != 17 || s.UTime != 2500*time.Millisecond ||
-		s.STime != 750*time.Millisecond || s.CPU() != 3250*time.Millisecond || s.StartTime != 98765 {
+		s.STime != 750*time.Millisecond || s.CPU() != 3250*time.Millisecond || s.StartTime != 98765 ||
+		s.Flags != 4194560 || s.IOWorker() {
 		t.Errorf("ParseStat = %+v", s)
+	}
+	// An io-wq worker: PF_IO_WORKER (0x10) among its flags.
+	if w, err := ParseStat(strings.Replace(stat, " 4194560 ", " 4194576 ", 1)); err != nil || !w.IOWorker() {
+		t.Errorf("ParseStat of an io-wq worker = %+v, %v", w, err)
 	}
 	for _, bad := range []string{"", "1 (x S 1", "1 (x) S 1 2 3"} {
 		if _, err := ParseStat(bad); err == nil {

@@ -13,9 +13,7 @@ import (
 var ErrUnsafe = errors.New("unsafe directory")
 
 // Ensure makes directory path, mode 0755, when it is missing (its parent
-// must exist) and checks it: a directory, not a link to one, owned by root,
-// that group and others may not write to, so no one but root can plant or
-// swap files in it. Else the error is ErrUnsafe.
+// must exist) and checks it (Check).
 func Ensure(path string) error {
 	err := os.Mkdir(path, 0o755)
 	switch {
@@ -28,6 +26,13 @@ func Ensure(path string) error {
 	case !errors.Is(err, os.ErrExist):
 		return err
 	}
+	return Check(path)
+}
+
+// Check checks directory path: a directory, not a link to one, owned by
+// root, that group and others may not write to, so no one but root can
+// plant or swap files in it. Else the error is ErrUnsafe.
+func Check(path string) error {
 	var st unix.Stat_t
 	if err := unix.Lstat(path, &st); err != nil {
 		return &os.PathError{Op: "lstat", Path: path, Err: err}

@@ -60,3 +60,15 @@ func TestEnsureMakes(t *testing.T) {
 		t.Errorf("under a missing parent: %v, want ErrNotExist", err)
 	}
 }
+
+// TestCheckMakesNothing: Check only checks; a missing directory is an
+// error, not made.
+func TestCheckMakesNothing(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "missing")
+	if err := Check(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a missing directory: %v, want ErrNotExist", err)
+	}
+	if _, err := os.Lstat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Check made %s", dir)
+	}
+}

@@ -291,3 +291,13 @@ func (d *Driver) KickFd(i int) int { return d.kick[i] }
 
 // CallFd is ring i's call eventfd.
 func (d *Driver) CallFd(i int) int { return d.call[i] }
+
+// ErrFd is ring i's error eventfd.
+func (d *Driver) ErrFd(i int) int { return d.errFd[i] }
+
+// SetKickFd makes fd ring i's kick, sent by the next Start; the driver
+// owns it from then on and closes the one it had.
+func (d *Driver) SetKickFd(i, fd int) {
+	_ = unix.Close(d.kick[i])
+	d.kick[i] = fd
+}

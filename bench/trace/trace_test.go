@@ -1,0 +1,128 @@
+package trace
+
+import (
+	"context"
+	"os"
+	"runtime"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tapfwd/tapfwd/internal/procfs"
+)
+
+func TestParseSoftirqs(t *testing.T) {
+	s, err := parseSoftirqs(`                    CPU0       CPU1
+          HI:          0          0
+      NET_TX:       7737        496
+      NET_RX:    5275744    3088607
+       BLOCK:          0      90465
+`)
+	if err != nil || len(s.rx) != 2 || s.rx[1] != 3088607 || s.tx[0] != 7737 {
+		t.Errorf("%+v, %v", s, err)
+	}
+	if _, err := parseSoftirqs("HI: 0 0\n"); err == nil {
+		t.Error("no NET_RX line: no error")
+	}
+	if _, err := parseSoftirqs("NET_RX: 1 x\nNET_TX: 1 2\n"); err == nil {
+		t.Error("a count that is not a number: no error")
+	}
+}
+
+func TestParseIperf(t *testing.T) {
+	raw, err := os.ReadFile("../../internal/testbed/iperf/testdata/tcp.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ip, err := ParseIperf(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ip.Intervals) == 0 || ip.Intervals[0] < 1 || ip.MaxCwnd <= 0 || ip.MeanRTT <= 0 || ip.Retransmits <= 0 {
+		t.Errorf("%+v", ip)
+	}
+	if _, err := ParseIperf([]byte("{")); err == nil {
+		t.Error("broken JSON: no error")
+	}
+}
+
+func TestMainCPU(t *testing.T) {
+	for _, tc := range []struct {
+		on   []float64
+		want int
+	}{{[]float64{0.2, 0.8}, 1}, {[]float64{0.6, 0.4}, 0}, {[]float64{0, 0}, -1}, {nil, -1}} {
+		if got := (Thread{OnCPU: tc.on}).MainCPU(); got != tc.want {
+			t.Errorf("MainCPU(%v) = %d, want %d", tc.on, got, tc.want)
+		}
+	}
+}
+
+// TestTraceWorker traces this process as a forwarder: a thread pinned to
+// one CPU and kept busy is its worker, found on that CPU, with the CPU
+// time its schedstat shows over the trace; the softirqs are counted per
+// CPU.
+func TestTraceWorker(t *testing.T) {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		t.Fatal(err)
+	}
+	cpu := -1
+	for c := 0; c < 1024 && cpu < 0; c++ {
+		if set.IsSet(c) {
+			cpu = c
+		}
+	}
+	ready := make(chan int)
+	var stop atomic.Bool
+	go func() {
+		runtime.LockOSThread()
+		var one unix.CPUSet
+		one.Set(cpu)
+		if err := unix.SchedSetaffinity(0, &one); err != nil {
+			t.Error(err)
+		}
+		ready <- unix.Gettid()
+		for !stop.Load() {
+		}
+		// The thread ends with its locked goroutine.
+	}()
+	tid := <-ready
+	ran := func() time.Duration {
+		b, err := os.ReadFile(taskDir(os.Getpid(), tid) + "/schedstat")
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, _, err := procfs.ParseSchedStat(string(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	before := ran()
+	tr := Start(context.Background(), Targets{Forwarders: []int{os.Getpid()}})
+	time.Sleep(300 * time.Millisecond)
+	run := tr.Stop(nil)
+	spent := ran() - before
+	stop.Store(true)
+	var w *Thread
+	for i, th := range run.Threads {
+		if th.Role == Worker && th.TID == tid {
+			w = &run.Threads[i]
+		}
+	}
+	if w == nil {
+		t.Fatalf("no worker %d among %+v", tid, run.Threads)
+	}
+	if got := time.Duration(w.RunSeconds * 1e9); got <= 0 || got > spent || got < spent-20*time.Millisecond {
+		t.Errorf("worker ran %v in the trace, %v by its schedstat around it", got, spent)
+	}
+	if w.MainCPU() != cpu || w.OnCPU[cpu] < 0.99 || w.Allowed != strconv.Itoa(cpu) {
+		t.Errorf("worker %+v: want it on CPU %d all the time", w, cpu)
+	}
+	if len(run.NetRX) != runtime.NumCPU() || len(run.Missing) != 0 {
+		t.Errorf("softirqs %v, missing %v", run.NetRX, run.Missing)
+	}
+}

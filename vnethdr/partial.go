@@ -1,0 +1,33 @@
+package vnethdr
+
+import "encoding/binary"
+
+// RecoverPartial rebuilds the checksum metadata of a frame that lost its
+// vnet header on the way: AF_XDP hands userspace the bytes of an skb the
+// kernel held CHECKSUM_PARTIAL (a veth peer's stack offloads checksums to
+// it, and neither the veth's XDP nor the socket keeps ip_summed), so the
+// TCP/UDP check field holds only the folded pseudo-header sum that
+// net/ipv4/tcp_ipv4.c: __tcp_v4_send_check and udp4_hwcsum leave there.
+//
+// When frame's check field holds exactly that sum, RecoverPartial returns a
+// FlagNeedsCsum header pointing at it and true. That is always safe: a
+// frame whose complete checksum happens to equal the pseudo-header sum is
+// completed to the same value, since completing sums the payload onto the
+// field and the field is the pseudo-header sum either way. Other frames,
+// fragments and non-IP frames give false. frame is only read.
+func RecoverPartial(frame []byte) (Hdr, bool) {
+	l, err := parse(frame)
+	if err != nil || l.l4 == 0 {
+		return Hdr{}, false
+	}
+	acc, ok := addrSum(frame, &l)
+	if !ok {
+		return Hdr{}, false
+	}
+	off := l4CsumOff(l.proto)
+	pseudo := fold(acc + uint64(l.proto) + uint64(l.end-l.l4))
+	if binary.BigEndian.Uint16(frame[l.l4+off:]) != pseudo {
+		return Hdr{}, false
+	}
+	return Hdr{Flags: FlagNeedsCsum, CsumStart: uint16(l.l4), CsumOffset: uint16(off)}, true
+}
