@@ -45,7 +45,7 @@ func newSegmentOn(t *testing.T, c Config) *segment {
 	for i, mac := range []net.HardwareAddr{guestMAC0, guestMAC1} {
 		s.guests = append(s.guests, forwardtest.NewFake(t))
 		s.guestNICs = append(s.guestNICs, forwardtest.NewFake(t))
-		c.Guests = append(c.Guests, GuestPort{Guest: s.guests[i], MAC: mac, NIC: s.guestNICs[i], CPU: -1})
+		c.Guests = append(c.Guests, GuestPort{Queues: []GuestQueue{{Guest: s.guests[i], NIC: s.guestNICs[i], CPU: -1}}, MAC: mac})
 	}
 	c.Batch, c.CPUs = 16, []int{-1}
 	f, err := New([]Endpoint{s.tap}, []NIC{s.nic}, c)
@@ -180,13 +180,15 @@ func TestGuestBroadcast(t *testing.T) {
 	balanced(t, "NIC->TAP", &s.q.Counters.NICToTAP, 0)
 }
 
-// TestGuestSlow: a guest with no room fills its inbox; what does not fit
-// is dropped and counted, and the other guest and the TAP get everything.
+// TestGuestSlow: a guest with no room fills its inbox (guestInboxFrames);
+// what does not fit is dropped and counted, and the other guest and the
+// TAP get everything.
 func TestGuestSlow(t *testing.T) {
 	s := newSegment(t, Config{})
 	s.guests[1].Full(true)
-	for i := 0; i < 100; i++ {
-		s.nic.Push(forwardtest.Frame{Data: ether(t, wireMAC, bcastMAC, 60+i)})
+	const n = guestInboxFrames + 100
+	for i := 0; i < n; i++ {
+		s.nic.Push(forwardtest.Frame{Data: ether(t, wireMAC, bcastMAC, 60+i%100)})
 		if i%16 == 15 {
 			s.step(t)
 		}
@@ -194,16 +196,44 @@ func TestGuestSlow(t *testing.T) {
 	s.step(t)
 	s.step(t)
 	g1 := &s.g1.Counters.To
-	if got := g1.Drops[DropGuestBusy].Load(); got != 100-inboxSlots || g1.Tx.Packets.Load() != 0 {
-		t.Errorf("slow guest: guest_busy %d, written %d; want %d, 0", got, g1.Tx.Packets.Load(), 100-inboxSlots)
+	if got := g1.Drops[DropGuestBusy].Load(); got != n-guestInboxFrames || g1.Tx.Packets.Load() != 0 {
+		t.Errorf("slow guest: guest_busy %d, written %d; want %d, 0", got, g1.Tx.Packets.Load(), n-guestInboxFrames)
 	}
-	if len(s.guests[0].Written()) != 100 || len(s.tap.Written()) != 100 {
-		t.Errorf("the others: guest 0 got %d, the TAP %d; want 100 each", len(s.guests[0].Written()), len(s.tap.Written()))
+	if len(s.guests[0].Written()) != n || len(s.tap.Written()) != n {
+		t.Errorf("the others: guest 0 got %d, the TAP %d; want %d each", len(s.guests[0].Written()), len(s.tap.Written()), n)
 	}
 	s.guests[1].Full(false)
 	s.step(t)
-	if n := len(s.guests[1].Written()); n != inboxSlots {
-		t.Errorf("once it had room the slow guest got %d, want the %d that waited", n, inboxSlots)
+	if got := len(s.guests[1].Written()); got != guestInboxFrames {
+		t.Errorf("once it had room the slow guest got %d, want the %d that waited", got, guestInboxFrames)
+	}
+}
+
+// TestGuestBurst: a burst toward a guest goes in one Write, as many frames
+// as the guest has buffers for (no cap of a batch); the rest wait in the
+// inbox, uncounted as drops, until it posts more.
+func TestGuestBurst(t *testing.T) {
+	s := newSegment(t, Config{})
+	s.guests[0].Room(300)
+	for i := 0; i < 500; i++ {
+		s.nic.Push(forwardtest.Frame{Data: ether(t, wireMAC, guestMAC0, 60)})
+	}
+	for range 500/16 + 1 {
+		if _, err := s.q.nicToTAP(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	more, err := s.g0.toGuestPort()
+	d := &s.g0.Counters.To
+	if err != nil || more || s.guests[0].Writes() != 1 || len(s.guests[0].Written()) != 300 {
+		t.Fatalf("one turn: err %v more %v, %d Writes, %d frames taken; want 1 Write of 300", err, more, s.guests[0].Writes(), len(s.guests[0].Written()))
+	}
+	if d.Rx.Packets.Load() != 500 || d.Tx.Packets.Load() != 300 || d.Drops[DropGuestBusy].Load() != 0 {
+		t.Errorf("counted rx %d tx %d guest_busy %d; want 500, 300, 0", d.Rx.Packets.Load(), d.Tx.Packets.Load(), d.Drops[DropGuestBusy].Load())
+	}
+	s.guests[0].Room(1000)
+	if _, err := s.g0.toGuestPort(); err != nil || len(s.guests[0].Written()) != 500 || d.Tx.Packets.Load() != 500 {
+		t.Errorf("once it posted buffers: err %v, %d frames in all, tx %d; want 500", err, len(s.guests[0].Written()), d.Tx.Packets.Load())
 	}
 }
 
@@ -245,8 +275,15 @@ func TestGuestSoftOffload(t *testing.T) {
 	if got := len(s.guests[0].Written()); got != 7 { // ceil(10000/1448)
 		t.Errorf("guest got %d frames, want the 7 segments", got)
 	}
-	if d := &s.g0.Counters.To; d.Tx.Packets.Load() != 1 || d.Drops[DropGuestRefused].Load() != 0 {
-		t.Errorf("to guest: tx %d refused %d; want 1, 0", d.Tx.Packets.Load(), d.Drops[DropGuestRefused].Load())
+	if d := &s.g0.Counters.To; d.Tx.Packets.Load() != 7 || d.Drops[DropGuestRefused].Load() != 0 {
+		t.Errorf("to guest: tx %d refused %d; want the 7 segments, 0", d.Tx.Packets.Load(), d.Drops[DropGuestRefused].Load())
+	}
+	s.guests[0].Room(4) // 4 of the next 7 segments fit: the rest are guest_busy
+	s.nic.Push(forwardtest.Frame{Data: withHdr(h, f)})
+	s.step(t)
+	if d := &s.g0.Counters.To; d.Tx.Packets.Load() != 11 || d.Drops[DropGuestBusy].Load() != 3 || d.Drops[DropGuestRefused].Load() != 0 {
+		t.Errorf("to a guest with room for 4 segments: tx %d guest_busy %d refused %d; want 11, 3, 0",
+			d.Tx.Packets.Load(), d.Drops[DropGuestBusy].Load(), d.Drops[DropGuestRefused].Load())
 	}
 }
 
@@ -284,7 +321,7 @@ func TestZeroAllocsGuests(t *testing.T) {
 	gq, guest := forwardtest.TAP(t) // the guest's end speaks frames with a vnet header
 	gnic, gwire := forwardtest.NIC(t, 16)
 	f, err := New([]Endpoint{tq}, []NIC{nic}, Config{Batch: 16, CPUs: []int{-1}, TAPVnetHdr: true,
-		Guests: []GuestPort{{Guest: gq, MAC: guestMAC0, NIC: gnic, CPU: -1}}})
+		Guests: []GuestPort{{Queues: []GuestQueue{{Guest: gq, NIC: gnic, CPU: -1}}, MAC: guestMAC0}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -380,10 +417,10 @@ func TestGuestToPlainTAP(t *testing.T) {
 	if d := &s.g0.Counters.From; d.Rx.Packets.Load() != 1 || d.Tx.Packets.Load() != 7 || s.q.Counters.Segments.Load() != 7 {
 		t.Errorf("from guest 0: rx %d tx %d, queue segments %d; want 1, 7, 7", d.Rx.Packets.Load(), d.Tx.Packets.Load(), s.q.Counters.Segments.Load())
 	}
-	for i := 0; i < inboxSlots+3; i++ {
+	for i := 0; i < tapInboxFrames+3; i++ {
 		s.guests[1].Push(forwardtest.Frame{Data: ether(t, guestMAC1, bcastMAC, 60)})
 	}
-	for i := 0; i < 8; i++ {
+	for i := 0; i < tapInboxFrames/16+1; i++ {
 		if _, err := s.g1.fromGuestPort(); err != nil {
 			t.Fatal(err)
 		}

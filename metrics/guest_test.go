@@ -17,7 +17,7 @@ import (
 // guestSource is a Source over a fake forwarder with one vhost-user port
 // ("tap0-0", running) and one macvtap ("tfwvm0").
 func guestSource(t *testing.T) (Source, *forward.GuestWorker) {
-	gp := forward.GuestPort{Guest: forwardtest.NewFake(t), NIC: forwardtest.NewFake(t), CPU: -1,
+	gp := forward.GuestPort{Queues: []forward.GuestQueue{{Guest: forwardtest.NewFake(t), NIC: forwardtest.NewFake(t), CPU: -1}},
 		MAC: net.HardwareAddr{0x02, 0, 0, 0, 0x10, 0}}
 	fw, _, _ := fakeForwarderWith(t, forward.Config{TAPVnetHdr: true, Guests: []forward.GuestPort{gp}})
 	g := fw.GuestWorkers()[0]

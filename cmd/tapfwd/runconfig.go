@@ -66,6 +66,7 @@ func (f *runFlags) register(fs *flag.FlagSet, c *daemon.Config) {
 	fs.BoolVar(&c.NIC.Wait, "wait-nic", false, "when the NIC is removed, wait for it to come back and resume instead of exiting (needs CAP_NET_RAW throughout: not with --user)")
 	fs.StringVar(&c.Privileges.User, "user", "", "after opening every fd, drop to this user: supplementary groups cleared, its uid and primary gid, no capabilities")
 	fs.IntVar(&c.VMPorts.N, "vm-ports", 0, "VM ports to create at start and remove at exit (0-64): macvtaps in bridge mode on the TAP, or with --vhost-user vhost-user sockets; 0 creates none (see tapfwd vm-port)")
+	fs.IntVar(&c.VMPorts.Queues, "vm-port-queues", 0, "queue pairs of each --vhost-user port (1-64), each served by a worker of its own; the guest's NIC takes as many (the printed QEMU and libvirt lines say how); 0: as many as --queues")
 	fs.StringVar(&f.vhostUser, "vhost-user", "", "make the --vm-ports VM ports vhost-user sockets in this directory (made mode 0755 if missing) instead of macvtaps: TAP-I.sock, or NS:TAP-I.sock with --tap-netns, each with a MAC of its own derived from the TAP's name and I, printed at start with the QEMU and libvirt lines to attach; mode 0600 (0660 with --vm-port-owner); removed at exit unless --persist. Needs --tap. Empty: macvtaps")
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "127.0.0.1:9310", `serve Prometheus metrics at http://HOST:PORT/metrics; empty disables`)
 	fs.BoolVar(&f.pprof, "pprof", false, "also serve Go's profiler at /debug/pprof/ on --metrics-addr (for profiling the data path)")
@@ -334,10 +335,11 @@ func (f *runFlags) hostSide(c *daemon.Config) error {
 // vhostSide takes --vhost-user: the VM ports become vhost-user sockets in
 // the directory, named after the TAP, so a restart finds them again.
 func (f *runFlags) vhostSide(c *daemon.Config) error {
-	if f.vhostUser == "" {
+	switch q := c.VMPorts.Queues; {
+	case q < 0 || q > daemon.MaxVMPortQueues:
+		return fmt.Errorf("--vm-port-queues %d: want 1 to %d, or 0 for as many as --queues", q, daemon.MaxVMPortQueues)
+	case f.vhostUser == "":
 		return nil
-	}
-	switch {
 	case c.VMPorts.N == 0:
 		return errors.New("--vhost-user makes the --vm-ports N ports vhost-user sockets: give --vm-ports N too")
 	case c.TAP.Name == "":
@@ -345,10 +347,9 @@ func (f *runFlags) vhostSide(c *daemon.Config) error {
 	case c.NIC.Wait:
 		return errors.New("--wait-nic reopens the queues' packet sockets, not those of the vhost-user ports: it cannot be combined with --vhost-user")
 	}
-	dir, err := filepath.Abs(f.vhostUser)
-	if err != nil {
+	var err error
+	if c.VMPorts.VhostDir, err = filepath.Abs(f.vhostUser); err != nil {
 		return fmt.Errorf("--vhost-user: %w", err)
 	}
-	c.VMPorts.VhostDir = dir
 	return nil
 }

@@ -200,6 +200,10 @@ func TestParseRunVhostUser(t *testing.T) {
 	if err != nil || c.VMPorts != (daemon.VMPorts{N: 2, VhostDir: "/run/tapfwd/vhost"}) {
 		t.Errorf("--vhost-user: %+v, %v", c, err)
 	}
+	c, err = parseRun(strings.Fields("--nic x --tap lab0 --vm-ports 2 --vm-port-queues 4 --vhost-user /run/v"), io.Discard)
+	if err != nil || c.VMPorts.Queues != 4 {
+		t.Errorf("--vm-port-queues 4: %+v, %v", c.VMPorts, err)
+	}
 	wd, _ := os.Getwd()
 	if c, err := parseRun(strings.Fields("--nic x --tap lab0 --vm-ports 1 --vhost-user vhu"), io.Discard); err != nil || c.VMPorts.VhostDir != filepath.Join(wd, "vhu") {
 		t.Errorf("a relative --vhost-user: %+v, %v", c, err)
@@ -214,6 +218,8 @@ func TestParseRunVhostUser(t *testing.T) {
 		{"--nic x --vm-ports 1 --vhost-user /run/v", "--vhost-user needs --tap NAME"},
 		{"--nic x --tap lab0 --vm-ports 1 --vhost-user /run/v --wait-nic", "it cannot be combined with --vhost-user"},
 		{"--nic x --tap lab0 --vm-ports 1 --vhost-user /run/v --strict-mac", "--strict-mac drops the VM ports' frames"},
+		{"--nic x --tap lab0 --vm-ports 1 --vhost-user /run/v --vm-port-queues 65", "--vm-port-queues 65: want 1 to 64"},
+		{"--nic x --tap lab0 --vm-ports 1 --vhost-user /run/v --vm-port-queues -1", "--vm-port-queues -1: want 1 to 64"},
 	} {
 		c, err := parseRun(strings.Fields(tc.args), io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {

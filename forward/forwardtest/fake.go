@@ -29,9 +29,11 @@ type Fake struct {
 	in       []Frame
 	tags     []Frame // of the last Read
 	written  [][]byte
-	writers  map[uint64]bool    // the goroutines that called Write
-	hold     chan struct{}      // while set, Read blocks until it is closed
-	full     bool               // Write takes nothing (EAGAIN)
+	writers  map[uint64]bool // the goroutines that called Write
+	hold     chan struct{}   // while set, Read blocks until it is closed
+	limited  bool            // Write takes at most room frames more, then EAGAIN
+	room     int
+	writes   int                // Write calls
 	refuse   func([]byte) error // Write refuses a frame this says no to
 	readErr  []error            // returned by the next Reads, one each, after the frames queued before them
 	writeErr []error            // the next written frames fail with these, one each (nil: taken)
@@ -76,7 +78,22 @@ func (f *Fake) FailWrite(errs ...error) {
 func (f *Fake) Full(on bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.full = on
+	f.limited, f.room = on, 0
+}
+
+// Room makes Write take n frames more, then nothing (EAGAIN) until Full(false)
+// or another Room: a guest with n receive buffers posted.
+func (f *Fake) Room(n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.limited, f.room = true, n
+}
+
+// Writes returns how many times Write was called.
+func (f *Fake) Writes() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.writes
 }
 
 // Refuse makes Write refuse each frame (vnet header included) that fn
@@ -198,10 +215,11 @@ func (f *Fake) Write(bufs [][]byte, offset int) (int, error) {
 		f.writers = map[uint64]bool{}
 	}
 	f.writers[id] = true
-	if f.full {
-		return 0, unix.EAGAIN
-	}
+	f.writes++
 	for i, b := range bufs {
+		if f.limited && f.room == 0 {
+			return i, unix.EAGAIN
+		}
 		if f.refuse != nil {
 			if err := f.refuse(b[offset:]); err != nil {
 				return i, err
@@ -213,6 +231,9 @@ func (f *Fake) Write(bufs [][]byte, offset int) (int, error) {
 			if err != nil {
 				return i, err
 			}
+		}
+		if f.limited {
+			f.room--
 		}
 		f.written = append(f.written, append([]byte(nil), b[offset:]...))
 	}

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"github.com/tapfwd/tapfwd/vhostuser"
 	"log/slog"
 	"net/netip"
 	"time"
@@ -100,6 +101,21 @@ type VMPorts struct {
 	// makes them vhost-user sockets there, named after the TAP
 	// (vhostuser.SocketPath; the TAP needs a name); empty: macvtaps.
 	VhostDir string
+	// Queues is how many queue pairs each vhost-user port offers (1 to
+	// MaxVMPortQueues), each served by a worker of its own; 0: as
+	// many as the TAP has queues.
+	Queues int
+}
+
+// MaxVMPortQueues is the most queue pairs a vhost-user port offers.
+const MaxVMPortQueues = vhostuser.MaxQueuePairs
+
+// vhostQueues is how many queue pairs each vhost-user port offers.
+func (v VMPorts) vhostQueues(tapQueues int) int {
+	if v.Queues > 0 {
+		return v.Queues
+	}
+	return min(max(tapQueues, 1), MaxVMPortQueues)
 }
 
 // HostPort is the lab host's own port on the TAP: a macvlan in bridge mode

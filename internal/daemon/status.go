@@ -210,7 +210,7 @@ func (d *Daemon) vhostStatus() []PortStatus {
 		from, to := dirStatus(&g.Counters.From, fromGuest), dirStatus(&g.Counters.To, toGuest)
 		out = append(out, PortStatus{Name: p.Name, MAC: p.MAC.String(), Type: "vhost-user", Socket: p.Path,
 			State: p.port.State().String(), Features: vhostuser.FeatureNames(p.port.Features()),
-			QEMU: vhostuser.QEMULine(p.Path, p.MAC, i), Libvirt: vhostuser.LibvirtXML(p.Path, p.MAC), LibvirtMemory: vhostuser.LibvirtMemory,
+			QEMU: vhostuser.QEMULine(p.Path, p.MAC, i, len(p.port.Queues())), Libvirt: vhostuser.LibvirtXML(p.Path, p.MAC, len(p.port.Queues())), LibvirtMemory: vhostuser.LibvirtMemory,
 			FromGuest: &from, ToGuest: &to})
 	}
 	return out
