@@ -161,7 +161,7 @@ func (d *Daemon) metricsSource() (metrics.Source, error) {
 	var guests []metrics.GuestPort
 	for i, g := range d.fw.GuestWorkers() {
 		p := d.ports.vhost[i]
-		guests = append(guests, metrics.GuestPort{Name: p.Name, State: p.port.State, Guest: g})
+		guests = append(guests, metrics.GuestPort{Name: p.Name, State: p.port.State, Guest: g, Stats: p.port.Stats})
 	}
 	return metrics.Source{TAP: tapName, NIC: nic, Features: d.dev.Features(), Forwarder: d.fw, GuestPorts: guests,
 		LinkStats: func(name string) (netns.LinkStats, error) {
