@@ -138,13 +138,15 @@ type portStatus struct {
 	Type          string         `json:"type"`
 	State         string         `json:"state"`
 	Features      []string       `json:"features"`
+	QueuePairs    int            `json:"queue_pairs"`
+	ActivePairs   int            `json:"active_pairs"`
 	LibvirtMemory string         `json:"libvirt_memory"`
 	FromGuest     map[string]any `json:"from_guest"`
 	ToGuest       map[string]any `json:"to_guest"`
 }
 
 // vhostPorts reads the vhost-user ports from /status; there must be n.
-func vhostPorts(t *testing.T, bed *testbed.Bed, n int) []portStatus {
+func vhostPorts(t testing.TB, bed *testbed.Bed, n int) []portStatus {
 	t.Helper()
 	code, body, err := testkit.HTTPGet(t, bed, bed.FwdNS, "http://"+testkit.MetricsAddr+"/status")
 	if err != nil || code != 200 {

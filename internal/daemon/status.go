@@ -90,6 +90,10 @@ type PortStatus struct {
 	Socket   string   `json:"socket,omitempty"`
 	State    string   `json:"state,omitempty"`
 	Features []string `json:"features,omitempty"`
+	// QueuePairs are the queue pairs a vhost-user port offers, ActivePairs
+	// those its guest runs now.
+	QueuePairs  int `json:"queue_pairs,omitempty"`
+	ActivePairs int `json:"active_pairs,omitempty"`
 	// QEMU is a command line for a VM on this port, Libvirt the domain's
 	// <interface>, which needs LibvirtMemory (shared memory) too.
 	QEMU          string `json:"qemu,omitempty"`
@@ -210,6 +214,7 @@ func (d *Daemon) vhostStatus() []PortStatus {
 		from, to := dirStatus(&g.Counters.From, fromGuest), dirStatus(&g.Counters.To, toGuest)
 		out = append(out, PortStatus{Name: p.Name, MAC: p.MAC.String(), Type: "vhost-user", Socket: p.Path,
 			State: p.port.State().String(), Features: vhostuser.FeatureNames(p.port.Features()),
+			QueuePairs: len(p.port.Queues()), ActivePairs: p.port.ActivePairs(),
 			QEMU: vhostuser.QEMULine(p.Path, p.MAC, i, len(p.port.Queues())), Libvirt: vhostuser.LibvirtXML(p.Path, p.MAC, len(p.port.Queues())), LibvirtMemory: vhostuser.LibvirtMemory,
 			FromGuest: &from, ToGuest: &to})
 	}
