@@ -56,24 +56,42 @@ func BenchmarkBackEnds(b *testing.B) {
 	}
 }
 
-// lcores splits the machine's CPUs between the front-end (the guest), the
-// back-end under test and the wire's generator, as far as there are CPUs.
-func lcores() (guest, backEnd, wire string) {
+// placement splits the machine's CPUs between the front-end (the guest),
+// the back-end under test and the wire's generator, each testpmd's
+// forwarding lcore on CPUs of its own as far as there are CPUs: on 8 or
+// more, CPUs 0-1, 2-3 and 4-5 (tapfwd's workers on 2 and 3); on fewer,
+// the front-end forwards on CPU 1 and the back-end (DPDK's forwarding
+// lcore, every tapfwd worker) on CPU 0, and the generator shares them.
+type placement struct {
+	guest, backEnd, wire string   // testpmd -l
+	backEAL              []string // the DPDK back-end's EAL options
+	tapfwdCPUs           string   // tapfwd --cpus
+}
+
+func place() placement {
 	if runtime.NumCPU() >= 8 {
-		return "0,1", "2,3", "4,5"
+		return placement{guest: "0,1", backEnd: "2,3", wire: "4,5", tapfwdCPUs: "2,3"}
 	}
-	return "0,1", "0,1", "0,1"
+	return placement{guest: "0,1", backEnd: "0,1", backEAL: []string{"--main-lcore=1"}, wire: "0,1", tapfwdCPUs: "0"}
 }
 
 // backEndRound runs one measurement and returns frames per second and the
 // back-end's CPU.
 func backEndRound(b *testing.B, backend string, toWire bool, size int, window time.Duration) (pps, cpu float64) {
 	bed := testbed.NewForTest(b, testbed.Config{Mode: testbed.Forwarder})
-	guestL, backL, wireL := lcores()
+	pl := place()
 	sock, mac, pid := "", net.HardwareAddr{0x02, 0, 0, 0, 0x99, 0x01}, 0
+	// Not b.TempDir(): the sub-benchmarks' names have "=", which DPDK's
+	// device arguments split on.
+	tmp, err := os.MkdirTemp("", "tfwbench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { os.RemoveAll(tmp) })
 	if backend == "tapfwd" {
-		dir := filepath.Join(b.TempDir(), "vhost")
-		fw := testkit.StartOn(b, bed, testkit.PlainTapfwd(b), "--vhost-user", dir, "--vm-ports", "1", "--vm-port-queues", "1")
+		dir := filepath.Join(tmp, "vhost")
+		fw := testkit.StartOn(b, bed, testkit.PlainTapfwd(b), "--vhost-user", dir, "--vm-ports", "1", "--vm-port-queues", "1",
+			"--cpus", pl.tapfwdCPUs)
 		p := vhostPorts(b, bed, 1)[0]
 		sock, pid = p.Socket, fw.Pid()
 		mac, _ = net.ParseMAC(p.MAC)
@@ -81,17 +99,20 @@ func backEndRound(b *testing.B, backend string, toWire bool, size int, window ti
 		// the wire host is on the wire, so that its frames go there alone.
 		bed.Run(context.Background(), bed.WireNS, "ping", "-c", "1", "-W", "1", bed.WireAddr.Addr().Next().Next().Next().String())
 	} else {
-		sock = filepath.Join(b.TempDir(), "dpdk.sock")
+		sock = filepath.Join(tmp, "dpdk.sock")
 		be := startPMD(b, testpmd.Config{Devices: []string{testpmd.VhostBackEnd(sock, 1), testpmd.AFPacket(bed.NIC, 1)},
-			Netns: bed.FwdNS, Lcores: backL})
+			Netns: bed.FwdNS, Lcores: pl.backEnd, EAL: pl.backEAL})
 		pid = be.Pid()
-		defer be.StopForwarding()
+		defer func() {
+			st, err := be.StopForwarding()
+			b.Logf("DPDK back-end's forward statistics: %+v %v", st, err)
+		}()
 		if err := be.StartForwarding(); err != nil {
 			b.Fatal(err)
 		}
 	}
 	wireMAC := strings.TrimSpace(readIn(b, bed, bed.WireNS, "/sys/class/net/"+bed.WireIf+"/address"))
-	guest := testpmd.Config{Devices: []string{testpmd.VirtioUser(sock, 1, mac, "")}, Lcores: guestL, TxPkts: size,
+	guest := testpmd.Config{Devices: []string{testpmd.VirtioUser(sock, 1, mac, "")}, Lcores: pl.guest, TxPkts: size,
 		Forward: "rxonly", Args: []string{"--eth-peer=0," + wireMAC}}
 	if toWire {
 		guest.Forward = "txonly"
@@ -103,7 +124,7 @@ func backEndRound(b *testing.B, backend string, toWire bool, size int, window ti
 			return readUint(b, bed, bed.WireNS, "/sys/class/net/"+bed.WireIf+"/statistics/rx_packets")
 		}
 	} else {
-		gen := startPMD(b, testpmd.Config{Devices: []string{testpmd.AFPacket(bed.WireIf, 1)}, Netns: bed.WireNS, Lcores: wireL,
+		gen := startPMD(b, testpmd.Config{Devices: []string{testpmd.AFPacket(bed.WireIf, 1)}, Netns: bed.WireNS, Lcores: pl.wire,
 			Forward: "txonly", TxPkts: size, Args: []string{"--eth-peer=0," + mac.String()}})
 		if err := gen.StartForwarding(); err != nil {
 			b.Fatal(err)
@@ -120,7 +141,10 @@ func backEndRound(b *testing.B, backend string, toWire bool, size int, window ti
 	if err := fe.StartForwarding(); err != nil {
 		b.Fatal(err)
 	}
-	defer fe.StopForwarding()
+	defer func() {
+		st, err := fe.StopForwarding()
+		b.Logf("front-end's forward statistics: %+v %v", st, err)
+	}()
 	time.Sleep(time.Second) // rings filled, rates steady
 	n0, c0, t0 := count(), cpuTicks(b, pid), time.Now()
 	time.Sleep(window)
