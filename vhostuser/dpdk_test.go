@@ -1,7 +1,6 @@
 package vhostuser_test
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"net"
@@ -53,13 +52,7 @@ func startFrontEnd(t *testing.T, p *testPort, queues int, extra string, c testpm
 	if testing.Verbose() {
 		c.Log = logWriter{t}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	tp, err := testpmd.Start(ctx, c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(tp.Kill)
+	tp := testpmd.StartTest(t, c)
 	p.wait(t, vhostuser.EventRunning)
 	return tp
 }

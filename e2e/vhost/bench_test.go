@@ -100,7 +100,7 @@ func backEndRound(b *testing.B, backend string, toWire bool, size int, window ti
 		bed.Run(context.Background(), bed.WireNS, "ping", "-c", "1", "-W", "1", bed.WireAddr.Addr().Next().Next().Next().String())
 	} else {
 		sock = filepath.Join(tmp, "dpdk.sock")
-		be := startPMD(b, testpmd.Config{Devices: []string{testpmd.VhostBackEnd(sock, 1), testpmd.AFPacket(bed.NIC, 1)},
+		be := testpmd.StartTest(b, testpmd.Config{Devices: []string{testpmd.VhostBackEnd(sock, 1), testpmd.AFPacket(bed.NIC, 1)},
 			Netns: bed.FwdNS, Lcores: pl.backEnd, EAL: pl.backEAL})
 		pid = be.Pid()
 		defer func() {
@@ -117,14 +117,14 @@ func backEndRound(b *testing.B, backend string, toWire bool, size int, window ti
 	if toWire {
 		guest.Forward = "txonly"
 	}
-	fe := startPMD(b, guest)
+	fe := testpmd.StartTest(b, guest)
 	var count func() uint64
 	if toWire {
 		count = func() uint64 {
 			return readUint(b, bed, bed.WireNS, "/sys/class/net/"+bed.WireIf+"/statistics/rx_packets")
 		}
 	} else {
-		gen := startPMD(b, testpmd.Config{Devices: []string{testpmd.AFPacket(bed.WireIf, 1)}, Netns: bed.WireNS, Lcores: pl.wire,
+		gen := testpmd.StartTest(b, testpmd.Config{Devices: []string{testpmd.AFPacket(bed.WireIf, 1)}, Netns: bed.WireNS, Lcores: pl.wire,
 			Forward: "txonly", TxPkts: size, Args: []string{"--eth-peer=0," + mac.String()}})
 		if err := gen.StartForwarding(); err != nil {
 			b.Fatal(err)
@@ -151,18 +151,6 @@ func backEndRound(b *testing.B, backend string, toWire bool, size int, window ti
 	n1, c1, t1 := count(), cpuTicks(b, pid), time.Now()
 	s := t1.Sub(t0).Seconds()
 	return float64(n1-n0) / s, float64(c1-c0) / 100 / s // USER_HZ
-}
-
-func startPMD(b *testing.B, c testpmd.Config) *testpmd.Process {
-	b.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	p, err := testpmd.Start(ctx, c)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(p.Kill)
-	return p
 }
 
 // cpuTicks is the user and system time of process pid, all its threads,

@@ -1,7 +1,6 @@
 package testpmd_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -25,24 +24,12 @@ func need(t *testing.T) {
 	}
 }
 
-func start(t *testing.T, c testpmd.Config) *testpmd.Process {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	p, err := testpmd.Start(ctx, c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Kill)
-	return p
-}
-
 // Commands and their statistics, on a null device in txonly: the port's
 // counters, the forward statistics of stop and of an exit on SIGINT, and
 // no runtime directory left behind.
 func TestCommandsAndStats(t *testing.T) {
 	need(t)
-	p := start(t, testpmd.Config{Devices: []string{"net_null0"}, Forward: "txonly", TxPkts: 128})
+	p := testpmd.StartTest(t, testpmd.Config{Devices: []string{"net_null0"}, Forward: "txonly", TxPkts: 128})
 	ps, err := p.PortStats(0)
 	if err != nil || ps.TxPackets != 0 {
 		t.Fatalf("before start: %+v %v", ps, err)
@@ -124,7 +111,7 @@ func TestVhostBackEnd(t *testing.T) {
 	need(t)
 	ns, dev, peer := vethNetns(t)
 	sock := filepath.Join(t.TempDir(), "dpdk.sock")
-	p := start(t, testpmd.Config{Netns: ns, Devices: []string{testpmd.VhostBackEnd(sock, 1), testpmd.AFPacket(dev, 1)}})
+	p := testpmd.StartTest(t, testpmd.Config{Netns: ns, Devices: []string{testpmd.VhostBackEnd(sock, 1), testpmd.AFPacket(dev, 1)}})
 	if err := p.StartForwarding(); err != nil {
 		t.Fatal(err)
 	}
