@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -42,6 +43,7 @@ func newSegment(t *testing.T, c Config) *segment {
 func newSegmentOn(t *testing.T, c Config) *segment {
 	t.Helper()
 	s := &segment{nic: forwardtest.NewFake(t), tap: forwardtest.NewFake(t)}
+	c.TAPMACs = append(c.TAPMACs, s.tapMAC())
 	for i, mac := range []net.HardwareAddr{guestMAC0, guestMAC1} {
 		s.guests = append(s.guests, forwardtest.NewFake(t))
 		s.guestNICs = append(s.guestNICs, forwardtest.NewFake(t))
@@ -208,9 +210,9 @@ func TestGuestSlow(t *testing.T) {
 }
 
 // TestGuestChecks: the guest is not trusted: bad headers, oversize frames
-// and, with StrictMAC, forged sources are dropped and counted.
+// and forged sources are dropped and counted.
 func TestGuestChecks(t *testing.T) {
-	s := newSegment(t, Config{StrictMAC: net.HardwareAddr{0x02, 0, 0, 0, 0x30, 1}})
+	s := newSegment(t, Config{})
 	h, f := gsoFrame(t, 3000, 1448)
 	copy(f, wireMAC)
 	copy(f[6:], guestMAC0)
@@ -448,5 +450,88 @@ func TestOneWriterToTAP(t *testing.T) {
 	}
 	if w := s.tap.Writers(); w != 1 {
 		t.Errorf("the TAP was written from %d goroutines, want 1 (its queue worker's)", w)
+	}
+}
+
+// TestGuestOwnMAC: a guest sends with its port's address only, StrictMAC
+// or not: a frame from guest 0 with guest 1's address, the lab's or a wire
+// host's as its source reaches no one and counts as spoofed_mac.
+func TestGuestOwnMAC(t *testing.T) {
+	s := newSegment(t, Config{})
+	var forged [][]byte
+	for _, src := range []net.HardwareAddr{guestMAC1, s.tapMAC(), wireMAC} {
+		for _, dst := range []net.HardwareAddr{bcastMAC, guestMAC1, wireMAC} {
+			f := ether(t, src, dst, 60)
+			forged = append(forged, f)
+			s.guests[0].Push(forwardtest.Frame{Data: f})
+		}
+	}
+	own := ether(t, guestMAC0, guestMAC1, 61)
+	s.guests[0].Push(forwardtest.Frame{Data: own})
+	s.step(t)
+	d := &s.g0.Counters.From
+	if d.Drops[DropSpoofed].Load() != uint64(len(forged)) || d.Tx.Packets.Load() != 1 {
+		t.Errorf("spoofed_mac %d, transmitted %d; want %d, 1", d.Drops[DropSpoofed].Load(), d.Tx.Packets.Load(), len(forged))
+	}
+	for _, at := range []*forwardtest.Fake{s.guests[1], s.guestNICs[0], s.tap} {
+		for _, w := range at.Written() {
+			if !bytes.Equal(w[vnethdr.Len+6:vnethdr.Len+12], guestMAC0) {
+				t.Errorf("a frame from guest 0 left with source %s", net.HardwareAddr(w[vnethdr.Len+6:vnethdr.Len+12]))
+			}
+		}
+	}
+	if !seen(s.guests[1], own) {
+		t.Error("guest 0's frame with its own address did not reach guest 1")
+	}
+	balanced(t, "from guest 0", d, 0)
+}
+
+// TestWireCannotPoisonLearning: frames from the wire whose source is an
+// address of the TAP's side (the lab's, a macvtap guest's) or a guest's
+// teach the guests nothing and reach no one: they are dropped and counted
+// as spoofed_mac, and guest 0's frames to the lab still go to the TAP.
+func TestWireCannotPoisonLearning(t *testing.T) {
+	macvtapGuest := net.HardwareAddr{0x02, 0, 0, 0, 0x40, 1}
+	s := newSegment(t, Config{TAPMACs: []net.HardwareAddr{macvtapGuest}})
+	toLab := ether(t, guestMAC0, s.tapMAC(), 70)
+	toMacvtap := ether(t, guestMAC0, macvtapGuest, 71)
+	for round, learned := range []bool{false, true} {
+		if learned {
+			s.learnLab(t)
+		}
+		ends := []*forwardtest.Fake{s.tap, s.guests[0], s.guests[1]}
+		before := make([]int, len(ends))
+		for i, at := range ends {
+			before[i] = len(at.Written())
+		}
+		for _, src := range []net.HardwareAddr{s.tapMAC(), macvtapGuest, guestMAC1} {
+			for _, dst := range []net.HardwareAddr{bcastMAC, guestMAC0} {
+				s.nic.Push(forwardtest.Frame{Data: ether(t, src, dst, 80)})
+			}
+		}
+		s.step(t)
+		for i, at := range ends {
+			if n := len(at.Written()) - before[i]; n != 0 {
+				t.Errorf("round %d: %d of the wire's forged frames reached endpoint %d (the TAP, guest 0, guest 1)", round, n, i)
+			}
+		}
+		tapBefore, nicBefore := len(s.tap.Written()), len(s.guestNICs[0].Written())
+		s.guests[0].Push(forwardtest.Frame{Data: toLab}, forwardtest.Frame{Data: toMacvtap})
+		s.step(t)
+		if len(s.tap.Written()) != tapBefore+2 {
+			t.Errorf("round %d (lab learned %v): guest 0's frames to the lab and the macvtap guest: the TAP got %d, want 2",
+				round, learned, len(s.tap.Written())-tapBefore)
+		}
+		if learned && len(s.guestNICs[0].Written()) != nicBefore+1 { // the macvtap guest was never heard from
+			t.Errorf("round %d: guest 0's frames went to the wire %d times, want 1 (the unknown macvtap guest's)", round, len(s.guestNICs[0].Written())-nicBefore)
+		}
+	}
+	d := &s.q.Counters.NICToTAP
+	if d.Drops[DropSpoofed].Load() != 12 || d.Tx.Packets.Load() != 0 || d.ToGuests.Load() != 0 {
+		t.Errorf("NIC->TAP: spoofed_mac %d, to the TAP %d, to guests %d; want 12, 0, 0", d.Drops[DropSpoofed].Load(), d.Tx.Packets.Load(), d.ToGuests.Load())
+	}
+	balanced(t, "NIC->TAP", d, 0)
+	if fromNIC, _ := s.f.DropReasons(); !slices.Contains(fromNIC, DropSpoofed) {
+		t.Errorf("the NIC's drop reasons %v lack spoofed_mac", fromNIC)
 	}
 }
