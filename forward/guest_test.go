@@ -360,8 +360,10 @@ func (s *segment) learnLab(t *testing.T) {
 }
 
 // TestGuestToPlainTAP: without a vnet header on the TAP, a guest's GSO
-// frame reaches the TAP as its segments, as frames from the wire do; a
-// flood's copy that does not fit the TAP's inbox is an error, not a drop.
+// frame reaches the TAP as its segments, and a frame with a partial
+// checksum (NEEDS_CSUM) with the checksum completed, each with no header
+// in front, as frames from the wire do; a flood's copy that does not fit
+// the TAP's inbox is an error, not a drop.
 func TestGuestToPlainTAP(t *testing.T) {
 	s := newSegmentOn(t, Config{})
 	s.learnLab(t)
@@ -370,17 +372,20 @@ func TestGuestToPlainTAP(t *testing.T) {
 	copy(f[6:], guestMAC0)
 	s.guests[0].Push(forwardtest.Frame{Data: withHdr(h, f)})
 	s.step(t)
-	out := s.tap.Written()
-	if len(out) != 7 {
-		t.Fatalf("TAP got %d frames, want the 7 segments", len(out))
-	}
-	for i, b := range out {
-		if !bytes.Equal(b[:6], s.tapMAC()) || b[12] != 0x08 || b[13] != 0 || len(b) > 14+1500 {
-			t.Fatalf("segment %d is no Ethernet frame of at most 1500 bytes to the lab: % x", i, b[:14])
-		}
-	}
+	checkSegments(t, s.tap.Written(), f, 7)
 	if d := &s.g0.Counters.From; d.Rx.Packets.Load() != 1 || d.Tx.Packets.Load() != 7 || s.q.Counters.Segments.Load() != 7 {
 		t.Errorf("from guest 0: rx %d tx %d, queue segments %d; want 1, 7, 7", d.Rx.Packets.Load(), d.Tx.Packets.Load(), s.q.Counters.Segments.Load())
+	}
+	whole := tcpFrame(t, 300)
+	copy(whole, s.tapMAC())
+	copy(whole[6:], guestMAC0)
+	h, partial := gsoFrame(t, 300, 1448) // the pseudo-header sum where the checksum goes
+	copy(partial, whole[:12])
+	h.GSOType, h.GSOSize, h.HdrLen = vnethdr.GSONone, 0, 0
+	s.guests[0].Push(forwardtest.Frame{Data: withHdr(h, partial)})
+	s.step(t)
+	if out := s.tap.Written(); len(out) != 8 || !bytes.Equal(out[7], whole) {
+		t.Errorf("a NEEDS_CSUM frame reached the TAP as\n% x\nwant\n% x", out[len(out)-1], whole)
 	}
 	for i := 0; i < inboxSlots+3; i++ {
 		s.guests[1].Push(forwardtest.Frame{Data: ether(t, guestMAC1, bcastMAC, 60)})
