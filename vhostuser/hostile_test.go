@@ -236,7 +236,7 @@ func TestHelperHostile(t *testing.T) {
 // and Write return, Fd is quiet once drained, and Close ends it all.
 func TestHostileFrontEnd(t *testing.T) {
 	p := newPort(t, vhostuser.Config{})
-	cmd, out := startChild(t, "TestHelperHostile", "VHOSTUSER_TEST_HOSTILE="+p.Path())
+	cmd, out := vhostusertest.StartHelper(t, "TestHelperHostile", "VHOSTUSER_TEST_HOSTILE="+p.Path())
 	lines := make(chan string)
 	go func() {
 		s := bufio.NewScanner(out)
