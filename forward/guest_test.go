@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tapfwd/tapfwd/forward/fabric"
 	"github.com/tapfwd/tapfwd/forward/forwardtest"
 	"github.com/tapfwd/tapfwd/vnethdr"
 )
@@ -40,7 +41,7 @@ func newSegment(t *testing.T, c Config) *segment {
 }
 
 // newSegmentOn is a segment whose TAP has a vnet header if c says so.
-func newSegmentOn(t *testing.T, c Config) *segment {
+func newSegmentOn(t testing.TB, c Config) *segment {
 	t.Helper()
 	s := &segment{nic: forwardtest.NewFake(t), tap: forwardtest.NewFake(t)}
 	c.TAPMACs = append(c.TAPMACs, s.tapMAC())
@@ -91,6 +92,29 @@ func checkSeen(t *testing.T, sightings []sighting) {
 		if seen(c.at, c.frame) != c.want {
 			t.Errorf("%s: seen %v, want %v", c.what, !c.want, c.want)
 		}
+	}
+}
+
+// reset makes s as newSegmentOn left it: its fakes and inboxes empty, its
+// counters zero, its guests' workers having learned nothing.
+func (s *segment) reset() {
+	taken, tags := make([][]byte, inboxSlots), make([]fabric.Tag, inboxSlots)
+	for _, in := range []*fabric.Inbox{s.q.in, s.g0.in, s.g1.in} {
+		for {
+			k, _ := in.Take(taken, tags)
+			if !in.Release(k) || k == 0 {
+				break
+			}
+		}
+		in.Settle()
+	}
+	for _, fk := range append(append([]*forwardtest.Fake{s.nic, s.tap}, s.guests...), s.guestNICs...) {
+		fk.Reset()
+	}
+	s.q.Counters = Counters{}
+	for _, g := range s.f.guests {
+		g.Counters = GuestCounters{}
+		g.where = fabric.NewTable()
 	}
 }
 
