@@ -2,9 +2,7 @@ package vhost
 
 import (
 	"bufio"
-	"context"
 	"net"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -19,19 +17,9 @@ import (
 // hostileEnv hands TestHelperHostile the socket it attacks.
 const hostileEnv = "TAPFWD_E2E_HOSTILE"
 
-// TestHelperHostile is the hostile front-end of TestHostileFrontEnd, run
-// in a process of its own; it does nothing in a normal run.
-func TestHelperHostile(t *testing.T) {
-	path := os.Getenv(hostileEnv)
-	if path == "" {
-		t.Skip("runs only as TestHostileFrontEnd's child")
-	}
-	err := vhostusertest.Hostile(context.Background(), path, os.Stdout, vhostusertest.PipeKick,
-		vhostusertest.SocketKick, vhostusertest.SaturatedKick, vhostusertest.BlockingCalls)
-	if err != nil {
-		t.Fatal(err)
-	}
-}
+// TestHelperHostile is the hostile front-end of TestHostileFrontEnd, in a
+// process of its own; it does nothing in a normal run.
+func TestHelperHostile(t *testing.T) { vhostusertest.HostileChild(t, hostileEnv) }
 
 // TestHostileFrontEnd (issue 22): a hostile front-end in a process of its
 // own, on port 0 of a real tapfwd, hands a hung-up pipe and then a unix

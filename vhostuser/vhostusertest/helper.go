@@ -1,6 +1,7 @@
 package vhostusertest
 
 import (
+	"context"
 	"io"
 	"os"
 	"os/exec"
@@ -26,4 +27,19 @@ func StartHelper(t testing.TB, test, env string) (*exec.Cmd, io.Reader) {
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	return cmd, out
+}
+
+// HostileChild is the body of a test that StartHelper runs as a hostile
+// front-end: with env set to a port's socket path it makes PipeKick,
+// SocketKick, SaturatedKick and BlockingCalls on it (Hostile), writing their
+// lines to standard output, and stays on the last connection until killed;
+// without env it skips (a normal run of the test binary).
+func HostileChild(t *testing.T, env string) {
+	path := os.Getenv(env)
+	if path == "" {
+		t.Skip("runs only as a hostile front-end's child process")
+	}
+	if err := Hostile(context.Background(), path, os.Stdout, PipeKick, SocketKick, SaturatedKick, BlockingCalls); err != nil {
+		t.Fatal(err)
+	}
 }
