@@ -64,7 +64,7 @@ type GuestWorker struct {
 	w        *worker
 	fw       *Forwarder
 	port     GuestQueue
-	mac      [6]byte
+	own      macs          // its address, the one source its frames may have
 	tag      fabric.Tag    // what its frames carry through inboxes
 	in       *fabric.Inbox // what is for the guest on this pair
 	tapIn    *fabric.Inbox // the inbox of the queue worker that writes its frames to the TAP
@@ -118,6 +118,9 @@ func (f *Forwarder) addGuests(c Config) error {
 		return fmt.Errorf("forward: guest ports: %w", err)
 	}
 	f.sw = sw
+	for _, gp := range c.Guests {
+		f.untrusted.ours = append(f.untrusted.ours, mac48(gp.MAC))
+	}
 	for i, gp := range c.Guests {
 		var first *GuestWorker
 		for k, gq := range gp.Queues {
@@ -146,7 +149,7 @@ func (f *Forwarder) newGuestWorker(c Config, i, k int, mac net.HardwareAddr, gq 
 		}
 		q.addInbox(in)
 	}
-	g := &GuestWorker{ID: i, Queue: k, MAC: mac, fw: f, port: gq, mac: [6]byte(mac), batch: c.Batch,
+	g := &GuestWorker{ID: i, Queue: k, MAC: mac, fw: f, port: gq, own: macs{mac48(mac)}, batch: c.Batch,
 		tag: fabric.Tag{From: fabric.Guest, Guest: uint8(i)}, in: f.sw.Inbox(i, k), tapIn: q.in, where: fabric.NewTable()}
 	g.fromGuest = source{gone: errClosed, lost: noLoss}
 	g.toGuest = sink{ep: gq.Guest, hdr: hdrLen, refused: DropGuestRefused, busy: DropGuestBusy, gone: errClosed,
