@@ -31,12 +31,12 @@ func TestNapiCLIUsage(t *testing.T) {
 		{[]string{"napi", "set", "--id", "3"}, 2, "nothing to set"},
 		{[]string{"napi", "set", "-h"}, 0, "nothing is\nrestored when it ends"},
 		{[]string{"napi", "set", "-h"}, 0, "0 turns deferral off"},
-		{[]string{"napi", "set", "--id", "3", "--threaded", "on"}, 1, "--threaded: want disabled, enabled or busy-poll"},
-		{[]string{"napi", "set", "--id", "3", "--fifo", "100"}, 1, "--fifo 100: want a priority from 1 to 99"},
-		{[]string{"napi", "set", "--id", "3", "--cpu", "-2"}, 1, "--cpu -2"},
-		{[]string{"napi", "set", "--id", "3", "--gro-flush-timeout", "-1s"}, 1, "must not be negative"},
-		{[]string{"napi", "set", "--id", "3", "--defer-hard-irqs", "2147483648"}, 1, "at most 2147483647"},
-		{[]string{"napi", "set", "--id", "0", "--threaded", "enabled"}, 1, "not a NAPI id"},
+		{[]string{"napi", "set", "--id", "3", "--threaded", "on"}, 2, "--threaded on: want disabled, enabled or busy-poll"},
+		{[]string{"napi", "set", "--id", "3", "--fifo", "100"}, 2, "--fifo 100: want a priority from 1 to 99"},
+		{[]string{"napi", "set", "--id", "3", "--cpu", "-2"}, 2, "--cpu -2"},
+		{[]string{"napi", "set", "--id", "3", "--gro-flush-timeout", "-1s"}, 2, "must not be negative"},
+		{[]string{"napi", "set", "--id", "3", "--defer-hard-irqs", "2147483648"}, 2, "at most 2147483647"},
+		{[]string{"napi", "set", "--id", "0", "--threaded", "enabled"}, 2, "not a NAPI id"},
 	})
 }
 

@@ -23,7 +23,7 @@ func TestVMPortCLIUsage(t *testing.T) {
 		{[]string{"vm-port", "frob"}, 2, `unknown command "frob"`},
 		{[]string{"vm-port", "add"}, 2, "--tap is required"},
 		{[]string{"vm-port", "del"}, 2, "--name is required"},
-		{[]string{"vm-port", "add", "--tap", "x", "--mac", "zz"}, 1, "--mac: tap: bad MAC"},
+		{[]string{"vm-port", "add", "--tap", "x", "--mac", "zz"}, 2, "--mac zz: want six hex bytes"},
 		{[]string{"vm-port", "add", "--tap", "x", "--name", "a:b"}, 1, "bad interface name"},
 		{[]string{"vm-port", "list", "extra"}, 2, `unexpected argument "extra"`},
 		{[]string{"vm-port", "help"}, 0, "Commands:"},
@@ -54,7 +54,7 @@ func TestVMPortCLIErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"add", "--tap", "tfw-no-such-tap", "--netns", bed.LabNS}, `no TAP "tfw-no-such-tap"`},
-		{[]string{"add", "--tap", bed.LabIf}, "pass that namespace with --netns"},
+		{[]string{"add", "--tap", bed.LabIf}, "pass that namespace with --tap-netns"},
 		{[]string{"add", "--tap", bed.LabIf, "--netns", "tfw-no-such-ns"}, `network namespace "tfw-no-such-ns" not found`},
 		{[]string{"add", "--tap", bed.LabIf, "--netns", bed.LabNS, "--mac", p.MAC}, "is in use by tfwvmx"},
 		{[]string{"add", "--tap", bed.LabIf, "--netns", bed.LabNS, "--name", "tfwvmx"}, `name "tfwvmx" is in use`},
@@ -106,7 +106,7 @@ func TestVMGuests(t *testing.T) {
 			t.Fatalf("vm-port add --json: %v\n%s", err, out)
 		}
 		ports = append(ports, p)
-		if !strings.Contains(p.QEMU, "mac="+p.MAC) || !strings.HasSuffix(p.QEMU, "3<>"+p.Dev) || !strings.Contains(p.Libvirt, "'"+p.Name+"'") {
+		if !strings.Contains(p.QEMU, "mac="+p.MAC) || !strings.HasSuffix(p.QEMU, "<>"+p.Dev) || !strings.Contains(p.Libvirt, "'"+p.Name+"'") {
 			t.Errorf("vm-port add printed %+v", p)
 		}
 	}

@@ -27,9 +27,11 @@ type vhostPort struct {
 	nic  *afpacket.Socket
 }
 
-// prepareVhost makes VMPorts.VhostDir if it is missing and checks every
-// socket path before anything is set up, so that a path that cannot work
-// fails the start with nothing made.
+// prepareVhost makes VMPorts.VhostDir if it is missing, checks that only
+// root can write to it (vhostuser.CheckDir: else anyone who can would put
+// a socket of their own where a guest's QEMU connects) and checks every
+// socket path, before anything is set up, so that a directory that cannot
+// or must not work fails the start with nothing made.
 func (d *Daemon) prepareVhost() error {
 	dir := d.c.VMPorts.VhostDir
 	if dir == "" {
@@ -50,6 +52,9 @@ func (d *Daemon) prepareVhost() error {
 		return fail(PartVhostDir, "", err)
 	case !fi.IsDir():
 		return fail(PartVhostDir, "", fmt.Errorf("%s is not a directory", dir))
+	}
+	if err := vhostuser.CheckDir(dir); err != nil {
+		return fail(PartVhostDir, "", err)
 	}
 	if err := unix.Access(dir, unix.W_OK|unix.X_OK); err != nil {
 		return fail(PartVhostDir, "", fmt.Errorf("%s: %w", dir, os.NewSyscallError("access", err)))

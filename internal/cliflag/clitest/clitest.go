@@ -20,8 +20,10 @@ type Case struct {
 }
 
 // Check runs each case through run (a command's in-process entry point)
-// and checks the status, the output, and that an error (status 1) is one
-// line.
+// and checks the status and the output, and how the command talks: with
+// status 0 nothing goes to stderr (help goes to stdout); an error (status
+// 1) is one line; a usage error (status 2) is one line that points at the
+// command's --help, unless it is the usage text a bare command prints.
 func Check(t testing.TB, prog string, run func(args []string, stdout, stderr io.Writer) int, cases []Case) {
 	t.Helper()
 	for _, tc := range cases {
@@ -33,8 +35,15 @@ func Check(t testing.TB, prog string, run func(args []string, stdout, stderr io.
 		if !strings.Contains(out.String()+errb.String(), tc.Want) {
 			t.Errorf("%s %q: output lacks %q:\n%s%s", prog, tc.Args, tc.Want, out.String(), errb.String())
 		}
-		if code == 1 && strings.Count(strings.TrimSpace(errb.String()), "\n") != 0 {
-			t.Errorf("%s %q: error is not one line:\n%s", prog, tc.Args, errb.String())
+		msg := strings.TrimSpace(errb.String())
+		usage := strings.HasPrefix(msg, "Usage:") || strings.HasPrefix(msg, prog+":") && strings.Contains(msg, "\nUsage:")
+		switch {
+		case code == 0 && msg != "":
+			t.Errorf("%s %q: exit 0 with stderr:\n%s", prog, tc.Args, msg)
+		case code != 0 && !usage && strings.Contains(msg, "\n"):
+			t.Errorf("%s %q: error is not one line:\n%s", prog, tc.Args, msg)
+		case code == 2 && !usage && !strings.HasSuffix(msg, " --help)"):
+			t.Errorf("%s %q: a usage error that does not point at --help: %s", prog, tc.Args, msg)
 		}
 	}
 }
