@@ -19,9 +19,8 @@ import (
 
 // check refuses, before anything is made, what this machine cannot do
 // for the Config: CPUs it may not use, no NAPI instances to make
-// threaded, no dnsmasq. It warns of another
-// daemon on the NIC, and gives the TAP the MAC of its name on this
-// machine.
+// threaded, no dnsmasq. It warns of another daemon on the NIC, and takes
+// the machine's id to derive the TAP's and the host port's MACs from.
 func (d *Daemon) check() error {
 	if cpus := d.c.Workers.CPUs; len(cpus) > 0 {
 		if err := cpulist.CheckAllowed(cpus); err != nil {
@@ -37,13 +36,11 @@ func (d *Daemon) check() error {
 		}
 	}
 	d.warnOthers()
-	if d.c.TAP.MAC == nil {
-		key, err := machineKey()
-		if err != nil {
-			d.log.Warn("the TAP gets a random MAC: no machine id to derive one that stays across restarts", "err", err)
-		}
-		d.c.TAP.MACKey = key
+	key, err := machineKey()
+	if err != nil && (d.c.TAP.MAC == nil || d.c.Host != nil) {
+		d.log.Warn("the lab gets random MACs: no machine id to derive ones that stay across restarts", "err", err)
 	}
+	d.c.TAP.MACKey = key
 	return nil
 }
 
