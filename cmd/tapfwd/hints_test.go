@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tapfwd/tapfwd/internal/cliflag/clitest"
 	"github.com/tapfwd/tapfwd/internal/daemon"
 	"github.com/tapfwd/tapfwd/tap"
 	"github.com/tapfwd/tapfwd/vmport"
@@ -90,7 +91,7 @@ func checkSuggestions(text string, flags map[string]map[string]bool) (n int, bad
 
 // TestHintsNameFlagsTheyTake: every "tapfwd CMD --flag" that tapfwd's code
 // (messages, log lines, help), its advice for each typed error, the
-// README, docs/ and deploy/ show names flags CMD takes; and every flag a
+// README, docs/, deploy/ and scripts/ show names flags CMD takes; and every flag a
 // start failure's advice or the daemon's log names is one of run's.
 func TestHintsNameFlagsTheyTake(t *testing.T) {
 	flags := map[string]map[string]bool{}
@@ -112,46 +113,10 @@ func TestHintsNameFlagsTheyTake(t *testing.T) {
 			t.Errorf("%s: %s", where, b)
 		}
 	}
-	texts := map[string]string{}
-	docs, _ := filepath.Glob("../../docs/*.md")
-	filepath.WalkDir("../../deploy", func(path string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			docs = append(docs, path)
-		}
-		return err
-	})
-	for _, path := range append(docs, "../../README.md") {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		texts[path] = string(b)
-	}
-	for path, lits := range goStrings(t, "../..") {
-		texts[path] = strings.Join(lits, "\n")
-	}
-	for path, text := range texts {
+	for path, text := range hintTexts(t) {
 		check(path, text)
 	}
-	// What the advice and the daemon print, put together at run time.
-	c, err := parseRun(strings.Fields("--nic w1 --tap lab0 --tap-netns lab"), io.Discard, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var advice []string
-	for _, e := range []error{tap.ErrPersistent, tap.ErrMismatch, tap.ErrOwned, tap.ErrAttached, tap.ErrNameInUse, tap.ErrNoMultiQueue} {
-		advice = append(advice, explainRun(fmt.Errorf("tap: %w", e), c).Error())
-	}
-	for p := daemon.PartUser; p <= daemon.PartNICNAPICPU; p++ {
-		advice = append(advice, explainRun(&daemon.Error{Part: p, Err: errors.New("x")}, c).Error())
-	}
-	var dynamic []string
-	for _, kind := range []error{vmport.ErrNoTAP, vmport.ErrNoPort, vmport.ErrMACInUse, vmport.ErrNameInUse} {
-		for _, ns := range []string{"", "lab"} {
-			dynamic = append(dynamic, explain(&vmport.Error{Kind: kind, Name: "lab0", Netns: ns}).Error())
-		}
-	}
-	dynamic = append(dynamic, daemon.DownCommand("lab0", "lab"), "tapfwd vm-port del --name vm0"+vmNetnsFlag("lab"))
+	advice, dynamic := runAdvice(t)
 	check("advice", strings.Join(append(advice, dynamic...), "\n"))
 	t.Logf("%d flags in suggestions checked", n)
 	if n < 40 {
@@ -167,6 +132,63 @@ func TestHintsNameFlagsTheyTake(t *testing.T) {
 			}
 		}
 	}
+}
+
+// hintTexts are the texts whose suggestions TestHintsNameFlagsTheyTake
+// checks, by path: the README, docs/, deploy/ and scripts/, and the
+// string literals of the Go code, by directory.
+func hintTexts(t *testing.T) map[string]string {
+	t.Helper()
+	texts := map[string]string{}
+	files, _ := filepath.Glob("../../docs/*.md")
+	for _, dir := range []string{"../../deploy", "../../scripts"} {
+		filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				files = append(files, path)
+			}
+			return err
+		})
+	}
+	for _, path := range append(files, "../../README.md") {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		texts[path] = string(b)
+	}
+	for path, lits := range goStrings(t, "../..") {
+		texts[path] = strings.Join(lits, "\n")
+	}
+	return texts
+}
+
+// runAdvice is what tapfwd puts together at run time: the advice of run
+// for each typed error of a start, and the other commands' advice and
+// hints.
+func runAdvice(t *testing.T) (advice, dynamic []string) {
+	t.Helper()
+	c, err := parseRun(strings.Fields("--nic w1 --tap lab0 --tap-netns lab"), io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range []error{tap.ErrPersistent, tap.ErrMismatch, tap.ErrOwned, tap.ErrAttached, tap.ErrNameInUse, tap.ErrNoMultiQueue} {
+		advice = append(advice, explainRun(fmt.Errorf("tap: %w", e), c).Error())
+	}
+	for p := daemon.PartUser; p <= daemon.PartNICNAPICPU; p++ {
+		advice = append(advice, explainRun(&daemon.Error{Part: p, Err: errors.New("x")}, c).Error())
+	}
+	for _, kind := range []error{vmport.ErrNoTAP, vmport.ErrNoPort, vmport.ErrMACInUse, vmport.ErrNameInUse} {
+		for _, ns := range []string{"", "lab"} {
+			dynamic = append(dynamic, explain(&vmport.Error{Kind: kind, Name: "lab0", Netns: ns}).Error())
+		}
+	}
+	for _, m := range append(advice, dynamic...) {
+		if why := clitest.Flaw(m); why != "" {
+			t.Errorf("advice %q %s", m, why)
+		}
+	}
+	dynamic = append(dynamic, daemon.DownCommand("lab0", "lab"), "tapfwd vm-port del --name vm0"+vmNetnsFlag("lab"))
+	return advice, dynamic
 }
 
 // goStrings are the string literals of the non-test Go files under root,
