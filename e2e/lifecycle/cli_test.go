@@ -71,9 +71,9 @@ func TestChecksBeforeDevices(t *testing.T) {
 		{[]string{"--nic", "lo"}, 1, "--tap-mtu: the TAP would take the NIC's MTU, 65536"},
 		{[]string{"--tap", "lo"}, 1, `name "lo" is in use in network namespace "` + bed.LabNS + `" (a loopback device)`},
 		{[]string{"--tap-netns", "tfw-no-such-ns"}, 1, `network namespace "tfw-no-such-ns" not found`},
-		{[]string{"--tap", bed.NIC, "--tap-netns", ""}, 1, "names the NIC"},
 		{[]string{"--tap-mtu", "70000"}, 2, "--tap-mtu 70000: want 68 to 65521 bytes"},
 		{[]string{"--tap-mac", "01:00:5e:00:00:01"}, 2, "--tap-mac 01:00:5e:00:00:01: a multicast address"},
+		{[]string{"--tap-mac", "00:00:00:00:00:00"}, 2, "--tap-mac 00:00:00:00:00:00: all zeros"},
 		{[]string{"--tap-addr", "198.18.1.2"}, 2, "--tap-addr 198.18.1.2: want the address with its prefix length"},
 	} {
 		args := append(append([]string{"run"}, bed.ForwarderArgs()...), tc.args...)

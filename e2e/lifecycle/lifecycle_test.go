@@ -25,7 +25,7 @@ import (
 // namespace (setns).
 func TestNotRoot(t *testing.T) {
 	testkit.NeedRoot(t)
-	clitest.AsNobody(t, "tapfwd", testkit.Tapfwd(t), "CAP_NET_ADMIN", "run", "--nic", "lo")
+	clitest.AsNobody(t, "tapfwd", testkit.Tapfwd(t), "CAP_NET_ADMIN", "run", "--nic", "lo", "--tap-mtu", "1500")
 	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
 	clitest.AsNobody(t, "tapfwd", testkit.Tapfwd(t), "needs CAP_SYS_ADMIN (run as root)", "vm-port", "list", "--tap-netns", bed.LabNS)
 }
