@@ -83,8 +83,7 @@ func machineKey() ([]byte, error) {
 	for _, p := range []string{"/etc/machine-id", "/var/lib/dbus/machine-id"} {
 		b, err := os.ReadFile(p)
 		if err == nil {
-			id, err := hex.DecodeString(string(bytes.TrimSpace(b)))
-			if err == nil && len(id) == 16 {
+			if id, err := hex.DecodeString(string(bytes.TrimSpace(b))); err == nil && len(id) == 16 {
 				return id, nil
 			}
 			err = fmt.Errorf("%s: not a machine id", p)
