@@ -20,7 +20,9 @@ func TestHelpOnStdout(t *testing.T) {
 	cases = append(cases, clitest.Case{Args: []string{"help", "run"}, Want: "Usage: tapfwd run --nic IFACE"},
 		clitest.Case{Args: []string{"run", "--nic", "x", "--help"}, Want: "--log-format string"},
 		clitest.Case{Args: []string{"vm-port", "add", "-h"}, Want: "--tap-netns string (also --netns)"},
-		clitest.Case{Args: []string{"down", "-h"}, Want: "--tap-netns string (also --netns)"})
+		clitest.Case{Args: []string{"down", "-h"}, Want: "--tap-netns string (also --netns)"},
+		clitest.Case{Args: []string{"help"}, Want: "Usage:"},
+		clitest.Case{Args: []string{"run", "-h"}, Want: "TAP MTU in bytes"})
 	clitest.Check(t, "tapfwd", run, cases)
 	var out, errb bytes.Buffer
 	if run([]string{"run", "--help"}, &out, &errb); !strings.Contains(out.String(), "--stats-interval duration") || errb.Len() != 0 {
@@ -40,7 +42,8 @@ func TestVersion(t *testing.T) {
 
 // TestUsageErrors: a bad flag or value is one line naming the flag, the
 // value and what it wants, pointing at the command's --help, with status
-// 2 and no usage text.
+// 2 and no usage text (a bare tapfwd prints its usage); what only the
+// machine can refuse is one line with status 1.
 func TestUsageErrors(t *testing.T) {
 	clitest.Check(t, "tapfwd", run, []clitest.Case{
 		{Args: []string{"run", "--nic", "x", "--gro", "false"}, Code: 2, Want: "tapfwd run: --gro false: a true/false flag takes its value after '=': write --gro=false (see tapfwd run --help)"},
@@ -60,6 +63,12 @@ func TestUsageErrors(t *testing.T) {
 		{Args: []string{"down"}, Code: 2, Want: "tapfwd down: --tap is required (see tapfwd down --help)"},
 		{Args: []string{"napi", "set", "--id", "x"}, Code: 2, Want: "tapfwd napi set: --id x: want a whole number, 0 or more (see tapfwd napi set --help)"},
 		{Args: []string{"status", "--json=maybe"}, Code: 2, Want: "tapfwd status: --json maybe: want true or false (see tapfwd status --help)"},
+		{Args: nil, Code: 2, Want: "Usage:"},
+		{Args: []string{"run", "--nic", "x", "--napi", "maybe"}, Code: 2, Want: "--napi maybe: want auto, on or off"},
+		{Args: []string{"run", "--nic", "x", "--cpus", "1-0"}, Code: 2, Want: "bad CPU range"},
+		{Args: []string{"run", "--nic", "x", "--tap-mac", "zz"}, Code: 2, Want: "--tap-mac zz: want six hex bytes"},
+		{Args: []string{"run", "--nic", "no-such-nic0"}, Code: 1, Want: `NIC "no-such-nic0" not found`},
+		{Args: []string{"run", "--nic", "x", "extra"}, Code: 2, Want: `unexpected argument "extra"`},
 		{Args: []string{"features", "extra"}, Code: 2, Want: `tapfwd features: unexpected argument "extra" (see tapfwd features --help)`},
 	})
 }

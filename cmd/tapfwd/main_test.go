@@ -6,23 +6,6 @@ import (
 	"github.com/tapfwd/tapfwd/internal/cliflag/clitest"
 )
 
-func TestCLIUsageErrors(t *testing.T) {
-	clitest.Check(t, "tapfwd", run, []clitest.Case{
-		{nil, 2, "Usage:"},
-		{[]string{"frobnicate"}, 2, `unknown command "frobnicate"`},
-		{[]string{"run"}, 2, "--nic is required"},
-		{[]string{"run", "--nic", "x", "--napi", "maybe"}, 2, "--napi maybe: want auto, on or off"},
-		{[]string{"run", "--nic", "x", "--queues", "0"}, 2, "--queues 0: want 1 to 256"},
-		{[]string{"run", "--nic", "x", "--cpus", "1-0"}, 2, "bad CPU range"},
-		{[]string{"run", "--nic", "x", "--tap-addr", "198.18.0.1"}, 2, "--tap-addr"},
-		{[]string{"run", "--nic", "x", "--tap-mac", "zz"}, 2, "--tap-mac zz: want six hex bytes"},
-		{[]string{"run", "--nic", "no-such-nic0"}, 1, `NIC "no-such-nic0" not found`},
-		{[]string{"run", "--nic", "x", "extra"}, 2, `unexpected argument "extra"`},
-		{[]string{"help"}, 0, ""},
-		{[]string{"run", "-h"}, 0, "TAP MTU in bytes"},
-	})
-}
-
 func TestNapiCLIUsage(t *testing.T) {
 	clitest.Check(t, "tapfwd", run, []clitest.Case{
 		{[]string{"napi"}, 2, "Usage: tapfwd napi COMMAND"},
