@@ -475,7 +475,7 @@ func TestVhostUserErrors(t *testing.T) {
 		return exec.Command("ip", args...)
 	}
 	// A read-only mount, in a mount namespace of its own.
-	roMount := []string{"unshare", "--mount", "--propagation", "private", "sh", "-c", `mount -t tmpfs -o ro tmpfs "$0" && exec "$@"`, ro}
+	roMount := []string{"unshare", "--mount", "--propagation", "private", "sh", "-c", `mount -t tmpfs -o ro,mode=0755 tmpfs "$0" && exec "$@"`, ro}
 	for _, tc := range []struct {
 		what, dir string
 		prefix    []string
