@@ -22,7 +22,7 @@ func (d *Daemon) tuneNAPI() error {
 		if err != nil {
 			return fail(PartTAPNAPICPU, "", err)
 		}
-		d.log.Info("pinned the TAP's NAPI kthreads", "pids", fmt.Sprint(pids), "cpu", t.TAPCPU)
+		d.log.Info("pinned the TAP's NAPI kthreads", "pids", pids, "cpu", t.TAPCPU)
 	}
 	if t.NICMode == napi.ThreadedDisabled {
 		return nil

@@ -11,6 +11,7 @@ import (
 	"github.com/tapfwd/tapfwd/hostport"
 	"github.com/tapfwd/tapfwd/internal/keeper"
 	"github.com/tapfwd/tapfwd/netns"
+	"github.com/tapfwd/tapfwd/tap"
 )
 
 // addHostPort gives the lab host its port on the TAP (Config.Host): a
@@ -24,7 +25,12 @@ func (d *Daemon) addHostPort() error {
 	if d.c.Host == nil {
 		return d.dropHostPort()
 	}
-	p, err := hostport.Ensure(hostport.Config{TAP: d.dev.Name(), Netns: d.dev.Netns(), Addr: d.c.Host.Addr})
+	c := hostport.Config{TAP: d.dev.Name(), Netns: d.dev.Netns(), Addr: d.c.Host.Addr}
+	if key := d.c.TAP.MACKey; key != nil {
+		// The lab's address is on this port: its MAC stays across restarts.
+		c.MAC = tap.StableMAC(key, c.Netns, hostport.Name(c.TAP))
+	}
+	p, err := hostport.Ensure(c)
 	if err != nil {
 		return fail(PartHostPort, "", err)
 	}

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
 
@@ -238,18 +240,29 @@ var ErrNoStatus = errors.New("no tapfwd answers")
 // FetchStatus asks the daemon whose metrics listener is at addr (HOST:PORT)
 // for its Status; raw is the JSON as it was served.
 func FetchStatus(addr string) (st Status, raw []byte, err error) {
-	c := http.Client{Timeout: 5 * time.Second}
+	const timeout = 5 * time.Second
+	c := http.Client{Timeout: timeout}
 	resp, err := c.Get("http://" + addr + "/status")
-	if err != nil {
+	var ue *url.Error
+	var oe *net.OpError
+	switch {
+	case errors.As(err, &ue) && ue.Timeout():
+		return st, nil, fmt.Errorf("%w at %s within %v", ErrNoStatus, addr, timeout)
+	case errors.As(err, &oe):
+		return st, nil, fmt.Errorf("%w at %s: %w", ErrNoStatus, addr, oe.Err) // "connect: connection refused"
+	case err != nil:
 		return st, nil, fmt.Errorf("%w at %s: %w", ErrNoStatus, addr, err)
 	}
 	defer resp.Body.Close()
 	raw, err = io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-	if err != nil || resp.StatusCode != http.StatusOK {
-		return st, nil, fmt.Errorf("%s/status: %s %v", addr, resp.Status, err)
+	switch {
+	case err != nil:
+		return st, nil, fmt.Errorf("reading %s/status: %w", addr, err)
+	case resp.StatusCode != http.StatusOK:
+		return st, nil, fmt.Errorf("%s/status answers %s: not a tapfwd, or one older than /status", addr, resp.Status)
 	}
 	if err := json.Unmarshal(raw, &st); err != nil || st.Schema != StatusSchema {
-		return st, nil, fmt.Errorf("%s/status is not a tapfwd status (%s): %v", addr, st.Schema, err)
+		return st, nil, fmt.Errorf("%s/status is not a tapfwd status of schema %s (it has %q)", addr, StatusSchema, st.Schema)
 	}
 	return st, raw, nil
 }

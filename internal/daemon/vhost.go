@@ -27,10 +27,11 @@ type vhostPort struct {
 	nics []*afpacket.Socket // one per queue pair
 }
 
-// prepareVhost makes VMPorts.VhostDir if it is missing, checks that it is
-// root's and writable by no one else, and checks every socket path before
-// anything is set up, so that a path that cannot work
-// fails the start with nothing made.
+// prepareVhost makes VMPorts.VhostDir if it is missing, checks that only
+// root can write to it (vhostuser.CheckDir: else anyone who can would put
+// a socket of their own where a guest's QEMU connects) and checks every
+// socket path, before anything is set up, so that a directory that cannot
+// or must not work fails the start with nothing made.
 func (d *Daemon) prepareVhost() error {
 	dir := d.c.VMPorts.VhostDir
 	if dir == "" {
@@ -52,8 +53,6 @@ func (d *Daemon) prepareVhost() error {
 	case !fi.IsDir():
 		return fail(PartVhostDir, "", fmt.Errorf("%s is not a directory", dir))
 	}
-	// Whoever may write to it could put a socket of their own where QEMU
-	// connects, and be handed its guest's memory.
 	if err := vhostuser.CheckDir(dir); err != nil {
 		return fail(PartVhostDir, "", err)
 	}

@@ -64,8 +64,8 @@ func (d *Daemon) addVMPorts() error {
 	default:
 		d.undo.closing("removing the VM ports", func() error { return vmport.Remove(added) })
 	}
-	for _, p := range all {
-		d.log.Info("vm-port", "name", p.Name, "dev", p.Dev, "mac", p.MAC.String(), "qemu", macvtapQEMU(p))
+	for i, p := range all {
+		d.log.Info("vm-port", "name", p.Name, "dev", p.Dev, "mac", p.MAC.String(), "qemu", macvtapQEMU(p, i))
 	}
 	return nil
 }

@@ -101,7 +101,7 @@ func Ports(t testing.TB, ns, tap string, n int) []Port {
 // still there, when t ends.
 func AddPort(t testing.TB, exe, ns, tap string, flags ...string) Port {
 	t.Helper()
-	args := append([]string{"vm-port", "add", "--tap", tap, "--netns", ns, "--json"}, flags...)
+	args := append([]string{"vm-port", "add", "--tap", tap, "--tap-netns", ns, "--json"}, flags...)
 	code, out, errs := testkit.Run(t, exec.Command(exe, args...))
 	if code != 0 {
 		t.Fatalf("tapfwd %s: exit %d: %s", strings.Join(args, " "), code, errs)
@@ -110,7 +110,7 @@ func AddPort(t testing.TB, exe, ns, tap string, flags ...string) Port {
 	if err := json.Unmarshal([]byte(out), &p); err != nil {
 		t.Fatalf("tapfwd vm-port add --json: %v\n%s", err, out)
 	}
-	t.Cleanup(func() { exec.Command(exe, "vm-port", "del", "--netns", ns, "--name", p.Name).Run() })
+	t.Cleanup(func() { exec.Command(exe, "vm-port", "del", "--tap-netns", ns, "--name", p.Name).Run() })
 	return p
 }
 
