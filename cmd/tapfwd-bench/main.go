@@ -16,7 +16,7 @@ import (
 	"github.com/tapfwd/tapfwd/internal/cliflag"
 )
 
-const usage = `Usage: tapfwd-bench throughput|latency [flags]
+const usage = `Usage: tapfwd-bench throughput|latency|profile [flags]
        tapfwd-bench compare [flags] A.json B.json
 
 throughput: iperf3 through tapfwd in several TAP configurations and through
@@ -26,10 +26,14 @@ application delays (the xsk_rr method) through tapfwd's polling modes and
 the Linux bridge.
 compare: two saved throughput reports, cell by cell: the ratio of the
 medians with its interval and a verdict.
-throughput and latency build their network namespaces and remove them,
-and start tapfwd as a user would: --tapfwd PATH, by default the tapfwd
-next to tapfwd-bench, else the one on $PATH. Run "tapfwd-bench throughput
--h", "tapfwd-bench latency -h" or "tapfwd-bench compare -h" for the flags.
+profile: where the time goes on the guard's workloads: tapfwd's Go CPU
+profile in shares, the machine per CPU and thread, tapfwd's batches, and
+the kernel side from perf where it works.
+throughput, latency and profile build their network namespaces and
+remove them, and start tapfwd as a user would: --tapfwd PATH, by default
+the tapfwd next to tapfwd-bench, else the one on $PATH. Run "tapfwd-bench throughput
+-h", "tapfwd-bench latency -h", "tapfwd-bench profile -h" or "tapfwd-bench
+compare -h" for the flags.
 `
 
 func main() {
@@ -44,6 +48,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		"throughput": func(a []string) error { return cmdThroughput(a, stdout, stderr) },
 		"latency":    func(a []string) error { return cmdLatency(a, stdout, stderr) },
 		"compare":    func(a []string) error { return cmdCompare(a, stdout, stderr) },
+		"profile":    func(a []string) error { return cmdProfile(a, stdout, stderr) },
 		// Hidden: the naive baseline, started by the bench in a bed.
 		forwarder.NaiveCommand: func(a []string) error { return cmdNaiveForwarder(a, stderr) },
 	}, stdout, stderr)
