@@ -2,8 +2,13 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tapfwd/tapfwd/bench/stats"
 	"github.com/tapfwd/tapfwd/bench/throughput"
@@ -59,5 +64,53 @@ func TestPerfOptions(t *testing.T) {
 		if _, err := opts(args...); err == nil {
 			t.Errorf("%q: no error", args)
 		}
+	}
+}
+
+// TestBenchPerf runs the guard briefly (2 repetitions of 1 s runs) with
+// a lever this tapfwd lacks: the lever is skipped with the flag named,
+// tapfwd is compared with the bridge in pairs on all five rows against
+// their targets, and the report compared with itself moves no row.
+func TestBenchPerf(t *testing.T) {
+	needTools(t, "iperf3")
+	out := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cmd := benchCmd(t, ctx, "throughput", "--perf", "--configs", "tapfwd,tap-io-uring,bridge", "--reps", "2", "--budget", "0",
+		"--duration", "1s", "--omit", "0", "--out", out)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%v: %s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "skipped tap-io-uring: the tapfwd binary has no --tap-io (built before it)") {
+		t.Errorf("the lever without its flag was not skipped:\n%s", stderr.String())
+	}
+	r, err := throughput.Read(filepath.Join(out, "throughput.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Settings.AgainstBridge || len(r.Workloads) != 5 {
+		t.Fatalf("settings %+v, %d workloads", r.Settings, len(r.Workloads))
+	}
+	for _, w := range r.Workloads {
+		c := r.Comparison(throughput.Default, throughput.Bridge, w.Name)
+		if w.Targets == nil || c == nil || c.Pairs != 2 || !(c.Ratio.Low <= c.Ratio.Median && c.Ratio.Median <= c.Ratio.High) ||
+			len(r.BridgeRatios(throughput.Default, w.Name)) != 2 {
+			t.Errorf("%s: targets %+v, comparison with the bridge %+v", w.Name, w.Targets, c)
+		}
+	}
+	txt, _ := os.ReadFile(filepath.Join(out, "throughput.txt"))
+	if !strings.Contains(string(txt), "Against the bridge") || !strings.Contains(string(txt), ">= 0.95") {
+		t.Errorf("the report lacks the bridge table:\n%s", txt)
+	}
+	var cmp bytes.Buffer
+	c := exec.Command(exe(t), "compare", filepath.Join(out, "throughput.json"), filepath.Join(out, "throughput.json"))
+	c.Stdout = &cmp
+	if err := c.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(cmp.String(), "Moved beyond their intervals: 0 of") || !strings.Contains(cmp.String(), "Ratio to the bridge (each repetition") {
+		t.Errorf("compare with itself:\n%s", cmp.String())
 	}
 }
