@@ -62,7 +62,7 @@ func takeSnapshot(pids []int) (snapshot, error) {
 		return s, err
 	}
 	for _, pid := range pids {
-		for _, tid := range tasks(pid) {
+		for _, tid := range procfs.Tasks(pid) {
 			if st, err := readTask(pid, tid); err == nil {
 				s.threads[tid] = thread{role: tapfwdRole(pid, tid), user: st.UTime, system: st.STime}
 			}
@@ -72,17 +72,6 @@ func takeSnapshot(pids []int) (snapshot, error) {
 		s.threads[pid] = thread{role: st.Comm, user: st.UTime, system: st.STime}
 	}
 	return s, nil
-}
-
-func tasks(pid int) []int {
-	ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-	var tids []int
-	for _, e := range ents {
-		if tid, err := strconv.Atoi(e.Name()); err == nil {
-			tids = append(tids, tid)
-		}
-	}
-	return tids
 }
 
 func readTask(pid, tid int) (procfs.Stat, error) {

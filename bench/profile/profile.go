@@ -250,11 +250,11 @@ func (o Options) goProfile(ctx context.Context, client *http.Client, c *report.C
 	secs := int(o.Window.Round(time.Second).Seconds())
 	b, err := get(ctx, client, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", forwarder.MetricsAddr, secs), o.Window+20*time.Second)
 	if err != nil {
-		return nil, fmt.Errorf("Go profile: %w", err)
+		return nil, fmt.Errorf("tapfwd's Go profile: %w", err)
 	}
 	p, err := ParsePprof(b)
 	if err != nil {
-		return nil, fmt.Errorf("Go profile: %w", err)
+		return nil, fmt.Errorf("tapfwd's Go profile: %w", err)
 	}
 	v := &GoView{CPUSeconds: p.Total().Seconds(), Shares: GoShares(p), Top: p.Top(o.Top), Syscalls: SyscallSites(p, o.Top)}
 	if path := o.rawPath(c, w, ".pprof"); path != "" {

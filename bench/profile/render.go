@@ -181,14 +181,9 @@ func (r *Report) placementSection() report.Section {
 // kernelSection is perf's paths on workload, a column per
 // configuration.
 func (r *Report) kernelSection(workload string) (report.Section, bool) {
+	cols := r.kernelResults(workload)
 	s := report.Section{Title: "Kernel side, " + workload + " (perf on every CPU): % of the samples of the run's own tasks (tapfwd, iperf3, ksoftirqd, NAPI kthreads, idle), each by the first path on its call chain",
-		Head: []string{"path"}}
-	var cols []*Result
-	for _, c := range r.Configs {
-		if res := r.Result(c.Name, workload); res != nil && res.Kernel != nil {
-			cols, s.Head = append(cols, res), append(s.Head, c.Name)
-		}
-	}
+		Head: append([]string{"path"}, configsOf(cols)...)}
 	row := []string{"CPU used by these tasks (cores)"}
 	for _, res := range cols {
 		row = append(row, report.Num(res.Kernel.OwnCores))
@@ -207,13 +202,9 @@ func (r *Report) kernelSection(workload string) (report.Section, bool) {
 // taskSection is perf's samples on workload by task, in the kernel and
 // in user space.
 func (r *Report) taskSection(workload string) report.Section {
-	s := report.Section{Title: "Kernel side, " + workload + ": % of all samples on every CPU by task, kernel + user", Head: []string{"task"}}
-	var cols []*Result
-	for _, c := range r.Configs {
-		if res := r.Result(c.Name, workload); res != nil && res.Kernel != nil {
-			cols, s.Head = append(cols, res), append(s.Head, c.Name)
-		}
-	}
+	cols := r.kernelResults(workload)
+	s := report.Section{Title: "Kernel side, " + workload + ": % of all samples on every CPU by task, kernel + user",
+		Head: append([]string{"task"}, configsOf(cols)...)}
 	for i, name := range TaskNames {
 		row := []string{name}
 		for _, res := range cols {
@@ -223,6 +214,27 @@ func (r *Report) taskSection(workload string) report.Section {
 		s.Rows = append(s.Rows, row)
 	}
 	return s
+}
+
+// kernelResults are the results on workload with a kernel side, in
+// configuration order.
+func (r *Report) kernelResults(workload string) []*Result {
+	var out []*Result
+	for _, c := range r.Configs {
+		if res := r.Result(c.Name, workload); res != nil && res.Kernel != nil {
+			out = append(out, res)
+		}
+	}
+	return out
+}
+
+// configsOf are the configurations of results.
+func configsOf(results []*Result) []string {
+	out := make([]string, len(results))
+	for i, res := range results {
+		out[i] = res.Config
+	}
+	return out
 }
 
 // topSections are a result's top functions: tapfwd's (flat and

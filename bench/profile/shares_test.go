@@ -7,7 +7,9 @@ import (
 
 func TestGoShare(t *testing.T) {
 	sys := []string{"internal/runtime/syscall/linux.Syscall6", "syscall.Syscall", "golang.org/x/sys/unix.write", "golang.org/x/sys/unix.Write"}
-	with := func(stack []string, callers ...string) []string { return append(append([]string(nil), stack...), callers...) }
+	with := func(stack []string, callers ...string) []string {
+		return append(append([]string(nil), stack...), callers...)
+	}
 	for _, tc := range []struct {
 		stack []string
 		want  string
