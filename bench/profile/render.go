@@ -77,7 +77,7 @@ func (r *Report) goSection() report.Section {
 			}
 		}
 	}
-	row := []string{"CPU used (cores)"}
+	row := []string{"CPU the profile sampled (cores)"}
 	for _, res := range cols {
 		row = append(row, report.Num(res.Go.CPUSeconds/res.WindowSeconds))
 	}
