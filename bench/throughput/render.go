@@ -120,13 +120,13 @@ func (r *Report) ruleLine() string {
 			"(the spread of the pairs of the first %d repetitions sets its width and how many pairs a comparison needs; it takes no more). "+
 			"A verdict needs at least %d pairs", s.stage1(), rule.MinReps)
 	}
-	against := NAPIOff
+	against := NAPIOff + "'s median"
 	if s.AgainstBridge {
 		line += fmt.Sprintf(" (the TAP NAPI modes against %s, every forwarder against the bridge)", NAPIOff)
-		against = "the configuration compared against"
+		against = "the median it is compared against"
 	}
 	if rule.MaxHalfWidth > 0 {
-		line += fmt.Sprintf(", an interval no wider than +-%s of %s's median", report.PctAbs(rule.MaxHalfWidth), against)
+		line += fmt.Sprintf(", an interval no wider than +-%s of %s", report.PctAbs(rule.MaxHalfWidth), against)
 	}
 	return line + ", and the whole interval on one side of 0."
 }
