@@ -123,7 +123,7 @@ func parseAux(c []byte, t *tag) (truncated bool) {
 // Ethernet frame) with one sendmmsg(MSG_DONTWAIT) and returns how many the
 // kernel took. The error is that of bufs[0] when none was taken: EAGAIN or
 // ENOBUFS (queue full; the qdisc is bypassed, so nothing queues), ENETDOWN
-// or ENXIO (the NIC is down or gone), EINVAL or EMSGSIZE (the kernel
+// (the NIC is down) or ENXIO (it is gone), EINVAL or EMSGSIZE (the kernel
 // refused that frame). sendmmsg reports only a count after the first frame,
 // so a short count comes with a nil error: writing again from bufs[n]
 // reports why that one failed.

@@ -13,7 +13,7 @@ const (
 	DropOversize     DropReason = iota // larger than a buffer (truncated by the kernel)
 	DropBadHdr                         // malformed vnet header or headers that do not parse
 	DropSegment                        // GSO segmentation failed
-	DropTAPWrite                       // the TAP refused the write (EIO while it is down, ...)
+	DropTAPWrite                       // the TAP refused the write (EIO while it is down, ...); from a guest, also: the TAP queue's inbox was full
 	DropNICRefused                     // the packet socket refused the frame (EINVAL, EMSGSIZE)
 	DropNICBusy                        // the NIC queue was full (ENOBUFS, EAGAIN after waiting)
 	DropNICRecv                        // recv consumed a frame it could not deliver (EINVAL, EFAULT)
@@ -110,36 +110,33 @@ func (t *tally) sent(frames [][]byte, hdr int) {
 	}
 }
 
-// publish adds the tally to d (and segments to c), records a batch of
-// batch frames, and resets the tally.
+// asCopies turns what t counted of copies of frames (another destination
+// got each first) into what a copy counts: a failed one is an error, a
+// delivered one is not the sender's transmission.
+func (t *tally) asCopies() {
+	for _, n := range t.drops {
+		t.errors += n
+	}
+	t.drops = [NumDropReasons]uint64{}
+	t.txPkts, t.txBytes = 0, 0
+}
+
+// publish adds the tally to d (its segments and merges to c, unless nil),
+// records a batch of batch frames, and resets the tally.
 func (t *tally) publish(d *Dir, c *Counters, batch int) {
-	if t.rxPkts != 0 {
-		d.Rx.Packets.Add(t.rxPkts)
-		d.Rx.Bytes.Add(t.rxBytes)
-	}
-	if t.txPkts != 0 {
-		d.Tx.Packets.Add(t.txPkts)
-		d.Tx.Bytes.Add(t.txBytes)
-	}
-	if t.gso != 0 {
-		d.GSO.Add(t.gso)
-	}
-	if t.segs != 0 {
-		c.Segments.Add(t.segs)
-	}
-	if t.merged != 0 {
-		c.Merged.Add(t.merged)
-	}
-	if t.guests != 0 {
-		d.ToGuests.Add(t.guests)
-	}
+	add(&d.Rx.Packets, t.rxPkts)
+	add(&d.Rx.Bytes, t.rxBytes)
+	add(&d.Tx.Packets, t.txPkts)
+	add(&d.Tx.Bytes, t.txBytes)
+	add(&d.GSO, t.gso)
+	add(&d.ToGuests, t.guests)
+	add(&d.Errors, t.errors)
 	for i, n := range t.drops {
-		if n != 0 {
-			d.Drops[i].Add(n)
-		}
+		add(&d.Drops[i], n)
 	}
-	if t.errors != 0 {
-		d.Errors.Add(t.errors)
+	if c != nil {
+		add(&c.Segments, t.segs)
+		add(&c.Merged, t.merged)
 	}
 	if batch > 0 {
 		d.Batch.Buckets[bucket(batch)].Add(1)
@@ -149,6 +146,14 @@ func (t *tally) publish(d *Dir, c *Counters, batch int) {
 	*t = tally{}
 }
 
+// add adds n to c unless n is 0: a batch leaves most counters as they
+// are, and an atomic add of 0 would still take their cache line.
+func add(c *atomic.Uint64, n uint64) {
+	if n != 0 {
+		c.Add(n)
+	}
+}
+
 // DropReasons are the reasons a frame received from each device can be
 // dropped for under the workers' configuration; the others never happen,
 // so a reader (metrics) need not show them.
@@ -156,7 +161,7 @@ func (f *Forwarder) DropReasons() (fromNIC, fromTAP []DropReason) {
 	// Segmentation: every GSO frame for a TAP without vnet header, and a
 	// tunnel's GSO frames for any TAP.
 	fromNIC = []DropReason{DropOversize, DropBadHdr, DropSegment, DropTAPWrite, DropNICRecv}
-	if f.fab != nil {
+	if f.sw != nil {
 		fromNIC = append(fromNIC, DropGuestRefused) // a tunnel's GSO frame for a guest
 	}
 	fromTAP = []DropReason{DropOversize, DropBadHdr, DropNICRefused, DropNICBusy, DropTAPRead}
@@ -168,6 +173,9 @@ func (f *Forwarder) DropReasons() (fromNIC, fromTAP []DropReason) {
 // (GuestCounters.From), toGuest what was for it (GuestCounters.To).
 func (f *Forwarder) GuestDropReasons() (fromGuest, toGuest []DropReason) {
 	fromGuest = []DropReason{DropOversize, DropBadHdr, DropNICRefused, DropNICBusy, DropTAPWrite}
+	if f.queues[0].tapHdr == 0 {
+		fromGuest = append(fromGuest, DropSegment) // a GSO frame for a TAP without vnet header
+	}
 	fromGuest = f.untrusted.reasons(fromGuest)
 	toGuest = []DropReason{DropGuestBusy, DropGuestRefused, DropSegment, DropBadHdr}
 	return fromGuest, toGuest

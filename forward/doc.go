@@ -1,4 +1,3 @@
-// Package forward runs the per-queue workers that move frames between a
-// TAP queue and a packet socket, applying the vnethdr fix-ups and counting
-// everything they deliver or drop.
+// Package forward runs the workers that move frames between TAP queues, packet
+// sockets and guest ports: one pinned loop each, vnethdr fix-ups, every frame counted.
 package forward

@@ -5,11 +5,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/tapfwd/tapfwd/forward/forwardtest"
+	"github.com/tapfwd/tapfwd/vhostuser"
 	"github.com/tapfwd/tapfwd/vnethdr"
 )
 
@@ -78,22 +80,35 @@ func TestVLANFromNIC(t *testing.T) {
 	}
 }
 
-// TestTAPGoneMidBatch: the TAP disappears while a batch is written; the
-// worker ends with ErrTAPGone and every frame of the batch is accounted for.
+// TestTAPGoneMidBatch: the TAP disappears while a batch is written, from
+// the NIC or from a guest; the worker ends with ErrTAPGone and every frame
+// of the batch is accounted for (a guest's on the guest).
 func TestTAPGoneMidBatch(t *testing.T) {
-	p := newFakePair(t, true)
-	for i := 0; i < 3; i++ {
-		p.nic.Push(forwardtest.Frame{Data: withHdr(vnethdr.Hdr{}, tcpFrame(t, 100+i))})
+	for _, from := range []string{"NIC", "guest"} {
+		s := newSegment(t, Config{})
+		s.learnLab(t)
+		src, mac, d := s.nic, wireMAC, &s.q.Counters.NICToTAP
+		turn := func() error { _, err := s.q.nicToTAP(); return err }
+		if from == "guest" {
+			src, mac, d = s.guests[0], guestMAC0, &s.g0.Counters.From
+			turn = func() error {
+				s.g0.fromGuestPort()
+				_, err := s.q.guestsToTAP()
+				return err
+			}
+		}
+		for i := 0; i < 3; i++ {
+			src.Push(forwardtest.Frame{Data: ether(t, mac, s.tapMAC(), 100+i)})
+		}
+		s.tap.FailWrite(nil, unix.EBADFD)
+		if err := turn(); !errors.Is(err, ErrTAPGone) {
+			t.Fatalf("from the %s: %v, want ErrTAPGone", from, err)
+		}
+		if d.Rx.Packets.Load() != 3 || d.Tx.Packets.Load() != 1 || d.Drops[DropTAPWrite].Load() != 2 {
+			t.Errorf("from the %s: rx %d tx %d tap_write %d; want 3, 1, 2", from, d.Rx.Packets.Load(), d.Tx.Packets.Load(), d.Drops[DropTAPWrite].Load())
+		}
+		balanced(t, "from the "+from, d, 0)
 	}
-	p.tap.FailWrite(nil, unix.EBADFD)
-	if _, err := p.q.nicToTAP(); !errors.Is(err, ErrTAPGone) {
-		t.Fatalf("nicToTAP = %v, want ErrTAPGone", err)
-	}
-	d := &p.q.Counters.NICToTAP
-	if d.Rx.Packets.Load() != 3 || d.Tx.Packets.Load() != 1 || d.Drops[DropTAPWrite].Load() != 2 {
-		t.Errorf("rx %d tx %d tap_write %d; want 3, 1, 2", d.Rx.Packets.Load(), d.Tx.Packets.Load(), d.Drops[DropTAPWrite].Load())
-	}
-	balanced(t, "NIC->TAP", d, 0)
 }
 
 // TestTAPWriteErrors: frames the TAP refuses (down, full) are dropped one
@@ -113,14 +128,14 @@ func TestTAPWriteErrors(t *testing.T) {
 	if d := p.q.Counters.NICToTAP.Drops[DropTAPWrite].Load(); d != 2 {
 		t.Errorf("tap_write drops %d, want 2", d)
 	}
-	if !p.q.fw.tapDown.Load() {
+	if !p.q.fw.tap.down.Load() {
 		t.Error("EIO did not mark the TAP down")
 	}
 	balanced(t, "NIC->TAP", &p.q.Counters.NICToTAP, 0)
 	// The next frame through marks it up again.
 	p.nic.Push(forwardtest.Frame{Data: withHdr(vnethdr.Hdr{}, tcpFrame(t, 60))})
 	p.q.nicToTAP()
-	if p.q.fw.tapDown.Load() {
+	if p.q.fw.tap.down.Load() {
 		t.Error("TAP still marked down after a write went through")
 	}
 }
@@ -130,12 +145,12 @@ func TestTAPWriteErrors(t *testing.T) {
 func TestNICDownAndGone(t *testing.T) {
 	p := newFakePair(t, true)
 	p.nic.FailRead(unix.ENETDOWN)
-	if _, err := p.q.nicToTAP(); err != nil || !p.q.fw.nicDown.Load() {
-		t.Fatalf("ENETDOWN: err %v, down %v; want nil, true", err, p.q.fw.nicDown.Load())
+	if _, err := p.q.nicToTAP(); err != nil || !p.q.fw.nic.down.Load() {
+		t.Fatalf("ENETDOWN: err %v, down %v; want nil, true", err, p.q.fw.nic.down.Load())
 	}
 	p.nic.Push(forwardtest.Frame{Data: withHdr(vnethdr.Hdr{}, tcpFrame(t, 60))})
 	p.q.nicToTAP()
-	if p.q.fw.nicDown.Load() {
+	if p.q.fw.nic.down.Load() {
 		t.Error("NIC still marked down after a frame arrived")
 	}
 	p.nic.FailRead(unix.ENODEV)
@@ -209,28 +224,91 @@ func TestOversizeFromTAP(t *testing.T) {
 func TestKernelStatsWhileReattaching(t *testing.T) {
 	p := newPair(t, true, 8)
 	var wg sync.WaitGroup
-	stop := make(chan struct{})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-				p.q.KernelStats()
-			}
+	var stop atomic.Bool
+	wg.Go(func() {
+		for !stop.Load() {
+			p.q.KernelStats()
 		}
-	}()
+	})
 	for i := 0; i < 50; i++ {
 		nic, _ := forwardtest.NIC(t, 8)
 		if err := p.q.fw.Reattach([]NIC{nic}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	close(stop)
+	stop.Store(true)
 	wg.Wait()
-	if p.q.pfd[1].Fd < 0 {
+	if p.q.w.pfd[1].Fd < 0 {
 		t.Error("poll set lost the NIC")
+	}
+}
+
+// TestErrorContract: one reading of every errno an endpoint returns, the
+// table in endpoint.go, whichever the endpoint.
+func TestErrorContract(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want action
+	}{
+		{unix.EAGAIN, wait}, {unix.EINTR, retry}, {unix.ENOBUFS, busy},
+		{unix.ENETDOWN, down}, {unix.EIO, down},
+		{unix.ENODEV, gone}, {unix.ENXIO, gone}, {unix.EBADFD, gone},
+		{vhostuser.ErrBroken, breach}, {unix.EOPNOTSUPP, offload},
+		{unix.EINVAL, failed}, {unix.EMSGSIZE, failed}, {unix.EFAULT, failed}, {errors.New("other"), failed},
+	} {
+		if got := classify(c.err); got != c.want {
+			t.Errorf("classify(%v) = %d, want %d", c.err, got, c.want)
+		}
+	}
+}
+
+// TestSendContract: what send does with each answer of a Write, for a
+// sink that drops what finds no room and for one that keeps it.
+func TestSendContract(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		errs     []error // the five frames' answers, one each
+		keep     bool
+		done     int
+		sent     uint64
+		refused  uint64
+		busy     uint64
+		softened int
+		down     bool
+		gone     bool
+	}{
+		{name: "taken", errs: []error{nil, unix.EINTR, nil, nil, nil}, done: 5, sent: 5},
+		{name: "refused", errs: []error{nil, unix.EINVAL, nil, unix.EMSGSIZE, nil}, done: 5, sent: 3, refused: 2},
+		{name: "busy", errs: []error{unix.ENOBUFS, nil, nil, nil, nil}, done: 5, sent: 4, busy: 1},
+		// No room, once more after the wait for it: the rest is dropped.
+		{name: "full, dropped", errs: []error{nil, unix.EAGAIN, unix.EAGAIN}, done: 5, sent: 1, busy: 4},
+		{name: "full, kept", errs: []error{nil, unix.EAGAIN}, keep: true, done: 1, sent: 1},
+		{name: "offload", errs: []error{nil, unix.EOPNOTSUPP, nil, nil, nil}, done: 5, sent: 4, softened: 1},
+		{name: "down", errs: []error{nil, nil, unix.EIO}, done: 5, sent: 2, refused: 3, down: true},
+		{name: "breach", errs: []error{nil, vhostuser.ErrBroken}, done: 5, sent: 1, refused: 4},
+		{name: "gone", errs: []error{nil, unix.EBADFD}, done: 5, sent: 1, refused: 4, gone: true},
+	} {
+		p := newFakePair(t, true)
+		ep := forwardtest.NewFake(t)
+		ep.FailWrite(c.errs...)
+		softened := 0
+		var l link
+		l.log = p.q.fw.nic.log
+		s := &sink{ep: ep, hdr: vnethdr.Len, refused: DropNICRefused, busy: DropNICBusy, link: &l, gone: ErrNICGone,
+			keep: c.keep, soft: func([]byte, *tally) { softened++ }}
+		frames := make([][]byte, 5)
+		for i := range frames {
+			frames[i] = withHdr(vnethdr.Hdr{}, tcpFrame(t, 60))
+		}
+		var tl tally
+		if done, err := p.q.w.send(s, frames, &tl); done != c.done || (err != nil) != c.gone {
+			t.Errorf("%s: send = %d, %v; want %d, gone %v", c.name, done, err, c.done, c.gone)
+		}
+		if tl.txPkts != c.sent || tl.drops[DropNICRefused] != c.refused || tl.drops[DropNICBusy] != c.busy ||
+			softened != c.softened || l.down.Load() != c.down {
+			t.Errorf("%s: sent %d refused %d busy %d softened %d down %v; want %d, %d, %d, %d, %v", c.name,
+				tl.txPkts, tl.drops[DropNICRefused], tl.drops[DropNICBusy], softened, l.down.Load(),
+				c.sent, c.refused, c.busy, c.softened, c.down)
+		}
 	}
 }

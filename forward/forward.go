@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"sync"
 	"sync/atomic"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/tapfwd/tapfwd/forward/fabric"
 	"github.com/tapfwd/tapfwd/vnethdr"
 )
 
@@ -85,14 +83,15 @@ const (
 
 // Forwarder owns the workers of one TAP and one NIC.
 type Forwarder struct {
-	queues []*QueueWorker
-	stopFd int
-	stop   atomic.Bool
-	log    *slog.Logger
-	// Link state shared by the queues, so each change is logged once.
-	nicDown, tapDown atomic.Bool
-	// The guest ports; nil without any.
-	fab *fabric
+	queues  []*QueueWorker
+	guests  []*GuestWorker
+	workers []*worker // the queues' and the guests' loops, in that order
+	stop    stop
+	// Link state shared by the workers, so each change is logged once.
+	tap, nic link
+	// The switch between the guests, the TAP and the wire; nil without
+	// guests.
+	sw *fabric.Switch
 	// What frames from the TAP and the guests must pass.
 	untrusted untrusted
 	// Workers in their loop, and Started closed when all are.
@@ -119,11 +118,12 @@ func New(taps []Endpoint, nics []NIC, c Config) (*Forwarder, error) {
 	if c.StrictMAC != nil && len(c.StrictMAC) != 6 {
 		return nil, fmt.Errorf("forward: strict MAC %s is not an Ethernet address", c.StrictMAC)
 	}
-	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
-	if err != nil {
-		return nil, fmt.Errorf("forward: eventfd: %w", os.NewSyscallError("eventfd", err))
+	f := &Forwarder{started: make(chan struct{}), untrusted: untrusted{l2: c.L2}}
+	if err := f.stop.open(); err != nil {
+		return nil, err
 	}
-	f := &Forwarder{stopFd: efd, log: c.Logger, started: make(chan struct{}), untrusted: untrusted{l2: c.L2}}
+	f.tap = link{log: c.Logger, downMsg: "TAP is down: frames for it are dropped (tap_write) until it is up", upMsg: "TAP is forwarding again"}
+	f.nic = link{log: c.Logger, downMsg: "NIC link is down: frames toward it are dropped until it comes back", upMsg: "NIC is forwarding again"}
 	if c.StrictMAC != nil {
 		f.untrusted.strict = true
 		f.untrusted.tapMAC = [6]byte(c.StrictMAC)
@@ -136,7 +136,7 @@ func New(taps []Endpoint, nics []NIC, c Config) (*Forwarder, error) {
 		f.queues = append(f.queues, newQueue(f, i, cpu, taps[i], nics[i], c))
 	}
 	if len(c.Guests) > 0 {
-		if f.fab, err = newFabric(f, c); err != nil {
+		if err := f.addGuests(c); err != nil {
 			f.Close()
 			return nil, err
 		}
@@ -152,38 +152,22 @@ func (f *Forwarder) QueueWorkers() []*QueueWorker { return f.queues }
 //
 // Run may be called again after it returned (after Reattach, say).
 func (f *Forwarder) Run(ctx context.Context) error {
-	// Clear a stop request left by the previous Run.
-	var drain [8]byte
-	unix.Read(f.stopFd, drain[:])
-	f.stop.Store(false)
+	f.stop.clear() // the previous Run's
 	var wg sync.WaitGroup
-	errc := make(chan error, len(f.queues)+len(f.GuestWorkers()))
-	for _, q := range f.queues {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := q.run(); err != nil {
-				errc <- fmt.Errorf("queue %d: %w", q.ID, err)
+	errc := make(chan error, len(f.workers))
+	for _, w := range f.workers {
+		wg.Go(func() {
+			if err := w.run(); err != nil && err != errClosed {
+				errc <- fmt.Errorf("%s: %w", w.name, err)
 			}
-		}()
-	}
-	for _, g := range f.GuestWorkers() {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := g.run(); err != nil && err != errPortClosed {
-				errc <- fmt.Errorf("guest port %d: %w", g.ID, err)
-			}
-		}()
+		})
 	}
 	var err error
 	select {
 	case <-ctx.Done():
 	case err = <-errc:
 	}
-	f.stop.Store(true)
-	var one = [8]byte{1}
-	unix.Write(f.stopFd, one[:])
+	f.stop.set()
 	wg.Wait()
 	return err
 }
@@ -196,17 +180,24 @@ func (f *Forwarder) Reattach(nics []NIC) error {
 	}
 	for i, q := range f.queues {
 		q.kstats.replace(nics[i])
-		q.nic = nics[i]
-		q.pfd[1].Fd = int32(nics[i].Fd())
+		q.nic, q.toNIC.ep = nics[i], nics[i]
+		q.w.pfd[1].Fd = int32(nics[i].Fd())
 	}
 	return nil
 }
 
-// Close releases the stop eventfd and the guests' inboxes. The endpoints
-// stay the caller's.
+// Close releases the stop eventfd and the inboxes. The endpoints stay the
+// caller's.
 func (f *Forwarder) Close() error {
-	f.closeFabric()
-	return unix.Close(f.stopFd)
+	if f.sw != nil {
+		f.sw.Close()
+	}
+	for _, q := range f.queues {
+		if q.in != nil {
+			q.in.Close()
+		}
+	}
+	return f.stop.close()
 }
 
 // ErrTAPGone and ErrNICGone end a worker: the device was removed.
@@ -214,3 +205,6 @@ var (
 	ErrTAPGone = errors.New("the TAP device went away")
 	ErrNICGone = errors.New("the NIC went away")
 )
+
+// errClosed ends a guest's worker quietly: its port was closed.
+var errClosed = errors.New("guest port closed")

@@ -26,6 +26,19 @@ type pair struct {
 	tapPeer int // what the lab side sees
 }
 
+// toTAP writes frames on the wire side, runs one NIC -> TAP batch, which
+// must take them all, and returns what the lab side got.
+func (p *pair) toTAP(t testing.TB, frames ...[]byte) [][]byte {
+	t.Helper()
+	for _, f := range frames {
+		mustWrite(t, p.nicPeer, f)
+	}
+	if n, err := p.q.nicToTAP(); err != nil || n != len(frames) {
+		t.Fatalf("nicToTAP = %d, %v; want %d, nil", n, err, len(frames))
+	}
+	return readAll(t, p.tapPeer)
+}
+
 func newPair(t testing.TB, tapVnet bool, batch int) *pair {
 	t.Helper()
 	nic, nicPeer := forwardtest.NIC(t, batch)
@@ -109,6 +122,15 @@ func readAll(t testing.TB, fd int) [][]byte {
 	}
 }
 
+// drain reads fd until it has nothing more, into sink.
+func drain(fd int, sink []byte) {
+	for {
+		if _, err := unix.Read(fd, sink); err != nil {
+			return
+		}
+	}
+}
+
 func setNonblock(t testing.TB, fd int) {
 	if err := unix.SetNonblock(fd, true); err != nil {
 		t.Fatal(err)
@@ -117,14 +139,8 @@ func setNonblock(t testing.TB, fd int) {
 
 func TestNICToTAPPassThrough(t *testing.T) {
 	p := newPair(t, true, 8)
-	setNonblock(t, p.tapPeer)
 	h, f := gsoFrame(t, 30000, 1448)
-	mustWrite(t, p.nicPeer, withHdr(h, f))
-	mustWrite(t, p.nicPeer, withHdr(vnethdr.Hdr{}, tcpFrame(t, 100)))
-	if n, err := p.q.nicToTAP(); err != nil || n != 2 {
-		t.Fatalf("nicToTAP = %d, %v", n, err)
-	}
-	got := readAll(t, p.tapPeer)
+	got := p.toTAP(t, withHdr(h, f), withHdr(vnethdr.Hdr{}, tcpFrame(t, 100)))
 	if len(got) != 2 {
 		t.Fatalf("TAP got %d frames, want 2", len(got))
 	}
@@ -145,13 +161,8 @@ func TestNICToTAPPassThrough(t *testing.T) {
 
 func TestNICToTAPSegments(t *testing.T) {
 	p := newPair(t, false, 8)
-	setNonblock(t, p.tapPeer)
 	h, f := gsoFrame(t, 10000, 1448)
-	mustWrite(t, p.nicPeer, withHdr(h, f))
-	if _, err := p.q.nicToTAP(); err != nil {
-		t.Fatal(err)
-	}
-	got := readAll(t, p.tapPeer)
+	got := p.toTAP(t, withHdr(h, f))
 	if len(got) != 7 { // ceil(10000/1448)
 		t.Fatalf("TAP got %d frames, want 7", len(got))
 	}
@@ -272,11 +283,7 @@ func TestZeroAllocs(t *testing.T) {
 			allocs := testing.AllocsPerRun(200, func() {
 				unix.Write(p.nicPeer, in)
 				p.q.nicToTAP()
-				for {
-					if _, err := unix.Read(p.tapPeer, sink); err != nil {
-						break
-					}
-				}
+				drain(p.tapPeer, sink)
 				unix.Write(p.tapPeer, out)
 				p.q.tapToNIC()
 				unix.Read(p.nicPeer, sink)
@@ -339,10 +346,8 @@ func TestRunStops(t *testing.T) {
 // wire side to the TAP side over socketpairs, a batch per iteration.
 func BenchmarkForward(b *testing.B) {
 	for _, tc := range []struct {
-		name    string
-		tapVnet bool
-		gso     bool
-		gro     bool
+		name              string
+		tapVnet, gso, gro bool
 	}{{"mtu-vnet", true, false, false}, {"mtu-vnet-gro", true, false, true}, {"gso64k-vnet", true, true, false}, {"gso64k-segment", false, true, false}} {
 		b.Run(tc.name, func(b *testing.B) {
 			const batch = 32
@@ -377,11 +382,7 @@ func BenchmarkForward(b *testing.B) {
 					}
 				}
 				p.q.nicToTAP()
-				for {
-					if _, err := unix.Read(p.tapPeer, sink); err != nil {
-						break
-					}
-				}
+				drain(p.tapPeer, sink)
 			}
 			b.ReportMetric(float64(b.N*per)/b.Elapsed().Seconds(), "pps")
 		})
@@ -454,15 +455,8 @@ func TestNICToTAPUDPGRO(t *testing.T) {
 // GSO frame that segments back into the same eight.
 func TestNICToTAPGRO(t *testing.T) {
 	p := newGROPair(t, 16)
-	setNonblock(t, p.tapPeer)
 	segs := mtuSegments(t, 8)
-	for _, s := range segs {
-		mustWrite(t, p.nicPeer, s)
-	}
-	if n, err := p.q.nicToTAP(); err != nil || n != 8 {
-		t.Fatalf("nicToTAP = %d, %v", n, err)
-	}
-	got := readAll(t, p.tapPeer)
+	got := p.toTAP(t, segs...)
 	if len(got) != 1 {
 		t.Fatalf("TAP got %d frames, want 1 merged GSO frame", len(got))
 	}
@@ -498,11 +492,7 @@ func TestZeroAllocsGRO(t *testing.T) {
 			unix.Write(p.nicPeer, s)
 		}
 		p.q.nicToTAP()
-		for {
-			if _, err := unix.Read(p.tapPeer, sink); err != nil {
-				break
-			}
-		}
+		drain(p.tapPeer, sink)
 	})
 	if allocs != 0 {
 		t.Errorf("%v allocations per batch with GRO, want 0", allocs)

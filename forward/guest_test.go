@@ -2,9 +2,9 @@ package forward
 
 import (
 	"bytes"
-	"context"
 	"net"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,13 +34,20 @@ type segment struct {
 
 func newSegment(t *testing.T, c Config) *segment {
 	t.Helper()
+	c.TAPVnetHdr = true
+	return newSegmentOn(t, c)
+}
+
+// newSegmentOn is a segment whose TAP has a vnet header if c says so.
+func newSegmentOn(t *testing.T, c Config) *segment {
+	t.Helper()
 	s := &segment{nic: forwardtest.NewFake(t), tap: forwardtest.NewFake(t)}
 	for i, mac := range []net.HardwareAddr{guestMAC0, guestMAC1} {
 		s.guests = append(s.guests, forwardtest.NewFake(t))
 		s.guestNICs = append(s.guestNICs, forwardtest.NewFake(t))
 		c.Guests = append(c.Guests, GuestPort{Guest: s.guests[i], MAC: mac, NIC: s.guestNICs[i], CPU: -1})
 	}
-	c.Batch, c.CPUs, c.TAPVnetHdr = 16, []int{-1}, true
+	c.Batch, c.CPUs = 16, []int{-1}
 	f, err := New([]Endpoint{s.tap}, []NIC{s.nic}, c)
 	if err != nil {
 		t.Fatal(err)
@@ -68,11 +75,28 @@ func seen(fake *forwardtest.Fake, frame []byte) bool {
 	return false
 }
 
+// A sighting is whether a frame should reach an endpoint.
+type sighting struct {
+	what  string
+	frame []byte
+	at    *forwardtest.Fake
+	want  bool
+}
+
+func checkSeen(t *testing.T, sightings []sighting) {
+	t.Helper()
+	for _, c := range sightings {
+		if seen(c.at, c.frame) != c.want {
+			t.Errorf("%s: seen %v, want %v", c.what, !c.want, c.want)
+		}
+	}
+}
+
 // step runs every worker's loop once, in the order the frames travel.
 func (s *segment) step(t *testing.T) {
 	t.Helper()
 	for _, g := range []*GuestWorker{s.g0, s.g1} {
-		if _, err := g.fromGuest(); err != nil {
+		if _, err := g.fromGuestPort(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -82,8 +106,11 @@ func (s *segment) step(t *testing.T) {
 	if _, err := s.q.tapToNIC(); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := s.q.guestsToTAP(); err != nil {
+		t.Fatal(err)
+	}
 	for _, g := range []*GuestWorker{s.g0, s.g1} {
-		if _, err := g.toGuest(); err != nil {
+		if _, err := g.toGuestPort(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -104,12 +131,7 @@ func TestGuestUnicast(t *testing.T) {
 	s.guests[0].Push(forwardtest.Frame{Data: g0toG1})
 	s.guests[1].Push(forwardtest.Frame{Data: g1toWire})
 	s.step(t)
-	for _, c := range []struct {
-		what  string
-		frame []byte
-		at    *forwardtest.Fake
-		want  bool
-	}{
+	checkSeen(t, []sighting{
 		{"wire -> guest 0", fromWire, s.guests[0], true},
 		{"wire -> guest 0 not on the TAP", fromWire, s.tap, false},
 		{"lab -> guest 1", fromLab, s.guests[1], true},
@@ -118,11 +140,7 @@ func TestGuestUnicast(t *testing.T) {
 		{"guest 0 -> guest 1 not to the wire", g0toG1, s.guestNICs[0], false},
 		{"guest 1 -> unknown: the wire", g1toWire, s.guestNICs[1], true},
 		{"guest 1 -> unknown: the TAP", g1toWire, s.tap, true},
-	} {
-		if seen(c.at, c.frame) != c.want {
-			t.Errorf("%s: seen %v, want %v", c.what, !c.want, c.want)
-		}
-	}
+	})
 	// Guest 0 heard from wireMAC: its answer goes to the wire alone.
 	answer := ether(t, guestMAC0, wireMAC, 104)
 	s.guests[0].Push(forwardtest.Frame{Data: answer})
@@ -150,12 +168,7 @@ func TestGuestBroadcast(t *testing.T) {
 	s.nic.Push(forwardtest.Frame{Data: fromWire})
 	s.guests[0].Push(forwardtest.Frame{Data: fromG0})
 	s.step(t)
-	for _, c := range []struct {
-		what  string
-		frame []byte
-		at    *forwardtest.Fake
-		want  bool
-	}{
+	checkSeen(t, []sighting{
 		{"wire bcast: TAP", fromWire, s.tap, true},
 		{"wire bcast: guest 0", fromWire, s.guests[0], true},
 		{"wire bcast: guest 1", fromWire, s.guests[1], true},
@@ -163,11 +176,7 @@ func TestGuestBroadcast(t *testing.T) {
 		{"guest 0 bcast: TAP", fromG0, s.tap, true},
 		{"guest 0 bcast: guest 1", fromG0, s.guests[1], true},
 		{"guest 0 bcast: not back to guest 0", fromG0, s.guests[0], false},
-	} {
-		if seen(c.at, c.frame) != c.want {
-			t.Errorf("%s: seen %v, want %v", c.what, !c.want, c.want)
-		}
-	}
+	})
 	balanced(t, "NIC->TAP", &s.q.Counters.NICToTAP, 0)
 }
 
@@ -246,9 +255,7 @@ func TestGuestSoftOffload(t *testing.T) {
 func TestGuestRun(t *testing.T) {
 	s := newSegment(t, Config{})
 	goroutines := runtime.NumGoroutine()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.f.Run(ctx) }()
+	stop := running(s.f)
 	<-s.f.Started()
 	s.nic.Push(forwardtest.Frame{Data: ether(t, wireMAC, guestMAC1, 80)})
 	s.guests[1].Push(forwardtest.Frame{Data: ether(t, guestMAC1, wireMAC, 81)})
@@ -257,8 +264,7 @@ func TestGuestRun(t *testing.T) {
 			t.Fatalf("guest got %d, its NIC sent %d", len(s.guests[1].Written()), len(s.guestNICs[1].Written()))
 		}
 	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; runtime.NumGoroutine() > goroutines; i++ {
@@ -270,10 +276,11 @@ func TestGuestRun(t *testing.T) {
 }
 
 // TestZeroAllocsGuests: frames between the wire and a guest, both ways,
-// over socketpairs behind the real endpoint code, allocate nothing.
+// and from the guest to the TAP through the queue worker, over socketpairs
+// behind the real endpoint code, allocate nothing.
 func TestZeroAllocsGuests(t *testing.T) {
 	nic, wire := forwardtest.NIC(t, 16)
-	tq, _ := forwardtest.TAP(t)
+	tq, lab := forwardtest.TAP(t)
 	gq, guest := forwardtest.TAP(t) // the guest's end speaks frames with a vnet header
 	gnic, gwire := forwardtest.NIC(t, 16)
 	f, err := New([]Endpoint{tq}, []NIC{nic}, Config{Batch: 16, CPUs: []int{-1}, TAPVnetHdr: true,
@@ -284,21 +291,32 @@ func TestZeroAllocsGuests(t *testing.T) {
 	defer f.Close()
 	q, g := f.queues[0], f.GuestWorkers()[0]
 	in, out := ether(t, wireMAC, guestMAC0, 1400), ether(t, guestMAC0, wireMAC, 1400)
+	toLab := ether(t, guestMAC0, macB, 1400) // not seen yet: the NIC, and a copy to the TAP
 	sink := make([]byte, 70000)
+	copies := 0
 	allocs := testing.AllocsPerRun(200, func() {
 		unix.Write(wire, in)
 		q.nicToTAP()
-		g.toGuest()
+		g.toGuestPort()
 		unix.Read(guest, sink)
 		unix.Write(guest, out)
-		g.fromGuest()
+		unix.Write(guest, toLab)
+		g.fromGuestPort()
 		unix.Read(gwire, sink)
+		unix.Read(gwire, sink)
+		q.guestsToTAP()
+		if _, err := unix.Read(lab, sink); err == nil {
+			copies++
+		}
 	})
 	if allocs != 0 {
 		t.Errorf("%v allocations per frame each way, want 0", allocs)
 	}
 	if g.Counters.To.Tx.Packets.Load() == 0 || g.Counters.From.Tx.Packets.Load() == 0 {
 		t.Errorf("nothing moved: to guest %d, from guest %d", g.Counters.To.Tx.Packets.Load(), g.Counters.From.Tx.Packets.Load())
+	}
+	if copies != 201 { // AllocsPerRun runs it once more first
+		t.Errorf("the TAP got %d copies of the guest's frames, want 201", copies)
 	}
 }
 
@@ -321,5 +339,114 @@ func TestGuestDropReasons(t *testing.T) {
 	from, _ = newSegment(t, Config{L2: L2Policy{DenyVLANs: true, DropControl: true}}).f.GuestDropReasons()
 	if !has(from, DropGuestVLAN) || !has(from, DropL2Control) {
 		t.Errorf("with the L2 policy: from the guest %v", from)
+	}
+}
+
+// learnLab has guest 0 hear from the lab host behind the TAP (labMAC), so
+// that its frames to that host go to the TAP alone.
+func (s *segment) learnLab(t *testing.T) {
+	t.Helper()
+	frame := ether(t, s.tapMAC(), guestMAC0, 60)
+	if s.q.tapHdr == 0 {
+		frame = frame[vnethdr.Len:]
+	}
+	s.tap.Push(forwardtest.Frame{Data: frame})
+	s.step(t)
+	if len(s.guests[0].Written()) != 1 {
+		t.Fatal("guest 0 did not get the lab's frame")
+	}
+}
+
+// TestGuestToPlainTAP: without a vnet header on the TAP, a guest's GSO
+// frame reaches the TAP as its segments, as frames from the wire do; a
+// flood's copy that does not fit the TAP's inbox is an error, not a drop.
+func TestGuestToPlainTAP(t *testing.T) {
+	s := newSegmentOn(t, Config{})
+	s.learnLab(t)
+	h, f := gsoFrame(t, 10000, 1448)
+	copy(f, s.tapMAC())
+	copy(f[6:], guestMAC0)
+	s.guests[0].Push(forwardtest.Frame{Data: withHdr(h, f)})
+	s.step(t)
+	out := s.tap.Written()
+	if len(out) != 7 {
+		t.Fatalf("TAP got %d frames, want the 7 segments", len(out))
+	}
+	for i, b := range out {
+		if !bytes.Equal(b[:6], s.tapMAC()) || b[12] != 0x08 || b[13] != 0 || len(b) > 14+1500 {
+			t.Fatalf("segment %d is no Ethernet frame of at most 1500 bytes to the lab: % x", i, b[:14])
+		}
+	}
+	if d := &s.g0.Counters.From; d.Rx.Packets.Load() != 1 || d.Tx.Packets.Load() != 7 || s.q.Counters.Segments.Load() != 7 {
+		t.Errorf("from guest 0: rx %d tx %d, queue segments %d; want 1, 7, 7", d.Rx.Packets.Load(), d.Tx.Packets.Load(), s.q.Counters.Segments.Load())
+	}
+	for i := 0; i < inboxSlots+3; i++ {
+		s.guests[1].Push(forwardtest.Frame{Data: ether(t, guestMAC1, bcastMAC, 60)})
+	}
+	for i := 0; i < 8; i++ {
+		if _, err := s.g1.fromGuestPort(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := &s.g1.Counters.From; d.Errors.Load() != 3 || d.Drops[DropTAPWrite].Load() != 0 {
+		t.Errorf("copies over the inbox's room: errors %d, tap_write %d; want 3, 0", d.Errors.Load(), d.Drops[DropTAPWrite].Load())
+	}
+}
+
+// TestOneWriterToTAP: with Run's goroutines, a guest and the wire send
+// toward the TAP at once, faster than it takes them; every frame is
+// written or counted, and the TAP queue is written from one goroutine
+// only, its queue worker's (run with -race).
+func TestOneWriterToTAP(t *testing.T) {
+	s := newSegment(t, Config{})
+	s.learnLab(t)
+	stop := running(s.f)
+	defer func() {
+		if err := stop(); err != nil {
+			t.Error(err)
+		}
+	}()
+	<-s.f.Started()
+	const n = 2000
+	var wg sync.WaitGroup
+	for _, src := range []struct {
+		ep   *forwardtest.Fake
+		from net.HardwareAddr
+	}{{s.nic, wireMAC}, {s.guests[0], guestMAC0}} {
+		frame := ether(t, src.from, s.tapMAC(), 200)
+		wg.Go(func() {
+			for i := 0; i < n; i++ {
+				src.ep.Push(forwardtest.Frame{Data: frame})
+				if i%97 == 0 {
+					s.tap.FailWrite(unix.ENOBUFS) // a full TAP now and then
+				}
+			}
+		})
+	}
+	wg.Wait()
+	wire, guest := &s.q.Counters.NICToTAP, &s.g0.Counters.From
+	accounted := func(d *Dir) bool {
+		var drops uint64
+		for i := range d.Drops {
+			drops += d.Drops[i].Load()
+		}
+		return d.Rx.Packets.Load() == n && d.Tx.Packets.Load()+drops == n
+	}
+	for deadline := time.Now().Add(10 * time.Second); !accounted(wire) || !accounted(guest); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not every frame accounted for: wire rx %d tx %d, guest rx %d tx %d",
+				wire.Rx.Packets.Load(), wire.Tx.Packets.Load(), guest.Rx.Packets.Load(), guest.Tx.Packets.Load())
+		}
+	}
+	// The lab's frame to guest 0 went through the TAP's reader, not its
+	// writer; the TAP took every frame counted as transmitted.
+	if got, want := uint64(len(s.tap.Written())), wire.Tx.Packets.Load()+guest.Tx.Packets.Load(); got != want {
+		t.Errorf("TAP took %d frames, the counters say %d", got, want)
+	}
+	if guest.Tx.Packets.Load() == 0 || wire.Tx.Packets.Load() == 0 {
+		t.Errorf("nothing went through: wire tx %d, guest tx %d", wire.Tx.Packets.Load(), guest.Tx.Packets.Load())
+	}
+	if w := s.tap.Writers(); w != 1 {
+		t.Errorf("the TAP was written from %d goroutines, want 1 (its queue worker's)", w)
 	}
 }

@@ -2,10 +2,8 @@ package forward
 
 import (
 	"bytes"
-	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/tapfwd/tapfwd/forward/fabric"
 	"github.com/tapfwd/tapfwd/vnethdr"
 )
 
@@ -13,44 +11,34 @@ import (
 // frames the NIC gave. Only errors that end the worker are returned;
 // everything else is counted.
 func (q *QueueWorker) nicToTAP() (int, error) {
+	t := &q.tally
+	q.frames = q.frames[:0]
 	n, err := q.nic.Read(q.nicBufs, q.nicSizes, headroom-hdrLen)
-	switch err {
-	case nil:
-	case unix.EAGAIN, unix.EINTR:
-		return 0, nil
-	case unix.ENETDOWN, unix.ENODEV:
-		return 0, q.nicDownOrGone(err)
-	default:
-		// The frame was consumed: its GSO type has no vnet header form
-		// (EINVAL, af_packet.c: packet_rcv_vnet), or copying it failed
-		// (packet_recvmsg frees the skb either way). recvmmsg reports
-		// an error after a partial batch on the next call, so this counts
-		// that frame too.
-		q.Counters.NICToTAP.Rx.Packets.Add(1)
-		q.Counters.NICToTAP.Drops[DropNICRecv].Add(1)
-		if err != unix.EINVAL {
-			q.Counters.NICToTAP.Errors.Add(1)
-		}
-		return 1, nil
-	}
-	if n > 0 && q.fw.nicDown.Load() {
-		q.linkUp(&q.fw.nicDown, "NIC")
-	}
+	// A frame a failed read consumed: its GSO type has no vnet header form
+	// (EINVAL, af_packet.c: packet_rcv_vnet), or copying it failed
+	// (packet_recvmsg frees the skb either way). recvmmsg reports an error
+	// after a partial batch on the next call, so this counts that frame too.
+	err = q.fromNIC.received(n, err, t)
 	for i := 0; i < n; i++ {
 		q.acceptFromNIC(i)
 	}
 	if q.gro != nil && len(q.frames) > 1 {
 		// Userspace GRO: consecutive segments of a flow become one GSO
 		// frame, one TAP write instead of many.
-		q.tally.merged += uint64(q.gro.Coalesce(q.frames))
+		t.merged += uint64(q.gro.Coalesce(q.frames))
 	}
-	err = q.toTAP()
-	q.frames = q.frames[:0]
-	q.tally.publish(&q.Counters.NICToTAP, &q.Counters, n)
-	if q.dirty != 0 {
-		q.fw.fab.wake(&q.dirty)
+	if werr := q.framesToTAP(t); werr != nil {
+		err = werr
 	}
+	q.publish(&q.Counters.NICToTAP, n)
 	return n, err
+}
+
+// publish adds the batch of n frames q.tally counted to d, and wakes the
+// guests it handed frames to.
+func (q *QueueWorker) publish(d *Dir, n int) {
+	q.tally.publish(d, &q.Counters, n)
+	q.fw.sw.Wake(&q.dirty)
 }
 
 // acceptFromNIC counts frame i of the batch as received, validates it, puts
@@ -102,17 +90,17 @@ func (q *QueueWorker) acceptFromNIC(i int) {
 	if h.IsGSO() {
 		t.gso++
 	}
-	if fab := q.fw.fab; fab != nil {
+	if sw := q.fw.sw; sw != nil {
 		if tunnel {
 			// Guests get no tunnel GSO frames (only the TAP path segments
 			// them): one for a guest is dropped, and counted.
-			if fab.byMAC[[6]byte(buf[start:start+6])] != nil {
+			if sw.IsGuest([6]byte(buf[start : start+6])) {
 				t.drop(DropGuestRefused)
 				return
 			}
 		} else {
 			h.Encode(buf[start-hdrLen:])
-			if fab.deliver(buf[start-hdrLen:end], sideNIC, nil, &q.dirty) {
+			if sw.Deliver(buf[start-hdrLen:end], fabric.Tag{From: fabric.Wire}, &q.dirty) {
 				t.guests++
 				return
 			}
@@ -122,17 +110,22 @@ func (q *QueueWorker) acceptFromNIC(i int) {
 	q.frames = append(q.frames, vnethdr.Frame{Buf: buf, Start: start, End: end, Hdr: h})
 }
 
-// toTAP writes the batch's frames that GRO left standing to the TAP: as
-// they are when the TAP takes vnet headers, else segmented and with their
-// checksums completed. It returns an error only when the TAP is gone.
-func (q *QueueWorker) toTAP() error {
+// framesToTAP writes q.frames that GRO left standing to the TAP,
+// accounted in t: as they are when the TAP takes vnet headers, else
+// segmented and with their checksums completed. It returns an error only
+// when the TAP is gone.
+func (q *QueueWorker) framesToTAP(t *tally) error {
 	for i := range q.frames {
 		f := &q.frames[i]
 		if f.Merged {
 			continue
 		}
 		if q.tunnel[i] {
-			if err := q.tunnelForTAP(f); err != nil {
+			// The packets a tunnel GSO frame was made of, for either kind
+			// of TAP: segmented here (vnethdr.SegmentTunnel), each with
+			// finished checksums and, when the TAP takes one, a zero vnet
+			// header.
+			if err := q.segmentForTAP(f, true, t); err != nil {
 				return err
 			}
 			continue
@@ -142,90 +135,89 @@ func (q *QueueWorker) toTAP() error {
 			q.tapOut = append(q.tapOut, f.Buf[f.Start-hdrLen:f.End])
 			continue
 		}
-		if err := q.plainForTAP(f); err != nil {
+		if err := q.plainForTAP(f, t); err != nil {
 			return err
 		}
 	}
-	return q.flushTAP()
+	return q.flushTAP(t)
 }
 
 // plainForTAP queues frame f for a TAP without a vnet header: a GSO frame
 // as its segments, any other with its checksum completed.
-func (q *QueueWorker) plainForTAP(f *vnethdr.Frame) error {
+func (q *QueueWorker) plainForTAP(f *vnethdr.Frame, t *tally) error {
 	frame := f.Buf[f.Start:f.End]
 	if !f.Hdr.IsGSO() {
 		if vnethdr.CompleteChecksum(&f.Hdr, frame) != nil {
-			q.tally.drop(DropBadHdr)
+			t.drop(DropBadHdr)
 			return nil
 		}
 		q.tapOut = append(q.tapOut, frame)
 		return nil
 	}
-	return q.segmentForTAP(f, false)
-}
-
-// tunnelForTAP queues the packets a tunnel GSO frame was made of, for
-// either kind of TAP: segmented in userspace (vnethdr.SegmentTunnel), each
-// with finished checksums and, when the TAP takes one, a zero vnet header.
-func (q *QueueWorker) tunnelForTAP(f *vnethdr.Frame) error {
-	return q.segmentForTAP(f, true)
+	return q.segmentForTAP(f, false, t)
 }
 
 // segmentForTAP queues f's segments for the TAP. When the segment buffers
 // still hold earlier frames' segments and f's do not fit behind them, it
 // writes those first and starts again at the first buffer.
-func (q *QueueWorker) segmentForTAP(f *vnethdr.Frame, tunnel bool) error {
+func (q *QueueWorker) segmentForTAP(f *vnethdr.Frame, tunnel bool, t *tally) error {
 	q.seg.ensure()
 	frame := f.Buf[f.Start:f.End]
 	k, err := q.seg.segment(f.Hdr, frame, tunnel, q.segUsed)
 	if err == vnethdr.ErrTooManySegments && q.segUsed > 0 {
-		if err := q.flushTAP(); err != nil {
+		if err := q.flushTAP(t); err != nil {
 			return err
 		}
 		k, err = q.seg.segment(f.Hdr, frame, tunnel, 0)
 	}
 	if err != nil {
-		q.tally.drop(DropSegment)
+		t.drop(DropSegment)
 		return nil
 	}
-	q.tally.segs += uint64(k)
+	t.segs += uint64(k)
 	q.tapOut = q.seg.appendFrames(q.tapOut, q.segUsed, k)
 	q.segUsed += k
 	return nil
 }
 
-// flushTAP writes the queued frames to the TAP, counting each as
-// transmitted or dropped, and empties the queue. It returns ErrTAPGone
-// when the TAP was deleted.
-func (q *QueueWorker) flushTAP() error {
-	t := &q.tally
-	out := q.tapOut
+// flushTAP writes the queued frames to the TAP, accounted in t, and
+// empties the queue. It returns ErrTAPGone when the TAP was deleted.
+func (q *QueueWorker) flushTAP(t *tally) error {
+	_, err := q.w.send(&q.toTAP, q.tapOut, t)
 	q.tapOut, q.segUsed = q.tapOut[:0], 0
-	for len(out) > 0 {
-		n, err := q.tap.Write(out, 0)
-		t.sent(out[:n], q.tapHdr)
-		if n > 0 && q.fw.tapDown.Load() {
-			q.linkUp(&q.fw.tapDown, "TAP")
+	return err
+}
+
+// guestsToTAP writes what guests left in the queue's inbox to the TAP, the
+// way frames from the NIC go, and reports whether more waits. Each frame
+// counts on the guest that sent it (GuestCounters.From): transmitted, or
+// dropped with the reason, when the TAP was its first destination; as an
+// error when it failed as a copy (the NIC got the frame first).
+func (q *QueueWorker) guestsToTAP() (more bool, err error) {
+	k, _ := q.in.Take(q.taken, q.tags)
+	for i := 0; i < k; {
+		tag, j := q.tags[i], i+1
+		for j < k && q.tags[j] == tag {
+			j++
 		}
-		out = out[n:]
-		if len(out) == 0 || err == nil {
-			continue
+		t := &q.runT
+		q.frames = q.frames[:0]
+		for _, b := range q.taken[i:j] {
+			var h vnethdr.Hdr
+			h.Decode(b) // the guest's worker checked it
+			q.tunnel[len(q.frames)] = false
+			q.frames = append(q.frames, vnethdr.Frame{Buf: b, Start: hdrLen, End: len(b), Hdr: h})
 		}
-		if gone(err) {
-			// Every frame that entered leaves as transmitted, merged or
-			// dropped, also when the worker ends here.
-			t.drops[DropTAPWrite] += uint64(len(out))
-			return ErrTAPGone
+		if e := q.framesToTAP(t); e != nil {
+			err = e
 		}
-		// EIO while the TAP is down, EAGAIN/ENOBUFS under pressure,
-		// EINVAL for a frame the TAP refuses: that frame is dropped.
-		t.drop(DropTAPWrite)
-		if err == unix.EIO && q.fw.tapDown.CompareAndSwap(false, true) {
-			q.fw.log.Warn("TAP is down: frames from the NIC are dropped (tap_write) until it is up")
+		if tag.Copy {
+			t.asCopies()
 		}
-		out = out[1:]
+		t.publish(&q.fw.guests[tag.Guest].Counters.From, &q.Counters, 0)
+		i = j
 	}
-	return nil
+	return q.in.Release(k) && err == nil, err
 }
 
 // tapToNIC reads up to a batch of frames from the TAP and sends them with
@@ -234,27 +226,17 @@ func (q *QueueWorker) tapToNIC() (int, error) {
 	t := &q.tally
 	// A TAP read starts so that its vnet header, if any, ends at headroom.
 	n, err := q.tap.Read(q.tapBufs, q.tapSizes, headroom-q.tapHdr)
+	// A read error after the kernel took the frame off the queue
+	// (drivers/net/tun.c: tun_do_read frees it when tun_put_user fails)
+	// costs that frame.
+	err = q.fromTAP.received(n, err, t)
 	for i := 0; i < n; i++ {
 		q.acceptFromTAP(i)
 	}
-	q.toNIC()
-	t.publish(&q.Counters.TAPToNIC, &q.Counters, n)
-	if q.dirty != 0 {
-		q.fw.fab.wake(&q.dirty)
-	}
-	switch {
-	case err == nil, err == unix.EAGAIN, err == unix.EINTR:
-		return n, nil
-	case gone(err):
-		return n, ErrTAPGone
-	}
-	// Any other read error came after the kernel took the frame off the
-	// queue (drivers/net/tun.c: tun_do_read frees it when tun_put_user
-	// fails): that frame entered and is lost.
-	q.Counters.TAPToNIC.Rx.Packets.Add(1)
-	q.Counters.TAPToNIC.Drops[DropTAPRead].Add(1)
-	q.Counters.TAPToNIC.Errors.Add(1)
-	return n, nil
+	q.w.send(&q.toNIC, q.nicOut, t)
+	q.nicOut = q.nicOut[:0]
+	q.publish(&q.Counters.TAPToNIC, n)
+	return n, err
 }
 
 // acceptFromTAP counts frame i read from the TAP as received, validates it
@@ -267,7 +249,7 @@ func (q *QueueWorker) acceptFromTAP(i int) {
 		return
 	}
 	b := buf[headroom-hdrLen : headroom+size]
-	if fab := q.fw.fab; fab != nil && fab.deliver(b, sideTAP, nil, &q.dirty) {
+	if sw := q.fw.sw; sw != nil && sw.Deliver(b, fabric.Tag{From: fabric.TAP}, &q.dirty) {
 		t.guests++
 		return
 	}
@@ -314,57 +296,4 @@ func (u *untrusted) check(t *tally, buf []byte, size int, mac *[6]byte, vnet boo
 	}
 	h.Encode(buf[headroom-hdrLen:])
 	return true
-}
-
-// toNIC hands the queued frames to the NIC and empties the queue.
-func (q *QueueWorker) toNIC() {
-	sendNIC(q.nic, q.nicOut, &q.tally, q.fw.stopFd)
-	q.nicOut = q.nicOut[:0]
-}
-
-// sendNIC hands frames to nic in order, counting each in t as transmitted
-// or dropped with its reason: on a full send buffer it waits for room once
-// (up to 10 ms, less when the forwarder stops) and then drops what still
-// does not fit; a NIC that is down or gone takes none of the rest.
-func sendNIC(nic Endpoint, frames [][]byte, t *tally, stopFd int) {
-	waited := false
-	for len(frames) > 0 {
-		n, err := nic.Write(frames, 0)
-		t.sent(frames[:n], hdrLen)
-		frames = frames[n:]
-		if err == nil || len(frames) == 0 {
-			continue
-		}
-		switch err {
-		case unix.EINTR:
-		case unix.EAGAIN:
-			if !waited && waitWritable(stopFd, nic.Fd()) {
-				waited = true
-				continue
-			}
-			t.drops[DropNICBusy] += uint64(len(frames))
-			return
-		case unix.ENOBUFS:
-			t.drop(DropNICBusy)
-			frames = frames[1:]
-		case unix.ENETDOWN, unix.ENXIO, unix.ENODEV:
-			t.drops[DropNICRefused] += uint64(len(frames))
-			return
-		default:
-			t.drop(DropNICRefused)
-			frames = frames[1:]
-		}
-	}
-}
-
-// waitWritable waits up to 10 ms for fd to take writes; false when it
-// did not, or when stopFd said stop first.
-func waitWritable(stopFd, fd int) bool {
-	p := [2]unix.PollFd{
-		{Fd: int32(stopFd), Events: unix.POLLIN},
-		{Fd: int32(fd), Events: unix.POLLOUT},
-	}
-	ts := unix.NsecToTimespec(int64(10 * time.Millisecond))
-	n, err := unix.Ppoll(p[:], &ts, nil)
-	return err == nil && n > 0 && p[1].Revents&unix.POLLOUT != 0
 }

@@ -1,32 +1,41 @@
 package forward
 
 import (
+	"fmt"
 	"sync"
-	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tapfwd/tapfwd/forward/fabric"
 	"github.com/tapfwd/tapfwd/vnethdr"
 )
 
-// QueueWorker is one worker: a TAP queue and a NIC endpoint.
+// QueueWorker is one worker: a TAP queue and a NIC endpoint, and, with
+// guest ports, an inbox of what guests send to the TAP. It is the one
+// goroutine that reads and writes its TAP queue and its NIC endpoint.
 type QueueWorker struct {
 	ID       int
 	CPU      int // -1 when not pinned
 	Counters Counters
 
+	w      *worker
 	tap    Endpoint
 	nic    NIC
 	kstats kernelStats
-	live   live
 	fw     *Forwarder
 	batch  int
 	tapHdr int // bytes of vnet header on the TAP side (0 or hdrLen)
 	busy   bool
+	// What the NIC and the TAP cost when they fail.
+	fromNIC, fromTAP source
+	toTAP, toNIC     sink
+	// Which fds to read on the next turn: those the last turn filled a
+	// batch from, or the last wait found ready.
+	nicReady, tapReady, inReady bool
 
 	nicBufs  [][]byte
 	nicSizes []int
-	frames   []vnethdr.Frame // the batch being forwarded NIC -> TAP
+	frames   []vnethdr.Frame // the batch being written to the TAP (from the NIC or a guest)
 	gro      *vnethdr.GRO
 	tapOut   [][]byte   // frames for one TAP Write
 	seg      segBuffers // segments for the TAP, with tapHdr bytes of room in front
@@ -35,9 +44,14 @@ type QueueWorker struct {
 	tapBufs  [][]byte
 	tapSizes []int
 	nicOut   [][]byte // frames for one NIC Write
-	pfd      [3]unix.PollFd
 	tally    tally
 	dirty    uint64 // guests handed frames in this batch
+	// The guests' frames for the TAP (nil without guests on this queue),
+	// a batch taken from it, and the tally of one guest's run of it.
+	in    *fabric.Inbox
+	taken [][]byte
+	tags  []fabric.Tag
+	runT  tally
 }
 
 // kernelStats accumulates the NIC's kernel drop counters across Reattach.
@@ -52,12 +66,18 @@ type kernelStats struct {
 func newQueue(f *Forwarder, id, cpu int, tap Endpoint, nic NIC, c Config) *QueueWorker {
 	q := &QueueWorker{
 		ID: id, CPU: cpu, tap: tap, nic: nic, fw: f,
-		batch: c.Batch, busy: c.Busy,
+		batch: c.Batch, busy: c.Busy, nicReady: true, tapReady: true,
 	}
 	q.kstats.src, _ = nic.(KernelCounters)
 	if c.TAPVnetHdr {
 		q.tapHdr = hdrLen
 	}
+	q.fromNIC = source{link: &f.nic, gone: ErrNICGone, lost: DropNICRecv}
+	q.fromTAP = source{gone: ErrTAPGone, lost: DropTAPRead}
+	q.toTAP = sink{ep: tap, hdr: q.tapHdr, refused: DropTAPWrite, busy: DropTAPWrite, link: &f.tap, gone: ErrTAPGone}
+	// The NIC's link state is what its reader sees: a packet socket says it
+	// went down once, on a read, while every send to it fails until then.
+	q.toNIC = sink{ep: nic, hdr: hdrLen, refused: DropNICRefused, busy: DropNICBusy}
 	q.nicBufs = makeBufs(c.Batch, bufSize)
 	q.nicSizes = make([]int, c.Batch)
 	q.frames = make([]vnethdr.Frame, 0, c.Batch)
@@ -77,10 +97,17 @@ func newQueue(f *Forwarder, id, cpu int, tap Endpoint, nic NIC, c Config) *Queue
 	q.tapBufs = makeBufs(c.Batch, bufSize)
 	q.tapSizes = make([]int, c.Batch)
 	q.nicOut = make([][]byte, 0, c.Batch)
-	q.pfd[0] = unix.PollFd{Fd: int32(f.stopFd), Events: unix.POLLIN}
-	q.pfd[1] = unix.PollFd{Fd: int32(nic.Fd()), Events: unix.POLLIN}
-	q.pfd[2] = unix.PollFd{Fd: int32(tap.Fd()), Events: unix.POLLIN}
+	q.w = f.newWorker(fmt.Sprintf("queue %d", id), cpu, q, nic.Fd(), tap.Fd())
 	return q
+}
+
+// addInbox gives the queue in, for what guests send to the TAP, and its
+// worker in's fd to wait on.
+func (q *QueueWorker) addInbox(in *fabric.Inbox) {
+	q.in, q.inReady = in, true
+	q.taken = make([][]byte, q.batch)
+	q.tags = make([]fabric.Tag, q.batch)
+	q.w.pfd = append(q.w.pfd, unix.PollFd{Fd: int32(in.Fd()), Events: unix.POLLIN})
 }
 
 func orDefault(v, d int) int {
@@ -152,70 +179,52 @@ func makeBufs(n, size int) [][]byte {
 	return b
 }
 
-func (q *QueueWorker) run() error {
-	if err := lockTo(q.CPU); err != nil {
-		return err
+// turn moves a batch each way between the NIC and the TAP, from the fds
+// that have frames, and writes what guests left for the TAP.
+func (q *QueueWorker) turn() (bool, error) {
+	if q.nicReady {
+		n, err := q.nicToTAP()
+		if err != nil {
+			return false, err
+		}
+		q.nicReady = n == q.batch
 	}
-	q.fw.workerUp()
-	nicReady, tapReady := true, true
-	for !q.fw.stop.Load() {
-		q.live.beats.Add(1)
-		if nicReady {
-			n, err := q.nicToTAP()
-			if err != nil {
-				return err
-			}
-			nicReady = n == q.batch
+	if q.tapReady {
+		n, err := q.tapToNIC()
+		if err != nil {
+			return false, err
 		}
-		if tapReady {
-			n, err := q.tapToNIC()
-			if err != nil {
-				return err
-			}
-			tapReady = n == q.batch
-		}
-		if nicReady || tapReady {
-			continue
-		}
-		if q.busy {
-			// Spin: try both fds again. Errors that need attention
-			// (POLLERR on the socket) come back from recvmmsg itself.
-			nicReady, tapReady = true, true
-			continue
-		}
-		if err := q.live.poll(q.pfd[:]); err != nil {
-			return err
-		}
-		if q.pfd[0].Revents != 0 {
-			return nil
-		}
-		// POLLERR: a read returns the pending error and clears it
-		// (net/core/datagram.c: __skb_try_recv_datagram reads sk_err
-		// first), so a down NIC does not keep the worker spinning.
-		nicReady = q.pfd[1].Revents&(unix.POLLIN|unix.POLLERR) != 0
-		tapReady = q.pfd[2].Revents&(unix.POLLIN|unix.POLLERR|unix.POLLHUP) != 0
+		q.tapReady = n == q.batch
 	}
-	return nil
+	if q.inReady {
+		more, err := q.guestsToTAP()
+		if err != nil {
+			return false, err
+		}
+		q.inReady = more
+	}
+	if q.nicReady || q.tapReady || q.inReady {
+		return true, nil
+	}
+	if q.busy {
+		// Spin: try every fd again. Errors that need attention (POLLERR on
+		// the socket) come back from recvmmsg itself.
+		q.nicReady, q.tapReady, q.inReady = true, true, q.in != nil
+		return true, nil
+	}
+	return false, nil
 }
 
-// nicDownOrGone handles ENETDOWN or ENODEV from the NIC: a NIC that went
-// down is waited for (the kernel re-hooks a packet socket when its device
-// comes back up, af_packet.c: packet_notifier, NETDEV_UP); one that is gone
-// ends the worker.
-func (q *QueueWorker) nicDownOrGone(err error) error {
-	if gone(err) {
-		return ErrNICGone
-	}
-	if q.fw.nicDown.CompareAndSwap(false, true) {
-		q.fw.log.Warn("NIC link is down: frames toward it are dropped until it comes back")
-	}
-	return nil
-}
-
-// linkUp logs, once, that a device that was down forwards again.
-func (q *QueueWorker) linkUp(down *atomic.Bool, what string) {
-	if down.Load() && down.CompareAndSwap(true, false) {
-		q.fw.log.Info(what + " is forwarding again")
+// woke notes which fds have frames: the NIC, the TAP and the inbox.
+// POLLERR: a read returns the pending error and clears it
+// (net/core/datagram.c: __skb_try_recv_datagram reads sk_err first), so a
+// down NIC does not keep the worker spinning.
+func (q *QueueWorker) woke(pfd []unix.PollFd) {
+	q.nicReady = pfd[0].Revents&(unix.POLLIN|unix.POLLERR) != 0
+	q.tapReady = pfd[1].Revents&(unix.POLLIN|unix.POLLERR|unix.POLLHUP) != 0
+	if q.in != nil && pfd[2].Revents != 0 {
+		q.in.Settle()
+		q.inReady = true
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -61,14 +62,22 @@ func SetFIFO(pid, prio int) error {
 // Kthread describes a thread, typically a NAPI's polling kthread, as /proc
 // and sched_getattr show it.
 type Kthread struct {
-	PID  int
-	Name string // /proc/PID/comm, e.g. "napi/eth0-8193" (at most 15 bytes)
+	PID  int    `json:"pid"`
+	Name string `json:"name,omitempty"` // /proc/PID/comm, e.g. "napi/eth0-8193" (at most 15 bytes)
 	// CPUs it may run on, as /proc/PID/status Cpus_allowed_list, e.g. "0-3".
-	CPUs string
+	CPUs string `json:"cpus,omitempty"`
 	// Policy is the scheduling policy: "other", "fifo", "rr", "batch",
 	// "idle", "deadline" or "ext".
-	Policy   string
-	Priority int // real-time priority under fifo and rr; 0 otherwise
+	Policy   string `json:"policy,omitempty"`
+	Priority int    `json:"priority,omitempty"` // real-time priority under fifo and rr; 0 otherwise
+}
+
+// Sched is the policy and its priority when it has one: "fifo 50", "other".
+func (k Kthread) Sched() string {
+	if k.Priority != 0 {
+		return k.Policy + " " + strconv.Itoa(k.Priority)
+	}
+	return k.Policy
 }
 
 // Scheduling policy names, by SCHED_* number (include/uapi/linux/sched.h).

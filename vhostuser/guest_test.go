@@ -19,8 +19,8 @@ const (
 )
 
 // A guest that breaks the virtqueue rules stops its port: Read and Write
-// say EIO, the front-end hears it on the ring's error eventfd, the event
-// says what was wrong, nothing outside guest memory is touched and the
+// say ErrBroken, the front-end hears it on the ring's error eventfd, the
+// event says what was wrong, nothing outside guest memory is touched and the
 // process goes on. Once the driver fixes its ring and the front-end
 // restarts the rings, frames flow again.
 func TestGuestBreaksRules(t *testing.T) {
@@ -126,8 +126,8 @@ func TestGuestBreaksRules(t *testing.T) {
 			} else {
 				_, err = p.Write([][]byte{withHdr(0, hdr(0, 0, 0, 0, 0, 0), frame(100, 1, 1))}, 0)
 			}
-			if err != unix.EIO {
-				t.Fatalf("got %v, want EIO", err)
+			if err != vhostuser.ErrBroken {
+				t.Fatalf("got %v, want ErrBroken", err)
 			}
 			e := p.wait(t, vhostuser.EventBroken)
 			if !isGuestErr(e.Err) || !strings.Contains(e.Err.Error(), c.want) {
@@ -140,10 +140,10 @@ func TestGuestBreaksRules(t *testing.T) {
 				t.Errorf("state %v, stats %+v", p.State(), p.Stats())
 			}
 			// The whole port stops.
-			if _, err := p.Write([][]byte{withHdr(0, hdr(0, 0, 0, 0, 0, 0), frame(100, 1, 1))}, 0); err != unix.EIO {
+			if _, err := p.Write([][]byte{withHdr(0, hdr(0, 0, 0, 0, 0, 0), frame(100, 1, 1))}, 0); err != vhostuser.ErrBroken {
 				t.Errorf("write after the break: %v", err)
 			}
-			if _, err := readOne(p); err != unix.EIO {
+			if _, err := readOne(p); err != vhostuser.ErrBroken {
 				t.Errorf("read after the break: %v", err)
 			}
 		})
@@ -167,7 +167,7 @@ func TestGuestRecoversAfterRestart(t *testing.T) {
 	d := p.dial(t, vhostusertest.Config{})
 	d.PutDesc(vhostusertest.TX, 0, d.GPA(len(d.Mem())), 100, 0, 0)
 	d.PushAvail(vhostusertest.TX, 0)
-	if _, err := readOne(p); err != unix.EIO {
+	if _, err := readOne(p); err != vhostuser.ErrBroken {
 		t.Fatal(err)
 	}
 	p.wait(t, vhostuser.EventBroken)
@@ -205,7 +205,7 @@ func TestShrunkMemoryFaults(t *testing.T) {
 	if err := unix.Ftruncate(d.Memfd(), 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := readOne(p); err != unix.EIO {
+	if _, err := readOne(p); err != vhostuser.ErrBroken {
 		t.Fatalf("read: %v", err)
 	}
 	e := p.wait(t, vhostuser.EventBroken)

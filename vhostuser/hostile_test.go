@@ -133,8 +133,8 @@ func TestBlockingCallEventfds(t *testing.T) {
 	// A rule break signals the error eventfd, full too.
 	d.PushAvail(vhostusertest.TX, 300)
 	within(t, "Read of a broken ring", func() {
-		if _, err := readOne(p); err != unix.EIO {
-			t.Errorf("read: %v, want EIO", err)
+		if _, err := readOne(p); err != vhostuser.ErrBroken {
+			t.Errorf("read: %v, want ErrBroken", err)
 		}
 	}, unblock)
 	within(t, "GET_VRING_BASE", func() {
@@ -184,11 +184,11 @@ func TestKickSaturated(t *testing.T) {
 	if !pollFd(p.Fd(), time.Second) {
 		t.Fatal("Fd not readable after the kick")
 	}
-	if _, err := readOne(p); err != unix.EIO {
-		t.Fatalf("read: %v, want EIO", err)
+	if _, err := readOne(p); err != vhostuser.ErrBroken {
+		t.Fatalf("read: %v, want ErrBroken", err)
 	}
 	e := p.wait(t, vhostuser.EventBroken)
-	if !isGuestErr(e.Err) || !strings.Contains(e.Err.Error(), "transmit queue: kick eventfd is in error") {
+	if !isGuestErr(e.Err) || !strings.Contains(e.Err.Error(), "transmit queue 0: kick eventfd is in error") {
 		t.Fatalf("broken with %v", e.Err)
 	}
 	if !d.ErrSignalled(vhostusertest.TX) {

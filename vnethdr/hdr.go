@@ -30,8 +30,11 @@ const (
 	GSOECN   = 0x80
 )
 
-// Sentinel errors. The forwarder counts drops by which one came back, so each
-// names one reason. None of them is fatal: the frame is dropped, the queue goes on.
+// Sentinel errors, each naming one way a header or frame is refused. None of
+// them is fatal: the frame is dropped, the queue goes on. The forwarder counts
+// drops by the step that refused the frame, not by the error: bad_vnet_hdr
+// for Decode, Fixup, CheckTunnel, InsertVLAN and CompleteChecksum,
+// segmentation for Segment and SegmentTunnel.
 var (
 	// ErrShort: a buffer is shorter than the header or the bounds it must hold
 	// (Decode, InsertVLAN).

@@ -206,18 +206,24 @@ func (c *Result) movedSection() report.Section {
 	for _, r := range moved {
 		s.Rows = append(s.Rows, []string{r.Config, r.Workload, r.Figure, fmt.Sprintf("%.3f [%.3f, %.3f]", r.Ratio.Median, r.Ratio.Low, r.Ratio.High), r.Verdict})
 	}
-	wide := 0
+	wide, few := 0, 0
 	for _, r := range c.Rows {
-		if r.Verdict == stats.TooWide || r.Verdict == stats.TooFewSamples {
+		switch r.Verdict {
+		case stats.TooWide:
 			wide++
+		case stats.TooFewSamples:
+			few++
 		}
 	}
 	if len(moved) == 0 {
 		s.Head = nil
-		s.Notes = append(s.Notes, "No row moved: every interval contains no change, or is too wide to tell.")
+		s.Notes = append(s.Notes, "No row moved: every interval contains no change, or cannot tell.")
 	}
 	if wide > 0 {
-		s.Notes = append(s.Notes, fmt.Sprintf("%d rows have an interval too wide (or too few repetitions) to tell whether they moved.", wide))
+		s.Notes = append(s.Notes, fmt.Sprintf("%d rows have an interval too wide to tell whether they moved.", wide))
+	}
+	if few > 0 {
+		s.Notes = append(s.Notes, fmt.Sprintf("%d rows have too few repetitions to tell whether they moved.", few))
 	}
 	return s
 }

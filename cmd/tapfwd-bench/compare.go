@@ -76,9 +76,7 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if len(files) != 2 {
-		fmt.Fprintf(stderr, "tapfwd-bench: compare takes two reports, A.json and B.json; got %d\n", len(files))
-		fs.Usage()
-		return errUsage
+		return cliflag.Misuse(fs, "tapfwd-bench: compare takes two reports, A.json and B.json; got %d", len(files))
 	}
 	switch {
 	case *f.asJSON && *f.asMD:

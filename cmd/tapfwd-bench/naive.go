@@ -10,6 +10,7 @@ import (
 
 	"github.com/tapfwd/tapfwd/bench/forwarder"
 	"github.com/tapfwd/tapfwd/bench/naive"
+	"github.com/tapfwd/tapfwd/internal/cliflag"
 )
 
 // cmdNaiveForwarder runs the naive baseline (package naive) until SIGINT or
@@ -30,9 +31,7 @@ func cmdNaiveForwarder(args []string, stderr io.Writer) error {
 		return err
 	}
 	if *nic == "" {
-		fmt.Fprintln(stderr, "tapfwd-bench "+forwarder.NaiveCommand+": --nic is required")
-		fs.Usage()
-		return errUsage
+		return cliflag.Misuse(fs, "tapfwd-bench %s: --nic is required", forwarder.NaiveCommand)
 	}
 	c := naive.Config{NIC: *nic, TAP: *tapName, Netns: *netns, Log: log}
 	if *addr != "" {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tapfwd/tapfwd/bench/stats"
 	"github.com/tapfwd/tapfwd/bench/throughput"
+	"github.com/tapfwd/tapfwd/internal/testkit"
 )
 
 // TestPerfOptions checks what --perf picks: tapfwd as it ships against
@@ -72,7 +73,8 @@ func TestPerfOptions(t *testing.T) {
 // tapfwd is compared with the bridge in pairs on all five rows against
 // their targets, and the report compared with itself moves no row.
 func TestBenchPerf(t *testing.T) {
-	needTools(t, "iperf3")
+	testkit.NeedRoot(t)
+	testkit.NeedTools(t, "iperf3")
 	out := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()

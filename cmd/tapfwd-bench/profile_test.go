@@ -15,6 +15,8 @@ import (
 
 	"github.com/tapfwd/tapfwd/bench/profile"
 	"github.com/tapfwd/tapfwd/bench/throughput"
+	"github.com/tapfwd/tapfwd/internal/cliflag/clitest"
+	"github.com/tapfwd/tapfwd/internal/testkit"
 )
 
 // TestBenchProfile runs `tapfwd-bench profile` on UDP 64 B from the wire
@@ -26,7 +28,8 @@ import (
 // under the bridge) and says why where it does not; and the saved report
 // renders again.
 func TestBenchProfile(t *testing.T) {
-	needTools(t, "iperf3")
+	testkit.NeedRoot(t)
+	testkit.NeedTools(t, "iperf3")
 	out := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -134,7 +137,7 @@ func checkKernelViews(t *testing.T, note string, fw, br *profile.Result) {
 
 // TestProfileErrors checks the profile command's one-line errors.
 func TestProfileErrors(t *testing.T) {
-	checkCLI(t, []cliCase{
+	clitest.Check(t, "tapfwd-bench", run, []clitest.Case{
 		{[]string{"profile", "--seconds", "0"}, 1, "--seconds 0: want 1 to 600"},
 		{[]string{"profile", "--workload", "tcp-sideways"}, 1, `--workload "tcp-sideways": unknown (known: tcp-default-P1-w2l,`},
 		{[]string{"profile", "--configs", "napi-maybe"}, 1, `unknown configuration "napi-maybe"`},

@@ -33,8 +33,8 @@ metrics-addr = 127.0.0.1:9400
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.NIC != "veth1" || c.TAP.Name != "lab0" || c.TAP.Queues != 4 || !c.TAP.Persist || c.VMPorts != 3 ||
-		c.TAP.Netns != "lab" || c.MetricsAddr != "127.0.0.1:9400" {
+	if c.NIC.Name != "veth1" || c.TAP.Name != "lab0" || c.TAP.Queues != 4 || !c.TAP.Persist || c.VMPorts.N != 3 ||
+		c.TAP.Netns != "lab" || c.Metrics.Addr != "127.0.0.1:9400" {
 		t.Errorf("config: %+v", c)
 	}
 }

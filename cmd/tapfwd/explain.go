@@ -4,9 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tapfwd/tapfwd/hostport"
+	"github.com/tapfwd/tapfwd/internal/daemon"
+	"github.com/tapfwd/tapfwd/napi"
 	"github.com/tapfwd/tapfwd/tap"
 	"github.com/tapfwd/tapfwd/vhostuser"
 	"github.com/tapfwd/tapfwd/vmport"
@@ -42,16 +46,48 @@ func explain(err error) error {
 	return err
 }
 
-// explainVhost adds the flag to change to what went wrong with a socket
-// or the directory.
-func explainVhost(err error) error {
+// runFlag is the flag of `tapfwd run` that sets each part of the daemon's
+// configuration.
+var runFlag = map[daemon.Part]string{
+	daemon.PartUser: "--user", daemon.PartPortOwner: "--vm-port-owner", daemon.PartCPUs: "--cpus", daemon.PartReadyFd: "--ready-fd",
+	daemon.PartVhostDir: "--vhost-user", daemon.PartHostPort: "--host-port", daemon.PartDHCP: "--dhcp",
+	daemon.PartTAPNAPICPU: "--tap-napi-cpu", daemon.PartNICNAPI: "--nic-napi-threaded", daemon.PartMetricsAddr: "--metrics-addr",
+}
+
+// explainRun says which flag of `tapfwd run` c to change when the daemon
+// does not start.
+func explainRun(err error, c *daemon.Config) error {
+	down := daemon.DownCommand(c.TAP.Name, c.TAP.Netns)
+	var de *daemon.Error
 	switch {
-	case errors.Is(err, vhostuser.ErrPathTooLong):
-		return fmt.Errorf("--vhost-user: %w (choose a shorter directory, or a shorter --tap)", err)
-	case errors.Is(err, vhostuser.ErrNotSocket):
-		return fmt.Errorf("--vhost-user: %w (remove it, or choose another directory)", err)
-	case errors.Is(err, fs.ErrPermission), errors.Is(err, unix.EROFS):
-		return fmt.Errorf("--vhost-user: %w (the directory must be writable to tapfwd as it starts: choose another)", err)
+	case errors.Is(err, tap.ErrPersistent):
+		return fmt.Errorf("%w (add --persist to attach to it, or remove it with: %s)", err, down)
+	case errors.Is(err, tap.ErrMismatch):
+		return fmt.Errorf("%w (start with the settings it was made with, or remove it with: %s)", err, down)
+	case errors.Is(err, tap.ErrOwned):
+		return fmt.Errorf("%w (tapfwd does not attach to it: remove it with %s, and let tapfwd make it)", err, down)
+	case errors.Is(err, tap.ErrAttached):
+		return fmt.Errorf("%w (is another tapfwd running on it?)", err)
+	case errors.Is(err, tap.ErrNameInUse), errors.Is(err, tap.ErrNoMultiQueue):
+		return explain(err)
+	case !errors.As(err, &de):
+		return err
+	case errors.Is(err, napi.ErrNoInstances):
+		return fmt.Errorf("--nic-napi-threaded: %s has no NAPI instances (a veth has them only with GRO on: ethtool -K %s gro on)", c.NIC.Name, c.NIC.Name)
 	}
-	return fmt.Errorf("--vhost-user: %w", err)
+	flag := strings.TrimSpace(runFlag[de.Part] + " " + de.Value) // "--user nobody"
+	advice := ""
+	switch {
+	case de.Part == daemon.PartMetricsAddr:
+		advice = ` (choose another address, or "" to disable metrics)`
+	case de.Part == daemon.PartHostPort && errors.Is(err, hostport.ErrNameInUse):
+		advice = " (rename or remove that interface)"
+	case errors.Is(err, vhostuser.ErrPathTooLong):
+		advice = " (choose a shorter directory, or a shorter --tap)"
+	case errors.Is(err, vhostuser.ErrNotSocket):
+		advice = " (remove it, or choose another directory)"
+	case de.Part == daemon.PartVhostDir && (errors.Is(err, fs.ErrPermission) || errors.Is(err, unix.EROFS)):
+		advice = " (the directory must be writable to tapfwd as it starts: choose another)"
+	}
+	return fmt.Errorf("%s: %w%s", flag, de.Err, advice)
 }

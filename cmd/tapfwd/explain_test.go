@@ -3,12 +3,16 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tapfwd/tapfwd/hostport"
+	"github.com/tapfwd/tapfwd/internal/daemon"
+	"github.com/tapfwd/tapfwd/napi"
 	"github.com/tapfwd/tapfwd/netns"
 	"github.com/tapfwd/tapfwd/tap"
 	"github.com/tapfwd/tapfwd/vhostuser"
@@ -54,6 +58,10 @@ func TestExplain(t *testing.T) {
 // TestExplainVhost: what --vhost-user can do about a socket path or its
 // directory.
 func TestExplainVhost(t *testing.T) {
+	c, err := parseRun(strings.Fields("--nic w1 --tap lab0 --vm-ports 1 --vhost-user /x"), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		err  error
 		want string
@@ -64,9 +72,50 @@ func TestExplainVhost(t *testing.T) {
 		{fmt.Errorf("listen: %w", os.NewSyscallError("bind", unix.EACCES)), "(the directory must be writable to tapfwd as it starts: choose another)"},
 		{errors.New("/x is not a directory"), ""},
 	} {
-		got := explainVhost(tc.err)
+		got := explainRun(&daemon.Error{Part: daemon.PartVhostDir, Err: tc.err}, c)
 		if !errors.Is(got, tc.err) || got.Error() != strings.TrimSpace("--vhost-user: "+tc.err.Error()+" "+tc.want) {
-			t.Errorf("explainVhost(%q) = %q, want the error with --vhost-user and %q", tc.err, got, tc.want)
+			t.Errorf("explainRun(%q) = %q, want the error with --vhost-user and %q", tc.err, got, tc.want)
+		}
+	}
+}
+
+// TestExplainRun: a start failure names the flag of the part of the
+// configuration that caused it, with the advice for it.
+func TestExplainRun(t *testing.T) {
+	c, err := parseRun(strings.Fields("--nic w1 --tap lab0 --tap-netns lab"), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inUse := errors.New("address already in use")
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{&daemon.Error{Part: daemon.PartMetricsAddr, Err: inUse}, `--metrics-addr: address already in use (choose another address, or "" to disable metrics)`},
+		{&daemon.Error{Part: daemon.PartUser, Value: "nobody", Err: inUse}, "--user nobody: address already in use"},
+		{&daemon.Error{Part: daemon.PartReadyFd, Value: "3", Err: errors.New("not an open file descriptor")}, "--ready-fd 3: not an open file descriptor"},
+		{&daemon.Error{Part: daemon.PartHostPort, Err: fmt.Errorf("hostport: lab0h: %w", hostport.ErrNameInUse)}, "--host-port: hostport: lab0h: port name in use (rename or remove that interface)"},
+		{&daemon.Error{Part: daemon.PartNICNAPI, Err: fmt.Errorf("w1: %w", napi.ErrNoInstances)}, "--nic-napi-threaded: w1 has no NAPI instances (a veth has them only with GRO on: ethtool -K w1 gro on)"},
+		{&daemon.Error{Part: daemon.PartVhostDir, Err: fmt.Errorf("%w: /x exists", vhostuser.ErrNotSocket)}, "--vhost-user: vhostuser: not a socket"},
+		{&daemon.Error{Part: daemon.PartDHCP, Err: inUse}, "--dhcp: address already in use"},
+		{fmt.Errorf("tap: %w (%w)", tap.ErrPersistent, tap.ErrNameInUse), "(add --persist to attach to it, or remove it with: tapfwd down --tap lab0 --tap-netns lab)"},
+		{fmt.Errorf("tap: %w", tap.ErrMismatch), "(start with the settings it was made with, or remove it with: tapfwd down --tap lab0 --tap-netns lab)"},
+		{fmt.Errorf("tap: %w", tap.ErrAttached), "(is another tapfwd running on it?)"},
+		{fmt.Errorf("tap: %w", tap.ErrOwned), "(tapfwd does not attach to it: remove it with tapfwd down --tap lab0 --tap-netns lab, and let tapfwd make it)"},
+		{fmt.Errorf("tap: %w", tap.ErrNameInUse), "(choose another --tap or delete it)"},
+	} {
+		got := explainRun(tc.err, c)
+		if !strings.Contains(got.Error(), tc.want) || strings.Contains(got.Error(), "\n") {
+			t.Errorf("explainRun(%q) = %q, want one line with %q", tc.err, got, tc.want)
+		}
+	}
+	// A VM port's error from the start is not vm-port's to advise on.
+	if err := (&vmport.Error{Kind: vmport.ErrMACInUse, Name: "02:00:00:00:00:10"}); explainRun(err, c) != error(err) {
+		t.Errorf("explainRun added advice to %v", err)
+	}
+	for p := daemon.PartUser; p <= daemon.PartMetricsAddr; p++ {
+		if runFlag[p] == "" || p.String() == "" {
+			t.Errorf("part %d (%q) has no flag", p, p)
 		}
 	}
 }

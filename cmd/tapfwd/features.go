@@ -1,31 +1,13 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
 
-	"github.com/mdlayher/genetlink"
-	"golang.org/x/sys/unix"
-
-	"github.com/tapfwd/tapfwd/afpacket"
-	"github.com/tapfwd/tapfwd/tap"
+	"github.com/tapfwd/tapfwd/internal/daemon"
 )
-
-type featureReport struct {
-	Kernel      string            `json:"kernel"`
-	TUNFeatures uint32            `json:"tun_features"`
-	TUNFlags    []string          `json:"tun_flags"`
-	Offloads    string            `json:"tap_offloads"`
-	OffloadsErr string            `json:"tap_offloads_error,omitempty"`
-	Packet      []afpacket.Option `json:"af_packet"`
-	PacketErr   string            `json:"af_packet_error,omitempty"`
-	NetdevNL    bool              `json:"netdev_netlink"`
-	NetdevVer   int               `json:"netdev_netlink_version,omitempty"`
-	NetdevErr   string            `json:"netdev_netlink_error,omitempty"`
-}
 
 func cmdFeatures(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("features", "features [--json]", stderr)
@@ -33,41 +15,12 @@ func cmdFeatures(args []string, stdout, stderr io.Writer) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	var r featureReport
-	var u unix.Utsname
-	if unix.Uname(&u) == nil {
-		r.Kernel = unix.ByteSliceToString(u.Release[:])
-	}
-	feat, err := tap.Probe()
+	r, err := daemon.ProbeFeatures()
 	if err != nil {
 		return err
 	}
-	r.TUNFeatures = feat
-	r.TUNFlags = tap.FlagNames(feat)
-	if o, err := tap.ProbeOffloads(); err != nil {
-		r.OffloadsErr = err.Error()
-	} else {
-		r.Offloads = tap.Features{Offloads: o}.OffloadNames()
-	}
-	if r.Packet, err = afpacket.Probe(); err != nil {
-		r.PacketErr = err.Error()
-	}
-	if c, err := genetlink.Dial(nil); err != nil {
-		r.NetdevErr = err.Error()
-	} else {
-		f, err := c.GetFamily("netdev")
-		c.Close()
-		if err != nil {
-			r.NetdevErr = err.Error()
-		} else {
-			r.NetdevNL = true
-			r.NetdevVer = int(f.Version)
-		}
-	}
 	if *asJSON {
-		e := json.NewEncoder(stdout)
-		e.SetIndent("", "  ")
-		return e.Encode(r)
+		return writeJSON(stdout, r)
 	}
 	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(w, "kernel\t%s\n", r.Kernel)

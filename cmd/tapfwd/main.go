@@ -11,6 +11,7 @@ import (
 
 	"github.com/tapfwd/tapfwd/internal/buildinfo"
 	"github.com/tapfwd/tapfwd/internal/cliflag"
+	"github.com/tapfwd/tapfwd/internal/keeper"
 )
 
 const usage = `tapfwd: put a multiqueue TAP device on a wire from userspace.
@@ -32,9 +33,6 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// errUsage marks errors already explained by the flag package.
-var errUsage = cliflag.ErrUsage
-
 func run(args []string, stdout, stderr io.Writer) int {
 	err := cliflag.Dispatch("tapfwd", usage, args, map[string]cliflag.Command{
 		"run":      func(a []string) error { return cmdRun(a, stderr) },
@@ -44,10 +42,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		"down":     func(a []string) error { return cmdDown(a, stdout, stderr) },
 		"version":  func(a []string) error { return cmdVersion(a, stdout, stderr) },
 		"status":   func(a []string) error { return cmdStatus(a, stdout, stderr) },
-		// Not listed: started by run --user to remove its VM ports.
-		"janitor": func([]string) error { return cmdJanitor(os.Stdin, stderr) },
-		// Not listed: started by run --dhcp to run dnsmasq.
-		"dhcp-keeper": func([]string) error { return cmdDHCPKeeper(os.Stdin, os.Stdout, stderr) },
+		// Not listed: the keepers that run --user and --dhcp start.
+		keeper.JanitorCommand: func([]string) error { return keeper.ServeJanitor(os.Stdin, stdout, stderr) },
+		keeper.DHCPCommand:    func([]string) error { return keeper.ServeDHCP(os.Stdin, stdout, stderr) },
 	}, stdout, stderr)
 	return cliflag.Exit("tapfwd", err, stderr)
 }
@@ -72,3 +69,14 @@ func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 }
 
 func parse(fs *flag.FlagSet, args []string) error { return cliflag.Parse("tapfwd", fs, args) }
+
+// writeJSON writes v as indented JSON, as --json does.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("writing JSON: %w", err)
+	}
+	return nil
+}

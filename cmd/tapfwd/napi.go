@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -35,30 +34,6 @@ func cmdNapi(args []string, stdout, stderr io.Writer) error {
 	}, stdout, stderr)
 }
 
-// napiJSON is one line of napi list --json.
-type napiJSON struct {
-	ID      uint32 `json:"id"`
-	Dev     string `json:"dev"`
-	Ifindex int    `json:"ifindex"`
-	IRQ     *int   `json:"irq,omitempty"`
-	// Queues served, e.g. "rx0"; empty for a veth, whose queues name no NAPI.
-	Queues []string `json:"queues"`
-	// Threaded is absent on kernels without per-NAPI threaded (before 6.17).
-	Threaded            string        `json:"threaded,omitempty"`
-	Kthread             *kthreadJSON  `json:"kthread,omitempty"`
-	DeferHardIRQs       uint32        `json:"defer_hard_irqs"`
-	GROFlushTimeoutNS   time.Duration `json:"gro_flush_timeout_ns"`
-	IRQSuspendTimeoutNS time.Duration `json:"irq_suspend_timeout_ns"`
-}
-
-type kthreadJSON struct {
-	PID      int    `json:"pid"`
-	Name     string `json:"name,omitempty"`
-	CPUs     string `json:"cpus,omitempty"`
-	Policy   string `json:"policy,omitempty"`
-	Priority int    `json:"priority,omitempty"`
-}
-
 func napiList(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("napi list", "napi list [--dev IFACE] [--json]", stderr)
 	dev := fs.String("dev", "", "network device to list, e.g. eth0; empty lists every device in this network namespace")
@@ -74,14 +49,17 @@ func napiList(args []string, stdout, stderr io.Writer) error {
 		}
 		ifindex = ifi.Index
 	}
-	rows, err := napiRows(ifindex)
+	c, err := napi.Dial()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	rows, err := c.Instances(ifindex)
 	if err != nil {
 		return err
 	}
 	if *asJSON {
-		e := json.NewEncoder(stdout)
-		e.SetIndent("", "  ")
-		return e.Encode(rows)
+		return writeJSON(stdout, rows)
 	}
 	if len(rows) == 0 {
 		where := "in this network namespace"
@@ -94,69 +72,7 @@ func napiList(args []string, stdout, stderr io.Writer) error {
 	return napiTable(stdout, rows)
 }
 
-// napiRows reads the NAPI instances of device ifindex (0: all), the queues
-// they serve and their kthreads.
-func napiRows(ifindex int) ([]napiJSON, error) {
-	c, err := napi.Dial()
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	list, err := c.List(ifindex)
-	if err != nil {
-		return nil, err
-	}
-	queues, err := c.Queues(ifindex)
-	if err != nil {
-		return nil, err
-	}
-	served := map[uint32][]string{}
-	for _, q := range queues {
-		if q.NAPIID != 0 {
-			served[q.NAPIID] = append(served[q.NAPIID], q.Type.String()+strconv.Itoa(q.ID))
-		}
-	}
-	names := map[int]string{}
-	if ifs, err := net.Interfaces(); err == nil {
-		for _, ifi := range ifs {
-			names[ifi.Index] = ifi.Name
-		}
-	}
-	rows := make([]napiJSON, 0, len(list))
-	for _, n := range list {
-		rows = append(rows, napiRow(n, names[n.Ifindex], served[n.ID], c.Features().Threaded))
-	}
-	return rows, nil
-}
-
-func napiRow(n napi.NAPI, dev string, queues []string, threaded bool) napiJSON {
-	r := napiJSON{
-		ID: n.ID, Dev: dev, Ifindex: n.Ifindex, Queues: queues,
-		DeferHardIRQs: n.DeferHardIRQs, GROFlushTimeoutNS: n.GROFlushTimeout, IRQSuspendTimeoutNS: n.IRQSuspendTimeout,
-	}
-	if r.Dev == "" {
-		r.Dev = "if" + strconv.Itoa(n.Ifindex)
-	}
-	if r.Queues == nil {
-		r.Queues = []string{}
-	}
-	if n.IRQ >= 0 {
-		r.IRQ = new(n.IRQ)
-	}
-	if threaded {
-		r.Threaded = n.Threaded.String()
-	}
-	if n.PID != 0 {
-		r.Kthread = &kthreadJSON{PID: n.PID}
-		// The kthread may stop between napi-get and here: show the pid.
-		if k, err := napi.ReadKthread(n.PID); err == nil {
-			*r.Kthread = kthreadJSON{PID: k.PID, Name: k.Name, CPUs: k.CPUs, Policy: k.Policy, Priority: k.Priority}
-		}
-	}
-	return r
-}
-
-func napiTable(stdout io.Writer, rows []napiJSON) error {
+func napiTable(stdout io.Writer, rows []napi.Instance) error {
 	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "ID\tDEV\tIRQ\tQUEUES\tTHREADED\tPID\tKTHREAD CPUS\tSCHED\tDEFER-HARD-IRQS\tGRO-FLUSH-TIMEOUT\tIRQ-SUSPEND-TIMEOUT")
 	for _, r := range rows {
@@ -176,7 +92,7 @@ func napiTable(stdout io.Writer, rows []napiJSON) error {
 				cpus = k.CPUs
 			}
 			if k.Policy != "" {
-				sched = napiSchedName(napi.Kthread{Policy: k.Policy, Priority: k.Priority})
+				sched = k.Sched()
 			}
 		}
 		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%v\t%v\n", r.ID, r.Dev, irq, qs, th, pid, cpus, sched,
@@ -250,13 +166,9 @@ func parseNapiSet(args []string, stderr io.Writer) (*napiSetReq, error) {
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	switch {
 	case !given["id"]:
-		fmt.Fprintln(stderr, "tapfwd napi set: --id is required")
-		fs.Usage()
-		return nil, errUsage
+		return nil, cliflag.Misuse(fs, "tapfwd napi set: --id is required")
 	case len(given) == 1:
-		fmt.Fprintln(stderr, "tapfwd napi set: nothing to set: give --threaded, --defer-hard-irqs, --gro-flush-timeout, --irq-suspend-timeout, --cpu or --fifo")
-		fs.Usage()
-		return nil, errUsage
+		return nil, cliflag.Misuse(fs, "tapfwd napi set: nothing to set: give --threaded, --defer-hard-irqs, --gro-flush-timeout, --irq-suspend-timeout, --cpu or --fifo")
 	case *id == 0 || *id > 1<<32-1:
 		return nil, fmt.Errorf("napi set: --id %d: not a NAPI id (tapfwd napi list shows them)", *id)
 	case r.cpu < -1:
@@ -357,18 +269,11 @@ func (r *napiSetReq) kthread(w io.Writer, pid int) error {
 	if err == nil && r.fifo != 0 {
 		if err = napi.SetFIFO(pid, r.fifo); err == nil {
 			k, _ := napi.ReadKthread(pid)
-			fmt.Fprintf(w, "  kthread scheduling\t%s -> %s\n", napiSchedName(k0), napiSchedName(k))
+			fmt.Fprintf(w, "  kthread scheduling\t%s -> %s\n", k0.Sched(), k.Sched())
 		}
 	}
 	if errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("napi set: the kthread of NAPI %d (pid %d) went away: %w", r.id, pid, err)
 	}
 	return err
-}
-
-func napiSchedName(k napi.Kthread) string {
-	if k.Priority != 0 {
-		return k.Policy + " " + strconv.Itoa(k.Priority)
-	}
-	return k.Policy
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"github.com/tapfwd/tapfwd/forward"
+	"github.com/tapfwd/tapfwd/internal/cliflag"
+	"github.com/tapfwd/tapfwd/internal/daemon"
 	"github.com/tapfwd/tapfwd/napi"
 	"github.com/tapfwd/tapfwd/tap"
 )
@@ -23,14 +26,22 @@ func TestParseRunDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &runConfig{
-		NIC: "eth1", TAP: tap.Config{Queues: 1, NAPI: tap.Auto, VnetHdr: tap.Auto},
-		TAPNAPICPU: -1, NICNAPICPU: -1, GRO: true, Batch: 64, MetricsAddr: "127.0.0.1:9310", LogLevel: slog.LevelInfo,
-		ReadyFd: -1,
+	want := &daemon.Config{
+		NIC: daemon.NIC{Name: "eth1"}, TAP: tap.Config{Queues: 1, NAPI: tap.Auto, VnetHdr: tap.Auto},
+		Workers: daemon.Workers{GRO: true, Batch: 64}, Metrics: &daemon.Metrics{Addr: "127.0.0.1:9310"},
 	}
-	if !reflect.DeepEqual(c, want) {
+	if !logsAs(c, slog.LevelInfo, false) || !reflect.DeepEqual(c, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", c, want)
 	}
+}
+
+// logsAs says whether c's logger logs from level up, as JSON or text, and
+// takes the logger out of c, so that the rest compares.
+func logsAs(c *daemon.Config, level slog.Level, asJSON bool) bool {
+	l := c.Log.Logger
+	c.Log.Logger = nil
+	_, isJSON := l.Handler().(*slog.JSONHandler)
+	return l.Enabled(context.Background(), level) && !l.Enabled(context.Background(), level-1) && isJSON == asJSON
 }
 
 // TestParseRunValues: each flag lands where the wiring reads it.
@@ -44,31 +55,41 @@ func TestParseRunValues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &runConfig{
-		NIC: "eth1",
+	want := &daemon.Config{
+		NIC: daemon.NIC{Name: "eth1", Promisc: true, Wait: true},
 		TAP: tap.Config{Name: "lab0", Queues: 4, NAPI: tap.On, VnetHdr: tap.Off, MTU: 1400,
 			MAC: []byte{2, 0, 0, 0, 0, 1}, Netns: "lab", Addr: netip.MustParsePrefix("198.18.1.2/24"),
 			NAPISettings: tap.NAPISettings{Threaded: true, GROFlushTimeout: 20 * time.Microsecond, DeferHardIRQs: 2},
 			Persist:      true},
-		CPUs: []int{2, 3}, TAPNAPICPU: 1, NICThreaded: napi.ThreadedEnabled, NICNAPICPU: 0, Busy: true, GRO: false,
-		Batch: 32, Promisc: true, WaitNIC: true, VMPorts: 3, MetricsAddr: ":9999", PProf: true,
-		StatsEvery: 10 * time.Second, LogLevel: slog.LevelDebug, PortOwner: "qemu:kvm", ReadyFd: 3, LogJSON: true,
+		Workers: daemon.Workers{CPUs: []int{2, 3}, Busy: true, GRO: false, Batch: 32},
+		NAPI:    &daemon.NAPI{TAPCPU: 1, NICMode: napi.ThreadedEnabled, NICCPU: 0},
+		VMPorts: daemon.VMPorts{N: 3, Owner: "qemu:kvm"},
+		Metrics: &daemon.Metrics{Addr: ":9999", PProf: true},
+		Log:     daemon.Log{StatsEvery: 10 * time.Second},
+		Notify:  daemon.Notify{ReadyFd: 3},
 	}
-	if !reflect.DeepEqual(c, want) {
+	if !logsAs(c, slog.LevelDebug, true) || !reflect.DeepEqual(c, want) {
 		t.Errorf("values:\n got %+v\nwant %+v", c, want)
 	}
-	if c, _ := parseRun([]string{"--nic", "x", "--cpus", "none"}, io.Discard); c.CPUs == nil || len(c.CPUs) != 0 {
-		t.Errorf("--cpus none: %v, want an empty list", c.CPUs)
+	if c, _ := parseRun([]string{"--nic", "x", "--cpus", "none"}, io.Discard); c.Workers.CPUs == nil || len(c.Workers.CPUs) != 0 {
+		t.Errorf("--cpus none: %v, want an empty list", c.Workers.CPUs)
 	}
-	if c, _ := parseRun([]string{"--nic", "x", "--user", "nobody"}, io.Discard); c.User != "nobody" {
-		t.Errorf("--user: %q", c.User)
+	if c, _ := parseRun([]string{"--nic", "x", "--user", "nobody"}, io.Discard); c.Privileges.User != "nobody" {
+		t.Errorf("--user: %q", c.Privileges.User)
 	}
-	if c, _ := parseRun([]string{"--nic", "x", "--strict-mac"}, io.Discard); !c.StrictMAC {
+	if c, _ := parseRun([]string{"--nic", "x", "--strict-mac"}, io.Discard); !c.Workers.StrictMAC {
 		t.Error("--strict-mac not set")
 	}
+	if c, _ := parseRun([]string{"--nic", "x", "--metrics-addr", "", "--pprof"}, io.Discard); c.Metrics != nil {
+		t.Errorf("--metrics-addr \"\": %+v, want no metrics", c.Metrics)
+	}
+	c, err = parseRun(strings.Fields("--nic x --nic-napi-threaded busy-poll"), io.Discard)
+	if err != nil || *c.NAPI != (daemon.NAPI{TAPCPU: -1, NICMode: napi.ThreadedBusyPoll, NICCPU: -1}) {
+		t.Errorf("--nic-napi-threaded alone: %+v, %v", c.NAPI, err)
+	}
 	c, err = parseRun(strings.Fields("--nic x --guest-vlans deny --l2-control drop --l2-control-allow 0e,0x02"), io.Discard)
-	if err != nil || c.L2 != (forward.L2Policy{DenyVLANs: true, DropControl: true, ControlAllow: 1<<0x0e | 1<<0x02}) {
-		t.Errorf("L2 policy: %+v, %v", c.L2, err)
+	if err != nil || c.Workers.L2 != (forward.L2Policy{DenyVLANs: true, DropControl: true, ControlAllow: 1<<0x0e | 1<<0x02}) {
+		t.Errorf("L2 policy: %+v, %v", c.Workers.L2, err)
 	}
 }
 
@@ -119,6 +140,7 @@ func TestParseRunRules(t *testing.T) {
 		{"--nic x --l2-control drop --l2-control-allow 10", "not the last byte of a reserved address"},
 		{"--nic x --vm-port-owner nobody", "--vm-port-owner owns the nodes of --vm-ports"},
 		{"--nic x --ready-fd -2", "--ready-fd -2"},
+		{"--nic x --ready-fd 0", "--ready-fd 0: want a file descriptor number other than stdin's"},
 		{"--nic x --config /nonexistent/tapfwd.conf", "--config: open /nonexistent/tapfwd.conf"},
 	} {
 		c, err := parseRun(strings.Fields(tc.args), io.Discard)
@@ -126,7 +148,7 @@ func TestParseRunRules(t *testing.T) {
 		case err == nil:
 			t.Errorf("%q: accepted (%+v), want %q", tc.args, c, tc.want)
 		case tc.want == "usage":
-			if !errors.Is(err, errUsage) {
+			if !errors.Is(err, cliflag.ErrUsage) {
 				t.Errorf("%q: %v, want a usage error", tc.args, err)
 			}
 		case !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n"):
@@ -142,14 +164,15 @@ func TestParseRunHostPort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !c.HostPort || c.HostAddr != netip.MustParsePrefix("198.18.1.2/24") || c.TAP.Addr.IsValid() || !c.StrictMAC ||
-		c.DHCPFirst != netip.MustParseAddr("198.18.1.100") || c.DHCPLast != netip.MustParseAddr("198.18.1.150") {
+	want := daemon.HostPort{Addr: netip.MustParsePrefix("198.18.1.2/24"),
+		DHCP: &daemon.DHCPRange{First: netip.MustParseAddr("198.18.1.100"), Last: netip.MustParseAddr("198.18.1.150")}}
+	if c.Host == nil || !reflect.DeepEqual(*c.Host, want) || c.TAP.Addr.IsValid() || !c.Workers.StrictMAC {
 		t.Errorf("host port: %+v", c)
 	}
-	if c, err := parseRun(strings.Fields("--nic x --tap-addr 198.18.1.2/24"), io.Discard); err != nil || c.HostPort || c.HostAddr.IsValid() || !c.TAP.Addr.IsValid() {
+	if c, err := parseRun(strings.Fields("--nic x --tap-addr 198.18.1.2/24"), io.Discard); err != nil || c.Host != nil || !c.TAP.Addr.IsValid() {
 		t.Errorf("without --host-port the address stays on the TAP: %+v, %v", c, err)
 	}
-	if c, err := parseRun(strings.Fields("--nic x --host-port"), io.Discard); err != nil || !c.HostPort || c.HostAddr.IsValid() {
+	if c, err := parseRun(strings.Fields("--nic x --host-port"), io.Discard); err != nil || c.Host == nil || c.Host.Addr.IsValid() || c.Host.DHCP != nil {
 		t.Errorf("--host-port without an address: %+v, %v", c, err)
 	}
 	for _, tc := range []struct{ args, want string }{
@@ -174,16 +197,16 @@ func TestParseRunHostPort(t *testing.T) {
 // the config file too; the directory is made absolute.
 func TestParseRunVhostUser(t *testing.T) {
 	c, err := parseRun(strings.Fields("--nic x --tap lab0 --vm-ports 2 --vhost-user /run/tapfwd/vhost"), io.Discard)
-	if err != nil || c.VhostDir != "/run/tapfwd/vhost" || c.VMPorts != 2 {
+	if err != nil || c.VMPorts != (daemon.VMPorts{N: 2, VhostDir: "/run/tapfwd/vhost"}) {
 		t.Errorf("--vhost-user: %+v, %v", c, err)
 	}
 	wd, _ := os.Getwd()
-	if c, err := parseRun(strings.Fields("--nic x --tap lab0 --vm-ports 1 --vhost-user vhu"), io.Discard); err != nil || c.VhostDir != filepath.Join(wd, "vhu") {
+	if c, err := parseRun(strings.Fields("--nic x --tap lab0 --vm-ports 1 --vhost-user vhu"), io.Discard); err != nil || c.VMPorts.VhostDir != filepath.Join(wd, "vhu") {
 		t.Errorf("a relative --vhost-user: %+v, %v", c, err)
 	}
 	conf := filepath.Join(t.TempDir(), "lab.conf")
 	os.WriteFile(conf, []byte("tap = lab0\nvm-ports = 1\nvhost-user = /run/tapfwd/vhost\n"), 0o600)
-	if c, err := parseRun([]string{"--nic", "x", "--config", conf}, io.Discard); err != nil || c.VhostDir != "/run/tapfwd/vhost" {
+	if c, err := parseRun([]string{"--nic", "x", "--config", conf}, io.Discard); err != nil || c.VMPorts.VhostDir != "/run/tapfwd/vhost" {
 		t.Errorf("vhost-user from the config file: %+v, %v", c, err)
 	}
 	for _, tc := range []struct{ args, want string }{

@@ -1,14 +1,15 @@
 package main
 
 import (
-	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/tapfwd/tapfwd/internal/daemon"
 )
 
 func cmdStatus(args []string, stdout, stderr io.Writer) error {
@@ -18,29 +19,21 @@ func cmdStatus(args []string, stdout, stderr io.Writer) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	c := http.Client{Timeout: 5 * time.Second}
-	resp, err := c.Get("http://" + *addr + "/status")
-	if err != nil {
-		return fmt.Errorf("status: no tapfwd answers at %s (is it running, with --metrics-addr %s, in this network namespace?): %w", *addr, *addr, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-	if err != nil || resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("status: %s/status: %s %v", *addr, resp.Status, err)
-	}
-	if *asJSON {
-		_, err := stdout.Write(body)
+	st, raw, err := daemon.FetchStatus(*addr)
+	switch {
+	case errors.Is(err, daemon.ErrNoStatus):
+		return fmt.Errorf("status: %w (is it running, with --metrics-addr %s, in this network namespace?)", err, *addr)
+	case err != nil:
+		return fmt.Errorf("status: %w", err)
+	case *asJSON:
+		_, err := stdout.Write(raw)
 		return err
-	}
-	var st Status
-	if err := json.Unmarshal(body, &st); err != nil || st.Schema != statusSchema {
-		return fmt.Errorf("status: %s/status is not a tapfwd status (%s): %v", *addr, st.Schema, err)
 	}
 	return writeStatus(stdout, &st)
 }
 
 // writeStatus prints st for a person.
-func writeStatus(w io.Writer, st *Status) error {
+func writeStatus(w io.Writer, st *daemon.Status) error {
 	t := st.TAP
 	fmt.Fprintf(w, "tapfwd %s, up %v\n", st.Build, time.Duration(st.UptimeSeconds*float64(time.Second)).Round(time.Second))
 	where := ""
@@ -66,7 +59,7 @@ func writeStatus(w io.Writer, st *Status) error {
 	for _, q := range st.Queues {
 		for _, d := range []struct {
 			name string
-			s    DirStatus
+			s    daemon.DirStatus
 		}{{"nic->tap", q.NICToTAP}, {"tap->nic", q.TAPToNIC}} {
 			drops := dropText(d.s.Drops)
 			if d.name == "nic->tap" && q.KernelDrops > 0 {
@@ -85,7 +78,7 @@ func writeStatus(w io.Writer, st *Status) error {
 
 // writeVMPorts lists the VM ports: a macvtap's device node; a vhost-user
 // port's socket, state, counters and how to attach a guest.
-func writeVMPorts(w io.Writer, ports []PortStatus) {
+func writeVMPorts(w io.Writer, ports []daemon.PortStatus) {
 	if len(ports) == 0 {
 		return
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/tapfwd/tapfwd/internal/cliflag"
+	"github.com/tapfwd/tapfwd/internal/daemon"
 	"github.com/tapfwd/tapfwd/tap"
 	"github.com/tapfwd/tapfwd/vmport"
 )
@@ -35,64 +35,6 @@ func cmdVMPort(args []string, stdout, stderr io.Writer) error {
 	}, stdout, stderr)
 }
 
-// vmPortJSON is one port in --json output.
-type vmPortJSON struct {
-	Name     string `json:"name"`
-	Ifindex  int    `json:"ifindex"`
-	MAC      string `json:"mac"`
-	TAP      string `json:"tap"`
-	TAPIndex int    `json:"tap_ifindex"`
-	Netns    string `json:"netns,omitempty"`
-	// Dev is the character device to open; empty when there is none.
-	Dev     string `json:"dev"`
-	DevNum  string `json:"dev_num"` // "major:minor"
-	Up      bool   `json:"up"`
-	QEMU    string `json:"qemu"`
-	Libvirt string `json:"libvirt"`
-	// LibvirtDirect lets libvirt make its own macvtap on the TAP instead.
-	LibvirtDirect string `json:"libvirt_direct"`
-}
-
-func portJSON(p vmport.Port) vmPortJSON {
-	return vmPortJSON{
-		Name: p.Name, Ifindex: p.Index, MAC: p.MAC.String(), TAP: p.TAP, TAPIndex: p.TAPIndex,
-		Netns: p.Netns, Dev: p.Dev, DevNum: fmt.Sprintf("%d:%d", p.Major, p.Minor), Up: p.Up,
-		QEMU: qemuLine(p), Libvirt: libvirtXML(p), LibvirtDirect: libvirtDirectXML(p),
-	}
-}
-
-// qemuLine is a QEMU command line that attaches a virtio-net NIC with the
-// port's MAC to the port: the shell opens the device as fd 3, QEMU takes
-// it with fd=3 (vnet headers on, so guest offloads pass). Add the VM's own
-// options (disk, memory, -accel kvm).
-func qemuLine(p vmport.Port) string {
-	dev := p.Dev
-	if dev == "" {
-		dev = "DEVICE"
-	}
-	return fmt.Sprintf("qemu-system-x86_64 -netdev tap,id=n0,fd=3 -device virtio-net-pci,netdev=n0,mac=%s 3<>%s", p.MAC, dev)
-}
-
-// libvirtXML uses the port itself: libvirt (5.7 and later) opens an existing
-// macvtap named by <target managed='no'>. libvirtd must see the port, so
-// the TAP must live in libvirtd's namespace.
-func libvirtXML(p vmport.Port) string {
-	return fmt.Sprintf(`<interface type='ethernet'>
-  <mac address='%s'/>
-  <target dev='%s' managed='no'/>
-  <model type='virtio'/>
-</interface>`, p.MAC, p.Name)
-}
-
-// libvirtDirectXML has libvirt create and delete its own macvtap on the TAP
-// (no vm-port needed; give it a MAC no port uses).
-func libvirtDirectXML(p vmport.Port) string {
-	return fmt.Sprintf(`<interface type='direct'>
-  <source dev='%s' mode='bridge'/>
-  <model type='virtio'/>
-</interface>`, p.TAP)
-}
-
 func vmPortAdd(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("vm-port add", "vm-port add --tap NAME [--netns NS] [--mac MAC] [--name NAME] [--owner USER[:GROUP]] [--json]", stderr)
 	tapName := fs.String("tap", "", "the TAP tapfwd runs on (tapfwd run --tap); required")
@@ -105,9 +47,7 @@ func vmPortAdd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if *tapName == "" {
-		fmt.Fprintln(stderr, "tapfwd vm-port add: --tap is required")
-		fs.Usage()
-		return errUsage
+		return cliflag.Misuse(fs, "tapfwd vm-port add: --tap is required")
 	}
 	m, err := tap.HardwareAddr(*mac)
 	if err != nil {
@@ -115,7 +55,7 @@ func vmPortAdd(args []string, stdout, stderr io.Writer) error {
 	}
 	c := vmport.Config{TAP: *tapName, Netns: *netns, Name: *name, MAC: m}
 	if *owner != "" {
-		if c.Owner, err = lookupOwner(*owner); err != nil {
+		if c.Owner, err = daemon.LookupOwner(*owner); err != nil {
 			return fmt.Errorf("--owner: %w", err)
 		}
 	}
@@ -123,8 +63,9 @@ func vmPortAdd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return explain(err)
 	}
+	d := daemon.DescribeMacvtap(p)
 	if *asJSON {
-		return vmWriteJSON(stdout, portJSON(p))
+		return writeJSON(stdout, d)
 	}
 	where := ""
 	if p.Netns != "" {
@@ -133,13 +74,13 @@ func vmPortAdd(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "vm-port %s on TAP %s%s, macvtap bridge mode, ifindex %d\n", p.Name, p.TAP, where, p.Index)
 	fmt.Fprintf(stdout, "device:    %s (char %d:%d)\n", p.Dev, p.Major, p.Minor)
 	fmt.Fprintf(stdout, "guest MAC: %s (the guest must use it: the port only passes frames for it)\n", p.MAC)
-	fmt.Fprintf(stdout, "\nQEMU (add your VM's own options):\n  %s\n", qemuLine(p))
+	fmt.Fprintf(stdout, "\nQEMU (add your VM's own options):\n  %s\n", d.QEMU)
 	fmt.Fprintf(stdout, "\nlibvirt, attaching to this port (libvirt 5.7 or later")
 	if p.Netns != "" {
 		fmt.Fprintf(stdout, "; libvirtd must run in namespace %s to see it", p.Netns)
 	}
-	fmt.Fprintf(stdout, "):\n%s\n", vmIndent(libvirtXML(p)))
-	fmt.Fprintf(stdout, "\nor let libvirt make its own macvtap on the TAP (then skip vm-port add):\n%s\n", vmIndent(libvirtDirectXML(p)))
+	fmt.Fprintf(stdout, "):\n%s\n", vmIndent(d.Libvirt))
+	fmt.Fprintf(stdout, "\nor let libvirt make its own macvtap on the TAP (then skip vm-port add):\n%s\n", vmIndent(d.LibvirtDirect))
 	fmt.Fprintf(stdout, "\nRemove it with: tapfwd vm-port del --name %s%s\n", p.Name, vmNetnsFlag(p.Netns))
 	return nil
 }
@@ -157,11 +98,11 @@ func vmPortList(args []string, stdout, stderr io.Writer) error {
 		return explain(err)
 	}
 	if *asJSON {
-		out := make([]vmPortJSON, 0, len(ports))
+		out := make([]daemon.MacvtapPort, 0, len(ports))
 		for _, p := range ports {
-			out = append(out, portJSON(p))
+			out = append(out, daemon.DescribeMacvtap(p))
 		}
-		return vmWriteJSON(stdout, out)
+		return writeJSON(stdout, out)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PORT\tIFINDEX\tTAP\tMAC\tSTATE\tDEVICE")
@@ -187,9 +128,7 @@ func vmPortDel(args []string, stderr io.Writer) error {
 		return err
 	}
 	if *name == "" {
-		fmt.Fprintln(stderr, "tapfwd vm-port del: --name is required")
-		fs.Usage()
-		return errUsage
+		return cliflag.Misuse(fs, "tapfwd vm-port del: --name is required")
 	}
 	return explain(vmport.Del(*netns, *name))
 }
@@ -215,36 +154,19 @@ func cmdDown(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if *name == "" {
-		fmt.Fprintln(stderr, "tapfwd down: --tap is required")
-		fs.Usage()
-		return errUsage
+		return cliflag.Misuse(fs, "tapfwd down: --tap is required")
 	}
-	ports, err := vmport.List(*ns, *name)
-	if err != nil {
+	r, err := daemon.Down(*name, *ns, *vdir)
+	switch {
+	case errors.Is(err, tap.ErrAttached):
+		return fmt.Errorf("%w (stop the tapfwd running on it first)", err)
+	case err != nil:
 		return explain(err)
+	case *vdir != "":
+		fmt.Fprintf(stdout, "removed TAP %s, its %d VM ports and %d vhost-user sockets in %s\n", *name, r.VMPorts, r.Sockets, *vdir)
+	default:
+		fmt.Fprintf(stdout, "removed TAP %s and its %d VM ports\n", *name, r.VMPorts)
 	}
-	if err := tap.Remove(*name, *ns); err != nil {
-		if errors.Is(err, tap.ErrAttached) {
-			return fmt.Errorf("%w (stop the tapfwd running on it first)", err)
-		}
-		return explain(err)
-	}
-	// The kernel took the ports with the TAP; their nodes are stale now.
-	if err := vmport.Sweep(*ns); err != nil {
-		return err
-	}
-	if err := removeLeases(*ns, *name); err != nil {
-		return err
-	}
-	socks, err := removeVhostSockets(*vdir, *ns, *name)
-	if err != nil {
-		return err
-	}
-	if *vdir != "" {
-		fmt.Fprintf(stdout, "removed TAP %s, its %d VM ports and %d vhost-user sockets in %s\n", *name, len(ports), socks, *vdir)
-		return nil
-	}
-	fmt.Fprintf(stdout, "removed TAP %s and its %d VM ports\n", *name, len(ports))
 	return nil
 }
 
@@ -257,14 +179,4 @@ func vmNetnsFlag(ns string) string {
 
 func vmIndent(s string) string {
 	return "  " + strings.ReplaceAll(s, "\n", "\n  ")
-}
-
-func vmWriteJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return errors.Join(errors.New("writing JSON"), err)
-	}
-	return nil
 }

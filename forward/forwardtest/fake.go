@@ -1,6 +1,9 @@
 package forwardtest
 
 import (
+	"bytes"
+	"runtime"
+	"strconv"
 	"sync"
 	"testing"
 
@@ -16,15 +19,17 @@ type Frame struct {
 }
 
 // Fake is a scripted endpoint: Read hands out what Push queued, Write
-// records what it is given, and errors are injected call by call. Its Fd is
-// an eventfd that is readable while frames are queued, so a running worker
-// wakes for them. It satisfies forward.NIC (and so forward.Endpoint).
+// records what it is given (and which goroutines called it), and errors
+// are injected call by call. Its Fd is an eventfd that is readable while
+// frames are queued, so a running worker wakes for them. It satisfies
+// forward.NIC (and so forward.Endpoint).
 type Fake struct {
 	mu       sync.Mutex
 	efd      int
 	in       []Frame
 	tags     []Frame // of the last Read
 	written  [][]byte
+	writers  map[uint64]bool    // the goroutines that called Write
 	hold     chan struct{}      // while set, Read blocks until it is closed
 	full     bool               // Write takes nothing (EAGAIN)
 	refuse   func([]byte) error // Write refuses a frame this says no to
@@ -109,6 +114,26 @@ func (f *Fake) Written() [][]byte {
 	return append([][]byte(nil), f.written...)
 }
 
+// Writers is how many goroutines have called Write: an endpoint has one
+// writer, so anything but 1 (after a write) breaks that rule.
+func (f *Fake) Writers() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.writers)
+}
+
+// goid is the calling goroutine's id, read from its stack trace's first
+// line ("goroutine 42 [running]:").
+func goid() uint64 {
+	var b [64]byte
+	s := bytes.TrimPrefix(b[:runtime.Stack(b[:], false)], []byte("goroutine "))
+	if i := bytes.IndexByte(s, ' '); i >= 0 {
+		s = s[:i]
+	}
+	id, _ := strconv.ParseUint(string(s), 10, 64)
+	return id
+}
+
 func (f *Fake) signal() {
 	one := [8]byte{1}
 	unix.Write(f.efd, one[:])
@@ -166,8 +191,13 @@ func (f *Fake) VLAN(i int) (tpid, tci uint16, ok bool) {
 // count taken and that error (so a short count comes with the failing
 // frame's error).
 func (f *Fake) Write(bufs [][]byte, offset int) (int, error) {
+	id := goid()
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.writers == nil {
+		f.writers = map[uint64]bool{}
+	}
+	f.writers[id] = true
 	if f.full {
 		return 0, unix.EAGAIN
 	}

@@ -125,6 +125,38 @@ func TestDaemonLinksNoBenchmark(t *testing.T) {
 	}
 }
 
+// TestDaemonLibraryNoCLI: the daemon library (and the keepers it starts)
+// depends on no command and no command-line package: a test starts it
+// with a Config, and the CLI is one of its callers.
+func TestDaemonLibraryNoCLI(t *testing.T) {
+	for _, lib := range []string{"./internal/daemon", "./internal/keeper"} {
+		var all []string
+		for _, d := range list(t, "-deps", lib) {
+			all = append(all, d.ImportPath)
+		}
+		bad := offending(all, func(s string) bool {
+			rel, mine := ours(s)
+			return mine && (strings.HasPrefix(rel, "cmd/") || rel == "internal/cliflag" || inBench(s))
+		})
+		if len(bad) > 0 {
+			t.Errorf("%s depends on %v", lib, bad)
+		}
+	}
+}
+
+// TestCommandsImportNoBench: of the commands, only tapfwd-bench imports
+// anything under bench/.
+func TestCommandsImportNoBench(t *testing.T) {
+	for _, p := range list(t, "./cmd/...") {
+		if rel, _ := ours(p.ImportPath); rel == "cmd/tapfwd-bench" {
+			continue
+		}
+		if bad := offending(p.Imports, inBench); len(bad) > 0 {
+			t.Errorf("%s imports %v", p.ImportPath, bad)
+		}
+	}
+}
+
 // TestBenchLinksNoTesting: the tapfwd-bench binary carries no testing
 // package (test helpers stay in test files or behind interfaces).
 func TestBenchLinksNoTesting(t *testing.T) {
@@ -149,6 +181,28 @@ func TestProductTestsImportNoBenchmark(t *testing.T) {
 		}
 		if bad := offending(all, inBench); len(bad) > 0 {
 			t.Errorf("the tests of %s pull in %v", rel, bad)
+		}
+	}
+}
+
+// TestTestKitForTestsOnly: no package links the test kit outside tests,
+// and of the kit's packages only prom, which parses tapfwd's metrics,
+// imports metrics.
+func TestTestKitForTestsOnly(t *testing.T) {
+	inKit := func(s string) bool {
+		rel, ok := ours(s)
+		return ok && (rel == "internal/testkit" || strings.HasPrefix(rel, "internal/testkit/"))
+	}
+	for _, p := range list(t, "./...") {
+		rel, _ := ours(p.ImportPath)
+		if inKit(p.ImportPath) {
+			if bad := offending(p.Imports, func(s string) bool { r, _ := ours(s); return r == "metrics" }); len(bad) > 0 && rel != "internal/testkit/prom" {
+				t.Errorf("%s imports %v: only internal/testkit/prom reads metrics", rel, bad)
+			}
+			continue
+		}
+		if bad := offending(p.Imports, inKit); len(bad) > 0 {
+			t.Errorf("%s (not its tests) imports %v", rel, bad)
 		}
 	}
 }

@@ -60,6 +60,15 @@ func NewFlagSet(prog, name, synopsis string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
+// Misuse explains a usage error: the line (format and args, as
+// fmt.Sprintf makes them) and fs's usage go to its output; it returns
+// ErrUsage.
+func Misuse(fs *flag.FlagSet, format string, args ...any) error {
+	fmt.Fprintf(fs.Output(), format+"\n", args...)
+	fs.Usage()
+	return ErrUsage
+}
+
 // Parse parses args into fs and refuses positional arguments: errors come
 // back as ErrUsage (explained already), help as flag.ErrHelp.
 func Parse(prog string, fs *flag.FlagSet, args []string) error {
@@ -70,9 +79,7 @@ func Parse(prog string, fs *flag.FlagSet, args []string) error {
 		return ErrUsage
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(fs.Output(), "%s: unexpected argument %q\n", prog, fs.Arg(0))
-		fs.Usage()
-		return ErrUsage
+		return Misuse(fs, "%s: unexpected argument %q", prog, fs.Arg(0))
 	}
 	return nil
 }

@@ -1,0 +1,67 @@
+package daemon
+
+import (
+	"fmt"
+
+	"github.com/tapfwd/tapfwd/vmport"
+)
+
+// MacvtapPort is a macvtap VM port and how to attach a guest to it: the
+// JSON of tapfwd vm-port add and list.
+type MacvtapPort struct {
+	Name     string `json:"name"`
+	Ifindex  int    `json:"ifindex"`
+	MAC      string `json:"mac"`
+	TAP      string `json:"tap"`
+	TAPIndex int    `json:"tap_ifindex"`
+	Netns    string `json:"netns,omitempty"`
+	// Dev is the character device to open; empty when there is none.
+	Dev     string `json:"dev"`
+	DevNum  string `json:"dev_num"` // "major:minor"
+	Up      bool   `json:"up"`
+	QEMU    string `json:"qemu"`
+	Libvirt string `json:"libvirt"`
+	// LibvirtDirect lets libvirt make its own macvtap on the TAP instead.
+	LibvirtDirect string `json:"libvirt_direct"`
+}
+
+// DescribeMacvtap describes p.
+func DescribeMacvtap(p vmport.Port) MacvtapPort {
+	return MacvtapPort{
+		Name: p.Name, Ifindex: p.Index, MAC: p.MAC.String(), TAP: p.TAP, TAPIndex: p.TAPIndex,
+		Netns: p.Netns, Dev: p.Dev, DevNum: fmt.Sprintf("%d:%d", p.Major, p.Minor), Up: p.Up,
+		QEMU: macvtapQEMU(p), Libvirt: macvtapLibvirt(p), LibvirtDirect: macvtapLibvirtDirect(p),
+	}
+}
+
+// macvtapQEMU is a QEMU command line that attaches a virtio-net NIC with
+// the port's MAC to the macvtap port: the shell opens the device as fd 3,
+// QEMU takes it with fd=3 (vnet headers on, so guest offloads pass). Add
+// the VM's own options (disk, memory, -accel kvm).
+func macvtapQEMU(p vmport.Port) string {
+	dev := p.Dev
+	if dev == "" {
+		dev = "DEVICE"
+	}
+	return fmt.Sprintf("qemu-system-x86_64 -netdev tap,id=n0,fd=3 -device virtio-net-pci,netdev=n0,mac=%s 3<>%s", p.MAC, dev)
+}
+
+// macvtapLibvirt uses the port itself: libvirt (5.7 and later) opens an
+// existing macvtap named by <target managed='no'>. libvirtd must see the
+// port, so the TAP must live in libvirtd's namespace.
+func macvtapLibvirt(p vmport.Port) string {
+	return fmt.Sprintf(`<interface type='ethernet'>
+  <mac address='%s'/>
+  <target dev='%s' managed='no'/>
+  <model type='virtio'/>
+</interface>`, p.MAC, p.Name)
+}
+
+// macvtapLibvirtDirect has libvirt create and delete its own macvtap on
+// the port's TAP (no port needed; give it a MAC no port uses).
+func macvtapLibvirtDirect(p vmport.Port) string {
+	return fmt.Sprintf(`<interface type='direct'>
+  <source dev='%s' mode='bridge'/>
+  <model type='virtio'/>
+</interface>`, p.TAP)
+}

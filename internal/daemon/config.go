@@ -1,0 +1,157 @@
+package daemon
+
+import (
+	"log/slog"
+	"net/netip"
+	"time"
+
+	"github.com/tapfwd/tapfwd/forward"
+	"github.com/tapfwd/tapfwd/napi"
+	"github.com/tapfwd/tapfwd/tap"
+)
+
+// Config is what one forwarder is made of, part by part. A zero part (a
+// nil pointer) is left out or takes the defaults its fields give.
+type Config struct {
+	// TAP is the TAP device (tap.Open); an MTU of 0 takes the NIC's.
+	TAP tap.Config
+	// NIC is the wire side.
+	NIC NIC
+	// Workers are the forwarder's workers.
+	Workers Workers
+	// NAPI tunes the kernel's NAPI polling; nil leaves it alone.
+	NAPI *NAPI
+	// VMPorts are the VM ports made (or adopted) at the start.
+	VMPorts VMPorts
+	// Host gives the lab host a port of its own on the TAP; nil: the lab
+	// address (TAP.Addr) is on the TAP.
+	Host *HostPort
+	// Metrics serves /metrics and /status; nil: none.
+	Metrics *Metrics
+	// Privileges are dropped once every fd is open.
+	Privileges Privileges
+	// Log is where the daemon reports.
+	Log Log
+	// Notify tells whoever started the daemon that it runs.
+	Notify Notify
+}
+
+// NIC is the wire: the packet sockets on it.
+type NIC struct {
+	// Name is the NIC (or veth) in this network namespace.
+	Name string
+	// Promisc puts the NIC in promiscuous mode instead of asking it for
+	// the lab's MACs and all multicast.
+	Promisc bool
+	// Wait, when the NIC is removed, waits for it to come back and gives
+	// the workers new sockets instead of ending Run with
+	// forward.ErrNICGone. It needs CAP_NET_RAW throughout, and leaves the
+	// vhost-user ports' senders as they are.
+	Wait bool
+}
+
+// Workers are the forwarder's workers: one per TAP queue, then one per
+// vhost-user port.
+type Workers struct {
+	// CPUs pins worker i to CPUs[i % len(CPUs)]: nil takes the CPUs this
+	// process may run on, in order; an empty non-nil list pins none.
+	CPUs []int
+	// Batch is the most frames moved per direction per wake-up; 0: 64.
+	Batch int
+	// Busy spins on non-blocking reads instead of sleeping in ppoll.
+	Busy bool
+	// GRO merges TCP segments (and UDP datagrams, when the TAP takes USO)
+	// of a flow from the NIC into one GSO frame per TAP write.
+	GRO bool
+	// StrictMAC drops frames from the lab whose source is not the lab's
+	// MAC (the host port's with Host, else the TAP's) and takes from the
+	// NIC only frames to it, broadcast and multicast. VM ports with MACs
+	// of their own need it off.
+	StrictMAC bool
+	// L2 is what frames from the TAP side may carry onto the wire.
+	L2 forward.L2Policy
+}
+
+// NAPI tunes NAPI polling; each setting is left alone unless given.
+type NAPI struct {
+	// TAPCPU pins the TAP's NAPI kthreads (TAP.NAPISettings.Threaded) to
+	// this CPU; -1 leaves them.
+	TAPCPU int
+	// NICMode makes the NIC's NAPI instances threaded, restored at
+	// Close; napi.ThreadedDisabled leaves them.
+	NICMode napi.Threaded
+	// NICCPU pins the NIC's NAPI kthreads (with NICMode); -1 leaves them.
+	NICCPU int
+}
+
+// MaxVMPorts is the most VM ports one TAP takes.
+const MaxVMPorts = 64
+
+// VMPorts are the VM ports on the TAP: macvtaps in bridge mode, or
+// vhost-user sockets. Ports this run made are removed at Close unless the
+// TAP persists, which keeps them all.
+type VMPorts struct {
+	// N is how many (0 to MaxVMPorts); those a persistent TAP kept count.
+	N int
+	// Owner, USER[:GROUP] (names or numbers), owns the ports' device
+	// nodes or sockets with mode 0660; empty: root, mode 0600.
+	Owner string
+	// VhostDir, an absolute directory (made mode 0755 when missing),
+	// makes them vhost-user sockets there, named after the TAP
+	// (vhostuser.SocketPath; the TAP needs a name); empty: macvtaps.
+	VhostDir string
+}
+
+// HostPort is the lab host's own port on the TAP: a macvlan in bridge mode
+// carrying the host's address, so that the host and the guests on VM
+// ports reach each other. A persistent TAP keeps it.
+type HostPort struct {
+	// Addr is the host's address on it; zero: none.
+	Addr netip.Prefix
+	// DHCP, when set, runs a DHCP server (dnsmasq) on the port handing
+	// out this range of Addr's subnet (dhcp.CheckRange).
+	DHCP *DHCPRange
+}
+
+// DHCPRange is the first and last address a DHCP server hands out.
+type DHCPRange struct{ First, Last netip.Addr }
+
+// Metrics is the HTTP listener of /metrics and /status.
+type Metrics struct {
+	// Addr is HOST:PORT to listen on (port 0: any free one).
+	Addr string
+	// PProf also serves Go's profiler under /debug/pprof/.
+	PProf bool
+}
+
+// Privileges are what the daemon gives up once every fd is open.
+type Privileges struct {
+	// User, when set, is who it becomes: the user's uid and primary gid,
+	// no supplementary groups, no capabilities, no_new_privs. VM ports
+	// and sockets it can then no longer remove are left to a janitor
+	// (package keeper).
+	User string
+}
+
+// Log is how the daemon reports what it does.
+type Log struct {
+	// Logger gets every line; nil discards them.
+	Logger *slog.Logger
+	// StatsEvery logs each queue's rates this often; 0: never.
+	StatsEvery time.Duration
+}
+
+// Notify is how the daemon tells a service manager (the sd_notify
+// protocol: READY=1, STOPPING=1, WATCHDOG=1) or another launcher how it is
+// doing.
+type Notify struct {
+	// Socket is the service manager's datagram socket (systemd's
+	// NOTIFY_SOCKET; a leading @ names an abstract one); empty: none.
+	Socket string
+	// Watchdog is the service manager's watchdog interval: WATCHDOG=1 goes
+	// out every half of it while no worker is stalled; 0: none.
+	Watchdog time.Duration
+	// ReadyFd is a file descriptor (a launcher's pipe) that gets a line
+	// and is closed once every worker runs; 0: none (stdin never is).
+	ReadyFd int
+}

@@ -1,0 +1,170 @@
+package daemon
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tapfwd/tapfwd/internal/testbed"
+	"github.com/tapfwd/tapfwd/netns"
+	"github.com/tapfwd/tapfwd/tap"
+)
+
+// logBuffer collects log lines from every goroutine.
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// bedConfig is a forwarder between the bed's NIC and a TAP in its lab.
+func bedConfig(bed *testbed.Bed, log *logBuffer) Config {
+	return Config{
+		TAP:     tap.Config{Name: bed.LabIf, Netns: bed.LabNS, Addr: bed.LabAddr, NAPI: tap.Auto, VnetHdr: tap.Auto},
+		NIC:     NIC{Name: bed.NIC},
+		Workers: Workers{CPUs: []int{}, GRO: true},
+		Log:     Log{Logger: slog.New(slog.NewTextHandler(log, nil))},
+	}
+}
+
+// open opens c in the bed's fwd namespace, where its NIC is.
+func open(t *testing.T, bed *testbed.Bed, c Config) (*Daemon, error) {
+	t.Helper()
+	var d *Daemon
+	err := bed.Do(bed.FwdNS, func() error {
+		var err error
+		d, err = Open(c)
+		return err
+	})
+	return d, err
+}
+
+// tapGone says whether the bed's lab has no TAP (and so no VM port) left.
+func tapGone(t *testing.T, bed *testbed.Bed) bool {
+	t.Helper()
+	ns, err := netns.Open(bed.LabNS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	_, err = ns.Link(bed.LabIf)
+	return errors.Is(err, unix.ENODEV)
+}
+
+// TestDaemon starts a forwarder from a Config alone, without a command
+// line: the lab answers through it, its status and /status say what it
+// runs, and once Run ends Close leaves nothing behind.
+func TestDaemon(t *testing.T) {
+	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
+	var log logBuffer
+	c := bedConfig(bed, &log)
+	c.VMPorts.N = 1
+	c.Metrics = &Metrics{Addr: "127.0.0.1:0"}
+	d, err := open(t, bed, c)
+	if err != nil {
+		t.Fatalf("Open: %v\n%s", err, log.String())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	stop := sync.OnceValue(func() error {
+		cancel()
+		err := <-done
+		d.Close()
+		return err
+	})
+	defer stop()
+	if err := bed.WaitLabReachable(ctx, 10*time.Second); err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	st := d.Status()
+	if st.TAP.Name != bed.LabIf || st.TAP.Netns != bed.LabNS || st.NIC != bed.NIC || len(st.Queues) != 1 ||
+		len(st.VMPorts) != 1 || st.VMPorts[0].Type != "macvtap" || st.Queues[0].NICToTAP.RxPackets == 0 || st.Queues[0].TAPToNIC.TxPackets == 0 {
+		t.Errorf("status after pings: %+v", st)
+	}
+	served := fetchStatus(t, bed, d.MetricsAddr().String())
+	if served.TAP != st.TAP || served.Schema != StatusSchema || len(served.VMPorts) != 1 || served.VMPorts[0].Dev != st.VMPorts[0].Dev {
+		t.Errorf("/status %+v, want what Status says: %+v", served, st)
+	}
+
+	if err := stop(); err != nil {
+		t.Errorf("Run ended by its context: %v", err)
+	}
+	for _, want := range []string{"msg=forwarding", `msg="ready: every worker runs"`, `msg="queue totals"`, "msg=vm-port"} {
+		if !strings.Contains(log.String(), want) {
+			t.Errorf("log lacks %s:\n%s", want, log.String())
+		}
+	}
+	if !tapGone(t, bed) {
+		t.Error("the TAP is still there after Close")
+	}
+}
+
+// fetchStatus gets /status from addr in the bed's fwd namespace (the
+// connection is made there; http.Get would dial from another thread).
+func fetchStatus(t *testing.T, bed *testbed.Bed, addr string) Status {
+	t.Helper()
+	var conn net.Conn
+	if err := bed.Do(bed.FwdNS, func() (err error) {
+		conn, err = net.Dial("tcp", addr)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "GET /status HTTP/1.0\r\nHost: %s\r\n\r\n", addr)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st Status
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("/status: %s, %v", resp.Status, err)
+	}
+	return st
+}
+
+// TestOpenFails: a step that fails undoes the steps before it (the TAP
+// made, the VM port added), and says which part of the Config failed.
+func TestOpenFails(t *testing.T) {
+	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
+	var log logBuffer
+	c := bedConfig(bed, &log)
+	c.VMPorts.N = 1
+	c.Metrics = &Metrics{Addr: "198.18.0.1:1"} // not an address of the fwd namespace
+	_, err := open(t, bed, c)
+	var de *Error
+	if !errors.As(err, &de) || de.Part != PartMetricsAddr || !strings.HasPrefix(err.Error(), "metrics address: ") {
+		t.Errorf("Open: %v, want an *Error about the metrics address", err)
+	}
+	if !strings.Contains(log.String(), "msg=vm-port") || !tapGone(t, bed) {
+		t.Errorf("a failed Open left the TAP it made, or made none:\n%s", log.String())
+	}
+	c.Metrics, c.VMPorts.Owner = nil, "tfw-no-such-user"
+	if _, err := open(t, bed, c); !errors.As(err, &de) || de.Part != PartPortOwner {
+		t.Errorf("Open with an owner that does not exist: %v, want an *Error about the owner", err)
+	}
+}

@@ -1,0 +1,73 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tapfwd/tapfwd/forward"
+	"github.com/tapfwd/tapfwd/napi"
+)
+
+// tuneNAPI pins the TAP's NAPI kthreads and makes the NIC's NAPI threaded,
+// as asked; the NIC's settings are put back at Close.
+func (d *Daemon) tuneNAPI() error {
+	t := d.c.NAPI
+	if t == nil {
+		return nil
+	}
+	if t.TAPCPU >= 0 {
+		pids, err := napi.PinTAPKthreads(d.dev.Name(), t.TAPCPU)
+		if err != nil {
+			return fail(PartTAPNAPICPU, "", err)
+		}
+		d.log.Info("pinned the TAP's NAPI kthreads", "pids", fmt.Sprint(pids), "cpu", t.TAPCPU)
+	}
+	if t.NICMode == napi.ThreadedDisabled {
+		return nil
+	}
+	c, err := napi.Dial()
+	if err != nil {
+		return err
+	}
+	ch := napi.NewChanges(c)
+	d.undo.add(func() {
+		if err := ch.Restore(); err != nil {
+			d.log.Error("restoring the NIC's NAPI settings", "err", err)
+		}
+		c.Close()
+	})
+	set, err := napi.SetDeviceThreaded(ch, d.m.nic.Index, t.NICMode, t.NICCPU)
+	if errors.Is(err, napi.ErrNoInstances) {
+		return fail(PartNICNAPI, "", fmt.Errorf("%s: %w", d.c.NIC.Name, err))
+	}
+	for _, s := range set {
+		d.log.Info("NIC NAPI threaded", "nic", d.c.NIC.Name, "napi_id", s.ID, "mode", t.NICMode.String(), "kthread_pid", s.PID, "cpu", t.NICCPU)
+	}
+	return err
+}
+
+// newForwarder makes the workers, and the status that reads them.
+func (d *Daemon) newForwarder() error {
+	f, w := d.dev.Features(), d.c.Workers
+	fc := forward.Config{Batch: w.Batch, CPUs: d.m.cpus, TAPVnetHdr: f.VnetHdr, MTU: d.c.TAP.MTU, Logger: d.log,
+		Busy: w.Busy, GRO: w.GRO, UDPGRO: f.Offloads&(unix.TUN_F_USO4|unix.TUN_F_USO6) == unix.TUN_F_USO4|unix.TUN_F_USO6,
+		L2: w.L2}
+	if w.StrictMAC {
+		fc.StrictMAC = d.labMAC()
+	}
+	fc.GROMaxIPv4, fc.GROMaxIPv6 = d.dev.GROMaxSizes()
+	var err error
+	if fc.Guests, err = d.guestPorts(); err != nil {
+		return err
+	}
+	fw, err := forward.New(endpoints(d.dev.Queues()), nics(d.nic.socks), fc)
+	if err != nil {
+		return err
+	}
+	d.fw = fw
+	d.undo.closing("closing the forwarder", fw.Close)
+	d.status = newStatusSource(d, statusWindow)
+	return nil
+}

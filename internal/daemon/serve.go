@@ -1,0 +1,174 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"strconv"
+	"time"
+
+	"github.com/tapfwd/tapfwd/metrics"
+	"github.com/tapfwd/tapfwd/netns"
+)
+
+// httpLimits bound what a client of the metrics listener can hold: the
+// listener is reachable by whoever can reach Metrics.Addr, and every
+// scrape costs rtnetlink dumps. Tests use short ones.
+type httpLimits struct {
+	ReadHeader time.Duration // from a request's first byte to the end of its header
+	Read       time.Duration // the whole request
+	Write      time.Duration // from the end of the header to the end of the response
+	Idle       time.Duration // a keep-alive connection between requests
+	Scrapes    int           // /metrics requests at once; one more gets 503 at once
+	Scrape     time.Duration // a /metrics collection; a longer one gets 503
+	Profile    time.Duration // the longest profile or trace (?seconds=) PProf serves
+}
+
+// serveLimits are the daemon's. A scrape here takes milliseconds (one
+// rtnetlink dump per device and VM port); 10 s is Prometheus's default
+// scrape_timeout. Prometheus scrapes a target one request at a time: 4
+// at once leaves room for an HA pair and a person with curl, and more
+// would only repeat the same dumps. Write exceeds Scrape so that the 503
+// of a scrape that timed out still reaches the client. Idle outlasts a
+// one-minute scrape interval, so Prometheus keeps its connection. A CPU
+// profile lasts 30 s unless asked otherwise; 60 s is the most PProf
+// serves, and with PProf the write timeout grows by as much (see
+// newMetricsServer).
+var serveLimits = httpLimits{
+	ReadHeader: 5 * time.Second,
+	Read:       10 * time.Second,
+	Write:      30 * time.Second,
+	Idle:       90 * time.Second,
+	Scrapes:    4,
+	Scrape:     10 * time.Second,
+	Profile:    60 * time.Second,
+}
+
+// newMetricsServer is the metrics listener's HTTP server: /metrics, the
+// index, status (when not nil) at /status, with pprof the profiler under
+// /debug/pprof/, all within l. It needs no privilege and opens nothing.
+func newMetricsServer(src metrics.Source, status http.Handler, withPprof bool, l httpLimits) *http.Server {
+	var handler http.Handler = metrics.Handler(metrics.NewRegistry(metrics.NewCollector(src)),
+		metrics.Limits{InFlight: l.Scrapes, Timeout: l.Scrape})
+	if status != nil {
+		mux := http.NewServeMux()
+		mux.Handle("/", handler)
+		mux.Handle("/status", status)
+		handler = mux
+	}
+	write := l.Write
+	if withPprof {
+		pp := http.NewServeMux()
+		pp.HandleFunc("/debug/pprof/", pprof.Index)
+		pp.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		pp.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		pp.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		mux := http.NewServeMux()
+		mux.Handle("/", handler)
+		mux.Handle("/debug/pprof/", boundSeconds(l.Profile, pp))
+		handler = mux
+		// A profile's response is written when it ends: the write timeout
+		// must outlast the longest one allowed.
+		write += l.Profile
+	}
+	return &http.Server{Handler: handler, ReadHeaderTimeout: l.ReadHeader, ReadTimeout: l.Read,
+		WriteTimeout: write, IdleTimeout: l.Idle}
+}
+
+// boundSeconds refuses, with 400 and one line, a request whose seconds
+// (the length of a profile, a trace or a delta profile) is not a number
+// of at most limit. Clamping it instead would hand back a shorter profile
+// than was asked for without saying so.
+func boundSeconds(limit time.Duration, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s := r.FormValue("seconds"); s != "" {
+			// !(sec <= limit) also refuses NaN.
+			if sec, err := strconv.ParseFloat(s, 64); err != nil || !(sec <= limit.Seconds()) {
+				http.Error(w, fmt.Sprintf("seconds: at most %v s (tapfwd's bound on profiles and traces)", limit.Seconds()), http.StatusBadRequest)
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// metricsServer is the server listenMetrics made and serveMetrics starts.
+type metricsServer struct {
+	srv *http.Server
+	ln  net.Listener
+}
+
+// listenMetrics binds Metrics.Addr and builds the server behind it,
+// before privileges are dropped (a low port may need them). The rtnetlink
+// sockets that read the TAP's and the NIC's kernel counters are opened
+// now, so scrapes need no privilege later. Nothing is served until
+// serveMetrics: connections wait in the listen backlog.
+func (d *Daemon) listenMetrics() error {
+	m := d.c.Metrics
+	if m == nil {
+		return nil
+	}
+	src, err := d.metricsSource()
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", m.Addr)
+	if err != nil {
+		return fail(PartMetricsAddr, "", err)
+	}
+	srv := newMetricsServer(src, d.status, m.PProf, serveLimits)
+	d.http = &metricsServer{srv: srv, ln: ln}
+	d.undo.add(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		defer cancel()
+		if srv.Shutdown(ctx) != nil {
+			srv.Close() // a profile still running
+		}
+		ln.Close() // not served yet: Shutdown does not know it
+	})
+	return nil
+}
+
+// serveMetrics starts serving what listenMetrics bound. It runs after
+// privileges are dropped, so no request is ever handled with them.
+func (d *Daemon) serveMetrics() error {
+	m := d.http
+	if m == nil {
+		return nil // metrics off
+	}
+	go m.srv.Serve(m.ln)
+	d.log.Info("metrics", "url", "http://"+m.ln.Addr().String()+"/metrics")
+	return nil
+}
+
+// metricsSource is what the collector reads: the workers' counters and
+// the kernel's, over rtnetlink sockets in the TAP's and the NIC's
+// namespaces.
+func (d *Daemon) metricsSource() (metrics.Source, error) {
+	tapNS, err := netns.Open(d.dev.Netns())
+	if err != nil {
+		return metrics.Source{}, err
+	}
+	d.undo.add(func() { tapNS.Close() })
+	nicNS, err := netns.Open("")
+	if err != nil {
+		return metrics.Source{}, err
+	}
+	d.undo.add(func() { nicNS.Close() })
+	nic, tapName := d.c.NIC.Name, d.dev.Name()
+	var guests []metrics.GuestPort
+	for i, g := range d.fw.GuestWorkers() {
+		p := d.ports.vhost[i]
+		guests = append(guests, metrics.GuestPort{Name: p.Name, State: p.port.State, Guest: g})
+	}
+	return metrics.Source{TAP: tapName, NIC: nic, Features: d.dev.Features(), Forwarder: d.fw, GuestPorts: guests,
+		LinkStats: func(name string) (netns.LinkStats, error) {
+			if name == nic {
+				return nicNS.Stats(name)
+			}
+			return tapNS.Stats(name) // the TAP and its VM ports
+		},
+		VMPorts: func() ([]string, error) { return tapNS.Macvtaps(tapName) }}, nil
+}

@@ -1,0 +1,250 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/tapfwd/tapfwd/forward"
+	"github.com/tapfwd/tapfwd/internal/buildinfo"
+	"github.com/tapfwd/tapfwd/vhostuser"
+)
+
+// StatusSchema names the layout of Status.
+const StatusSchema = "tapfwd-status/1"
+
+// Status is what a running forwarder negotiated and is doing: the JSON of
+// /status on the metrics listener.
+type Status struct {
+	Schema        string         `json:"schema"`
+	Build         buildinfo.Info `json:"build"`
+	Started       time.Time      `json:"started"`
+	UptimeSeconds float64        `json:"uptime_seconds"`
+	TAP           TAPStatus      `json:"tap"`
+	NIC           string         `json:"nic"`
+	Queues        []QueueStatus  `json:"queues"`
+	VMPorts       []PortStatus   `json:"vm_ports"`
+	// RateSeconds is the window the rates are taken over (the last
+	// completed one); 0 before the first window ends.
+	RateSeconds float64 `json:"rate_seconds"`
+}
+
+// TAPStatus is the TAP and what the kernel granted.
+type TAPStatus struct {
+	Name       string `json:"name"`
+	Netns      string `json:"netns,omitempty"`
+	MAC        string `json:"mac"`
+	MTU        int    `json:"mtu"`
+	NAPI       bool   `json:"napi"`
+	VnetHdr    bool   `json:"vnet_hdr"`
+	MultiQueue bool   `json:"multi_queue"`
+	Offloads   string `json:"offloads"`
+	Persistent bool   `json:"persistent"`
+	// Attached: this run attached to a persistent TAP an earlier one left.
+	Attached bool `json:"attached"`
+}
+
+// QueueStatus is one worker: where it runs and what it moved, each way.
+type QueueStatus struct {
+	ID int `json:"id"`
+	// CPU the worker is pinned to; -1: not pinned.
+	CPU int `json:"cpu"`
+	// KernelDrops are frames the kernel dropped before tapfwd saw them
+	// (the packet socket's queue overflowed): metrics reason kernel_ring.
+	KernelDrops uint64    `json:"kernel_drops"`
+	NICToTAP    DirStatus `json:"nic_to_tap"`
+	TAPToNIC    DirStatus `json:"tap_to_nic"`
+}
+
+// DirStatus counts one direction, as the metrics do: frames received from
+// one device, transmitted to the other, dropped by reason.
+type DirStatus struct {
+	RxPackets uint64            `json:"rx_packets"`
+	RxBytes   uint64            `json:"rx_bytes"`
+	TxPackets uint64            `json:"tx_packets"`
+	TxBytes   uint64            `json:"tx_bytes"`
+	GSOFrames uint64            `json:"gso_frames"`
+	Errors    uint64            `json:"errors"`
+	Drops     map[string]uint64 `json:"drops"`
+	// Received frames and bytes per second over the rate window.
+	RxPacketsPerSecond float64 `json:"rx_packets_per_second"`
+	RxBytesPerSecond   float64 `json:"rx_bytes_per_second"`
+}
+
+// PortStatus is a VM port tapfwd made or adopted: a macvtap (Dev its
+// device node) or a vhost-user port (the fields after Dev).
+type PortStatus struct {
+	Name string `json:"name"`
+	MAC  string `json:"mac"`
+	Dev  string `json:"dev"`
+	Type string `json:"type"` // "macvtap" or "vhost-user"
+	// Socket is a vhost-user port's socket; State where it stands
+	// (listening: no QEMU, connected, running: frames move, broken: the
+	// guest broke the virtqueue rules); Features the virtio features its
+	// front-end negotiated.
+	Socket   string   `json:"socket,omitempty"`
+	State    string   `json:"state,omitempty"`
+	Features []string `json:"features,omitempty"`
+	// QEMU is a command line for a VM on this port, Libvirt the domain's
+	// <interface>, which needs LibvirtMemory (shared memory) too.
+	QEMU          string `json:"qemu,omitempty"`
+	Libvirt       string `json:"libvirt,omitempty"`
+	LibvirtMemory string `json:"libvirt_memory,omitempty"`
+	// FromGuest counts what the guest sent (transmitted: delivered to its
+	// first destination), ToGuest what was for it (received into its
+	// queue's inbox, transmitted into the guest).
+	FromGuest *DirStatus `json:"from_guest,omitempty"`
+	ToGuest   *DirStatus `json:"to_guest,omitempty"`
+}
+
+// statusSource builds Status from the running daemon and keeps the rate
+// windows: a sample of the counters every window, so a status request
+// costs nothing but reading atomics.
+type statusSource struct {
+	d       *Daemon
+	started time.Time
+	window  time.Duration
+
+	mu         sync.Mutex
+	prev, last []dirSample // per queue, two directions
+	prevAt     time.Time
+	lastAt     time.Time
+}
+
+type dirSample struct{ rxPackets, rxBytes uint64 }
+
+func newStatusSource(d *Daemon, window time.Duration) *statusSource {
+	s := &statusSource{d: d, started: time.Now(), window: window}
+	s.last, s.lastAt = s.sample(), s.started
+	return s
+}
+
+func (s *statusSource) sample() []dirSample {
+	var out []dirSample
+	for _, q := range s.d.fw.QueueWorkers() {
+		for _, dir := range []*forward.Dir{&q.Counters.NICToTAP, &q.Counters.TAPToNIC} {
+			out = append(out, dirSample{dir.Rx.Packets.Load(), dir.Rx.Bytes.Load()})
+		}
+	}
+	return out
+}
+
+// run samples every window until ctx ends.
+func (s *statusSource) run(ctx context.Context) {
+	t := time.NewTicker(s.window)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			s.tick(now)
+		}
+	}
+}
+
+// tick takes a sample.
+func (s *statusSource) tick(now time.Time) {
+	cur := s.sample()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.prev, s.prevAt, s.last, s.lastAt = s.last, s.lastAt, cur, now
+}
+
+// Status reads the counters now and the rates of the last window.
+func (s *statusSource) Status() Status {
+	d := s.d
+	f := d.dev.Features()
+	st := Status{Schema: StatusSchema, Build: buildinfo.Get(), Started: s.started, UptimeSeconds: time.Since(s.started).Seconds(),
+		TAP: TAPStatus{Name: d.dev.Name(), Netns: d.dev.Netns(), MAC: d.dev.MAC().String(), MTU: d.c.TAP.MTU, NAPI: f.NAPI,
+			VnetHdr: f.VnetHdr, MultiQueue: f.MultiQueue, Offloads: f.OffloadNames(), Persistent: d.dev.Persistent(), Attached: d.dev.Attached()},
+		NIC: d.c.NIC.Name, VMPorts: []PortStatus{}}
+	for _, p := range d.ports.macvtaps {
+		st.VMPorts = append(st.VMPorts, PortStatus{Name: p.Name, MAC: p.MAC.String(), Dev: p.Dev, Type: "macvtap"})
+	}
+	st.VMPorts = append(st.VMPorts, d.vhostStatus()...)
+	s.mu.Lock()
+	prev, last, secs := s.prev, s.last, s.lastAt.Sub(s.prevAt).Seconds()
+	s.mu.Unlock()
+	if prev != nil && secs > 0 {
+		st.RateSeconds = secs
+	}
+	fromNIC, fromTAP := d.fw.DropReasons()
+	for i, q := range d.fw.QueueWorkers() {
+		qs := QueueStatus{ID: q.ID, CPU: q.CPU}
+		_, qs.KernelDrops, _ = q.KernelStats()
+		qs.NICToTAP = dirStatus(&q.Counters.NICToTAP, fromNIC)
+		qs.TAPToNIC = dirStatus(&q.Counters.TAPToNIC, fromTAP)
+		if st.RateSeconds > 0 {
+			for k, ds := range []*DirStatus{&qs.NICToTAP, &qs.TAPToNIC} {
+				a, b := prev[2*i+k], last[2*i+k]
+				ds.RxPacketsPerSecond = float64(b.rxPackets-a.rxPackets) / secs
+				ds.RxBytesPerSecond = float64(b.rxBytes-a.rxBytes) / secs
+			}
+		}
+		st.Queues = append(st.Queues, qs)
+	}
+	return st
+}
+
+func dirStatus(dir *forward.Dir, reasons []forward.DropReason) DirStatus {
+	ds := DirStatus{RxPackets: dir.Rx.Packets.Load(), RxBytes: dir.Rx.Bytes.Load(), TxPackets: dir.Tx.Packets.Load(),
+		TxBytes: dir.Tx.Bytes.Load(), GSOFrames: dir.GSO.Load(), Errors: dir.Errors.Load(), Drops: map[string]uint64{}}
+	for _, r := range reasons {
+		ds.Drops[r.String()] = dir.Drops[r].Load()
+	}
+	return ds
+}
+
+// vhostStatus describes the vhost-user ports.
+func (d *Daemon) vhostStatus() []PortStatus {
+	var out []PortStatus
+	fromGuest, toGuest := d.fw.GuestDropReasons()
+	for i, g := range d.fw.GuestWorkers() {
+		p := d.ports.vhost[i]
+		from, to := dirStatus(&g.Counters.From, fromGuest), dirStatus(&g.Counters.To, toGuest)
+		out = append(out, PortStatus{Name: p.Name, MAC: p.MAC.String(), Type: "vhost-user", Socket: p.Path,
+			State: p.port.State().String(), Features: vhostuser.FeatureNames(p.port.Features()),
+			QEMU: vhostuser.QEMULine(p.Path, p.MAC, i), Libvirt: vhostuser.LibvirtXML(p.Path, p.MAC), LibvirtMemory: vhostuser.LibvirtMemory,
+			FromGuest: &from, ToGuest: &to})
+	}
+	return out
+}
+
+// ServeHTTP serves the status as JSON at /status.
+func (s *statusSource) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	e := json.NewEncoder(w)
+	e.SetIndent("", "  ")
+	e.Encode(s.Status())
+}
+
+// statusWindow is how often /status samples the counters for its rates.
+const statusWindow = 5 * time.Second
+
+// ErrNoStatus means that nothing answered where FetchStatus asked.
+var ErrNoStatus = errors.New("no tapfwd answers")
+
+// FetchStatus asks the daemon whose metrics listener is at addr (HOST:PORT)
+// for its Status; raw is the JSON as it was served.
+func FetchStatus(addr string) (st Status, raw []byte, err error) {
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get("http://" + addr + "/status")
+	if err != nil {
+		return st, nil, fmt.Errorf("%w at %s: %w", ErrNoStatus, addr, err)
+	}
+	defer resp.Body.Close()
+	raw, err = io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return st, nil, fmt.Errorf("%s/status: %s %v", addr, resp.Status, err)
+	}
+	if err := json.Unmarshal(raw, &st); err != nil || st.Schema != StatusSchema {
+		return st, nil, fmt.Errorf("%s/status is not a tapfwd status (%s): %v", addr, st.Schema, err)
+	}
+	return st, raw, nil
+}

@@ -1,0 +1,174 @@
+package keeper
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tapfwd/tapfwd/vhostuser"
+)
+
+// The test binary doubles as the keeper: start runs /proc/self/exe with
+// the keeper's subcommand, which TestMain serves.
+func TestMain(m *testing.M) {
+	if len(os.Args) == 2 {
+		switch os.Args[1] {
+		case JanitorCommand:
+			exit(ServeJanitor(os.Stdin, os.Stdout, os.Stderr))
+		case testCommand:
+			exit(serve("test-keeper", &testJob{}, os.Stdin, os.Stdout, os.Stderr))
+		case silentCommand:
+			os.Exit(3)
+		}
+	}
+	os.Exit(m.Run())
+}
+
+func exit(err error) {
+	if err != nil {
+		os.Stderr.WriteString(err.Error() + "\n")
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// testCommand serves a testJob; silentCommand exits at once.
+const testCommand, silentCommand = "test-keeper", "silent-keeper"
+
+// testJob logs as it begins, fails when told to, and writes its file when
+// it ends.
+type testJob struct {
+	Fail string `json:"fail"`
+	File string `json:"file"`
+}
+
+func (j *testJob) begin(stderr io.Writer) (string, error) {
+	io.WriteString(stderr, "begun\nfor "+j.File+"\n")
+	if j.Fail != "" {
+		return "", errors.New(j.Fail)
+	}
+	return "42", nil
+}
+
+func (j *testJob) done() <-chan struct{} { return nil }
+
+func (j *testJob) end(io.Writer) error { return os.WriteFile(j.File, []byte("ended"), 0o600) }
+
+// lines is a slog handler's output, safe to read while the relay writes.
+type lines struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lines) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestKeeper: the keeper gets its job, says it is ready with its detail,
+// its stderr reaches the log, and it finishes its job only once stopped.
+func TestKeeper(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "ended")
+	var out lines
+	k, err := start("test keeper", testCommand, testJob{File: file}, slog.New(slog.NewTextHandler(&out, nil)), "said")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k.detail != "42" {
+		t.Errorf("detail %q, want 42", k.detail)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if _, err := os.Stat(file); err == nil {
+		t.Fatal("the job ended before Stop")
+	}
+	if err := k.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(file); err != nil || string(b) != "ended" {
+		t.Errorf("after Stop: %q, %v", b, err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(out.String(), "line=\"for "+file); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the keeper's stderr did not reach the log:\n%s", out.String())
+		}
+	}
+	if !strings.Contains(out.String(), "msg=said line=begun") {
+		t.Errorf("log:\n%s", out.String())
+	}
+}
+
+// TestKeeperFails: a job that cannot begin fails the start with its
+// keeper's error, and the keeper is gone.
+func TestKeeperFails(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "ended")
+	_, err := start("test keeper", testCommand, testJob{Fail: "no luck\ntoday", File: file}, slog.New(slog.DiscardHandler), "said")
+	if err == nil || err.Error() != "no luck today" {
+		t.Errorf("start: %v, want the keeper's error on one line", err)
+	}
+	if _, err := os.Stat(file); err == nil {
+		t.Error("a job that did not begin ended")
+	}
+	if _, err := start("test keeper", silentCommand, testJob{File: file}, nil, ""); err == nil || !strings.Contains(err.Error(), "the test keeper exited without a word") {
+		t.Errorf("a keeper that says nothing: %v", err)
+	}
+}
+
+// TestJanitor removes a port's socket once stopped, and leaves a socket
+// that is no longer the one the port made.
+func TestJanitor(t *testing.T) {
+	dir := t.TempDir()
+	mine, other := filepath.Join(dir, "lab0-0.sock"), filepath.Join(dir, "lab0-1.sock")
+	files := []vhostuser.SocketFile{socketFile(t, mine), socketFile(t, other)}
+	// A later run's socket at the same path (the first one kept, so that
+	// the new one cannot get its inode).
+	os.Rename(other, filepath.Join(dir, "kept"))
+	socketFile(t, other)
+	k, err := StartJanitor(Janitor{Sockets: files})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(mine); err != nil {
+		t.Fatalf("removed before Stop: %v", err)
+	}
+	if err := k.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(mine); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s after Stop: %v", mine, err)
+	}
+	if _, err := os.Lstat(other); err != nil {
+		t.Errorf("the later socket went too: %v", err)
+	}
+}
+
+// socketFile makes a unix socket at path and says which file it is.
+func socketFile(t *testing.T, path string) vhostuser.SocketFile {
+	t.Helper()
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.SetUnlinkOnClose(false)
+	l.Close()
+	var st syscall.Stat_t
+	if err := syscall.Lstat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	return vhostuser.SocketFile{Path: path, Ino: st.Ino}
+}
