@@ -41,8 +41,14 @@ func (p *pair) toTAP(t testing.TB, frames ...[]byte) [][]byte {
 
 func newPair(t testing.TB, tapVnet bool, batch int) *pair {
 	t.Helper()
-	nic, nicPeer := forwardtest.NIC(t, batch)
 	tq, tapPeer := forwardtest.TAP(t)
+	return newPairOn(t, tq, tapPeer, tapVnet, batch)
+}
+
+// newPairOn is newPair with the TAP endpoint tq, whose peer is tapPeer.
+func newPairOn(t testing.TB, tq Endpoint, tapPeer int, tapVnet bool, batch int) *pair {
+	t.Helper()
+	nic, nicPeer := forwardtest.NIC(t, batch)
 	f, err := New([]Endpoint{tq}, []NIC{nic}, Config{Batch: batch, TAPVnetHdr: tapVnet, MTU: 1500, CPUs: []int{-1}})
 	if err != nil {
 		t.Fatal(err)
@@ -348,12 +354,28 @@ func BenchmarkForward(b *testing.B) {
 	for _, tc := range []struct {
 		name              string
 		tapVnet, gso, gro bool
-	}{{"mtu-vnet", true, false, false}, {"mtu-vnet-gro", true, false, true}, {"gso64k-vnet", true, true, false}, {"gso64k-segment", false, true, false}} {
+		uring             bool          // TAP writes batched through io_uring (--tap-io uring)
+		window            time.Duration // --gro-window (full batches: it never waits)
+	}{
+		{name: "mtu-vnet", tapVnet: true}, {name: "mtu-vnet-gro", tapVnet: true, gro: true},
+		{name: "gso64k-vnet", tapVnet: true, gso: true}, {name: "gso64k-segment", gso: true},
+		{name: "mtu-vnet-uring", tapVnet: true, uring: true}, {name: "gso64k-segment-uring", gso: true, uring: true},
+		{name: "mtu-vnet-gro-window", tapVnet: true, gro: true, window: 50 * time.Microsecond},
+	} {
 		b.Run(tc.name, func(b *testing.B) {
 			const batch = 32
-			p := newPair(b, tc.tapVnet, batch)
+			var p *pair
+			if tc.uring {
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
+				tq, peer := forwardtest.URingTAP(b, batch)
+				p = newPairOn(b, tq, peer, tc.tapVnet, batch)
+			} else {
+				p = newPair(b, tc.tapVnet, batch)
+			}
 			if tc.gro {
 				p.q.gro = vnethdr.NewGRO(batch)
+				p.q.groWindow = tc.window
 			}
 			setNonblock(b, p.tapPeer)
 			var in []byte

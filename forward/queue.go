@@ -3,6 +3,7 @@ package forward
 import (
 	"fmt"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -37,6 +38,9 @@ type QueueWorker struct {
 	nicSizes []int
 	frames   []vnethdr.Frame // the batch being written to the TAP (from the NIC or a guest)
 	gro      *vnethdr.GRO
+	// groWindow: how long a short batch from the NIC may wait for more
+	// (Config.GROWindow; 0 without GRO).
+	groWindow time.Duration
 	tapOut   [][]byte   // frames for one TAP Write
 	seg      segBuffers // segments for the TAP, with tapHdr bytes of room in front
 	segUsed  int        // seg's buffers taken by tapOut
@@ -88,6 +92,7 @@ func newQueue(f *Forwarder, id, cpu int, tap Endpoint, nic NIC, c Config) *Queue
 		if c.GROMaxIPv4 > 0 || c.GROMaxIPv6 > 0 {
 			q.gro.SetMaxSize(orDefault(c.GROMaxIPv4, 65536), orDefault(c.GROMaxIPv6, 65536))
 		}
+		q.groWindow = c.GROWindow
 	}
 	q.tapOut = make([][]byte, 0, c.Batch+maxSegments)
 	q.seg = segBuffers{hdr: q.tapHdr, mtu: c.MTU}
