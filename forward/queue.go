@@ -41,15 +41,15 @@ type QueueWorker struct {
 	// groWindow: how long a short batch from the NIC may wait for more
 	// (Config.GROWindow; 0 without GRO).
 	groWindow time.Duration
-	tapOut   [][]byte   // frames for one TAP Write
-	seg      segBuffers // segments for the TAP, with tapHdr bytes of room in front
-	segUsed  int        // seg's buffers taken by tapOut
-	tunnel   []bool     // tunnel[i]: frames[i] is a GSO frame inside a tunnel (vnethdr.SegmentTunnel)
-	tapBufs  [][]byte
-	tapSizes []int
-	nicOut   [][]byte // frames for one NIC Write
-	tally    tally
-	dirty    uint64 // guests handed frames in this batch
+	tapOut    [][]byte   // frames for one TAP Write
+	seg       segBuffers // segments for the TAP, with tapHdr bytes of room in front
+	segUsed   int        // seg's buffers taken by tapOut
+	tunnel    []bool     // tunnel[i]: frames[i] is a GSO frame inside a tunnel (vnethdr.SegmentTunnel)
+	tapBufs   [][]byte
+	tapSizes  []int
+	nicOut    [][]byte // frames for one NIC Write
+	tally     tally
+	dirty     uint64 // guests handed frames in this batch
 	// The guests' frames for the TAP (nil without guests on this queue),
 	// a batch taken from it, and the tally of one guest's run of it.
 	in    *fabric.Inbox
