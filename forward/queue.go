@@ -38,24 +38,25 @@ type QueueWorker struct {
 	nicSizes []int
 	frames   []vnethdr.Frame // the batch being written to the TAP (from the NIC or a guest)
 	gro      *vnethdr.GRO
-	// groWindow: how long a short batch from the NIC may wait for more
-	// (Config.GROWindow; 0 without GRO).
-	groWindow time.Duration
-	tapOut    [][]byte   // frames for one TAP Write
-	seg       segBuffers // segments for the TAP, with tapHdr bytes of room in front
-	segUsed   int        // seg's buffers taken by tapOut
-	tunnel    []bool     // tunnel[i]: frames[i] is a GSO frame inside a tunnel (vnethdr.SegmentTunnel)
-	tapBufs   [][]byte
-	tapSizes  []int
-	nicOut    [][]byte // frames for one NIC Write
-	tally     tally
-	dirty     uint64 // guests handed frames in this batch
+	tapOut   [][]byte   // frames for one TAP Write
+	seg      segBuffers // segments for the TAP, with tapHdr bytes of room in front
+	segUsed  int        // seg's buffers taken by tapOut
+	tunnel   []bool     // tunnel[i]: frames[i] is a GSO frame inside a tunnel (vnethdr.SegmentTunnel)
+	tapBufs  [][]byte
+	tapSizes []int
+	nicOut   [][]byte // frames for one NIC Write
+	tally    tally
+	dirty    uint64 // guests handed frames in this batch
 	// The guests' frames for the TAP (nil without guests on this queue),
 	// a batch taken from it, and the tally of one guest's run of it.
 	in    *fabric.Inbox
 	taken [][]byte
 	tags  []fabric.Tag
 	runT  tally
+
+	// How long a short batch from the NIC may wait for more
+	// (Config.GROWindow; 0 without GRO).
+	groWindow time.Duration
 }
 
 // kernelStats accumulates the NIC's kernel drop counters across Reattach.
