@@ -52,6 +52,7 @@ var runFlag = map[daemon.Part]string{
 	daemon.PartUser: "--user", daemon.PartPortOwner: "--vm-port-owner", daemon.PartCPUs: "--cpus", daemon.PartReadyFd: "--ready-fd",
 	daemon.PartVhostDir: "--vhost-user", daemon.PartHostPort: "--host-port", daemon.PartDHCP: "--dhcp",
 	daemon.PartTAPNAPICPU: "--tap-napi-cpu", daemon.PartNICNAPI: "--nic-napi-threaded", daemon.PartMetricsAddr: "--metrics-addr",
+	daemon.PartTAPIO: "--tap-io uring",
 }
 
 // explainRun says which flag of `tapfwd run` c to change when the daemon
@@ -82,6 +83,8 @@ func explainRun(err error, c *daemon.Config) error {
 		advice = ` (choose another address, or "" to disable metrics)`
 	case de.Part == daemon.PartHostPort && errors.Is(err, hostport.ErrNameInUse):
 		advice = " (rename or remove that interface)"
+	case errors.Is(err, tap.ErrNoURing):
+		advice = " (--tap-io auto falls back to a system call per frame)"
 	case errors.Is(err, vhostuser.ErrPathTooLong):
 		advice = " (choose a shorter directory, or a shorter --tap)"
 	case errors.Is(err, vhostuser.ErrNotSocket):

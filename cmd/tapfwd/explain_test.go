@@ -98,6 +98,7 @@ func TestExplainRun(t *testing.T) {
 		{&daemon.Error{Part: daemon.PartNICNAPI, Err: fmt.Errorf("w1: %w", napi.ErrNoInstances)}, "--nic-napi-threaded: w1 has no NAPI instances (a veth has them only with GRO on: ethtool -K w1 gro on)"},
 		{&daemon.Error{Part: daemon.PartVhostDir, Err: fmt.Errorf("%w: /x exists", vhostuser.ErrNotSocket)}, "--vhost-user: vhostuser: not a socket"},
 		{&daemon.Error{Part: daemon.PartDHCP, Err: inUse}, "--dhcp: address already in use"},
+		{&daemon.Error{Part: daemon.PartTAPIO, Err: fmt.Errorf("tap: batched I/O on a queue: %w: EPERM", tap.ErrNoURing)}, "--tap-io uring: tap: batched I/O on a queue: io_uring is unavailable: EPERM (--tap-io auto falls back to a system call per frame)"},
 		{fmt.Errorf("tap: %w (%w)", tap.ErrPersistent, tap.ErrNameInUse), "(add --persist to attach to it, or remove it with: tapfwd down --tap lab0 --tap-netns lab)"},
 		{fmt.Errorf("tap: %w", tap.ErrMismatch), "(start with the settings it was made with, or remove it with: tapfwd down --tap lab0 --tap-netns lab)"},
 		{fmt.Errorf("tap: %w", tap.ErrAttached), "(is another tapfwd running on it?)"},
@@ -113,7 +114,7 @@ func TestExplainRun(t *testing.T) {
 	if err := (&vmport.Error{Kind: vmport.ErrMACInUse, Name: "02:00:00:00:00:10"}); explainRun(err, c) != error(err) {
 		t.Errorf("explainRun added advice to %v", err)
 	}
-	for p := daemon.PartUser; p <= daemon.PartMetricsAddr; p++ {
+	for p := daemon.PartUser; p <= daemon.PartTAPIO; p++ {
 		if runFlag[p] == "" || p.String() == "" {
 			t.Errorf("part %d (%q) has no flag", p, p)
 		}
