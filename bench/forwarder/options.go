@@ -68,8 +68,9 @@ type Options struct {
 	// none); empty leaves tapfwd's default (queue i on the i-th CPU it
 	// may use).
 	CPUs string
-	// TAPIO is how the workers read and write the TAP (--tap-io: "rw",
-	// a system call per frame, or "uring", a batch per io_uring_enter);
+	// TAPIO is how the workers read and write the TAP (--tap-io:
+	// "syscall", a system call per frame, "uring", a batch per
+	// io_uring_enter, or "auto");
 	// empty leaves tapfwd's default. Binaries without the flag skip the
 	// configuration.
 	TAPIO string

@@ -33,11 +33,11 @@ const Default = "tapfwd"
 // (--full runs those); a binary without a lever's flag skips it
 // (matrix.CheckFlags).
 const (
-	TAPIOURing = "tap-io-uring" // TAP reads and writes batched through io_uring
-	TAPIORW    = "tap-io-rw"    // a read or write system call per frame
-	GROWindow  = "gro-window"   // userspace GRO waits a little for more frames
-	CPUsNone   = "cpus-none"    // the worker left to the scheduler
-	CPUsSecond = "cpus-second"  // the worker on the second CPU
+	TAPIOURing   = "tap-io-uring"   // TAP reads and writes batched through io_uring
+	TAPIOSyscall = "tap-io-syscall" // a read or write system call per frame
+	GROWindow    = "gro-window"     // userspace GRO waits a little for more frames
+	CPUsNone     = "cpus-none"      // the worker left to the scheduler
+	CPUsSecond   = "cpus-second"    // the worker on the second CPU
 )
 
 // Levers are the settings of the lever configurations.
@@ -66,7 +66,7 @@ func LeverConfigs(l Levers) []report.Config {
 	cs := []report.Config{
 		report.Tapfwd(Default, "tapfwd as it ships: every setting at its default", forwarder.Options{}),
 		report.Tapfwd(TAPIOURing, "tapfwd, TAP I/O batched through io_uring (--tap-io uring)", forwarder.Options{TAPIO: "uring"}),
-		report.Tapfwd(TAPIORW, "tapfwd, a read or write system call per TAP frame (--tap-io rw)", forwarder.Options{TAPIO: "rw"}),
+		report.Tapfwd(TAPIOSyscall, "tapfwd, a read or write system call per TAP frame (--tap-io syscall)", forwarder.Options{TAPIO: "syscall"}),
 		report.Tapfwd(GROWindow, fmt.Sprintf("tapfwd, userspace GRO waits up to %s for more frames of a batch (--gro-window)", forwarder.Micros(l.GROWindow)),
 			forwarder.Options{GROWindow: l.GROWindow}),
 		report.Tapfwd(CPUsNone, "tapfwd, its worker not pinned: placed by the scheduler (--cpus none)", forwarder.Options{CPUs: "none"}),
