@@ -403,7 +403,9 @@ func BenchmarkForward(b *testing.B) {
 						unix.Write(p.nicPeer, segs[j]) // one flow, in sequence
 					}
 				}
-				p.q.nicToTAP()
+				if n, _ := p.q.nicToTAP(); n != per {
+					b.Fatalf("a batch of %d frames took %d", per, n)
+				}
 				drain(p.tapPeer, sink)
 			}
 			b.ReportMetric(float64(b.N*per)/b.Elapsed().Seconds(), "pps")
