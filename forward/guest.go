@@ -47,7 +47,7 @@ type GuestWorker struct {
 	w     *worker
 	fw    *Forwarder
 	port  GuestPort
-	mac   [6]byte
+	own   macs          // its address, the one source its frames may have
 	tag   fabric.Tag    // what its frames carry through inboxes
 	in    *fabric.Inbox // what is for the guest
 	tapIn *fabric.Inbox // the inbox of the queue worker that writes its frames to the TAP
@@ -80,15 +80,18 @@ const inboxSlots = 64
 // addGuests sets up the switch, a worker per guest port, and an inbox for
 // the TAP on the queues whose workers write the guests' frames to it.
 func (f *Forwarder) addGuests(c Config) error {
-	macs := make([]net.HardwareAddr, len(c.Guests))
+	addrs := make([]net.HardwareAddr, len(c.Guests))
 	for i, gp := range c.Guests {
-		macs[i] = gp.MAC
+		addrs[i] = gp.MAC
 	}
-	sw, err := fabric.New(macs, inboxSlots, hdrLen+frameCap)
+	sw, err := fabric.New(addrs, inboxSlots, hdrLen+frameCap)
 	if err != nil {
 		return fmt.Errorf("forward: guest ports: %w", err)
 	}
 	f.sw = sw
+	for _, gp := range c.Guests {
+		f.untrusted.ours = append(f.untrusted.ours, mac48(gp.MAC))
+	}
 	for i, gp := range c.Guests {
 		q := f.queues[i%len(f.queues)]
 		if q.in == nil {
@@ -98,7 +101,7 @@ func (f *Forwarder) addGuests(c Config) error {
 			}
 			q.addInbox(in)
 		}
-		g := &GuestWorker{ID: i, MAC: gp.MAC, fw: f, port: gp, mac: [6]byte(gp.MAC), batch: c.Batch,
+		g := &GuestWorker{ID: i, MAC: gp.MAC, fw: f, port: gp, own: macs{mac48(gp.MAC)}, batch: c.Batch,
 			tag: fabric.Tag{From: fabric.Guest, Guest: uint8(i)}, in: sw.Inbox(i), tapIn: q.in, where: fabric.NewTable()}
 		g.fromGuest = source{gone: errClosed, lost: noLoss}
 		g.toGuest = sink{ep: gp.Guest, hdr: hdrLen, refused: DropGuestRefused, busy: DropGuestRefused, gone: errClosed,

@@ -15,7 +15,7 @@ func (g *GuestWorker) fromGuestPort() (int, error) {
 	err = g.fromGuest.received(n, err, t)
 	for i := 0; i < n; i++ {
 		buf, size := g.bufs[i], g.sizes[i]-hdrLen
-		if g.fw.untrusted.check(t, buf, size, &g.mac, true) {
+		if g.fw.untrusted.check(t, buf, size, g.own, true) {
 			g.route(buf[headroom-hdrLen : headroom+size])
 		}
 	}

@@ -89,6 +89,8 @@ func explainRun(err error, c *daemon.Config) error {
 		advice = " (choose a shorter directory, or a shorter --tap)"
 	case errors.Is(err, vhostuser.ErrNotSocket):
 		advice = " (remove it, or choose another directory)"
+	case errors.Is(err, vhostuser.ErrUnsafeDir):
+		advice = " (make it root's and writable by no one else, or choose another directory)"
 	case de.Part == daemon.PartVhostDir && (errors.Is(err, fs.ErrPermission) || errors.Is(err, unix.EROFS)):
 		advice = " (the directory must be writable to tapfwd as it starts: choose another)"
 	}

@@ -70,6 +70,8 @@ func TestExplainVhost(t *testing.T) {
 		{fmt.Errorf("%w: /x exists and is a regular file", vhostuser.ErrNotSocket), "(remove it, or choose another directory)"},
 		{fmt.Errorf("/x: %w", os.NewSyscallError("access", unix.EROFS)), "(the directory must be writable to tapfwd as it starts: choose another)"},
 		{fmt.Errorf("listen: %w", os.NewSyscallError("bind", unix.EACCES)), "(the directory must be writable to tapfwd as it starts: choose another)"},
+		{fmt.Errorf("vhostuser: socket directory: /x has mode 0777: group or others may write to it: %w", vhostuser.ErrUnsafeDir),
+			"(make it root's and writable by no one else, or choose another directory)"},
 		{errors.New("/x is not a directory"), ""},
 	} {
 		got := explainRun(&daemon.Error{Part: daemon.PartVhostDir, Err: tc.err}, c)

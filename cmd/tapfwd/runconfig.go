@@ -70,7 +70,7 @@ func (f *runFlags) register(fs *flag.FlagSet, c *daemon.Config) {
 	fs.StringVar(&f.tapIO, "tap-io", "syscall", "how workers read and write the TAP: syscall (a read or write per frame), uring (a batch per io_uring_enter; fails where io_uring is missing or refused, or the kernel is older than 6.4), auto (uring where it works, else syscall, said in one log line)")
 	fs.DurationVar(&c.Workers.GROWindow, "gro-window", 0, "with --gro, how long a worker that read less than a batch from the NIC waits for more segments of an open flow to merge into one TAP write (e.g. 50us, at most 1ms); 0 never waits")
 	fs.BoolVar(&c.NIC.Promisc, "promisc", false, "put the NIC in promiscuous mode instead of asking for the TAP's MAC and all multicast")
-	fs.BoolVar(&c.Workers.StrictMAC, "strict-mac", false, "drop frames from the TAP whose source MAC is not the TAP's (the host port's with --host-port), and accept from the NIC only frames to that MAC, broadcast and multicast (a BPF filter): lets several instances share one NIC; VM ports with their own MACs need it off")
+	fs.BoolVar(&c.Workers.StrictMAC, "strict-mac", false, "drop frames from the TAP whose source MAC is not the TAP's (the host port's with --host-port) or a macvtap VM port's, and accept from the NIC only frames to those MACs, the vhost-user ports', broadcast and multicast (a BPF filter): lets several instances share one NIC (a vhost-user port's guest sends from its own MAC only, with or without it)")
 	fs.BoolVar(&c.NIC.Wait, "wait-nic", false, "when the NIC is removed, wait for it to come back and resume instead of exiting (needs CAP_NET_RAW throughout: not with --user)")
 	fs.StringVar(&c.Privileges.User, "user", "", "after opening every fd, drop to this user: supplementary groups cleared, its uid and primary gid, no capabilities")
 	fs.IntVar(&c.VMPorts.N, "vm-ports", 0, "VM ports to create at start and remove at exit (0-64): macvtaps in bridge mode on the TAP, or with --vhost-user vhost-user sockets; 0 creates none (see tapfwd vm-port)")
@@ -233,8 +233,6 @@ func (f *runFlags) nicNAPI(c *daemon.Config) error {
 func (f *runFlags) exclusions(c *daemon.Config) error {
 	user, tapName := c.Privileges.User, c.TAP.Name
 	switch {
-	case c.VMPorts.N > 0 && c.Workers.StrictMAC:
-		return errors.New("--strict-mac drops the VM ports' frames (their MACs are not the TAP's): use one or the other")
 	case user != "" && c.NIC.Wait:
 		return errors.New("--wait-nic reopens packet sockets, which needs CAP_NET_RAW: it cannot be combined with --user")
 	case user != "" && f.nicThreaded != "":

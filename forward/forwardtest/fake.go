@@ -107,6 +107,20 @@ func (f *Fake) Release() {
 	}
 }
 
+// Reset makes f as NewFake left it, its fd kept: nothing queued or
+// written, no error or refusal scripted, no writer seen.
+func (f *Fake) Reset() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.hold != nil {
+		close(f.hold)
+	}
+	f.in, f.tags, f.written, f.writers, f.hold = nil, nil, nil, nil, nil
+	f.full, f.refuse, f.readErr, f.writeErr = false, nil, nil, nil
+	var drain [8]byte
+	unix.Read(f.efd, drain[:])
+}
+
 // Written returns copies of the frames Write took.
 func (f *Fake) Written() [][]byte {
 	f.mu.Lock()

@@ -63,10 +63,11 @@ type Workers struct {
 	// GRO merges TCP segments (and UDP datagrams, when the TAP takes USO)
 	// of a flow from the NIC into one GSO frame per TAP write.
 	GRO bool
-	// StrictMAC drops frames from the lab whose source is not the lab's
-	// MAC (the host port's with Host, else the TAP's) and takes from the
-	// NIC only frames to it, broadcast and multicast. VM ports with MACs
-	// of their own need it off.
+	// StrictMAC drops frames from the TAP whose source is not the lab's
+	// MAC (the host port's with Host, else the TAP's) or a macvtap VM
+	// port's, and takes from the NIC only frames to the TAP's, the host
+	// port's and the VM ports' MACs, broadcast and multicast. (A vhost-user
+	// port's guest may send from its own MAC only, StrictMAC or not.)
 	StrictMAC bool
 	// L2 is what frames from the TAP side may carry onto the wire.
 	L2 forward.L2Policy

@@ -62,13 +62,30 @@ func addrString(p netip.Prefix) string {
 
 // labMAC is the lab host's MAC on the segment: its host port's when it has
 // one (the TAP then carries no address and answers nothing), else the
-// TAP's. Workers.StrictMAC accepts frames from the lab with this source
-// only, and from the NIC frames to it.
+// TAP's.
 func (d *Daemon) labMAC() net.HardwareAddr {
 	if d.host != nil {
 		return d.host.MAC
 	}
 	return d.dev.MAC()
+}
+
+// tapMACs are the MACs behind the TAP: its own, its host port's, the
+// macvtap ports' guests'. A frame from the NIC with one of them (or a
+// vhost-user guest's) as its source is dropped.
+func (d *Daemon) tapMACs() []net.HardwareAddr {
+	out := []net.HardwareAddr{d.dev.MAC()}
+	if d.host != nil {
+		out = append(out, d.host.MAC)
+	}
+	return append(out, d.ports.macvtapMACs()...)
+}
+
+// strictMACs are the sources Workers.StrictMAC lets frames from the TAP
+// have: the lab host's and the macvtap guests' (their frames come through
+// the TAP, on which their ports sit).
+func (d *Daemon) strictMACs() []net.HardwareAddr {
+	return append([]net.HardwareAddr{d.labMAC()}, d.ports.macvtapMACs()...)
 }
 
 // startDHCP starts the DHCP server of Host.DHCP on the host port: dnsmasq,

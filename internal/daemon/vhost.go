@@ -27,8 +27,9 @@ type vhostPort struct {
 	nic  *afpacket.Socket
 }
 
-// prepareVhost makes VMPorts.VhostDir if it is missing and checks every
-// socket path before anything is set up, so that a path that cannot work
+// prepareVhost makes VMPorts.VhostDir if it is missing, checks that it is
+// root's and writable by no one else, and checks every socket path before
+// anything is set up, so that a path that cannot work
 // fails the start with nothing made.
 func (d *Daemon) prepareVhost() error {
 	dir := d.c.VMPorts.VhostDir
@@ -50,6 +51,11 @@ func (d *Daemon) prepareVhost() error {
 		return fail(PartVhostDir, "", err)
 	case !fi.IsDir():
 		return fail(PartVhostDir, "", fmt.Errorf("%s is not a directory", dir))
+	}
+	// Whoever may write to it could put a socket of their own where QEMU
+	// connects, and be handed its guest's memory.
+	if err := vhostuser.CheckDir(dir); err != nil {
+		return fail(PartVhostDir, "", err)
 	}
 	if err := unix.Access(dir, unix.W_OK|unix.X_OK); err != nil {
 		return fail(PartVhostDir, "", fmt.Errorf("%s: %w", dir, os.NewSyscallError("access", err)))

@@ -14,12 +14,18 @@ type vmPorts struct {
 	vhost    []*vhostPort
 }
 
-// macs are the ports' guest MACs.
-func (p *vmPorts) macs() []net.HardwareAddr {
+// macvtapMACs are the macvtap ports' guest MACs, vhostMACs the vhost-user
+// ports'.
+func (p *vmPorts) macvtapMACs() []net.HardwareAddr {
 	var out []net.HardwareAddr
 	for _, m := range p.macvtaps {
 		out = append(out, m.MAC)
 	}
+	return out
+}
+
+func (p *vmPorts) vhostMACs() []net.HardwareAddr {
+	var out []net.HardwareAddr
 	for _, v := range p.vhost {
 		out = append(out, v.MAC)
 	}
