@@ -69,22 +69,3 @@ func TestGROWindowEnds(t *testing.T) {
 		t.Errorf("stopped: nicToTAP = %d, %v; want 1, nil and one TAP write", n, err)
 	}
 }
-
-// TestZeroAllocsGROWindow: a batch that waits out its window (a ppoll
-// with a timeout, more reads) allocates nothing.
-func TestZeroAllocsGROWindow(t *testing.T) {
-	p := newGROPair(t, 16)
-	p.q.groWindow = 500 * time.Microsecond
-	segs := mtuSegments(t, 8)
-	sink := make([]byte, 70000)
-	allocs := testing.AllocsPerRun(100, func() {
-		for _, s := range segs {
-			unix.Write(p.nicPeer, s)
-		}
-		p.q.nicToTAP()
-		drain(p.tapPeer, sink)
-	})
-	if allocs != 0 {
-		t.Errorf("%v allocations per batch with a GRO window, want 0", allocs)
-	}
-}
