@@ -18,7 +18,7 @@ type Document struct {
 }
 
 // Section is one titled table of a Document, or, without Head, a list of
-// Notes.
+// Notes; Notes after a table follow it.
 type Section struct {
 	Title string
 	Head  []string
@@ -93,9 +93,7 @@ func (d Document) WriteText(w io.Writer) error {
 	for _, s := range d.Sections {
 		fmt.Fprintf(bw, "\n%s\n", s.Title)
 		if len(s.Head) == 0 {
-			for _, n := range s.Notes {
-				fmt.Fprintf(bw, "- %s\n", n)
-			}
+			writeNotes(bw, s.Notes)
 			continue
 		}
 		tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', 0)
@@ -104,6 +102,7 @@ func (d Document) WriteText(w io.Writer) error {
 			fmt.Fprintln(tw, strings.Join(row, "\t"))
 		}
 		tw.Flush()
+		writeNotes(bw, s.Notes)
 	}
 	return bw.err
 }
@@ -119,9 +118,7 @@ func (d Document) WriteMarkdown(w io.Writer) error {
 	for _, s := range d.Sections {
 		fmt.Fprintf(bw, "\n### %s\n\n", s.Title)
 		if len(s.Head) == 0 {
-			for _, n := range s.Notes {
-				fmt.Fprintf(bw, "- %s\n", n)
-			}
+			writeNotes(bw, s.Notes)
 			continue
 		}
 		fmt.Fprintf(bw, "| %s |\n", strings.Join(s.Head, " | "))
@@ -133,8 +130,19 @@ func (d Document) WriteMarkdown(w io.Writer) error {
 			}
 			fmt.Fprintf(bw, "| %s |\n", strings.Join(cells, " | "))
 		}
+		if len(s.Notes) > 0 {
+			fmt.Fprintln(bw)
+			writeNotes(bw, s.Notes)
+		}
 	}
 	return bw.err
+}
+
+// writeNotes writes notes as a list.
+func writeNotes(w io.Writer, notes []string) {
+	for _, n := range notes {
+		fmt.Fprintf(w, "- %s\n", n)
+	}
 }
 
 // errWriter keeps the first write error so the renderers can check once.
