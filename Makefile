@@ -1,9 +1,16 @@
-# tapfwd: the two entry points the README gives, plus helpers.
+# tapfwd: the two entry points the README gives (demo, test), plus helpers.
 GO ?= go
 BIN := bin/tapfwd
 BENCH_BIN := bin/tapfwd-bench
 
-.PHONY: all build deps deps-bench bench bench-docs bench-docs-vxlan test check fuzz soak clean
+# make install: the binaries, the systemd unit and its drop-ins, the
+# Prometheus and Grafana files. DESTDIR stages a package's tree.
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+SHAREDIR ?= $(PREFIX)/share/tapfwd
+
+.PHONY: all build build-tapfwd build-bench deps deps-bench deps-demo demo bench bench-docs bench-docs-vxlan test fuzz soak install uninstall clean
 
 all: build
 
@@ -11,8 +18,12 @@ all: build
 # tapfwd without cgo: a static binary, and one where dropping privileges
 # (--user) reaches every thread (Go runs a system call on all threads only
 # without cgo).
-build:
+build: build-tapfwd build-bench
+
+build-tapfwd:
 	CGO_ENABLED=0 $(GO) build -o $(BIN) ./cmd/tapfwd
+
+build-bench:
 	$(GO) build -o $(BENCH_BIN) ./cmd/tapfwd-bench
 
 deps:
@@ -20,6 +31,21 @@ deps:
 
 deps-bench:
 	./scripts/deps.sh bench
+
+deps-demo:
+	./scripts/deps.sh demo
+
+# The first command: the whole product on a lab of network namespaces
+# (scripts/demo.sh): tapfwd with metrics and a VM port, the test guest
+# booted on it, ping, iperf3 through tapfwd and through the Linux bridge,
+# tapfwd status, /metrics; then everything is removed, also on Ctrl-C. It
+# needs tapfwd only (the bench binary, with its plotting libraries, is the
+# longer build), built while apt-get installs what is missing: on a fresh
+# machine the two take most of the time, one the network and the disk, the
+# other the CPUs.
+demo:
+	$(MAKE) --no-print-directory -j2 deps-demo build-tapfwd
+	./scripts/demo.sh
 
 # The main job: tapfwd against the Linux bridge on the built-in netns test bed.
 bench: deps-bench build
@@ -65,7 +91,23 @@ fuzz:
 # Issue 7's long runs: the 60 s overload and the 5-minute soak, without the
 # race detector so tapfwd's memory is that of a normal build.
 soak: deps
-	TAPFWD_SOAK=1 $(GO) test -count=1 -timeout 20m -v -run '^(TestOverload|TestSoak)$$' ./cmd/tapfwd
+	TAPFWD_SOAK=1 $(GO) test -count=1 -timeout 20m -v -run '^(TestOverload|TestSoak)$$' ./e2e/forwarding
+
+# The unit runs $(BINDIR)/tapfwd; its drop-ins (tap-netns, user) are
+# opt-in, per instance: see the README, "Running it as a service".
+install: build
+	install -D -m 755 $(BIN) $(DESTDIR)$(BINDIR)/tapfwd
+	install -D -m 755 $(BENCH_BIN) $(DESTDIR)$(BINDIR)/tapfwd-bench
+	install -d $(DESTDIR)$(UNITDIR)
+	sed 's|/usr/local/bin/tapfwd|$(BINDIR)/tapfwd|g' deploy/systemd/tapfwd@.service >$(DESTDIR)$(UNITDIR)/tapfwd@.service
+	chmod 644 $(DESTDIR)$(UNITDIR)/tapfwd@.service
+	install -D -m 644 -t $(DESTDIR)$(SHAREDIR)/systemd deploy/systemd/tapfwd@.service.d/*.conf
+	install -D -m 644 -t $(DESTDIR)$(SHAREDIR)/prometheus deploy/prometheus/prometheus.yml deploy/prometheus/rules.yml
+	install -D -m 644 -t $(DESTDIR)$(SHAREDIR)/grafana deploy/grafana/tapfwd.json
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/tapfwd $(DESTDIR)$(BINDIR)/tapfwd-bench $(DESTDIR)$(UNITDIR)/tapfwd@.service
+	rm -rf $(DESTDIR)$(SHAREDIR)
 
 clean:
 	rm -rf bin

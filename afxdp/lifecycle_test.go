@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/tapfwd/tapfwd/internal/testkit"
+	"github.com/tapfwd/tapfwd/internal/testkit/traffic"
 	"github.com/tapfwd/tapfwd/napi"
 	"github.com/tapfwd/tapfwd/netns"
 	"github.com/tapfwd/tapfwd/vnethdr"
@@ -202,12 +202,12 @@ func TestLinkFlap(t *testing.T) {
 		t.Errorf("Write on a down device: %v, want ENETDOWN", err)
 	}
 	b.run(b.FwdNS, "ip", "link", "set", b.NIC, "up")
-	raw := testkit.OpenRaw(t, b.Bed, b.WireNS, b.WireIf)
+	raw := traffic.OpenRaw(t, b.Bed, b.WireNS, b.WireIf)
 	writeAll(t, s, [][]byte{frame})
 	if got := wireFrames(t, raw, w1, 1, 3*time.Second); len(got) != 1 {
 		t.Error("no frame reached the wire after the device came back up")
 	}
-	wire := testkit.WireSocket(t, b.Bed, false)
+	wire := traffic.WireSocket(t, b.Bed, false)
 	unix.Write(wire, l2Frames(t, w0, w1, 1500)[2])
 	if got := readFrames(t, s, 1, 3*time.Second, from(w0)); len(got) != 1 {
 		t.Error("no frame reached the socket after the device came back up")
@@ -273,7 +273,7 @@ func TestNAPIAndBusyPoll(t *testing.T) {
 		}
 	}
 	w0, w1 := b.mac(b.WireNS, b.WireIf), b.mac(b.FwdNS, b.NIC)
-	wire := testkit.WireSocket(t, b.Bed, false)
+	wire := traffic.WireSocket(t, b.Bed, false)
 	for _, f := range l2Frames(t, w0, w1, 1500) {
 		unix.Write(wire, f)
 	}

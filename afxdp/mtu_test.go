@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/tapfwd/tapfwd/internal/testkit"
+	"github.com/tapfwd/tapfwd/internal/testkit/traffic"
 	"github.com/tapfwd/tapfwd/vnethdr"
 )
 
@@ -26,7 +26,7 @@ func TestVethMTU9000(t *testing.T) {
 	s := n.Sockets()[0]
 	w0, w1 := b.mac(b.WireNS, b.WireIf), b.mac(b.FwdNS, b.NIC)
 	in := l2Frames(t, w0, w1, 9000)
-	wire := testkit.WireSocket(t, b.Bed, false)
+	wire := traffic.WireSocket(t, b.Bed, false)
 	for _, f := range in {
 		if _, err := unix.Write(wire, f); err != nil {
 			t.Fatal(err)
@@ -36,7 +36,7 @@ func TestVethMTU9000(t *testing.T) {
 	if len(got) != len(in) || !bytes.Equal(got[0].data, in[0]) || len(got[0].data) != 9014 {
 		t.Fatalf("socket got %d of %d frames; the first intact at 9014 bytes: %v", len(got), len(in), len(got) > 0 && bytes.Equal(got[0].data, in[0]))
 	}
-	raw := testkit.OpenRaw(t, b.Bed, b.WireNS, b.WireIf)
+	raw := traffic.OpenRaw(t, b.Bed, b.WireNS, b.WireIf)
 	out := l2Frames(t, w1, w0, 9000)
 	var bufs [][]byte
 	for _, f := range out {
@@ -94,7 +94,7 @@ func TestVethMTU9000WithoutMultiBuffer(t *testing.T) {
 	w0, w1 := b.mac(b.WireNS, b.WireIf), b.mac(b.FwdNS, b.NIC)
 	jumbo := l2Frames(t, w0, w1, 9000)[0]
 	small := l2Frames(t, w0, w1, 1500)[0]
-	wire := testkit.WireSocket(t, b.Bed, false)
+	wire := traffic.WireSocket(t, b.Bed, false)
 	unix.Write(wire, jumbo)
 	unix.Write(wire, small)
 	got := readFrames(t, s, 1, 3*time.Second, from(w0))

@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/tapfwd/tapfwd/internal/testkit"
+	"github.com/tapfwd/tapfwd/internal/testkit/traffic"
 	"github.com/tapfwd/tapfwd/vnethdr"
 )
 
@@ -56,7 +56,7 @@ func TestVethRXTX(t *testing.T) {
 			s := n.Sockets()[0]
 			w0, w1 := b.mac(b.WireNS, b.WireIf), b.mac(b.FwdNS, b.NIC)
 			in := l2Frames(t, w0, w1, 1500)
-			wire := testkit.WireSocket(t, b.Bed, false)
+			wire := traffic.WireSocket(t, b.Bed, false)
 			for _, f := range in {
 				if _, err := unix.Write(wire, f); err != nil {
 					t.Fatal(err)
@@ -72,7 +72,7 @@ func TestVethRXTX(t *testing.T) {
 				}
 			}
 
-			raw := testkit.OpenRaw(t, b.Bed, b.WireNS, b.WireIf)
+			raw := traffic.OpenRaw(t, b.Bed, b.WireNS, b.WireIf)
 			out := l2Frames(t, w1, w0, 1500)
 			var bufs [][]byte
 			for _, f := range out {

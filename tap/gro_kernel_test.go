@@ -17,7 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tapfwd/tapfwd/internal/testbed"
-	"github.com/tapfwd/tapfwd/internal/testkit"
+	"github.com/tapfwd/tapfwd/internal/testkit/kernel"
 	"github.com/tapfwd/tapfwd/tap"
 	"github.com/tapfwd/tapfwd/vnethdr"
 )
@@ -328,7 +328,7 @@ func udpStats(t *testing.T, bed *testbed.Bed, v6 bool) [3]int64 {
 	if v6 {
 		proto = "Udp6"
 	}
-	c := testkit.SNMP(t, bed, bed.LabNS)
+	c := kernel.SNMP(t, bed, bed.LabNS)
 	var out [3]int64
 	for i, name := range []string{"InDatagrams", "InErrors", "InCsumErrors"} {
 		v, err := c.Counter(proto, name)
@@ -439,7 +439,7 @@ func TestUSOForwarded(t *testing.T) {
 			if n := vnethdr.NewGRO(len(fs)).Coalesce(fs); n != len(fs)-1 {
 				t.Fatalf("merged %d of %d", n, len(fs))
 			}
-			before := testkit.Netdev(t, bed.WireNS, "f1").RxPackets
+			before := kernel.Netdev(t, bed.WireNS, "f1").RxPackets
 			if err := write(d, wire(fs[0])); err != nil {
 				t.Fatal(err)
 			}
@@ -447,7 +447,7 @@ func TestUSOForwarded(t *testing.T) {
 			// Whole through the veth, or segmented before it. The count
 			// may include a little IPv6 chatter (router solicitations) of
 			// the freshly made veth.
-			got := testkit.Netdev(t, bed.WireNS, "f1").RxPackets - before
+			got := kernel.Netdev(t, bed.WireNS, "f1").RxPackets - before
 			if uso == "on" && (got < 1 || got > 3) {
 				t.Errorf("f1 received %d packets, want the one super-frame", got)
 			}

@@ -32,6 +32,7 @@ func (p *Port) acceptLoop() {
 		}
 		p.connMu.Unlock()
 		if busy {
+			p.stats.turnedAway.Add(1)
 			p.log.Warn("vhost-user front-end turned away: another one is connected", "peer", peerOf(c))
 			_ = c.Close()
 			continue
@@ -108,7 +109,7 @@ func (p *Port) serve(c *net.UnixConn) error {
 		if err := readMsg(c, &in, oob); err != nil {
 			return err
 		}
-		m, err := parseMessage(in.hdr[:], in.payload[:in.size], len(in.fds))
+		m, err := parseMessage(in.hdr[:], in.payload[:in.size], len(in.fds), len(p.rings))
 		if err != nil {
 			closeFds(in.fds)
 			return err

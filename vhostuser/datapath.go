@@ -34,17 +34,18 @@ const ErrBroken = unix.EPROTO
 // ErrBroken the guest broke the rules, or a kick eventfd polls in error or
 // hung up (ErrGuest: logged, in Stats and an EventBroken); EBADFD the port
 // is closed.
-func (p *Port) Read(bufs [][]byte, sizes []int, offset int) (n int, err error) {
+func (q *Queue) Read(bufs [][]byte, sizes []int, offset int) (n int, err error) {
+	p := q.p
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if p.closed {
 		return 0, unix.EBADFD
 	}
-	r := &p.rings[txRing]
+	r := q.tx
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.started || r.broken.Load() {
-		p.drain()
+		q.drain()
 		if r.broken.Load() {
 			return 0, ErrBroken
 		}
@@ -53,9 +54,9 @@ func (p *Port) Read(bufs [][]byte, sizes []int, offset int) (n int, err error) {
 	old := debug.SetPanicOnFault(true)
 	defer p.recoverFault(r, old, &n, &err)
 	var t tally
-	n, err = p.readFrames(r, bufs[:min(len(bufs), len(sizes))], sizes, offset, &t)
+	n, err = q.readFrames(bufs[:min(len(bufs), len(sizes))], sizes, offset, &t)
 	p.finish(r, &t)
-	p.stats.addTx(&t)
+	q.stats.addTx(&t)
 	if n == 0 && err == nil {
 		err = unix.EAGAIN
 	}
@@ -68,14 +69,15 @@ const maxFrame = 1<<16 + 64
 
 // readFrames takes frames off the transmit queue until bufs are full or
 // the queue is empty with notifications enabled.
-func (p *Port) readFrames(r *vring, bufs [][]byte, sizes []int, offset int, t *tally) (int, error) {
+func (q *Queue) readFrames(bufs [][]byte, sizes []int, offset int, t *tally) (int, error) {
+	p, r := q.p, q.tx
 	n, drained, budget := 0, false, len(bufs)+int(r.num)
 	r.w.budget = turnDescs
 	for n < len(bufs) {
 		if r.availLeft == 0 {
 			d, err := r.refill()
 			if err != nil {
-				return n, p.broke(r, fmt.Errorf("transmit queue: %w", err))
+				return n, p.broke(r, fmt.Errorf("%s: %w", r.name(), err))
 			}
 			if d == 0 {
 				if drained {
@@ -84,7 +86,7 @@ func (p *Port) readFrames(r *vring, bufs [][]byte, sizes []int, offset int, t *t
 				// Idle: consume the kicks that woke the caller, ask for
 				// the next one and look once more, since the guest may
 				// have added an entry before it saw the request.
-				p.drain()
+				q.drain()
 				if r.broken.Load() { // a kick eventfd in error
 					return n, ErrBroken
 				}
@@ -101,7 +103,7 @@ func (p *Port) readFrames(r *vring, bufs [][]byte, sizes []int, offset int, t *t
 		if budget--; budget < 0 {
 			// Only drops for a while: leave the rest to the next call and
 			// make sure there is one.
-			p.wake()
+			q.wake()
 			break
 		}
 		head := r.nextHead()
@@ -111,10 +113,10 @@ func (p *Port) readFrames(r *vring, bufs [][]byte, sizes []int, offset int, t *t
 			// vhost_get_vq_desc does: GET_VRING_BASE answers it as next.
 			r.lastAvail, r.availLeft = r.lastAvail-1, r.availLeft+1
 			if err == errTurnDone {
-				p.wake()
+				q.wake()
 				break
 			}
-			return n, p.broke(r, fmt.Errorf("transmit queue, chain at %d: %w", head, err))
+			return n, p.broke(r, fmt.Errorf("%s, chain at %d: %w", r.name(), head, err))
 		}
 		r.pushUsed(head, 0) // a transmit buffer gets nothing written
 		// A disabled ring's frames are taken and dropped
@@ -124,7 +126,7 @@ func (p *Port) readFrames(r *vring, bufs [][]byte, sizes []int, offset int, t *t
 			continue
 		}
 		var c int
-		sizes[n], c = p.copyFrame(r.w.segs, bufs[n], offset, total)
+		sizes[n], c = q.copyFrame(r.w.segs, bufs[n], offset, total)
 		t.frames++
 		t.bytes += uint64(c)
 		n++
@@ -137,7 +139,8 @@ func (p *Port) readFrames(r *vring, bufs [][]byte, sizes []int, offset int, t *t
 // how many bytes of the frame it copied: fewer when b is too short, and
 // what Stats count, since descriptors that overlap in guest memory make a
 // chain's claimed length no measure of what it carried.
-func (p *Port) copyFrame(segs [][]byte, b []byte, offset int, total uint64) (size, copied int) {
+func (q *Queue) copyFrame(segs [][]byte, b []byte, offset int, total uint64) (size, copied int) {
+	p := q.p
 	size = vnethdr.Len + int(total) - p.hdrLen
 	if offset < 0 || offset > len(b) || len(b)-offset < vnethdr.Len {
 		return size, 0
@@ -149,22 +152,22 @@ func (p *Port) copyFrame(segs [][]byte, b []byte, offset int, total uint64) (siz
 	frame := dst[vnethdr.Len:]
 	copied = gather(segs, frame, p.hdrLen)
 	if copied >= 12 {
-		p.learn(frame[6:12])
+		q.learn(frame[6:12])
 	}
 	return size, copied
 }
 
 // learn remembers the source address of a unicast frame from the guest.
-func (p *Port) learn(src []byte) {
-	if src[0]&1 != 0 || [6]byte(src) == p.macNow || [6]byte(src) == [6]byte{} {
+func (q *Queue) learn(src []byte) {
+	if src[0]&1 != 0 || [6]byte(src) == q.macNow || [6]byte(src) == [6]byte{} {
 		return
 	}
-	p.macNow = [6]byte(src)
+	q.macNow = [6]byte(src)
 	var v uint64
 	for _, b := range src {
 		v = v<<8 | uint64(b)
 	}
-	p.mac.Store(v | 1<<48)
+	q.p.mac.Store(v | 1<<48)
 }
 
 // Write puts frames on the guest's receive queue. bufs[i][offset:] is a
@@ -182,15 +185,16 @@ func (p *Port) learn(src []byte) {
 // the guest did not negotiate (see GuestOffloads: segment it or complete
 // its checksum first); EMSGSIZE it does not fit the guest's buffers;
 // EINVAL its buffer is shorter than the header. ENETDOWN: no front-end
-// runs the receive ring. ErrBroken: the guest broke the rules. EBADFD:
-// closed.
-func (p *Port) Write(bufs [][]byte, offset int) (n int, err error) {
+// runs the receive ring. ErrBroken: the guest broke the rules.
+// EBADFD: closed.
+func (q *Queue) Write(bufs [][]byte, offset int) (n int, err error) {
+	p := q.p
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if p.closed {
 		return 0, unix.EBADFD
 	}
-	r := &p.rings[rxRing]
+	r := q.rx
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch {
@@ -202,13 +206,14 @@ func (p *Port) Write(bufs [][]byte, offset int) (n int, err error) {
 	old := debug.SetPanicOnFault(true)
 	defer p.recoverFault(r, old, &n, &err)
 	var t tally
-	n, err = p.writeFrames(r, bufs, offset, &t)
+	n, err = q.writeFrames(bufs, offset, &t)
 	p.finish(r, &t)
-	p.stats.addRx(&t)
+	q.stats.addRx(&t)
 	return n, err
 }
 
-func (p *Port) writeFrames(r *vring, bufs [][]byte, offset int, t *tally) (int, error) {
+func (q *Queue) writeFrames(bufs [][]byte, offset int, t *tally) (int, error) {
+	p, r := q.p, q.rx
 	var h [12]byte
 	r.w.budget = turnDescs
 	for n, b := range bufs {
@@ -219,7 +224,7 @@ func (p *Port) writeFrames(r *vring, bufs [][]byte, offset int, t *tally) (int, 
 			continue
 		}
 		if err == errTurnDone {
-			p.wake()
+			q.wake()
 			return n, unix.EAGAIN
 		}
 		errno, ok := err.(unix.Errno)
@@ -314,7 +319,7 @@ func (p *Port) scatterFrame(r *vring, hdr, frame []byte) error {
 		if r.availLeft == 0 {
 			ok, err := r.room()
 			if err != nil {
-				return undo(fmt.Errorf("receive queue: %w", err))
+				return undo(fmt.Errorf("%s: %w", r.name(), err))
 			}
 			if !ok {
 				return undo(unix.EAGAIN)
@@ -326,19 +331,21 @@ func (p *Port) scatterFrame(r *vring, hdr, frame []byte) error {
 		case err == errTurnDone:
 			return undo(err)
 		case err != nil:
-			return undo(fmt.Errorf("receive queue, chain at %d: %w", head, err))
+			return undo(fmt.Errorf("%s, chain at %d: %w", r.name(), head, err))
 		case mrg && total < uint64(len(hdr)):
 			// virtio 1.x 5.1.6.3.1: with MRG_RXBUF every buffer holds a header.
-			return undo(fmt.Errorf("receive queue, chain at %d: %d bytes, smaller than the %d-byte header", head, total, len(hdr)))
+			return undo(fmt.Errorf("%s, chain at %d: %d bytes, smaller than the %d-byte header", r.name(), head, total, len(hdr)))
 		}
 		segs, descs = segs+len(r.w.segs), descs+r.w.descs
 		if segs > maxSegs || descs > maxSegs || !mrg && total < uint64(need) {
 			return undo(unix.EMSGSIZE)
 		}
-		if nbufs == 0 && len(hdr) == 12 {
+		c := scatter(r.w.segs, hdr, frame, pos)
+		if nbufs == 0 && pos+c < need {
+			// num_buffers, in the first buffer's header (12 bytes: with
+			// MRG_RXBUF), says how many more follow.
 			nbLo, nbHi = byteAt(r.w.segs, 10), byteAt(r.w.segs, 11)
 		}
-		c := scatter(r.w.segs, hdr, frame, pos)
 		r.pushUsed(head, uint32(c))
 		pos += c
 		nbufs++
@@ -408,51 +415,8 @@ func (p *Port) finish(r *vring, t *tally) {
 	}
 }
 
-// drain consumes the notifications that made Fd readable: the port's own
-// wake-ups, read from its eventfd, and the guest's kicks, which epoll
-// reports edge-triggered and which are never read: the front-end shares
-// the kick eventfd and can make a read of it wait (emptied, O_NONBLOCK
-// cleared). A kick eventfd that polls in error (its counter driven to the
-// top, which kicks never do) or hung up breaks the port, and its ring
-// stops being polled.
-func (p *Port) drain() {
-	n, err := unix.EpollWait(p.epfd, p.evs[:], 0)
-	if err != nil {
-		return
-	}
-	for _, ev := range p.evs[:n] {
-		switch {
-		case ev.Fd == tagWake:
-			_, _ = unix.Read(p.wakefd, p.rdBuf[:])
-		case ev.Events&(unix.EPOLLERR|unix.EPOLLHUP) != 0:
-			r := &p.rings[ev.Fd-tagKick]
-			_ = p.broke(r, fmt.Errorf("%s queue: kick eventfd %s", p.queueName(r), pollEvents(ev.Events)))
-		}
-	}
-}
-
-// pollEvents says what the error bits of epoll events mean for a kick
-// eventfd.
-func pollEvents(ev uint32) string {
-	switch {
-	case ev&unix.EPOLLERR != 0 && ev&unix.EPOLLHUP != 0:
-		return "is in error and hung up"
-	case ev&unix.EPOLLERR != 0:
-		return "is in error (its counter at the top)"
-	}
-	return "hung up"
-}
-
-// queueName is how the guest's driver names ring r.
-func (p *Port) queueName(r *vring) string {
-	if r == &p.rings[rxRing] {
-		return "receive"
-	}
-	return "transmit"
-}
-
-// broke stops the port after the guest broke the rules on ring r: both
-// rings stop, the front-end hears of it on the ring's error eventfd
+// broke stops the port after the guest broke the rules on ring r: every
+// ring stops, the front-end hears of it on the ring's error eventfd
 // (QEMU logs "vhost vring error"), and the ring's kicks no longer wake the
 // caller. It returns the errno for the data path.
 func (p *Port) broke(r *vring, err error) error {
@@ -462,13 +426,13 @@ func (p *Port) broke(r *vring, err error) error {
 	for i := range p.rings {
 		p.rings[i].broken.Store(true)
 		if k := p.rings[i].kick; k >= 0 {
-			_ = unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, k, nil)
+			_ = unix.EpollCtl(p.queueOf(i).epfd, unix.EPOLL_CTL_DEL, k, nil)
 		}
 	}
 	e := fmt.Errorf("%w: %w", ErrGuest, err)
 	p.stats.guestErrors.Add(1)
 	p.log.Error("vhost-user guest broke the virtqueue rules: port stopped until its driver restarts the rings",
-		"queue", p.queueName(r), "err", e)
+		"queue", r.name(), "err", e)
 	if r.errFd >= 0 {
 		_ = p.sig.Signal(r.errFd)
 	}

@@ -3,7 +3,6 @@ package vhostuser
 import (
 	"bytes"
 	"encoding/binary"
-	"log/slog"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -11,19 +10,22 @@ import (
 	"github.com/tapfwd/tapfwd/vnethdr"
 )
 
-// A port without a socket over one region of Go memory, its rings started
-// at fixed places: for driving the data path with arbitrary ring contents.
+// A port of two queue pairs without a socket over one region of Go
+// memory, its rings started at fixed places: for driving the data path
+// with arbitrary ring contents.
 const (
 	fzGPA     = 0x40000
 	fzSize    = 0x10000
 	fzNum     = 16
-	fzRings   = 0x2000 // both rings live below this offset
+	fzRings   = 0x2000 // the first pair's rings live below this offset
 	fzRxDesc  = 0x0000
 	fzRxAvail = 0x0400
 	fzRxUsed  = 0x0800
 	fzTxDesc  = 0x1000
 	fzTxAvail = 0x1400
 	fzTxUsed  = 0x1800
+	fzPairs   = 2
+	fzPair1   = 0x8000 // the second pair's, laid out the same from here
 )
 
 type memPort struct {
@@ -37,7 +39,7 @@ func newMemPort(t testing.TB, features uint64, rings []byte) *memPort {
 	mp.mem = mp.backing[guard : guard+fzSize : guard+fzSize]
 	clear(mp.mem)
 	copy(mp.mem, rings)
-	p := &Port{log: slog.New(slog.DiscardHandler), epfd: -1, wakefd: -1, events: make(chan Event, 8)}
+	p := makePort(Config{QueuePairs: fzPairs})
 	var err error
 	if p.sig, err = signals(); err != nil {
 		t.Fatal(err)
@@ -50,9 +52,10 @@ func newMemPort(t testing.TB, features uint64, rings []byte) *memPort {
 	p.useFeatures(features)
 	p.mem.regions[0] = region{gpa: fzGPA, uaddr: 0x7f0000000000, size: fzSize, mem: mp.mem}
 	p.mem.n = 1
-	for i, a := range [2][3]uint64{{fzRxDesc, fzRxAvail, fzRxUsed}, {fzTxDesc, fzTxAvail, fzTxUsed}} {
+	for i := range p.rings {
+		a := [2][3]uint64{{fzRxDesc, fzRxAvail, fzRxUsed}, {fzTxDesc, fzTxAvail, fzTxUsed}}[i%2]
+		at := 0x7f0000000000 + uint64(i/2)*fzPair1
 		r := &p.rings[i]
-		r.w = newWalker()
 		// The ring's eventfds, as setVringFd takes them.
 		for _, fd := range []*int{&r.kick, &r.call, &r.errFd} {
 			if *fd, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
@@ -61,15 +64,15 @@ func newMemPort(t testing.TB, features uint64, rings []byte) *memPort {
 			t.Cleanup(func() { unix.Close(*fd) })
 		}
 		ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLET, Fd: int32(tagKick + i)}
-		if err := unix.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, r.kick, &ev); err != nil {
+		if err := unix.EpollCtl(p.queueOf(i).epfd, unix.EPOLL_CTL_ADD, r.kick, &ev); err != nil {
 			t.Fatal(err)
 		}
 		r.num, r.enabled, r.addrSet = fzNum, true, true
-		r.addr = vringAddr{desc: 0x7f0000000000 + a[0], avail: 0x7f0000000000 + a[1], used: 0x7f0000000000 + a[2]}
+		r.addr = vringAddr{desc: at + a[0], avail: at + a[1], used: at + a[2]}
 		if err := r.setup(&p.mem, features); err != nil {
 			t.Fatal(err)
 		}
-		r.start(i == rxRing)
+		r.start(i%2 == 0)
 	}
 	p.refreshActive()
 	mp.Port = p
@@ -84,14 +87,20 @@ func (mp *memPort) guardsIntact() bool {
 // The guest-written parts of the rings, in the order fuzz input fills
 // them: descriptor tables, available rings (with used_event) and used
 // rings (with avail_event; their index is where the port starts).
-var fzParts = [][2]int{
-	{fzTxDesc, descSize * fzNum}, {fzTxAvail, ringHdr + 2*fzNum + 2}, {fzTxUsed, ringHdr + usedElemSize*fzNum + 2},
-	{fzRxDesc, descSize * fzNum}, {fzRxAvail, ringHdr + 2*fzNum + 2}, {fzRxUsed, ringHdr + usedElemSize*fzNum + 2},
-}
+var fzParts = func() (parts [][2]int) {
+	for _, at := range []int{0, fzPair1} {
+		parts = append(parts,
+			[2]int{at + fzTxDesc, descSize * fzNum}, [2]int{at + fzTxAvail, ringHdr + 2*fzNum + 2},
+			[2]int{at + fzTxUsed, ringHdr + usedElemSize*fzNum + 2},
+			[2]int{at + fzRxDesc, descSize * fzNum}, [2]int{at + fzRxAvail, ringHdr + 2*fzNum + 2},
+			[2]int{at + fzRxUsed, ringHdr + usedElemSize*fzNum + 2})
+	}
+	return parts
+}()
 
 // ringsFrom lays compact fuzz input out over the ring memory.
 func ringsFrom(in []byte) []byte {
-	m := make([]byte, fzRings)
+	m := make([]byte, fzPair1+fzRings)
 	for _, part := range fzParts {
 		in = in[copy(m[part[0]:part[0]+part[1]], in):]
 	}
@@ -107,10 +116,11 @@ func compact(m []byte) []byte {
 	return in
 }
 
-// A well-formed seed: transmit descriptors 0..3 each a frame, receive
-// descriptors 0..7 each a 1 KiB buffer, all available.
+// A well-formed seed: on the first pair, transmit descriptors 0..3 each a
+// frame, receive descriptors 0..7 each a 1 KiB buffer, all available; the
+// second pair's rings empty.
 func fuzzSeedRings() []byte {
-	m := make([]byte, fzRings)
+	m := make([]byte, fzPair1+fzRings)
 	for i := range 4 {
 		putDesc(m[fzTxDesc:], i, fzGPA+0x2000+uint64(i)*0x800, 12+60+uint32(i)*100, 0, 0)
 		binary.LittleEndian.PutUint16(m[fzTxAvail+4+2*i:], uint16(i))
@@ -155,11 +165,11 @@ func FuzzDataPath(f *testing.F) {
 			var err error
 			switch op {
 			case opKickTx, opKickRx:
-				err = mp.sig.Signal(mp.rings[txRing-int(op-opKickTx)].kick)
+				err = mp.sig.Signal(mp.rings[1-int(op-opKickTx)].kick)
 			case opSaturateTx, opSaturateRx:
-				fill(t, mp.rings[txRing-int(op-opSaturateTx)].kick)
-				err = mp.sig.Signal(mp.rings[txRing-int(op-opSaturateTx)].kick)
-				if err == nil && mp.State() != StateBroken && !pollFd(mp.epfd) {
+				fill(t, mp.rings[1-int(op-opSaturateTx)].kick)
+				err = mp.sig.Signal(mp.rings[1-int(op-opSaturateTx)].kick)
+				if err == nil && mp.State() != StateBroken && !pollFd(mp.Fd()) {
 					t.Fatalf("op %d: a kick in error, Fd not readable", i)
 				}
 			default:
@@ -168,13 +178,13 @@ func FuzzDataPath(f *testing.F) {
 			switch err {
 			case nil, unix.EAGAIN, unix.EOPNOTSUPP, unix.EMSGSIZE, unix.ENETDOWN:
 			case ErrBroken:
-				if mp.State() != StateBroken || !mp.rings[0].broken.Load() || !mp.rings[1].broken.Load() {
+				if mp.State() != StateBroken || !mp.allBroken() {
 					t.Fatalf("op %d: ErrBroken without the port stopped", i)
 				}
 			default:
 				t.Fatalf("op %d: unexpected error %v", i, err)
 			}
-			if wasBroken && op&1 == 0 && op < opKickTx && pollFd(mp.epfd) {
+			if q := mp.queueFor(op); wasBroken && op&1 == 0 && op < opKickTx && pollFd(q.Fd()) {
 				t.Fatalf("op %d: Fd of a stopped port readable after a Read", i)
 			}
 			if !mp.guardsIntact() {
@@ -192,36 +202,49 @@ const (
 	opSaturateRx = 0xff
 )
 
+func (mp *memPort) allBroken() bool {
+	for i := range mp.rings {
+		if !mp.rings[i].broken.Load() {
+			return false
+		}
+	}
+	return true
+}
+
+// queueFor is the queue pair op reads or writes: bit 6 chooses.
+func (mp *memPort) queueFor(op byte) *Queue { return mp.queues[int(op>>6)&1] }
+
 // fuzzOp reads (even op) or writes (odd op) a batch shaped by op, and
 // checks what comes back.
 func (mp *memPort) fuzzOp(t *testing.T, op byte) error {
+	q := mp.queueFor(op)
 	if op&1 == 0 {
-		return mp.fuzzRead(t, 1+int(op>>1)%8)
+		return mp.fuzzRead(t, q, 1+int(op>>1)%8)
 	}
 	h := vnethdr.Hdr{Flags: op >> 5 & 3, GSOType: []uint8{0, 1, 4, 5, 0x81}[int(op>>2)%5]}
 	w := make([]byte, vnethdr.Len+14+int(op)*37)
 	h.Encode(w)
 	w[vnethdr.Len+12], w[vnethdr.Len+13] = 0x86, 0xdd
-	before := mp.Stats().RxBytes
-	n, err := mp.Write([][]byte{w, w}, 0)
-	if got := mp.Stats().RxBytes - before; got != uint64(n*(len(w)-vnethdr.Len)) {
+	before := q.Stats().RxBytes
+	n, err := q.Write([][]byte{w, w}, 0)
+	if got := q.Stats().RxBytes - before; got != uint64(n*(len(w)-vnethdr.Len)) {
 		t.Fatalf("wrote %d frames of %d bytes, counted %d bytes", n, len(w)-vnethdr.Len, got)
 	}
-	if err == unix.EAGAIN && !mp.rings[rxRing].notifyOn && !pollFd(mp.epfd) {
+	if err == unix.EAGAIN && !q.rx.notifyOn && !pollFd(q.Fd()) {
 		t.Fatal("Write said EAGAIN with the guest not asked to kick and Fd not readable")
 	}
 	return err
 }
 
-func (mp *memPort) fuzzRead(t *testing.T, k int) error {
+func (mp *memPort) fuzzRead(t *testing.T, q *Queue, k int) error {
 	const off = 16
 	rb := make([][]byte, k)
 	for i := range rb {
 		rb[i] = make([]byte, off+700)
 	}
 	sizes := make([]int, k)
-	before := mp.Stats().TxBytes
-	n, err := mp.Read(rb, sizes, off)
+	before := q.Stats().TxBytes
+	n, err := q.Read(rb, sizes, off)
 	var carried uint64
 	for _, s := range sizes[:n] {
 		if s < vnethdr.Len || s > vnethdr.Len+maxFrame {
@@ -229,12 +252,12 @@ func (mp *memPort) fuzzRead(t *testing.T, k int) error {
 		}
 		carried += uint64(min(s, 700) - vnethdr.Len)
 	}
-	if got := mp.Stats().TxBytes - before; got != carried {
+	if got := q.Stats().TxBytes - before; got != carried {
 		t.Fatalf("read %d frames carrying %d bytes, counted %d", n, carried, got)
 	}
-	r := &mp.rings[txRing]
+	r := q.tx
 	idle := r.availIdx() == r.lastAvail && r.notifyOn
-	if (err == unix.EAGAIN || err == nil && n < k) && !idle && !pollFd(mp.epfd) {
+	if (err == unix.EAGAIN || err == nil && n < k) && !idle && !pollFd(q.Fd()) {
 		t.Fatalf("read %d of %d (%v) with frames waiting, the guest not asked to kick and Fd not readable", n, k, err)
 	}
 	return err
@@ -298,7 +321,7 @@ func TestRefusalRemembered(t *testing.T) {
 		binary.LittleEndian.PutUint16(mp.mem[fzRxAvail+2:], idx)
 	}
 	post(fzNum)
-	r := &mp.rings[rxRing]
+	r := &mp.rings[0]
 	write := func(size int) (walked int, err error) {
 		w := make([]byte, vnethdr.Len+size)
 		_, err = mp.Write([][]byte{w}, 0)

@@ -18,6 +18,7 @@ const (
 	FeatureNetHostTSO6      = 12 // the guest may send TCPv6 GSO frames
 	FeatureNetHostECN       = 13 // ... with the ECN bit
 	FeatureNetMrgRxbuf      = 15 // a received frame may span several guest buffers (num_buffers)
+	FeatureNetMQ            = 22 // several queue pairs (offered with Config.QueuePairs > 1)
 	FeatureAnyLayout        = 27 // headers and data may be laid out over descriptors freely
 	FeatureRingIndirectDesc = 28 // indirect descriptor tables
 	FeatureRingEventIdx     = 29 // used_event/avail_event notification suppression
@@ -28,8 +29,9 @@ const (
 	FeatureNetHostUSO       = 56 // the guest may send UDP segmentation frames
 )
 
-// SupportedFeatures is everything the port implements; Config.Features
-// may offer less.
+// SupportedFeatures is everything a single-queue port implements;
+// Config.Features may offer less. A port of several queue pairs adds
+// FeatureNetMQ.
 const SupportedFeatures uint64 = 1<<FeatureNetCsum | 1<<FeatureNetGuestCsum | 1<<FeatureNetMTU |
 	1<<FeatureNetGuestTSO4 | 1<<FeatureNetGuestTSO6 | 1<<FeatureNetGuestECN |
 	1<<FeatureNetHostTSO4 | 1<<FeatureNetHostTSO6 | 1<<FeatureNetHostECN |
@@ -40,7 +42,7 @@ const SupportedFeatures uint64 = 1<<FeatureNetCsum | 1<<FeatureNetGuestCsum | 1<
 // vhost-user protocol feature bits the port offers (QEMU
 // docs/interop/vhost-user.rst, "Protocol features").
 const (
-	ProtocolMQ       = 0 // GET_QUEUE_NUM: the port has one queue pair
+	ProtocolMQ       = 0 // GET_QUEUE_NUM: how many queue pairs the port has
 	ProtocolReplyAck = 3 // need_reply on any request
 	ProtocolNetMTU   = 4 // NET_SET_MTU
 )
@@ -70,7 +72,7 @@ var featureNames = map[uint]string{
 	FeatureNetCsum: "csum", FeatureNetGuestCsum: "guest_csum", FeatureNetMTU: "mtu",
 	FeatureNetGuestTSO4: "guest_tso4", FeatureNetGuestTSO6: "guest_tso6", FeatureNetGuestECN: "guest_ecn",
 	FeatureNetHostTSO4: "host_tso4", FeatureNetHostTSO6: "host_tso6", FeatureNetHostECN: "host_ecn",
-	FeatureNetMrgRxbuf: "mrg_rxbuf", FeatureAnyLayout: "any_layout", FeatureRingIndirectDesc: "indirect_desc",
+	FeatureNetMrgRxbuf: "mrg_rxbuf", FeatureNetMQ: "mq", FeatureAnyLayout: "any_layout", FeatureRingIndirectDesc: "indirect_desc",
 	FeatureRingEventIdx: "event_idx", FeatureProtocolFeatures: "protocol_features", FeatureVersion1: "version_1",
 	FeatureNetGuestUSO4: "guest_uso4", FeatureNetGuestUSO6: "guest_uso6", FeatureNetHostUSO: "host_uso",
 }

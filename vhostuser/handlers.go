@@ -15,6 +15,10 @@ import (
 // (nil for requests without one) and, for need_reply, the status to
 // acknowledge with. It owns fds. An error sends the front-end away.
 func (p *Port) handle(m *message, fds []int) ([]byte, uint64, error) {
+	if m.beyond {
+		out, status := p.refuseRing(m, fds)
+		return out, status, nil
+	}
 	switch m.req {
 	case reqGetFeatures:
 		return p.u64Reply(m.req, p.offered), 0, nil
@@ -29,7 +33,7 @@ func (p *Port) handle(m *message, fds []int) ([]byte, uint64, error) {
 		}
 		return nil, 0, p.setProtocolFeatures(m.u64)
 	case reqGetQueueNum:
-		return p.u64Reply(m.req, queuePairs), 0, nil
+		return p.u64Reply(m.req, uint64(len(p.queues))), 0, nil
 	case reqSetOwner:
 		return nil, 0, nil
 	case reqResetOwner:
@@ -60,6 +64,34 @@ func (p *Port) handle(m *message, fds []int) ([]byte, uint64, error) {
 	}
 	closeFds(fds)
 	return nil, 0, protoErr(m.req, "not supported")
+}
+
+// refuseRing answers a request for a ring beyond the port's. The first
+// for each ring on a connection is logged and counted as a protocol error;
+// its fds are closed, GET_VRING_BASE is answered with base 0 and a
+// need_reply with a failure. The front-end is not sent away: DPDK's
+// virtio-user sets up every ring of its queues=N without asking
+// GET_QUEUE_NUM (and its control queue as ring 2 when the port offers no
+// VIRTIO_NET_F_MQ), and runs on the rings it was offered.
+func (p *Port) refuseRing(m *message, fds []int) ([]byte, uint64) {
+	closeFds(fds)
+	p.mu.Lock()
+	bit := uint64(1) << (m.ring % 64)
+	first := p.refused[m.ring/64]&bit == 0
+	p.refused[m.ring/64] |= bit
+	p.mu.Unlock()
+	if first {
+		p.stats.protocolErrors.Add(1)
+		p.log.Warn("vhost-user front-end set up a ring beyond the port's: refused, the connection kept "+
+			"(give it as many queues as the port has queue pairs)",
+			"request", reqName(m.req), "ring", m.ring, "queue_pairs", len(p.queues))
+	}
+	if m.req == reqGetVringBase {
+		var b [sizeState]byte
+		binary.NativeEndian.PutUint32(b[:], uint32(m.ring))
+		return putReply(p.reply[:], m.req, b[:]), 0
+	}
+	return nil, 1
 }
 
 func (p *Port) u64Reply(req uint32, v uint64) []byte {
@@ -158,10 +190,7 @@ func (p *Port) resetup(req uint32) error {
 func (p *Port) setVring(m *message) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	i := int(m.state.index)
-	if m.req == reqSetVringAddr {
-		i = int(m.addr.index)
-	}
+	i := m.ring
 	r := &p.rings[i]
 	switch m.req {
 	case reqSetVringNum, reqSetVringBase:
@@ -193,7 +222,7 @@ func (p *Port) setVring(m *message) error {
 func (p *Port) getVringBase(m *message) []byte {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	i := int(m.state.index)
+	i := m.ring
 	r := &p.rings[i]
 	if r.started {
 		r.base = r.lastAvail
@@ -201,7 +230,7 @@ func (p *Port) getVringBase(m *message) []byte {
 		p.refreshActive()
 	}
 	var b [sizeState]byte
-	binary.NativeEndian.PutUint32(b[:], m.state.index)
+	binary.NativeEndian.PutUint32(b[:], uint32(i))
 	binary.NativeEndian.PutUint32(b[4:], uint32(r.base))
 	return putReply(p.reply[:], m.req, b[:])
 }
@@ -233,14 +262,15 @@ func (p *Port) setVringFd(m *message, fd int) error {
 	if fd < 0 {
 		return protoErr(m.req, "ring %d: polling without a kick eventfd is not supported", m.ring)
 	}
+	q := p.queueOf(m.ring)
 	if r.kick >= 0 {
-		_ = unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, r.kick, nil)
+		_ = unix.EpollCtl(q.epfd, unix.EPOLL_CTL_DEL, r.kick, nil)
 	}
 	setFd(&r.kick, fd)
 	// Edge-triggered, so that the port never reads the kick eventfd
 	// (drain); a kick already pending shows when it is added.
 	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLET, Fd: int32(tagKick + m.ring)}
-	if err := unix.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, r.kick, &ev); err != nil {
+	if err := unix.EpollCtl(q.epfd, unix.EPOLL_CTL_ADD, r.kick, &ev); err != nil {
 		return protoErr(m.req, "ring %d: kick fd cannot be polled: %v", m.ring, os.NewSyscallError("epoll_ctl", err))
 	}
 	if r.started {
@@ -249,11 +279,11 @@ func (p *Port) setVringFd(m *message, fd int) error {
 	if err := r.setup(&p.mem, p.features); err != nil {
 		return protoErr(m.req, "ring %d: %v", m.ring, err)
 	}
-	if v := guarded(func() { r.start(m.ring == rxRing) }); v != nil {
+	if v := guarded(func() { r.start(m.ring%2 == 0) }); v != nil {
 		return protoErr(m.req, "ring %d: fault on the used ring: %v", m.ring, v)
 	}
 	p.refreshActive()
-	p.wake()
+	q.wake()
 	return nil
 }
 
@@ -271,7 +301,7 @@ func guarded(f func()) (fault any) {
 func (p *Port) stopRing(i int) {
 	r := &p.rings[i]
 	if r.kick >= 0 {
-		_ = unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, r.kick, nil)
+		_ = unix.EpollCtl(p.queueOf(i).epfd, unix.EPOLL_CTL_DEL, r.kick, nil)
 		_ = unix.Close(r.kick)
 		r.kick = -1
 	}
@@ -279,14 +309,23 @@ func (p *Port) stopRing(i int) {
 	r.broken.Store(false)
 }
 
+// queueOf is the queue pair ring i belongs to.
+func (p *Port) queueOf(i int) *Queue { return p.queues[i/2] }
+
 // refreshActive recomputes which rings move frames: started ones, enabled
 // by SET_VRING_ENABLE when protocol features were negotiated (else a ring
-// starts enabled, docs/interop/vhost-user.rst), and the port's state.
+// starts enabled, docs/interop/vhost-user.rst), the pairs the guest uses
+// and the port's state.
 func (p *Port) refreshActive() {
 	for i := range p.rings {
 		r := &p.rings[i]
 		r.active = r.started && (r.enabled || p.features&(1<<FeatureProtocolFeatures) == 0)
 	}
+	n := 0
+	for n < len(p.queues) && p.queues[n].rx.active && p.queues[n].tx.active {
+		n++
+	}
+	p.active.Store(int32(n))
 	p.updateState()
 }
 
@@ -300,8 +339,8 @@ func (p *Port) updateState() {
 	case p.closed:
 		s = StateClosed
 	case !connected:
-	case p.rings[0].broken.Load() || p.rings[1].broken.Load():
-		s = StateBroken
+	case p.rings[0].broken.Load():
+		s = StateBroken // broke stops every ring
 	case p.rings[0].active && p.rings[1].active:
 		s = StateRunning
 	default:
@@ -314,6 +353,7 @@ func (p *Port) updateState() {
 		p.log.Info("vhost-user port running", "features", fmt.Sprintf("%#x", p.features))
 		p.emit(Event{Kind: EventRunning})
 	case prev == StateRunning && s == StateConnected:
+		p.stats.resets.Add(1)
 		p.emit(Event{Kind: EventStopped})
 	}
 }
@@ -331,5 +371,6 @@ func (p *Port) teardown() {
 	p.mem.unmap()
 	p.useFeatures(0)
 	p.proto = 0
+	p.refused = [len(p.refused)]uint64{}
 	p.mtu.Store(0)
 }

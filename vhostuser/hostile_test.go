@@ -188,7 +188,7 @@ func TestKickSaturated(t *testing.T) {
 		t.Fatalf("read: %v, want ErrBroken", err)
 	}
 	e := p.wait(t, vhostuser.EventBroken)
-	if !isGuestErr(e.Err) || !strings.Contains(e.Err.Error(), "transmit queue: kick eventfd is in error") {
+	if !isGuestErr(e.Err) || !strings.Contains(e.Err.Error(), "transmit queue 0: kick eventfd is in error") {
 		t.Fatalf("broken with %v", e.Err)
 	}
 	if !d.ErrSignalled(vhostusertest.TX) {

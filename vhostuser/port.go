@@ -10,8 +10,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/tapfwd/tapfwd/vhostuser/internal/eventfd"
 )
 
@@ -32,6 +30,10 @@ type Config struct {
 	// Features limits the virtio features offered (a subset of
 	// SupportedFeatures); 0 offers all of them.
 	Features uint64
+	// QueuePairs is how many queue pairs the port offers (GET_QUEUE_NUM,
+	// and VIRTIO_NET_F_MQ when more than one), each a Queue of its own;
+	// 0 means 1, at most MaxQueuePairs.
+	QueuePairs int
 	// Logger gets connections, disconnections and rule breaks; nil
 	// discards.
 	Logger *slog.Logger
@@ -49,8 +51,8 @@ type State int32
 
 const (
 	StateListening State = iota // no front-end connected
-	StateConnected              // a front-end is connected; the rings are not both running
-	StateRunning                // both rings started and enabled: frames move
+	StateConnected              // a front-end is connected; the first queue pair's rings are not both running
+	StateRunning                // the first queue pair's rings started and enabled: frames move
 	StateBroken                 // the guest broke the virtqueue rules: stopped until the rings restart
 	StateClosed                 // Close was called
 )
@@ -69,8 +71,8 @@ type EventKind int
 
 const (
 	EventConnected    EventKind = iota + 1 // a front-end connected
-	EventRunning                           // both rings run: frames move
-	EventStopped                           // a ring stopped or was disabled (the guest's driver reset the device)
+	EventRunning                           // the first queue pair runs: frames move
+	EventStopped                           // a ring of it stopped or was disabled (the guest's driver reset the device)
 	EventBroken                            // the guest broke the rules; Err says how (ErrGuest)
 	EventDisconnected                      // the front-end went away or was sent away; Err says why (nil: it closed)
 )
@@ -91,12 +93,14 @@ type Event struct {
 }
 
 // Port is one vhost-user virtio-net port: a listening socket, the
-// front-end connected to it, the guest's memory and its two virtqueues.
+// front-end connected to it, the guest's memory and its virtqueues, one
+// receive and one transmit queue per queue pair.
 //
-// Read and Write move frames with the forwarder's batch shape. All methods
-// are safe for concurrent use: Read and Write may run at once (each ring
-// has its own lock), and several goroutines writing to one port take turns
-// per batch.
+// Each queue pair is a Queue (Queues) with the forwarder's batch shape: a
+// worker of its own may own it. Port's own Read, Write and Fd are the
+// first queue pair's, all of a single-queue port. All methods are safe for
+// concurrent use: Read and Write may run at once (each ring has its own
+// lock), and several goroutines writing to one queue take turns per batch.
 type Port struct {
 	cfg          Config
 	log          *slog.Logger
@@ -104,7 +108,6 @@ type Port struct {
 	ino          uint64
 	ln           *net.UnixListener
 	sig          *eventfd.Signaller
-	epfd, wakefd int
 	offered      uint64
 	offeredProto uint64
 	events       chan Event
@@ -124,26 +127,23 @@ type Port struct {
 	proto    uint64
 	hdrLen   int // the guest's virtio-net header, 10 or 12 bytes: set with features by useFeatures
 	mem      memTable
-	rings    [numRings]vring
+	rings    []vring  // receiveq k at 2k, transmitq k at 2k+1
+	queues   []*Queue // queue pair k: rings 2k and 2k+1
 	reply    [hdrSize + maxPayload]byte
+	// refused: the rings beyond the port's the front-end set up on this
+	// connection, each logged and counted once.
+	refused [maxRingIndex/64 + 1]uint64
 
-	// Read's scratch, under rings[txRing].mu.
-	evs    [numRings + 1]unix.EpollEvent
-	rdBuf  [8]byte
-	macNow [6]byte
-
-	state atomic.Int32
-	acked atomic.Uint64
-	mac   atomic.Uint64 // bit 48: known
-	mtu   atomic.Uint32
-	stats counters
+	state  atomic.Int32
+	active atomic.Int32 // ActivePairs
+	acked  atomic.Uint64
+	mac    atomic.Uint64 // bit 48: known
+	mtu    atomic.Uint32
+	stats  portCounters
 }
 
-// Epoll tags: which fd became readable.
-const (
-	tagWake = 0 // the port's own eventfd, level-triggered
-	tagKick = 1 // + ring index: the ring's kick eventfd, edge-triggered
-)
+// MaxQueuePairs is the most queue pairs a port offers.
+const MaxQueuePairs = 64
 
 // Listen creates the port's socket and starts serving front-ends, one at a
 // time: one that connects while another is served is turned away.
@@ -151,23 +151,11 @@ func Listen(c Config) (*Port, error) {
 	if binary.NativeEndian.Uint16([]byte{1, 0}) != 1 {
 		return nil, errors.New("vhostuser: big-endian hosts are not supported")
 	}
-	p := &Port{cfg: c, log: c.Logger, path: c.Path, epfd: -1, wakefd: -1, events: make(chan Event, 64)}
-	if p.log == nil {
-		p.log = slog.New(slog.DiscardHandler)
+	if c.QueuePairs < 0 || c.QueuePairs > MaxQueuePairs {
+		return nil, fmt.Errorf("vhostuser: %d queue pairs, at most %d", c.QueuePairs, MaxQueuePairs)
 	}
+	p := makePort(c)
 	p.log = p.log.With("socket", c.Path)
-	p.offered, p.offeredProto = SupportedFeatures, SupportedProtocolFeatures
-	if c.Features != 0 {
-		p.offered = c.Features & SupportedFeatures
-	}
-	if p.offered&(1<<FeatureProtocolFeatures) == 0 {
-		p.offeredProto = 0
-	}
-	for i := range p.rings {
-		r := &p.rings[i]
-		r.kick, r.call, r.errFd, r.w = -1, -1, -1, newWalker()
-	}
-	p.useFeatures(0)
 	var err error
 	if p.sig, err = signals(); err != nil {
 		return nil, err
@@ -182,7 +170,7 @@ func Listen(c Config) (*Port, error) {
 		return nil, err
 	}
 	p.ln, p.ino = ln, ino
-	p.log.Info("vhost-user port listening")
+	p.log.Info("vhost-user port listening", "queue_pairs", len(p.queues))
 	p.wg.Add(1)
 	go p.acceptLoop()
 	p.evwg.Add(1)
@@ -190,27 +178,50 @@ func Listen(c Config) (*Port, error) {
 	return p, nil
 }
 
+// makePort lays out a port of c's queue pairs with nothing open: what it
+// offers, its rings and queues.
+func makePort(c Config) *Port {
+	p := &Port{cfg: c, log: c.Logger, path: c.Path, events: make(chan Event, 64)}
+	if p.log == nil {
+		p.log = slog.New(slog.DiscardHandler)
+	}
+	pairs := max(c.QueuePairs, 1)
+	p.offered, p.offeredProto = SupportedFeatures, SupportedProtocolFeatures
+	if c.Features != 0 {
+		p.offered = c.Features & SupportedFeatures
+	}
+	if pairs > 1 {
+		p.offered |= 1 << FeatureNetMQ
+	}
+	if p.offered&(1<<FeatureProtocolFeatures) == 0 {
+		// Without protocol features a front-end cannot ask GET_QUEUE_NUM.
+		p.offeredProto, p.offered = 0, p.offered&^(1<<FeatureNetMQ)
+	}
+	p.rings = make([]vring, 2*pairs)
+	for i := range p.rings {
+		r := &p.rings[i]
+		r.index, r.kick, r.call, r.errFd, r.w = i, -1, -1, -1, newWalker()
+	}
+	p.queues = make([]*Queue, pairs)
+	for k := range p.queues {
+		p.queues[k] = &Queue{p: p, index: k, rx: &p.rings[2*k], tx: &p.rings[2*k+1], epfd: -1, wakefd: -1}
+	}
+	p.useFeatures(0)
+	return p
+}
+
 func (p *Port) openFds() error {
-	var err error
-	if p.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
-		return fmt.Errorf("vhostuser: %w", os.NewSyscallError("epoll_create1", err))
-	}
-	if p.wakefd, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
-		return fmt.Errorf("vhostuser: %w", os.NewSyscallError("eventfd", err))
-	}
-	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: tagWake}
-	if err = unix.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, p.wakefd, &ev); err != nil {
-		return fmt.Errorf("vhostuser: %w", os.NewSyscallError("epoll_ctl", err))
+	for _, q := range p.queues {
+		if err := q.openFds(); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
 func (p *Port) closeFds() {
-	for _, fd := range []*int{&p.epfd, &p.wakefd} {
-		if *fd >= 0 {
-			_ = unix.Close(*fd)
-			*fd = -1
-		}
+	for _, q := range p.queues {
+		q.closeFds()
 	}
 }
 
@@ -241,12 +252,27 @@ func (p *Port) Close() error {
 	return nil
 }
 
-// Fd becomes readable when the guest transmitted frames (Read has work),
-// when the guest posted receive buffers after a Write found none, and when
-// the port's state changed. Read consumes the notifications; poll it for
-// reading only. Once Read said EIO, Fd stays quiet until the front-end
-// restarts the rings: a broken port no longer polls the guest's kicks.
-func (p *Port) Fd() int { return p.epfd }
+// Queues are the port's queue pairs, Config.QueuePairs of them, whether
+// or not the guest uses them (see ActivePairs).
+func (p *Port) Queues() []*Queue { return p.queues }
+
+// ActivePairs is how many queue pairs the guest uses now: the leading
+// pairs whose rings both run, as its driver enables them
+// (VIRTIO_NET_CTRL_MQ_VQ_PAIRS_SET, which the front-end turns into
+// SET_VRING_ENABLE); 0 while the first does not run. Frames toward the
+// guest go to one of these, steered by flow.
+func (p *Port) ActivePairs() int { return int(p.active.Load()) }
+
+// Read is the first queue pair's Queue.Read.
+func (p *Port) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
+	return p.queues[0].Read(bufs, sizes, offset)
+}
+
+// Write is the first queue pair's Queue.Write.
+func (p *Port) Write(bufs [][]byte, offset int) (int, error) { return p.queues[0].Write(bufs, offset) }
+
+// Fd is the first queue pair's Queue.Fd.
+func (p *Port) Fd() int { return p.queues[0].Fd() }
 
 // Path is the socket's path.
 func (p *Port) Path() string { return p.path }
@@ -297,8 +323,13 @@ func (p *Port) dispatch() {
 	}
 }
 
-// wake makes Fd readable, so a worker waiting on it looks at the port.
-func (p *Port) wake() { _, _ = unix.Write(p.wakefd, eventfdOne[:]) }
+// wake makes every queue's Fd readable, so that the workers waiting on
+// them look at the port.
+func (p *Port) wake() {
+	for _, q := range p.queues {
+		q.wake()
+	}
+}
 
 // The process's eventfd signaller, made with the first port (and by a
 // later one if that failed).

@@ -356,6 +356,9 @@ func TestStopAndRestart(t *testing.T) {
 	p.wait(t, vhostuser.EventRunning)
 	b, _ := readAll(t, p, 1)
 	mustEqual(t, "frame after restart", b[0][vnethdr.Len:vnethdr.Len+100], frame(100, 1, 9))
+	if st := p.Stats(); st.Resets != 1 || st.Connects != 1 || st.Disconnects != 0 {
+		t.Errorf("stats %+v, want one reset", st)
+	}
 }
 
 // A second front-end is turned away while one is served; once the first
@@ -371,7 +374,7 @@ func TestOneFrontEndAtATime(t *testing.T) {
 	d2 := p.dial(t, vhostusertest.Config{})
 	d2.Send(hdr(0, 0, 0, 0, 0, 0), frame(100, 1, 1), vhostusertest.Flat)
 	readAll(t, p, 1)
-	if st := p.Stats(); st.Connects != 2 || st.Disconnects != 1 {
+	if st := p.Stats(); st.Connects != 2 || st.Disconnects != 1 || st.TurnedAway != 1 {
 		t.Errorf("stats %+v", st)
 	}
 }
@@ -474,5 +477,52 @@ func TestConcurrentReadWrite(t *testing.T) {
 	}
 	if st := p.Stats(); st.TxFrames != 8*rounds || st.RxFrames != rounds {
 		t.Fatalf("stats %+v", st)
+	}
+}
+
+// A burst as large as the guest's ring goes in one Write: all 256 frames
+// of it, one used index moved by 256 and at most one notification, as
+// EVENT_IDX (used_event) or VRING_AVAIL_F_NO_INTERRUPT ask.
+func TestBurstWholeRing(t *testing.T) {
+	for _, eventIdx := range []bool{true, false} {
+		t.Run(fmt.Sprintf("event_idx=%v", eventIdx), func(t *testing.T) {
+			c := vhostuser.Config{}
+			if !eventIdx {
+				c.Features = vhostuser.SupportedFeatures &^ (1 << vhostuser.FeatureRingEventIdx)
+			}
+			p := newPort(t, c)
+			d := p.dial(t, vhostusertest.Config{QueueSize: 256})
+			wb := make([][]byte, 256)
+			for i := range wb {
+				wb[i] = withHdr(0, hdr(0, 0, 0, 0, 0, 0), frame(60+i, 1, byte(i)))
+			}
+			dst := make([]byte, 2048)
+			for round, noIrq := range []bool{false, true, false} {
+				if !eventIdx {
+					d.SetNoInterrupt(vhostusertest.RX, noIrq)
+				} else if noIrq {
+					continue // EVENT_IDX: the guest asks by used_event alone
+				}
+				if k := d.FillRx(); k != 256 {
+					t.Fatalf("round %d: %d buffers posted", round, k)
+				}
+				used, irqs := d.UsedIdx(vhostusertest.RX), d.Interrupts(vhostusertest.RX)
+				if n, err := p.Write(wb, 0); n != 256 || err != nil {
+					t.Fatalf("round %d: one Write of 256 to 256 buffers took %d: %v", round, n, err)
+				}
+				want := uint64(1)
+				if noIrq {
+					want = 0
+				}
+				if u, i := d.UsedIdx(vhostusertest.RX)-used, d.Interrupts(vhostusertest.RX)-irqs; u != 256 || i != want {
+					t.Fatalf("round %d: used index moved %d, %d interrupts (want 256, %d)", round, u, i, want)
+				}
+				for i := range wb {
+					if _, n, ok, err := d.Recv(dst); !ok || err != nil || n != 60+i {
+						t.Fatalf("round %d: frame %d: %d bytes %v %v", round, i, n, ok, err)
+					}
+				}
+			}
+		})
 	}
 }

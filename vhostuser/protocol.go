@@ -71,11 +71,8 @@ const (
 
 	vringIdxMask  = 0xff    // VHOST_USER_VRING_IDX_MASK
 	vringNoFdMask = 1 << 8  // VHOST_USER_VRING_NOFD_MASK
+	maxRingIndex  = 0xff    // the highest ring SET_VRING_KICK/CALL/ERR can name
 	maxQueueSize  = 1 << 15 // a split virtqueue has at most 32768 entries
-	numRings      = 2       // one queue pair: receiveq1 (0) and transmitq1 (1)
-	rxRing        = 0       // the guest's receive queue: frames we write
-	txRing        = 1       // the guest's transmit queue: frames we read
-	queuePairs    = 1       // GET_QUEUE_NUM's answer
 	minMTU        = 68      // RFC 791's minimum, as drivers/net/virtio_net.c: MIN_MTU
 	maxMTU        = 65535   // virtio_net_config.mtu is a u16
 )
@@ -99,7 +96,8 @@ type message struct {
 	addr      vringAddr
 	regions   [maxRegions]regionDesc
 	nregions  int
-	ring      int  // SET_VRING_KICK/CALL/ERR: the ring
+	ring      int  // a ring's request: its index
+	beyond    bool // ... beyond the port's rings: refused (its values unchecked)
 	noFd      bool // SET_VRING_KICK/CALL/ERR: no fd, the invalid-FD flag
 }
 
@@ -124,7 +122,12 @@ func parseHeader(b []byte) (req, flags, size uint32, err error) {
 
 // parseMessage checks a request's payload size, file descriptor count and
 // every field that can be checked without the port's state, and decodes it.
-func parseMessage(hdr []byte, payload []byte, nfds int) (message, error) {
+// A ring's request for a ring beyond the port's (it has rings of them, up
+// to maxRingIndex) is marked beyond and its values are left unchecked: a
+// front-end may set up rings it was not offered (DPDK's virtio-user sets up
+// as many as it was told to use, without asking), and the port refuses
+// those without sending it away.
+func parseMessage(hdr []byte, payload []byte, nfds, rings int) (message, error) {
 	var m message
 	req, flags, size, err := parseHeader(hdr)
 	if err != nil {
@@ -143,11 +146,11 @@ func parseMessage(hdr []byte, payload []byte, nfds int) (message, error) {
 			m.u64 = binary.NativeEndian.Uint64(payload)
 		}
 	case reqSetVringNum, reqSetVringBase, reqGetVringBase, reqSetVringEnable:
-		err = parseState(&m, payload)
+		err = parseState(&m, payload, rings)
 	case reqSetVringAddr:
-		err = parseAddr(&m, payload)
+		err = parseAddr(&m, payload, rings)
 	case reqSetVringKick, reqSetVringCall, reqSetVringErr:
-		err = parseFile(&m, payload)
+		err = parseFile(&m, payload, rings)
 		if !m.noFd {
 			wantFds = 1
 		}
@@ -173,13 +176,23 @@ func wantSize(req uint32, p []byte, n int) error {
 	return nil
 }
 
-func parseState(m *message, p []byte) error {
+// ringIndex sets m's ring, marking one beyond the port's rings; an index
+// no ring request could name breaks the protocol.
+func ringIndex(m *message, i uint32, rings int) error {
+	if i > maxRingIndex {
+		return protoErr(m.req, "ring %d, at most %d", i, maxRingIndex)
+	}
+	m.ring, m.beyond = int(i), int(i) >= rings
+	return nil
+}
+
+func parseState(m *message, p []byte, rings int) error {
 	if err := wantSize(m.req, p, sizeState); err != nil {
 		return err
 	}
 	m.state = vringState{binary.NativeEndian.Uint32(p), binary.NativeEndian.Uint32(p[4:])}
-	if m.state.index >= numRings {
-		return protoErr(m.req, "ring %d, this port has %d", m.state.index, numRings)
+	if err := ringIndex(m, m.state.index, rings); err != nil || m.beyond {
+		return err
 	}
 	n := m.state.num
 	switch m.req {
@@ -201,7 +214,7 @@ func parseState(m *message, p []byte) error {
 	return nil
 }
 
-func parseAddr(m *message, p []byte) error {
+func parseAddr(m *message, p []byte, rings int) error {
 	if err := wantSize(m.req, p, sizeAddr); err != nil {
 		return err
 	}
@@ -211,9 +224,10 @@ func parseAddr(m *message, p []byte) error {
 		desc: e.Uint64(p[8:]), used: e.Uint64(p[16:]), avail: e.Uint64(p[24:]), logA: e.Uint64(p[32:]),
 	}
 	m.addr = a
+	if err := ringIndex(m, a.index, rings); err != nil || m.beyond {
+		return err
+	}
 	switch {
-	case a.index >= numRings:
-		return protoErr(m.req, "ring %d, this port has %d", a.index, numRings)
 	case a.flags != 0:
 		// VHOST_VRING_F_LOG needs VHOST_F_LOG_ALL, which is not offered.
 		return protoErr(m.req, "ring flags %#x: dirty logging is not offered", a.flags)
@@ -224,7 +238,7 @@ func parseAddr(m *message, p []byte) error {
 	return nil
 }
 
-func parseFile(m *message, p []byte) error {
+func parseFile(m *message, p []byte, rings int) error {
 	if err := wantSize(m.req, p, sizeU64); err != nil {
 		return err
 	}
@@ -232,11 +246,8 @@ func parseFile(m *message, p []byte) error {
 	if v&^(vringIdxMask|vringNoFdMask) != 0 {
 		return protoErr(m.req, "unknown bits in %#x", v)
 	}
-	m.ring, m.noFd = int(v&vringIdxMask), v&vringNoFdMask != 0
-	if m.ring >= numRings {
-		return protoErr(m.req, "ring %d, this port has %d", m.ring, numRings)
-	}
-	return nil
+	m.noFd = v&vringNoFdMask != 0
+	return ringIndex(m, uint32(v&vringIdxMask), rings)
 }
 
 func parseMemTable(m *message, p []byte) error {

@@ -3,7 +3,6 @@ package vhostuser
 import (
 	"encoding/binary"
 	"errors"
-	"log/slog"
 	"math/bits"
 	"os"
 	"strings"
@@ -66,7 +65,9 @@ func TestParseMessage(t *testing.T) {
 		{"vring num 3", reqSetVringNum, 1, le32s(1, 3), 0, "power of two"},
 		{"vring num 65536", reqSetVringNum, 1, le32s(1, 65536), 0, "power of two"},
 		{"vring num 32768", reqSetVringNum, 1, le32s(0, 32768), 0, ""},
-		{"vring index 2", reqSetVringNum, 1, le32s(2, 256), 0, "ring 2"},
+		{"vring index 2: beyond", reqSetVringNum, 1, le32s(2, 256), 0, ""},
+		{"vring num 0 beyond: unchecked", reqSetVringNum, 1, le32s(3, 0), 0, ""},
+		{"vring index 256", reqSetVringNum, 1, le32s(256, 256), 0, "ring 256, at most 255"},
 		{"vring base", reqSetVringBase, 1, le32s(0, 0xffff), 0, ""},
 		{"vring base wrap bit", reqSetVringBase, 1, le32s(0, 0x18000), 0, "16-bit"},
 		{"get vring base", reqGetVringBase, 1, le32s(1, 0), 0, ""},
@@ -77,13 +78,15 @@ func TestParseMessage(t *testing.T) {
 		{"addr desc misaligned", reqSetVringAddr, 1, append(le32s(1, 0), le64s(0x1008, 0x3000, 0x2000, 0)...), 0, "misaligned"},
 		{"addr used misaligned", reqSetVringAddr, 1, append(le32s(1, 0), le64s(0x1000, 0x3002, 0x2000, 0)...), 0, "misaligned"},
 		{"addr avail odd", reqSetVringAddr, 1, append(le32s(1, 0), le64s(0x1000, 0x3000, 0x2001, 0)...), 0, "misaligned"},
-		{"addr ring 9", reqSetVringAddr, 1, append(le32s(9, 0), le64s(0x1000, 0x3000, 0x2000, 0)...), 0, "ring 9"},
+		{"addr ring 9: beyond, unchecked", reqSetVringAddr, 1, append(le32s(9, 1), le64s(0x1001, 0, 0, 0)...), 0, ""},
+		{"addr ring 300", reqSetVringAddr, 1, append(le32s(300, 0), le64s(0x1000, 0x3000, 0x2000, 0)...), 0, "ring 300"},
 		{"kick", reqSetVringKick, 1, le64s(1), 1, ""},
 		{"kick no fd flag", reqSetVringKick, 1, le64s(1 | 1<<8), 0, ""},
 		{"kick no fd flag with fd", reqSetVringKick, 1, le64s(1 | 1<<8), 1, "1 file descriptors, want 0"},
 		{"kick without fd", reqSetVringKick, 1, le64s(1), 0, "0 file descriptors, want 1"},
 		{"call two fds", reqSetVringCall, 1, le64s(0), 2, "2 file descriptors, want 1"},
-		{"err ring 3", reqSetVringErr, 1, le64s(3), 1, "ring 3"},
+		{"err ring 3: beyond", reqSetVringErr, 1, le64s(3), 1, ""},
+		{"get queue num", reqGetQueueNum, 1, nil, 0, ""},
 		{"kick high bits", reqSetVringKick, 1, le64s(1 << 40), 1, "unknown bits"},
 		{"mem table", reqSetMemTable, 1, append(le32s(1, 0), region(0, 1<<20, 0x7f0000000000, 0)...), 1, ""},
 		{"mem table two", reqSetMemTable, 1, append(le32s(2, 0), append(region(0, 0xa0000, 0x7f0000000000, 0),
@@ -108,27 +111,31 @@ func TestParseMessage(t *testing.T) {
 	}
 	for _, c := range cases {
 		h, p := msg(c.req, c.flags, c.p)
-		_, err := parseMessage(h, p, c.fds)
+		m, err := parseMessage(h, p, c.fds, 2)
 		switch {
 		case c.want == "" && err != nil:
 			t.Errorf("%s: %v", c.name, err)
+		case err == nil && m.beyond != strings.Contains(c.name, "beyond"):
+			t.Errorf("%s: ring %d beyond %v", c.name, m.ring, m.beyond)
 		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, ErrProtocol)):
 			t.Errorf("%s: got %v, want ErrProtocol saying %q", c.name, err, c.want)
 		}
 	}
 	// The header's size must match the payload read.
 	h, p := msg(reqSetFeatures, 1, le64s(1))
-	if _, err := parseMessage(h, p[:4], 0); err == nil {
+	if _, err := parseMessage(h, p[:4], 0, 2); err == nil {
 		t.Error("size mismatch accepted")
 	}
 }
 
 // FuzzParseMessage: any bytes parse or fail with ErrProtocol, never panic,
 // and what parses satisfies every rule the handlers rely on. What parses
-// is handled, on a port of its own, with fds of the kinds given (kinds[i]
-// for fd i): a kick, call or error fd is taken only if it is an eventfd,
-// guest memory only from a regular file on tmpfs or hugetlbfs, every
-// error is ErrProtocol, and no fd is left open.
+// is handled, on a port of its own of 1 to 4 queue pairs, with fds of the
+// kinds given (kinds[i] for fd i): a kick, call or error fd is taken only
+// if it is an eventfd, guest memory only from a regular file on tmpfs or
+// hugetlbfs, a ring beyond the port's is refused without an error (its fds
+// closed, GET_VRING_BASE answered), every error is ErrProtocol, and no fd
+// is left open.
 func FuzzParseMessage(f *testing.F) {
 	for _, s := range []struct {
 		req   uint32
@@ -143,24 +150,30 @@ func FuzzParseMessage(f *testing.F) {
 		{reqSetMemTable, append(le32s(1, 0), le64s(0, 1<<20, 0x7f0000000000, 0)...), []byte{fdMemfd}},
 		{reqSetMemTable, append(le32s(1, 0), le64s(0, 1<<20, 0x7f0000000000, 0)...), []byte{fdDiskFile}},
 		{reqSetMemTable, append(le32s(2, 0), le64s(0, 0x1000, 0x10000, 0, 0x1000, 0x1000, 0x11000, 0x1000)...), []byte{fdMemfd, fdEventfd}},
+		// Multiqueue: what DPDK's virtio-user sends with queues=2.
+		{reqGetQueueNum, nil, nil}, {reqSetVringCall, le64s(2), []byte{fdEventfd}},
+		{reqSetVringNum, le32s(3, 0), nil}, {reqSetVringEnable, le32s(3, 1), nil}, {reqGetVringBase, le32s(5, 0), nil},
+		{reqSetVringKick, le64s(7), []byte{fdPipeHungUp}},
 	} {
 		h, p := msg(s.req, 1, s.p)
-		f.Add(append(h, p...), s.kinds)
+		f.Add(append(h, p...), s.kinds, uint8(0))
+		f.Add(append(h, p...), s.kinds, uint8(1))
 	}
-	f.Fuzz(func(t *testing.T, b []byte, kinds []byte) {
+	f.Fuzz(func(t *testing.T, b []byte, kinds []byte, pairs uint8) {
 		if len(b) < hdrSize {
 			return
 		}
 		kinds = kinds[:min(len(kinds), maxFds+1)]
-		m, err := parseMessage(b[:hdrSize], b[hdrSize:], len(kinds))
+		np := 1 + int(pairs)%4
+		m, err := parseMessage(b[:hdrSize], b[hdrSize:], len(kinds), 2*np)
 		if err != nil {
 			if !errors.Is(err, ErrProtocol) {
 				t.Fatalf("error without ErrProtocol: %v", err)
 			}
 			return
 		}
-		checkParsed(t, m, b, len(kinds))
-		checkHandled(t, &m, kinds)
+		checkParsed(t, m, b, len(kinds), 2*np)
+		checkHandled(t, &m, kinds, np)
 	})
 }
 
@@ -212,9 +225,10 @@ func makeFd(t *testing.T, k byte) (fd int, keep []int, memory bool) {
 	return fd, keep, memory
 }
 
-// checkHandled hands m with fds of the given kinds to a port of its own.
-func checkHandled(t *testing.T, m *message, kinds []byte) {
-	p := &Port{log: slog.New(slog.DiscardHandler), epfd: -1, wakefd: -1, events: make(chan Event, 64)}
+// checkHandled hands m with fds of the given kinds to a port of its own,
+// of pairs queue pairs.
+func checkHandled(t *testing.T, m *message, kinds []byte, pairs int) {
+	p := makePort(Config{QueuePairs: pairs})
 	var err error
 	if p.sig, err = signals(); err != nil { // the process's, made once
 		t.Fatal(err)
@@ -223,23 +237,32 @@ func checkHandled(t *testing.T, m *message, kinds []byte) {
 	if err := p.openFds(); err != nil {
 		t.Fatal(err)
 	}
-	p.offered, p.offeredProto = SupportedFeatures, SupportedProtocolFeatures
-	for i := range p.rings {
-		p.rings[i].kick, p.rings[i].call, p.rings[i].errFd, p.rings[i].w = -1, -1, -1, newWalker()
-	}
-	p.useFeatures(0)
 	var fds, keep []int
 	memory := true
 	for _, k := range kinds {
 		fd, kp, mem := makeFd(t, k)
 		fds, keep, memory = append(fds, fd), append(keep, kp...), memory && mem
 	}
-	_, _, err = p.handle(m, fds)
+	out, status, err := p.handle(m, fds)
 	if err != nil && !errors.Is(err, ErrProtocol) {
 		t.Fatalf("%s: error without ErrProtocol: %v", reqName(m.req), err)
 	}
-	switch m.req {
-	case reqSetVringKick, reqSetVringCall, reqSetVringErr:
+	switch {
+	case m.beyond:
+		if err != nil || (m.req == reqGetVringBase) != (out != nil) || out == nil && status == 0 {
+			t.Fatalf("%s for ring %d of %d: %v, reply %x, status %d", reqName(m.req), m.ring, len(p.rings), err, out, status)
+		}
+		if p.Stats().ProtocolErrors != 1 {
+			t.Fatal("a ring beyond the port's not counted")
+		}
+	case m.req == reqGetQueueNum:
+		if len(out) != hdrSize+8 || binary.NativeEndian.Uint64(out[hdrSize:]) != uint64(pairs) {
+			t.Fatalf("GET_QUEUE_NUM of %d pairs: %x", pairs, out)
+		}
+	}
+	switch {
+	case m.beyond:
+	case m.req == reqSetVringKick || m.req == reqSetVringCall || m.req == reqSetVringErr:
 		r := &p.rings[m.ring]
 		for _, slot := range []int{r.kick, r.call, r.errFd} {
 			if slot >= 0 && eventfd.Check(slot) != nil {
@@ -249,7 +272,7 @@ func checkHandled(t *testing.T, m *message, kinds []byte) {
 		if len(kinds) == 1 && kinds[0]%fdKinds != fdEventfd && (err == nil || !strings.Contains(err.Error(), "not an eventfd")) {
 			t.Fatalf("%s with fd kind %d: %v", reqName(m.req), kinds[0]%fdKinds, err)
 		}
-	case reqSetMemTable:
+	case m.req == reqSetMemTable:
 		if err == nil && !memory {
 			t.Fatal("guest memory taken from a file not in memory")
 		}
@@ -272,7 +295,7 @@ func openFds(t *testing.T) int {
 	return len(e)
 }
 
-func checkParsed(t *testing.T, m message, b []byte, nfds int) {
+func checkParsed(t *testing.T, m message, b []byte, nfds, rings int) {
 	if int(binary.NativeEndian.Uint32(b[8:])) != len(b)-hdrSize || len(b)-hdrSize > maxPayload {
 		t.Fatal("size mismatch accepted")
 	}
@@ -280,16 +303,26 @@ func checkParsed(t *testing.T, m message, b []byte, nfds int) {
 		t.Fatalf("%d fds accepted", nfds)
 	}
 	switch m.req {
+	case reqSetVringNum, reqSetVringBase, reqGetVringBase, reqSetVringEnable, reqSetVringAddr,
+		reqSetVringKick, reqSetVringCall, reqSetVringErr:
+		if m.ring > maxRingIndex || m.beyond != (m.ring >= rings) {
+			t.Fatalf("ring %d of %d, beyond %v", m.ring, rings, m.beyond)
+		}
+		if m.beyond {
+			return
+		}
+	}
+	switch m.req {
 	case reqSetVringNum:
 		if m.state.num == 0 || m.state.num > maxQueueSize || bits.OnesCount32(m.state.num) != 1 {
 			t.Fatalf("queue size %d accepted", m.state.num)
 		}
 	case reqSetVringAddr:
-		if m.addr.index >= numRings || m.addr.desc%16 != 0 || m.addr.used%4 != 0 || m.addr.avail%2 != 0 {
+		if m.addr.desc%16 != 0 || m.addr.used%4 != 0 || m.addr.avail%2 != 0 {
 			t.Fatalf("addresses %+v accepted", m.addr)
 		}
 	case reqSetVringKick, reqSetVringCall, reqSetVringErr:
-		if m.ring >= numRings || (nfds == 1) == m.noFd {
+		if (nfds == 1) == m.noFd {
 			t.Fatalf("ring %d nofd %v with %d fds accepted", m.ring, m.noFd, nfds)
 		}
 	case reqSetMemTable:
@@ -305,10 +338,6 @@ func checkParsed(t *testing.T, m message, b []byte, nfds int) {
 					t.Fatal("overlapping regions accepted")
 				}
 			}
-		}
-	case reqSetVringBase, reqGetVringBase, reqSetVringEnable:
-		if m.state.index >= numRings {
-			t.Fatalf("ring %d accepted", m.state.index)
 		}
 	}
 }

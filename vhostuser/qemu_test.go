@@ -12,7 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tapfwd/tapfwd/internal/testkit"
+	"github.com/tapfwd/tapfwd/internal/testbed"
+	"github.com/tapfwd/tapfwd/internal/testkit/vm"
 	"github.com/tapfwd/tapfwd/vhostuser"
 	"github.com/tapfwd/tapfwd/vnethdr"
 )
@@ -34,7 +35,7 @@ import (
 // virtio_pci_set_guest_notifiers -> msix_set_vector_notifiers, before QEMU
 // sends SET_FEATURES). INTx avoids that path; under KVM MSI-X works.
 func TestQEMU(t *testing.T) {
-	kernel, initrd := testkit.VMGuestImage(t)
+	img := vm.GuestImage(t)
 	p := newPort(t, vhostuser.Config{})
 	maps0, fds0 := mapsLines(t, "memfd:"), fdKinds(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -42,7 +43,7 @@ func TestQEMU(t *testing.T) {
 	cmd := exec.CommandContext(ctx, "qemu-system-x86_64", "-accel", "tcg", "-m", "256", "-nodefaults", "-no-user-config",
 		"-display", "none", "-serial", "stdio", "-no-reboot",
 		"-object", "memory-backend-memfd,id=mem,size=256M,share=on", "-machine", "memory-backend=mem",
-		"-kernel", kernel, "-initrd", initrd,
+		"-kernel", img.Kernel, "-initrd", img.Initrd,
 		"-append", "console=ttyS0 panic=-1 quiet tfw.addr=198.18.99.2/24 tfw.gw=198.18.99.1 tfw.pingi=0.2",
 		"-chardev", "socket,id=c0,reconnect=1,path="+p.Path(),
 		"-netdev", "vhost-user,id=n0,chardev=c0", "-device", "virtio-net-pci,netdev=n0,mac=02:00:00:00:99:02,vectors=0")
@@ -237,22 +238,8 @@ func reply(f, mac, gw []byte) []byte {
 		icmp := r[14+ihl : 14+total]
 		icmp[0] = 0
 		binary.BigEndian.PutUint16(icmp[2:], 0)
-		binary.BigEndian.PutUint16(icmp[2:], ^ones(icmp))
+		binary.BigEndian.PutUint16(icmp[2:], testbed.Checksum(icmp))
 		return r[:14+total]
 	}
 	return nil
-}
-
-func ones(b []byte) uint16 {
-	var s uint32
-	for i := 0; i+1 < len(b); i += 2 {
-		s += uint32(binary.BigEndian.Uint16(b[i:]))
-	}
-	if len(b)%2 == 1 {
-		s += uint32(b[len(b)-1]) << 8
-	}
-	for s > 0xffff {
-		s = s>>16 + s&0xffff
-	}
-	return uint16(s)
 }

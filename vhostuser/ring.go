@@ -24,6 +24,7 @@ const (
 // under the read lock. Fields in the second group belong to the data path
 // and change under mu.
 type vring struct {
+	index   int // in the port: receiveq k is 2k, transmitq k 2k+1
 	num     uint32
 	addr    vringAddr
 	addrSet bool
@@ -53,6 +54,15 @@ type vring struct {
 	notifyOn    bool // the port asked for available-buffer notifications
 	refused     refusal
 	fenceWord   uint32
+}
+
+// name is how the guest's driver would name the ring, numbering queue
+// pairs from 0 as Queue.Index does.
+func (r *vring) name() string {
+	if r.index%2 == 0 {
+		return fmt.Sprintf("receive queue %d", r.index/2)
+	}
+	return fmt.Sprintf("transmit queue %d", r.index/2)
 }
 
 func (r *vring) reset() {

@@ -2,8 +2,10 @@ package vhostuser
 
 import "sync/atomic"
 
-// Stats are a port's counters since Listen. "Tx" is the guest's transmit
-// queue (frames Read returns), "Rx" its receive queue (frames Write gives).
+// Stats are a port's or a queue pair's counters since Listen. "Tx" is the
+// guest's transmit queue (frames Read returns), "Rx" its receive queue
+// (frames Write gives). A Queue's carry the first group only; a Port's
+// add up its queues' and carry the second group too.
 type Stats struct {
 	// TxFrames, TxBytes: frames Read returned and the bytes of them it
 	// copied, headers not counted (a frame cut short by its buffer counts
@@ -21,32 +23,59 @@ type Stats struct {
 	// RxRefused: frames Write refused: an offload the guest did not
 	// negotiate (EOPNOTSUPP), larger than its buffers or than 1024 of
 	// their descriptors take (EMSGSIZE), or malformed (EINVAL).
-	RxRefused      uint64
-	Interrupts     uint64 // used-buffer notifications sent (call eventfd signals)
-	GuestErrors    uint64 // times the guest broke the rules and the port stopped
-	ProtocolErrors uint64 // front-ends sent away for breaking the protocol
+	RxRefused  uint64
+	Interrupts uint64 // used-buffer notifications sent (call eventfd signals)
+
+	GuestErrors uint64 // times the guest broke the rules and the port stopped
+	// ProtocolErrors: the front-end's breaks of the protocol: each that
+	// sent it away, and each ring beyond the port's it set up (refused,
+	// the connection kept).
+	ProtocolErrors uint64
 	Connects       uint64
 	Disconnects    uint64
+	TurnedAway     uint64 // front-ends that connected while another was served
+	Resets         uint64 // times the first queue pair stopped running (the guest's driver reset the device)
 	EventsDropped  uint64 // events OnEvent was too slow to take
 }
 
-type counters struct {
-	txFrames, txBytes, txDropped            atomic.Uint64
-	rxFrames, rxBytes, rxNoRoom, rxRefused  atomic.Uint64
-	interrupts, guestErrors, protocolErrors atomic.Uint64
-	connects, disconnects, eventsDropped    atomic.Uint64
+// queueCounters are a queue pair's data path counters.
+type queueCounters struct {
+	txFrames, txBytes, txDropped           atomic.Uint64
+	rxFrames, rxBytes, rxNoRoom, rxRefused atomic.Uint64
+	interrupts                             atomic.Uint64
 }
 
-// Stats returns the port's counters; it may be called at any time.
-func (p *Port) Stats() Stats {
-	c := &p.stats
+// portCounters are a port's own.
+type portCounters struct {
+	guestErrors, protocolErrors, connects, disconnects atomic.Uint64
+	turnedAway, resets, eventsDropped                  atomic.Uint64
+}
+
+// Stats returns the queue pair's counters; it may be called at any time.
+func (q *Queue) Stats() Stats {
+	c := &q.stats
 	return Stats{
 		TxFrames: c.txFrames.Load(), TxBytes: c.txBytes.Load(), TxDropped: c.txDropped.Load(),
 		RxFrames: c.rxFrames.Load(), RxBytes: c.rxBytes.Load(), RxNoRoom: c.rxNoRoom.Load(),
-		RxRefused: c.rxRefused.Load(), Interrupts: c.interrupts.Load(), GuestErrors: c.guestErrors.Load(),
-		ProtocolErrors: c.protocolErrors.Load(), Connects: c.connects.Load(), Disconnects: c.disconnects.Load(),
-		EventsDropped: c.eventsDropped.Load(),
+		RxRefused: c.rxRefused.Load(), Interrupts: c.interrupts.Load(),
 	}
+}
+
+// Stats returns the port's counters, its queue pairs' added up; it may be
+// called at any time.
+func (p *Port) Stats() Stats {
+	var s Stats
+	for _, q := range p.queues {
+		qs := q.Stats()
+		s.TxFrames, s.TxBytes, s.TxDropped = s.TxFrames+qs.TxFrames, s.TxBytes+qs.TxBytes, s.TxDropped+qs.TxDropped
+		s.RxFrames, s.RxBytes, s.RxNoRoom = s.RxFrames+qs.RxFrames, s.RxBytes+qs.RxBytes, s.RxNoRoom+qs.RxNoRoom
+		s.RxRefused, s.Interrupts = s.RxRefused+qs.RxRefused, s.Interrupts+qs.Interrupts
+	}
+	c := &p.stats
+	s.GuestErrors, s.ProtocolErrors = c.guestErrors.Load(), c.protocolErrors.Load()
+	s.Connects, s.Disconnects, s.TurnedAway = c.connects.Load(), c.disconnects.Load(), c.turnedAway.Load()
+	s.Resets, s.EventsDropped = c.resets.Load(), c.eventsDropped.Load()
+	return s
 }
 
 // tally is one batch's counts, added to the counters once.
@@ -54,7 +83,7 @@ type tally struct {
 	frames, bytes, dropped, noRoom, refused, irqs uint64
 }
 
-func (c *counters) addTx(t *tally) {
+func (c *queueCounters) addTx(t *tally) {
 	if t.frames != 0 {
 		c.txFrames.Add(t.frames)
 		c.txBytes.Add(t.bytes)
@@ -67,7 +96,7 @@ func (c *counters) addTx(t *tally) {
 	}
 }
 
-func (c *counters) addRx(t *tally) {
+func (c *queueCounters) addRx(t *tally) {
 	if t.frames != 0 {
 		c.rxFrames.Add(t.frames)
 		c.rxBytes.Add(t.bytes)

@@ -10,13 +10,11 @@ import (
 // (package naive); StartNaive starts it.
 const NaiveCommand = "naive-forwarder"
 
-// Start runs exe (the tapfwd binary) as `tapfwd run` in b.FwdNS with the
-// bed's devices (testbed.Bed.ForwarderArgs) plus extra flags (from
-// Options.Args, or any others), and waits until the lab answers ping from
-// the wire.
-func Start(ctx context.Context, b *testbed.Bed, exe string, extra ...string) (*testbed.Process, error) {
-	args := append([]string{"run"}, b.ForwarderArgs()...)
-	return b.StartForwarder(ctx, "tapfwd", exe, append(args, extra...)...)
+// Start runs exe (the tapfwd binary) as `tapfwd run` with o's flags on
+// bed b (testbed.Bed.StartTapfwd), and waits until the lab answers ping
+// from the wire.
+func Start(ctx context.Context, b *testbed.Bed, exe string, o Options) (*testbed.Process, error) {
+	return b.StartTapfwd(ctx, exe, o.Args()...)
 }
 
 // StartNaive runs exe (the tapfwd-bench binary) as `tapfwd-bench

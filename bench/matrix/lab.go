@@ -68,7 +68,7 @@ func (l Lab) Visit(ctx context.Context, c *report.Config, rep int, fn func(*test
 	var fw *testbed.Process
 	switch c.Kind {
 	case report.KindTapfwd:
-		fw, err = forwarder.Start(ctx, bed, l.Tapfwd, c.Run.Args()...)
+		fw, err = forwarder.Start(ctx, bed, l.Tapfwd, c.Run)
 	case report.KindNaive:
 		fw, err = forwarder.StartNaive(ctx, bed, l.Bench)
 	default:

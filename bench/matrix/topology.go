@@ -134,8 +134,8 @@ func (l Lab) visitHosts(ctx context.Context, c *report.Config, rep int, fn func(
 	}
 	var fws Forwarders
 	if c.Kind == report.KindTapfwd {
-		ps, err := h.StartForwarders(ctx, "tapfwd", l.Tapfwd, func(i int) []string {
-			args := append(append([]string{"run"}, h.ForwarderArgs(i)...), c.Run.Args()...)
+		ps, err := h.StartTapfwd(ctx, l.Tapfwd, func(i int) []string {
+			args := c.Run.Args()
 			if len(l.HostCPUs) == len(h.Host) {
 				args = append(args, "--cpus", strconv.Itoa(l.HostCPUs[i]))
 			}

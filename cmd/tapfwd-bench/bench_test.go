@@ -25,9 +25,11 @@ import (
 	"github.com/tapfwd/tapfwd/bench/report"
 	"github.com/tapfwd/tapfwd/bench/stats"
 	"github.com/tapfwd/tapfwd/bench/throughput"
+	"github.com/tapfwd/tapfwd/internal/cliflag/clitest"
 	"github.com/tapfwd/tapfwd/internal/procfs"
 	"github.com/tapfwd/tapfwd/internal/testbed"
 	"github.com/tapfwd/tapfwd/internal/testbed/iperf"
+	"github.com/tapfwd/tapfwd/internal/testkit"
 	"github.com/tapfwd/tapfwd/tap"
 )
 
@@ -35,7 +37,7 @@ import (
 // ARGS...` (TestMain set TAPFWD_BENCH_TEST_MAIN=1 for children).
 func benchCmd(t *testing.T, ctx context.Context, cmd string, args ...string) *exec.Cmd {
 	t.Helper()
-	return exec.CommandContext(ctx, exe(t), append([]string{cmd, "--tapfwd", tapfwdExe(t)}, args...)...)
+	return exec.CommandContext(ctx, exe(t), append([]string{cmd, "--tapfwd", testkit.Tapfwd(t)}, args...)...)
 }
 
 // TestBenchQuickJSON runs `tapfwd-bench throughput --quick --json`, as CI
@@ -125,10 +127,8 @@ type quickReport struct {
 // line.
 func runQuick(t *testing.T, args ...string) quickReport {
 	t.Helper()
-	if err := testbed.Available(); err != nil {
-		t.Skipf("skipping privileged test: %v", err)
-	}
-	needTools(t, "iperf3")
+	testkit.NeedRoot(t)
+	testkit.NeedTools(t, "iperf3")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
@@ -175,12 +175,10 @@ func checkQuickCells(t *testing.T, r quickReport, configs []string) {
 	t.Helper()
 	for _, c := range configs {
 		for _, w := range r.Workloads {
-			i := slices.IndexFunc(r.Cells, func(x quickCell) bool { return x.Config == c && x.Workload == w.Name })
-			if i < 0 {
-				t.Errorf("no cell for %s / %s", c, w.Name)
+			cell, ok := cellFor(t, r.Cells, c+" / "+w.Name, func(x quickCell) bool { return x.Config == c && x.Workload == w.Name })
+			if !ok {
 				continue
 			}
-			cell := r.Cells[i]
 			if cell.Reps != r.Settings.Reps {
 				t.Errorf("%s / %s: %d repetitions, want %d", c, w.Name, cell.Reps, r.Settings.Reps)
 			}
@@ -191,17 +189,41 @@ func checkQuickCells(t *testing.T, r quickReport, configs []string) {
 				t.Errorf("%s / %s: loss %.1f%%, of it at the receiver's socket %.1f%%", c, w.Name, cell.Loss, cell.Rcvbuf)
 			}
 			for what, m := range map[string]map[string]*float64{"value": cell.Value, "ratio_to_bridge": cell.Ratio} {
-				med, lo, hi := m["median"], m["ci_low"], m["ci_high"]
-				if med == nil || lo == nil || hi == nil {
-					t.Errorf("%s / %s: %s lacks median or interval: %v", c, w.Name, what, m)
-					continue
-				}
-				if !(*lo <= *med && *med <= *hi) || *med <= 0 {
-					t.Errorf("%s / %s: %s %v [%v, %v]: want a positive median inside its interval", c, w.Name, what, *med, *lo, *hi)
-				}
+				estimate(t, c+" / "+w.Name+": "+what, m)
 			}
 		}
 	}
+}
+
+// cellFor is the cell of a JSON report's cells that match picks; when
+// there is none, it says so (Errorf) and ok is false.
+func cellFor[C any](t *testing.T, cells []C, what string, match func(C) bool) (_ C, ok bool) {
+	t.Helper()
+	i := slices.IndexFunc(cells, match)
+	if i < 0 {
+		var none C
+		t.Errorf("no cell for %s", what)
+		return none, false
+	}
+	return cells[i], true
+}
+
+// estimate checks a median and its interval as a JSON report gives them
+// (median, ci_low, ci_high): all there, and the median positive and
+// inside the interval. It returns the median, or says what is wrong
+// (Errorf) and ok is false.
+func estimate(t *testing.T, what string, m map[string]*float64) (_ float64, ok bool) {
+	t.Helper()
+	med, lo, hi := m["median"], m["ci_low"], m["ci_high"]
+	if med == nil || lo == nil || hi == nil {
+		t.Errorf("%s lacks median or interval: %v", what, m)
+		return 0, false
+	}
+	if *med <= 0 || !(*lo <= *med && *med <= *hi) {
+		t.Errorf("%s %v [%v, %v]: want a positive median inside its interval", what, *med, *lo, *hi)
+		return 0, false
+	}
+	return *med, true
 }
 
 // quickCell is a cell of the JSON report as a consumer reads it.
@@ -230,10 +252,8 @@ type quickCell struct {
 // placements. The medians must differ by no more than the spread either
 // side measured.
 func TestBenchMatchesPlainIperf3(t *testing.T) {
-	if err := testbed.Available(); err != nil {
-		t.Skipf("skipping privileged test: %v", err)
-	}
-	needTools(t, "iperf3")
+	testkit.NeedRoot(t)
+	testkit.NeedTools(t, "iperf3")
 	cfg, err := report.SelectConfigs(throughput.Configs(throughput.DefaultTAPNAPI), []string{throughput.NAPIOn})
 	if err != nil {
 		t.Fatal(err)
@@ -246,7 +266,7 @@ func TestBenchMatchesPlainIperf3(t *testing.T) {
 		t.Skip("needs two CPUs to pin iperf3's client and server apart")
 	}
 	pin := &iperf.Pinning{Wire: 0, Lab: 1}
-	plainBed, fw := startForwarder(t, cfg[0].Args...)
+	plainBed, fw := testkit.Start(t, testkit.Tapfwd(t), cfg[0].Args...)
 	var plain []float64
 	var plainErr error
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -254,7 +274,7 @@ func TestBenchMatchesPlainIperf3(t *testing.T) {
 	const reps = 5
 	r, err := throughput.Run(ctx, throughput.Options{
 		Common: matrix.Common{
-			Lab:     matrix.Lab{Tapfwd: tapfwdExe(t), Bench: exe(t)},
+			Lab:     matrix.Lab{Tapfwd: testkit.Tapfwd(t), Bench: exe(t)},
 			Configs: cfg, Reps: reps, TUNFeatures: features,
 			Progress: func(matrix.Progress) {
 				if plainErr != nil {
@@ -334,7 +354,7 @@ var bedIDRE = regexp.MustCompile(`msg=bed config=(\S+) rep=\d+ id=([0-9a-f]+)`)
 // through tapfwd, and checks that it exits promptly and leaves no
 // namespace, TAP or process of its own behind.
 func TestBenchInterrupt(t *testing.T) {
-	needTools(t, "iperf3")
+	testkit.NeedTools(t, "iperf3")
 	seen := interruptBench(t, "throughput", []string{"--configs", throughput.NAPIOn + "," + throughput.Bridge},
 		300*time.Millisecond, func(_ string, procs map[int]procID) bool {
 			for _, id := range procs {
@@ -365,9 +385,7 @@ func TestBenchInterrupt(t *testing.T) {
 // its own left. It returns the processes seen under the bench.
 func interruptBench(t *testing.T, cmdName string, args []string, midRun time.Duration, running func(line string, procs map[int]procID) bool) map[int]procID {
 	t.Helper()
-	if err := testbed.Available(); err != nil {
-		t.Skipf("skipping privileged test: %v", err)
-	}
+	testkit.NeedRoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := benchCmd(t, ctx, cmdName, append(args, "--quick", "--verbose", "--reps", "3")...)
@@ -524,7 +542,7 @@ func descendants(pid int) map[int]procID {
 // TestBenchErrors checks the one-line errors: not root, iperf3 missing, and
 // flag mistakes.
 func TestBenchErrors(t *testing.T) {
-	checkCLI(t, []cliCase{
+	clitest.Check(t, "tapfwd-bench", run, []clitest.Case{
 		{nil, 2, "Usage: tapfwd-bench throughput"},
 		{[]string{"throughput", "--json", "--csv"}, 1, "pick one"},
 		{[]string{"throughput", "--configs", "napi-maybe"}, 1, `unknown configuration "napi-maybe"`},
@@ -557,7 +575,7 @@ func TestBenchErrors(t *testing.T) {
 	// No iperf3 on PATH (ip is found in /usr/sbin or /sbin anyway).
 	cmd := exec.Command(exe(t), "throughput", "--quick")
 	cmd.Env = append(os.Environ(), "PATH="+t.TempDir())
-	oneLineError(t, "without iperf3", cmd, "iperf3 not found: install it with apt-get install iperf3")
+	clitest.OneLineError(t, "without iperf3", cmd, "iperf3 not found: install it with apt-get install iperf3")
 	asNobody(t, "bench needs root", "throughput", "--quick")
 }
 
@@ -566,7 +584,7 @@ func TestBenchErrors(t *testing.T) {
 // checksums for its water TAP), and SIGTERM removes its TAP.
 func TestNaiveForwarder(t *testing.T) {
 	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
-	needTools(t, "iperf3")
+	testkit.NeedTools(t, "iperf3")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	fw, err := forwarder.StartNaive(ctx, bed, exe(t))

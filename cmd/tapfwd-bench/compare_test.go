@@ -14,6 +14,7 @@ import (
 	"github.com/tapfwd/tapfwd/bench/matrix"
 	"github.com/tapfwd/tapfwd/bench/stats"
 	"github.com/tapfwd/tapfwd/bench/throughput"
+	"github.com/tapfwd/tapfwd/internal/cliflag/clitest"
 )
 
 const (
@@ -26,7 +27,7 @@ const (
 // form, flags before or after the files, and on the committed run of the
 // first schema against a run of the second.
 func TestCompareCLI(t *testing.T) {
-	checkCLI(t, []cliCase{
+	clitest.Check(t, "tapfwd-bench", run, []clitest.Case{
 		{[]string{"compare", fixtureA, fixtureB}, 0, "faster"},
 		{[]string{"compare", "--markdown", fixtureA, fixtureB}, 0, "| napi-on | tcp-4KB-P1-w2l | Gbit/s |"},
 		{[]string{"compare", fixtureA, fixtureB, "--target", "50"}, 0, "no significant difference"},

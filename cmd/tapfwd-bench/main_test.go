@@ -1,65 +1,26 @@
 package main
 
 import (
-	"context"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
-	"github.com/tapfwd/tapfwd/bench/forwarder"
 	"github.com/tapfwd/tapfwd/internal/cliflag/clitest"
-	"github.com/tapfwd/tapfwd/internal/testbed"
+	"github.com/tapfwd/tapfwd/internal/testkit"
 )
 
 // The test binary doubles as tapfwd-bench: the tests start it (as the
 // bench, and as the naive forwarder in a namespace) with
 // TAPFWD_BENCH_TEST_MAIN=1, so they exercise the code under test (race
 // detector included) without a separate build. tapfwd itself is built
-// once, on first use (see tapfwdExe).
+// once, on first use (testkit.Tapfwd).
 func TestMain(m *testing.M) {
 	if os.Getenv("TAPFWD_BENCH_TEST_MAIN") == "1" {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
 	os.Setenv("TAPFWD_BENCH_TEST_MAIN", "1") // for the children only
-	code := m.Run()
-	if tapfwdDir != "" {
-		os.RemoveAll(tapfwdDir)
-	}
-	os.Exit(code)
-}
-
-var (
-	tapfwdOnce sync.Once
-	tapfwdDir  string
-	tapfwdErr  error
-)
-
-// tapfwdExe is a tapfwd binary built from ../tapfwd, with the race
-// detector when this test binary has it.
-func tapfwdExe(t *testing.T) string {
-	t.Helper()
-	tapfwdOnce.Do(func() {
-		if tapfwdDir, tapfwdErr = os.MkdirTemp("", "tapfwd-bench-test"); tapfwdErr != nil {
-			return
-		}
-		args := []string{"build", "-o", filepath.Join(tapfwdDir, "tapfwd")}
-		if raceEnabled {
-			args = append(args, "-race")
-		}
-		out, err := exec.Command("go", append(args, "../tapfwd")...).CombinedOutput()
-		if err != nil {
-			tapfwdErr = fmt.Errorf("go build ../tapfwd: %v\n%s", err, out)
-		}
-	})
-	if tapfwdErr != nil {
-		t.Fatal(tapfwdErr)
-	}
-	return filepath.Join(tapfwdDir, "tapfwd")
+	os.Exit(testkit.Main(m))
 }
 
 // exe is this test binary: tapfwd-bench.
@@ -70,52 +31,6 @@ func exe(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return p
-}
-
-func needTools(t *testing.T, tools ...string) {
-	t.Helper()
-	for _, tool := range tools {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s not installed (the README's test command installs it): %v", tool, err)
-		}
-	}
-}
-
-// startForwarder builds a Forwarder bed and starts tapfwd on it; both are
-// removed when t ends.
-func startForwarder(t *testing.T, args ...string) (*testbed.Bed, *testbed.Process) {
-	t.Helper()
-	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	fw, err := forwarder.Start(ctx, bed, tapfwdExe(t), args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { fw.Stop() })
-	return bed, fw
-}
-
-// cliCase is one command line run in process: its exit status and a
-// string its output must contain.
-type cliCase struct {
-	args []string
-	code int
-	want string
-}
-
-func checkCLI(t *testing.T, cases []cliCase) {
-	t.Helper()
-	cs := make([]clitest.Case, len(cases))
-	for i, c := range cases {
-		cs[i] = clitest.Case{Args: c.args, Code: c.code, Want: c.want}
-	}
-	clitest.Check(t, "tapfwd-bench", run, cs)
-}
-
-func oneLineError(t *testing.T, name string, cmd *exec.Cmd, want string) {
-	t.Helper()
-	clitest.OneLineError(t, name, cmd, want)
 }
 
 // asNobody runs tapfwd-bench args as user nobody without capabilities and

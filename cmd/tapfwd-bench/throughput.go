@@ -25,7 +25,7 @@ import (
 // (where the sender, not the path, is the limit). It runs sequentially:
 // a first stage of stats.Stage1Reps repetitions, then as many as the
 // comparisons need for intervals within +-7.5%, within a budget
-// (README: "The default run: why these settings").
+// (docs/bench.md: "The default run: why these settings").
 var (
 	defaultConfigs  = []string{throughput.NAPIOff, throughput.NAPIOn, throughput.NAPIThreaded, throughput.Bridge, throughput.Direct}
 	defaultReps     = stats.Stage1Reps

@@ -1,50 +1,13 @@
 package main
 
 import (
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/tapfwd/tapfwd/internal/cliflag/clitest"
-	"github.com/tapfwd/tapfwd/internal/testbed"
-	"github.com/tapfwd/tapfwd/internal/testkit"
 )
 
-// The test binary doubles as tapfwd: the integration tests start it in a
-// namespace with TAPFWD_TEST_MAIN=1, so they exercise the code under test
-// (race detector included) without a separate build.
-func TestMain(m *testing.M) {
-	if os.Getenv("TAPFWD_TEST_MAIN") == "1" {
-		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
-	}
-	os.Setenv("TAPFWD_TEST_MAIN", "1") // for the children only
-	code := m.Run()
-	if plainPath != "" {
-		os.RemoveAll(filepath.Dir(plainPath))
-	}
-	os.Exit(code)
-}
-
-// exe is the tapfwd binary of the end-to-end tests: this test binary.
-func exe(t testing.TB) string {
-	t.Helper()
-	p, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-// startForwarder builds a Forwarder bed and starts tapfwd (this binary) on
-// it with args; both are removed when t ends.
-func startForwarder(t testing.TB, args ...string) (*testbed.Bed, *testbed.Process) {
-	t.Helper()
-	return testkit.StartTapfwd(t, exe(t), args...)
-}
-
 func TestCLIUsageErrors(t *testing.T) {
-	checkCLI(t, []cliCase{
+	clitest.Check(t, "tapfwd", run, []clitest.Case{
 		{nil, 2, "Usage:"},
 		{[]string{"frobnicate"}, 2, `unknown command "frobnicate"`},
 		{[]string{"run"}, 2, "--nic is required"},
@@ -60,31 +23,43 @@ func TestCLIUsageErrors(t *testing.T) {
 	})
 }
 
-// cliCase is one command line run in process: its exit status and a
-// string its output must contain.
-type cliCase struct {
-	args []string
-	code int
-	want string
+func TestNapiCLIUsage(t *testing.T) {
+	clitest.Check(t, "tapfwd", run, []clitest.Case{
+		{[]string{"napi"}, 2, "Usage: tapfwd napi COMMAND"},
+		{[]string{"napi", "frob"}, 2, `unknown command "frob"`},
+		{[]string{"napi", "help"}, 0, "list   NAPI instances"},
+		{[]string{"napi", "list", "extra"}, 2, `unexpected argument "extra"`},
+		{[]string{"napi", "list", "-h"}, 0, "empty lists every device"},
+		{[]string{"napi", "set"}, 2, "--id is required"},
+		{[]string{"napi", "set", "--id", "3"}, 2, "nothing to set"},
+		{[]string{"napi", "set", "-h"}, 0, "nothing is\nrestored when it ends"},
+		{[]string{"napi", "set", "-h"}, 0, "0 turns deferral off"},
+		{[]string{"napi", "set", "--id", "3", "--threaded", "on"}, 1, "--threaded: want disabled, enabled or busy-poll"},
+		{[]string{"napi", "set", "--id", "3", "--fifo", "100"}, 1, "--fifo 100: want a priority from 1 to 99"},
+		{[]string{"napi", "set", "--id", "3", "--cpu", "-2"}, 1, "--cpu -2"},
+		{[]string{"napi", "set", "--id", "3", "--gro-flush-timeout", "-1s"}, 1, "must not be negative"},
+		{[]string{"napi", "set", "--id", "3", "--defer-hard-irqs", "2147483648"}, 1, "at most 2147483647"},
+		{[]string{"napi", "set", "--id", "0", "--threaded", "enabled"}, 1, "not a NAPI id"},
+	})
 }
 
-func checkCLI(t *testing.T, cases []cliCase) {
-	t.Helper()
-	cs := make([]clitest.Case, len(cases))
-	for i, c := range cases {
-		cs[i] = clitest.Case{Args: c.args, Code: c.code, Want: c.want}
-	}
-	clitest.Check(t, "tapfwd", run, cs)
+func TestVMPortCLIUsage(t *testing.T) {
+	clitest.Check(t, "tapfwd", run, []clitest.Case{
+		{[]string{"vm-port"}, 2, "Commands:"},
+		{[]string{"vm-port", "frob"}, 2, `unknown command "frob"`},
+		{[]string{"vm-port", "add"}, 2, "--tap is required"},
+		{[]string{"vm-port", "del"}, 2, "--name is required"},
+		{[]string{"vm-port", "add", "--tap", "x", "--mac", "zz"}, 1, "--mac: tap: bad MAC"},
+		{[]string{"vm-port", "add", "--tap", "x", "--name", "a:b"}, 1, "bad interface name"},
+		{[]string{"vm-port", "list", "extra"}, 2, `unexpected argument "extra"`},
+		{[]string{"vm-port", "help"}, 0, "Commands:"},
+		{[]string{"vm-port", "add", "-h"}, 0, "the guest's Ethernet address"},
+	})
 }
 
-func oneLineError(t *testing.T, name string, cmd *exec.Cmd, want string) {
-	t.Helper()
-	clitest.OneLineError(t, name, cmd, want)
-}
-
-// asNobody runs tapfwd args as user nobody without capabilities and checks
-// for a one-line error containing want.
-func asNobody(t *testing.T, want string, args ...string) {
-	t.Helper()
-	clitest.AsNobody(t, "tapfwd", exe(t), want, args...)
+func TestStatusCLIErrors(t *testing.T) {
+	clitest.Check(t, "tapfwd", run, []clitest.Case{
+		{[]string{"status", "--addr", "127.0.0.1:1"}, 1, "no tapfwd answers at 127.0.0.1:1"},
+		{[]string{"version"}, 0, "tapfwd "},
+	})
 }

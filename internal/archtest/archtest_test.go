@@ -185,6 +185,28 @@ func TestProductTestsImportNoBenchmark(t *testing.T) {
 	}
 }
 
+// TestTestKitForTestsOnly: no package links the test kit outside tests,
+// and of the kit's packages only prom, which parses tapfwd's metrics,
+// imports metrics.
+func TestTestKitForTestsOnly(t *testing.T) {
+	inKit := func(s string) bool {
+		rel, ok := ours(s)
+		return ok && (rel == "internal/testkit" || strings.HasPrefix(rel, "internal/testkit/"))
+	}
+	for _, p := range list(t, "./...") {
+		rel, _ := ours(p.ImportPath)
+		if inKit(p.ImportPath) {
+			if bad := offending(p.Imports, func(s string) bool { r, _ := ours(s); return r == "metrics" }); len(bad) > 0 && rel != "internal/testkit/prom" {
+				t.Errorf("%s imports %v: only internal/testkit/prom reads metrics", rel, bad)
+			}
+			continue
+		}
+		if bad := offending(p.Imports, inKit); len(bad) > 0 {
+			t.Errorf("%s (not its tests) imports %v", rel, bad)
+		}
+	}
+}
+
 var flagInText = regexp.MustCompile(`--[a-z][a-z-]+`)
 
 // TestLibrariesNameNoFlags: error texts in library packages (everything but

@@ -2,11 +2,7 @@ package testbed
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
 	"fmt"
-	mrand "math/rand/v2"
 	"net/netip"
 	"os/exec"
 	"strconv"
@@ -28,15 +24,7 @@ const (
 	HostsBridge
 )
 
-func (m HostsMode) String() string {
-	switch m {
-	case HostsForwarder:
-		return "forwarder"
-	case HostsBridge:
-		return "bridge"
-	}
-	return "HostsMode(" + strconv.Itoa(int(m)) + ")"
-}
+func (m HostsMode) String() string { return enumString("HostsMode", int(m), "forwarder", "bridge") }
 
 // Peering says how a host's VXLAN device finds the other host.
 type Peering int
@@ -52,15 +40,7 @@ const (
 	PeerRemote
 )
 
-func (p Peering) String() string {
-	switch p {
-	case PeerFDB:
-		return "fdb"
-	case PeerRemote:
-		return "remote"
-	}
-	return "Peering(" + strconv.Itoa(int(p)) + ")"
-}
+func (p Peering) String() string { return enumString("Peering", int(p), "fdb", "remote") }
 
 // HostsConfig describes a two-host bed. The zero value is a HostsForwarder
 // bed with forwarding-database peers, VNI 42, a random subnet and a 1500-byte
@@ -125,13 +105,11 @@ type Hosts struct {
 	run        *Bed   // runs commands; its Close is this bed's
 	bridgePath string // iproute2's bridge command (PeerFDB)
 
-	mu       sync.Mutex
-	closed   bool
-	closeErr error
+	close func() error // removeNamespaces once
 }
 
 // NewHosts builds a two-host bed. On any failure it removes what it made.
-func NewHosts(ctx context.Context, cfg HostsConfig) (_ *Hosts, err error) {
+func NewHosts(ctx context.Context, cfg HostsConfig) (*Hosts, error) {
 	if cfg.Mode < HostsForwarder || cfg.Mode > HostsBridge {
 		return nil, fmt.Errorf("testbed: unknown hosts mode %d", int(cfg.Mode))
 	}
@@ -150,14 +128,7 @@ func NewHosts(ctx context.Context, cfg HostsConfig) (_ *Hosts, err error) {
 	if cfg.VNI < 1 || cfg.VNI > 1<<24-1 {
 		return nil, fmt.Errorf("testbed: VNI %d out of range 1..16777215", cfg.VNI)
 	}
-	subnet := cfg.Subnet
-	if subnet == 0 {
-		subnet = uint8(1 + mrand.IntN(254))
-	}
-	if err := checkCaps(); err != nil {
-		return nil, err
-	}
-	ip, err := ipCommand()
+	ip, id, subnet, err := prepare(cfg.Subnet)
 	if err != nil {
 		return nil, err
 	}
@@ -167,20 +138,9 @@ func NewHosts(ctx context.Context, cfg HostsConfig) (_ *Hosts, err error) {
 			return nil, err
 		}
 	}
-	var raw [idLen / 2]byte
-	if _, err := rand.Read(raw[:]); err != nil {
-		return nil, fmt.Errorf("testbed: random suffix: %w", err)
-	}
-	h := newHosts(cfg, hex.EncodeToString(raw[:]), subnet, ip)
+	h := newHosts(cfg, id, subnet, ip)
 	h.bridgePath = bridge
-	defer func() {
-		if err != nil {
-			if cerr := h.Close(); cerr != nil {
-				err = errors.Join(err, cerr)
-			}
-		}
-	}()
-	if err := h.build(ctx); err != nil {
+	if err := closeOnError(h.build(ctx), h.Close); err != nil {
 		return nil, err
 	}
 	return h, nil
@@ -202,6 +162,7 @@ func newHosts(cfg HostsConfig, id string, subnet uint8, ip string) *Hosts {
 		host.LabAddr = netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 18, subnet, byte(i + 1)}), 24)
 	}
 	h.run = &Bed{ipPath: ip, hosts: h}
+	h.close = sync.OnceValue(func() error { return removeNamespaces(ip, h.namespaces()...) })
 	return h
 }
 
@@ -211,19 +172,10 @@ func (h *Hosts) namespaces() []string {
 }
 
 func (h *Hosts) build(ctx context.Context) error {
-	for _, ns := range h.namespaces() {
-		if err := h.ip(ctx, "netns", "add", ns); err != nil {
-			return err
-		}
-		if err := h.ip(ctx, "-n", ns, "link", "set", "dev", "lo", "up"); err != nil {
-			return err
-		}
-	}
 	a, b := &h.Host[0], &h.Host[1]
 	mtu := strconv.Itoa(h.UnderlayMTU)
-	steps := [][]string{
-		{"-n", a.NS, "link", "add", a.Underlay, "mtu", mtu, "type", "veth", "peer", "name", b.Underlay, "mtu", mtu, "netns", b.NS},
-	}
+	steps := append(nsSteps(h.namespaces()...),
+		[]string{"-n", a.NS, "link", "add", a.Underlay, "mtu", mtu, "type", "veth", "peer", "name", b.Underlay, "mtu", mtu, "netns", b.NS})
 	for i := range h.Host {
 		steps = append(steps, h.hostSteps(i)...)
 	}
@@ -295,29 +247,7 @@ func (h *Hosts) ip(ctx context.Context, args ...string) error {
 // deletes them, which deletes every device in them. It is idempotent, and
 // what a failed NewHosts calls.
 func (h *Hosts) Close() error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return h.closeErr
-	}
-	h.closed = true
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var errs []error
-	// Every namespace's processes first: a forwarder in a host namespace
-	// holds a TAP that lives in a lab.
-	for _, ns := range h.namespaces() {
-		if nsExists(ns) {
-			errs = append(errs, killAll(ctx, h.run.ipPath, ns))
-		}
-	}
-	for _, ns := range h.namespaces() {
-		if nsExists(ns) {
-			errs = append(errs, runTool(ctx, h.run.ipPath, "netns", "del", ns))
-		}
-	}
-	h.closeErr = errors.Join(errs...)
-	return h.closeErr
+	return h.close()
 }
 
 // View is the bed as the single-host Bed type describes one, seen from
@@ -375,7 +305,7 @@ func (h *Hosts) StartForwarders(ctx context.Context, name, exe string, args func
 		}
 	}
 	for i := range ps {
-		p, err := h.run.start(h.Host[i].NS, fmt.Sprintf("%s on host %d", name, i+1), exe, args(i))
+		p, err := h.run.Start(h.Host[i].NS, fmt.Sprintf("%s on host %d", name, i+1), exe, args(i)...)
 		if err != nil {
 			stop()
 			return ps, err
@@ -388,6 +318,15 @@ func (h *Hosts) StartForwarders(ctx context.Context, name, exe string, args func
 			name, err, orNothing(ps[0].Tail(3)), orNothing(ps[1].Tail(3)))
 	}
 	return ps, nil
+}
+
+// StartTapfwd runs exe, a tapfwd binary, as `tapfwd run` on both hosts,
+// each with its devices (ForwarderArgs(i)) and then extra(i), and waits
+// until the labs reach each other (StartForwarders).
+func (h *Hosts) StartTapfwd(ctx context.Context, exe string, extra func(host int) []string) ([2]*Process, error) {
+	return h.StartForwarders(ctx, "tapfwd", exe, func(i int) []string {
+		return h.View(1-i, i).TapfwdArgs(extra(i)...)
+	})
 }
 
 func orNothing(s string) string {

@@ -12,8 +12,9 @@ import (
 	"time"
 )
 
-// Process is a forwarding process (tapfwd, or the bench's naive baseline)
-// started in a bed's fwd namespace by StartForwarder.
+// Process is a process started in a bed's namespace with its output
+// collected: a forwarder (tapfwd, or the bench's naive baseline) from
+// StartForwarder, or another program from Start.
 type Process struct {
 	name   string
 	cmd    *exec.Cmd
@@ -29,6 +30,20 @@ func (b *Bed) ForwarderArgs() []string {
 	return []string{"--nic", b.NIC, "--tap", b.LabIf, "--tap-netns", b.LabNS, "--tap-addr", b.LabAddr.String()}
 }
 
+// TapfwdArgs are the arguments of `tapfwd run` on the bed: its devices
+// (ForwarderArgs), then extra.
+func (b *Bed) TapfwdArgs(extra ...string) []string {
+	return append(append([]string{"run"}, b.ForwarderArgs()...), extra...)
+}
+
+// StartTapfwd runs exe, a tapfwd binary, as `tapfwd run` with the bed's
+// devices and then extra (TapfwdArgs), and waits until the lab answers
+// ping from the wire (StartForwarder). The bench and the tests start
+// tapfwd on a bed through it.
+func (b *Bed) StartTapfwd(ctx context.Context, exe string, extra ...string) (*Process, error) {
+	return b.StartForwarder(ctx, "tapfwd", exe, b.TapfwdArgs(extra...)...)
+}
+
 // StartForwarder runs exe with args in b.FwdNS (a Forwarder bed) and waits
 // until the lab answers ping from the wire. name says in errors what was
 // started ("tapfwd"). The process is not tied to ctx, which bounds only the
@@ -38,7 +53,7 @@ func (b *Bed) StartForwarder(ctx context.Context, name, exe string, args ...stri
 	if b.Mode != Forwarder {
 		return nil, fmt.Errorf("testbed: bed mode %v has no forwarder", b.Mode)
 	}
-	p, err := b.start(b.FwdNS, name, exe, args)
+	p, err := b.Start(b.FwdNS, name, exe, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -53,8 +68,11 @@ func (b *Bed) StartForwarder(ctx context.Context, name, exe string, args ...stri
 	return p, nil
 }
 
-// start runs exe with args in namespace ns, its output collected.
-func (b *Bed) start(ns, name, exe string, args []string) (*Process, error) {
+// Start runs exe with args in namespace ns, its stdout and stderr
+// collected (Output); name says in errors what was started. The process is
+// not waited for: Stop or Kill ends it, and Close kills it if it is still
+// running.
+func (b *Bed) Start(ns, name, exe string, args ...string) (*Process, error) {
 	cmd := b.Command(context.Background(), ns, exe, args...)
 	p := &Process{name: name, cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
 	cmd.Stderr = p.stderr
@@ -69,7 +87,7 @@ func (b *Bed) start(ns, name, exe string, args []string) (*Process, error) {
 	return p, nil
 }
 
-// Pid is the process id of `ip netns exec`, which execs the forwarder in
+// Pid is the process id of `ip netns exec`, which execs the program in
 // place.
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
 

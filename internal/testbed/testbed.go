@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,16 +37,15 @@ const (
 	Direct
 )
 
-func (m Mode) String() string {
-	switch m {
-	case Forwarder:
-		return "forwarder"
-	case Bridge:
-		return "bridge"
-	case Direct:
-		return "direct"
+func (m Mode) String() string { return enumString("Mode", int(m), "forwarder", "bridge", "direct") }
+
+// enumString is the name of value v of an enumeration called typ whose
+// values are names' indexes, or typ(v) for another value.
+func enumString(typ string, v int, names ...string) string {
+	if v >= 0 && v < len(names) {
+		return names[v]
 	}
-	return "Mode(" + strconv.Itoa(int(m)) + ")"
+	return typ + "(" + strconv.Itoa(v) + ")"
 }
 
 // Config describes a bed. The zero value is a Forwarder bed on a random
@@ -82,9 +82,7 @@ type Bed struct {
 	ipPath string
 	hosts  *Hosts // set on a Hosts.View: Close closes that bed
 
-	mu       sync.Mutex
-	closed   bool
-	closeErr error
+	close func() error // removeNamespaces once
 }
 
 // Interface and namespace names. The prefix "tfw-" marks everything a bed
@@ -170,7 +168,7 @@ func bridgeCommand(ipPath string) (string, error) {
 }
 
 // New builds a bed. On any failure it removes what it made.
-func New(ctx context.Context, cfg Config) (_ *Bed, err error) {
+func New(ctx context.Context, cfg Config) (*Bed, error) {
 	if cfg.Mode < Forwarder || cfg.Mode > Direct {
 		return nil, fmt.Errorf("testbed: unknown mode %d", int(cfg.Mode))
 	}
@@ -180,22 +178,10 @@ func New(ctx context.Context, cfg Config) (_ *Bed, err error) {
 	if cfg.MTU < 68 || cfg.MTU > 65535 {
 		return nil, fmt.Errorf("testbed: MTU %d out of range 68..65535", cfg.MTU)
 	}
-	subnet := cfg.Subnet
-	if subnet == 0 {
-		subnet = uint8(1 + mrand.IntN(254))
-	}
-	if err := checkCaps(); err != nil {
-		return nil, err
-	}
-	ip, err := ipCommand()
+	ip, id, subnet, err := prepare(cfg.Subnet)
 	if err != nil {
 		return nil, err
 	}
-	var raw [idLen / 2]byte
-	if _, err := rand.Read(raw[:]); err != nil {
-		return nil, fmt.Errorf("testbed: random suffix: %w", err)
-	}
-	id := hex.EncodeToString(raw[:])
 	b := &Bed{
 		Mode:     cfg.Mode,
 		ID:       id,
@@ -213,17 +199,30 @@ func New(ctx context.Context, cfg Config) (_ *Bed, err error) {
 	if cfg.Mode == Forwarder {
 		b.LabIf = tapPrefix + id
 	}
-	defer func() {
-		if err != nil {
-			if cerr := b.Close(); cerr != nil {
-				err = errors.Join(err, cerr)
-			}
-		}
-	}()
-	if err := b.build(ctx); err != nil {
+	b.close = sync.OnceValue(func() error { return removeNamespaces(ip, b.WireNS, b.FwdNS, b.LabNS) })
+	if err := closeOnError(b.build(ctx), b.Close); err != nil {
 		return nil, err
 	}
 	return b, nil
+}
+
+// prepare checks that beds can be built here and returns the ip command,
+// a new bed's random suffix, and subnet, or a random one for 0.
+func prepare(subnet uint8) (ip, id string, _ uint8, err error) {
+	if subnet == 0 {
+		subnet = uint8(1 + mrand.IntN(254))
+	}
+	if err := checkCaps(); err != nil {
+		return "", "", 0, err
+	}
+	if ip, err = ipCommand(); err != nil {
+		return "", "", 0, err
+	}
+	var raw [idLen / 2]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", "", 0, fmt.Errorf("testbed: random suffix: %w", err)
+	}
+	return ip, hex.EncodeToString(raw[:]), subnet, nil
 }
 
 func (b *Bed) build(ctx context.Context) error {
@@ -231,15 +230,7 @@ func (b *Bed) build(ctx context.Context) error {
 	// Namespaces first; each gets lo up (iperf3 and friends need nothing
 	// else). veths are created directly inside the namespaces, with the peer
 	// moved by "netns", so nothing transient appears in the root namespace.
-	for _, ns := range []string{b.WireNS, b.FwdNS, b.LabNS} {
-		if err := b.ip(ctx, "netns", "add", ns); err != nil {
-			return err
-		}
-		if err := b.ip(ctx, "-n", ns, "link", "set", "dev", "lo", "up"); err != nil {
-			return err
-		}
-	}
-	steps := [][]string{}
+	steps := nsSteps(b.WireNS, b.FwdNS, b.LabNS)
 	switch b.Mode {
 	case Forwarder:
 		steps = append(steps,
@@ -282,6 +273,28 @@ func (b *Bed) build(ctx context.Context) error {
 	return nil
 }
 
+// closeOnError is err, with close's error joined to it when close fails,
+// and calls close when err is not nil: a failed build removes what it
+// made.
+func closeOnError(err error, close func() error) error {
+	if err != nil {
+		if cerr := close(); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+	}
+	return err
+}
+
+// nsSteps are the ip commands that make namespaces nss, each with lo up
+// (iperf3 and friends need nothing else).
+func nsSteps(nss ...string) [][]string {
+	var steps [][]string
+	for _, ns := range nss {
+		steps = append(steps, []string{"netns", "add", ns}, []string{"-n", ns, "link", "set", "dev", "lo", "up"})
+	}
+	return steps
+}
+
 // ip runs the ip command in the root namespace (the -n flag switches to a
 // bed namespace) and returns an error that includes its output.
 func (b *Bed) ip(ctx context.Context, arg ...string) error {
@@ -312,24 +325,24 @@ func (b *Bed) Close() error {
 	if b.hosts != nil {
 		return b.hosts.Close()
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return b.closeErr
-	}
-	b.closed = true
+	return b.close()
+}
+
+// removeNamespaces kills every process in namespaces nss that exist,
+// first in all of them (a forwarder in one may hold a TAP that lives in
+// another), and then deletes them.
+func removeNamespaces(ipPath string, nss ...string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	nss = slices.DeleteFunc(nss, func(ns string) bool { return !nsExists(ns) })
 	var errs []error
-	for _, ns := range []string{b.WireNS, b.FwdNS, b.LabNS} {
-		if !nsExists(ns) {
-			continue
-		}
-		errs = append(errs, killAll(ctx, b.ipPath, ns))
-		errs = append(errs, b.ip(ctx, "netns", "del", ns))
+	for _, ns := range nss {
+		errs = append(errs, killAll(ctx, ipPath, ns))
 	}
-	b.closeErr = errors.Join(errs...)
-	return b.closeErr
+	for _, ns := range nss {
+		errs = append(errs, runTool(ctx, ipPath, "netns", "del", ns))
+	}
+	return errors.Join(errs...)
 }
 
 func nsExists(ns string) bool {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"slices"
@@ -238,5 +239,23 @@ func TestEchoRequestChecksum(t *testing.T) {
 	binary.BigEndian.PutUint16(odd[:], 0xffff)
 	if Checksum(odd[:]) != 0 {
 		t.Errorf("Checksum(%x) = %#x, want 0", odd, Checksum(odd[:]))
+	}
+}
+
+// TestTapfwdArgs: tapfwd run takes the bed's devices, then the caller's
+// flags; and the enumerations name their values.
+func TestTapfwdArgs(t *testing.T) {
+	b := &Bed{NIC: "w1", LabIf: "tfwtap-0a0b0c", LabNS: "tfw-0a0b0c-lab", LabAddr: netip.MustParsePrefix("198.18.7.2/24")}
+	want := "run --nic w1 --tap tfwtap-0a0b0c --tap-netns tfw-0a0b0c-lab --tap-addr 198.18.7.2/24 --queues 2"
+	if got := strings.Join(b.TapfwdArgs("--queues", "2"), " "); got != want {
+		t.Errorf("TapfwdArgs = %q, want %q", got, want)
+	}
+	for _, tc := range []struct{ got, want string }{
+		{Bridge.String(), "bridge"}, {Mode(3).String(), "Mode(3)"}, {Mode(-1).String(), "Mode(-1)"},
+		{HostsBridge.String(), "bridge"}, {PeerRemote.String(), "remote"}, {Peering(2).String(), "Peering(2)"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%q, want %q", tc.got, tc.want)
+		}
 	}
 }

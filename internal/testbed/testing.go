@@ -22,21 +22,8 @@ type TB interface {
 // they fail.
 func NewForTest(t TB, cfg Config) *Bed {
 	t.Helper()
-	if err := Available(); err != nil {
-		t.Skipf("skipping privileged test: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	b, err := New(ctx, cfg)
-	if err != nil {
-		t.Fatalf("building %v test bed: %v", cfg.Mode, err)
-	}
-	t.Cleanup(func() {
-		if err := b.Close(); err != nil {
-			t.Errorf("removing test bed %s: %v", b.ID, err)
-		}
-	})
-	return b
+	return forTest(t, cfg.Mode.String()+" test bed", func(ctx context.Context) (*Bed, error) { return New(ctx, cfg) },
+		func(b *Bed) string { return b.ID })
 }
 
 // NewHostsForTest builds a two-host bed for t, as NewForTest does a bed:
@@ -44,19 +31,27 @@ func NewForTest(t TB, cfg Config) *Bed {
 // and removes the bed when t and its subtests end, also when they fail.
 func NewHostsForTest(t TB, cfg HostsConfig) *Hosts {
 	t.Helper()
+	return forTest(t, cfg.Mode.String()+" two-host test bed", func(ctx context.Context) (*Hosts, error) { return NewHosts(ctx, cfg) },
+		func(h *Hosts) string { return h.ID })
+}
+
+// forTest builds what (a bed, described in t's messages) with build for
+// t, as NewForTest says, id naming the built one.
+func forTest[B interface{ Close() error }](t TB, what string, build func(context.Context) (B, error), id func(B) string) B {
+	t.Helper()
 	if err := Available(); err != nil {
 		t.Skipf("skipping privileged test: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	h, err := NewHosts(ctx, cfg)
+	b, err := build(ctx)
 	if err != nil {
-		t.Fatalf("building %v two-host test bed: %v", cfg.Mode, err)
+		t.Fatalf("building %s: %v", what, err)
 	}
 	t.Cleanup(func() {
-		if err := h.Close(); err != nil {
-			t.Errorf("removing two-host test bed %s: %v", h.ID, err)
+		if err := b.Close(); err != nil {
+			t.Errorf("removing %s %s: %v", what, id(b), err)
 		}
 	})
-	return h
+	return b
 }

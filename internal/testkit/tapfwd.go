@@ -2,53 +2,34 @@ package testkit
 
 import (
 	"context"
-	"os/exec"
 	"regexp"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/tapfwd/tapfwd/internal/testbed"
 )
 
-// NeedRoot skips t when test beds cannot be built here (not root, no
-// CAP_NET_ADMIN, no ip command).
-func NeedRoot(t testing.TB) {
-	t.Helper()
-	if err := testbed.Available(); err != nil {
-		t.Skipf("skipping privileged test: %v", err)
-	}
-}
+// MetricsAddr is where tapfwd serves /metrics and /status by default, in
+// the namespace it runs in (a bed's fwd namespace).
+const MetricsAddr = "127.0.0.1:9310"
 
-// NeedTools fails t when one of tools is not on $PATH: the README's test
-// command installs them, and a test that needs one must not pass silently.
-func NeedTools(t testing.TB, tools ...string) {
-	t.Helper()
-	for _, tool := range tools {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s not installed (the README's test command installs it): %v", tool, err)
-		}
-	}
-}
-
-// StartTapfwd builds a Forwarder bed and starts exe as `tapfwd run` on it
-// (StartTapfwdOn); both are removed when t ends.
-func StartTapfwd(t testing.TB, exe string, args ...string) (*testbed.Bed, *testbed.Process) {
+// Start builds a Forwarder bed and starts exe as `tapfwd run` on it
+// (StartOn); both are removed when t ends.
+func Start(t testing.TB, exe string, args ...string) (*testbed.Bed, *testbed.Process) {
 	t.Helper()
 	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
-	return bed, StartTapfwdOn(t, bed, exe, args...)
+	return bed, StartOn(t, bed, exe, args...)
 }
 
-// StartTapfwdOn runs exe as `tapfwd run` in bed's fwd namespace with the
-// bed's devices (testbed.Bed.ForwarderArgs) and then args, waits until the
-// lab answers, and stops it when t ends.
-func StartTapfwdOn(t testing.TB, bed *testbed.Bed, exe string, args ...string) *testbed.Process {
+// StartOn runs exe as `tapfwd run` on bed with args
+// (testbed.Bed.StartTapfwd), waits until the lab answers, and stops it
+// when t ends.
+func StartOn(t testing.TB, bed *testbed.Bed, exe string, args ...string) *testbed.Process {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	all := append(append([]string{"run"}, bed.ForwarderArgs()...), args...)
-	fw, err := bed.StartForwarder(ctx, "tapfwd", exe, all...)
+	fw, err := bed.StartTapfwd(ctx, exe, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,23 +37,17 @@ func StartTapfwdOn(t testing.TB, bed *testbed.Bed, exe string, args ...string) *
 	return fw
 }
 
-// StartTapfwdHosts runs exe as `tapfwd run` on both hosts of h, each with
-// its devices (testbed.Hosts.ForwarderArgs) and then args, waits until the
-// labs reach each other, and stops both when t ends.
-func StartTapfwdHosts(t testing.TB, h *testbed.Hosts, exe string, args ...string) [2]*testbed.Process {
+// StartHosts runs exe as `tapfwd run` on both hosts of h, host i's with
+// its devices and then args(i) (testbed.Hosts.StartTapfwd; args may be
+// nil), waits until the labs reach each other, and stops both when t ends.
+func StartHosts(t testing.TB, h *testbed.Hosts, exe string, args func(host int) []string) [2]*testbed.Process {
 	t.Helper()
-	return StartTapfwdHostsEach(t, h, exe, func(int) []string { return args })
-}
-
-// StartTapfwdHostsEach is StartTapfwdHosts with flags of each host's own:
-// host i's forwarder gets its devices and then args(i).
-func StartTapfwdHostsEach(t testing.TB, h *testbed.Hosts, exe string, args func(host int) []string) [2]*testbed.Process {
-	t.Helper()
+	if args == nil {
+		args = func(int) []string { return nil }
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	fws, err := h.StartForwarders(ctx, "tapfwd", exe, func(i int) []string {
-		return append(append([]string{"run"}, h.ForwarderArgs(i)...), args(i)...)
-	})
+	fws, err := h.StartTapfwd(ctx, exe, args)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,19 +57,6 @@ func StartTapfwdHostsEach(t testing.TB, h *testbed.Hosts, exe string, args func(
 		}
 	})
 	return fws
-}
-
-// BedRun runs args in namespace ns of bed and returns the output; it fails
-// t when the command fails or takes more than 20 s.
-func BedRun(t testing.TB, bed *testbed.Bed, ns string, args ...string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	out, err := bed.Run(ctx, ns, args[0], args[1:]...)
-	if err != nil {
-		t.Fatalf("%s in %s: %v", strings.Join(args, " "), ns, err)
-	}
-	return out
 }
 
 // WaitExit waits up to limit for the forwarder to exit on its own and
@@ -122,6 +84,28 @@ func ReachableWithin(t testing.TB, bed *testbed.Bed, limit time.Duration) time.D
 		t.Fatalf("lab not reachable within %v: %v", limit, err)
 	}
 	return time.Since(start)
+}
+
+var readyLine = regexp.MustCompile(`time=(\S+) level=INFO msg="ready: every worker runs"`)
+
+// ReadyAt is when fw logged that every worker runs (what it tells systemd
+// with READY=1). It waits up to 10 s for the line: on a busy machine a
+// worker may get there after the lab already answers. It fails t when
+// there is none.
+func ReadyAt(t testing.TB, fw *testbed.Process) time.Time {
+	t.Helper()
+	var m []string
+	for deadline := time.Now().Add(10 * time.Second); m == nil && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		m = readyLine.FindStringSubmatch(fw.Output())
+	}
+	if m == nil {
+		t.Fatalf("tapfwd logged no ready line:\n%s", fw.Output())
+	}
+	at, err := time.Parse(time.RFC3339Nano, m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return at
 }
 
 // QueueTotals are the per-queue totals tapfwd logs when it stops.

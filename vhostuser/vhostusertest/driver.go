@@ -17,7 +17,8 @@ type Config struct {
 	// QueueSize is the entries of each ring; 0 means 256.
 	QueueSize int
 	// Features are the virtio features to acknowledge, among those
-	// offered; 0 acknowledges all offered.
+	// offered; 0 acknowledges those offered that the guest knows (split
+	// rings, the offloads, MRG_RXBUF, EVENT_IDX, indirect descriptors, MQ).
 	Features uint64
 	// RxBufSize is the size of each receive buffer; 0 means 2048 (like
 	// Linux's mergeable buffers). Without MRG_RXBUF it must hold a frame.
@@ -30,9 +31,14 @@ type Config struct {
 	// NoStart negotiates and stops before SET_FEATURES: no memory table,
 	// no rings (for protocol tests, which send the rest by hand).
 	NoStart bool
+	// QueuePairs is how many queue pairs the guest sets up and enables
+	// (0 means 1), whatever GET_QUEUE_NUM says, as DPDK's virtio-user
+	// does (Features says whether VIRTIO_NET_F_MQ is acknowledged).
+	QueuePairs int
 }
 
-// Ring indices of a virtio-net queue pair.
+// Ring indices of the first virtio-net queue pair; pair k's are 2k+RX and
+// 2k+TX.
 const (
 	RX = 0 // receiveq1: the port writes, the guest receives
 	TX = 1 // transmitq1: the guest transmits, the port reads
@@ -55,14 +61,22 @@ type Driver struct {
 	mem   []byte
 	gpa   uint64
 	num   int
-	r     [2]vring
+	r     []vring // 2k+RX, 2k+TX: pair k
 	// eventfds: kick (guest to port), call (port to guest), err.
-	kick, call, errFd [2]int
-	base              [2]uint32
-	txOff, rxOff      int
+	kick, call, errFd []int
+	base              []uint32
+	txOff, rxOff      []int // pair k's transmit slots and receive buffers
 	txSlot, rxBuf     int
 	one               [8]byte // what a kick writes; a field, so that no write allocates
 }
+
+// guestFeatures are the virtio features the driver's guest takes when
+// Config.Features leaves it to it: split rings only (no packed ring, no
+// in-order), no dirty logging; offloads, MRG_RXBUF, EVENT_IDX, indirect
+// descriptors, MQ, VERSION_1.
+const guestFeatures uint64 = 1<<0 | 1<<1 | 1<<3 | 1<<7 | 1<<8 | 1<<9 | 1<<11 | 1<<12 | 1<<13 |
+	1<<featMrgRxbuf | 1<<22 | 1<<27 | 1<<28 | 1<<featEventIdx | 1<<featProtocol | 1<<featVersion1 |
+	1<<54 | 1<<55 | 1<<56
 
 // Dial connects to the port at path and sets up the device as QEMU 7.2
 // does when a virtio-net guest's driver starts.
@@ -94,7 +108,13 @@ func Dial(path string, c Config) (*Driver, error) {
 // memory-backend-memfd) and its eventfds and lays out the rings.
 func newDriver(c Config) (*Driver, error) {
 	d := &Driver{cfg: c, memfd: -1, num: c.QueueSize, gpa: c.GPA, rxBuf: c.RxBufSize, txSlot: c.TxSlot}
-	d.kick, d.call, d.errFd = [2]int{-1, -1}, [2]int{-1, -1}, [2]int{-1, -1}
+	pairs := max(c.QueuePairs, 1)
+	d.r, d.base = make([]vring, 2*pairs), make([]uint32, 2*pairs)
+	d.txOff, d.rxOff = make([]int, pairs), make([]int, pairs)
+	d.kick, d.call, d.errFd = make([]int, 2*pairs), make([]int, 2*pairs), make([]int, 2*pairs)
+	for i := range d.kick {
+		d.kick[i], d.call[i], d.errFd[i] = -1, -1, -1
+	}
 	binary.NativeEndian.PutUint64(d.one[:], 1)
 	if d.num == 0 {
 		d.num = 256
@@ -124,7 +144,7 @@ func newDriver(c Config) (*Driver, error) {
 		d.Close()
 		return nil, os.NewSyscallError("mmap", err)
 	}
-	for i := range 2 {
+	for i := range d.r {
 		for _, fd := range []*int{&d.kick[i], &d.call[i], &d.errFd[i]} {
 			if *fd, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
 				d.Close()
@@ -137,9 +157,9 @@ func newDriver(c Config) (*Driver, error) {
 
 func align(v, a int) int { return (v + a - 1) &^ (a - 1) }
 
-// layout places both rings (descriptors, available ring, used ring on its
-// own page), then one transmit slot per four descriptors and one receive
-// buffer per descriptor. It returns the memory size.
+// layout places every ring (descriptors, available ring, used ring on its
+// own page), then for each pair one transmit slot per four descriptors and
+// one receive buffer per descriptor. It returns the memory size.
 func (d *Driver) layout() int {
 	off := 0
 	for i := range d.r {
@@ -150,10 +170,13 @@ func (d *Driver) layout() int {
 		r.used = align(r.avail+6+2*d.num, 4096)
 		off = align(r.used+6+8*d.num, 4096)
 	}
-	d.txOff = off
-	off += d.num / 4 * d.txSlot
-	d.rxOff = align(off, 4096)
-	return align(d.rxOff+d.num*d.rxBuf, 4096)
+	for k := range d.txOff {
+		d.txOff[k] = off
+		off += d.num / 4 * d.txSlot
+		d.rxOff[k] = align(off, 4096)
+		off = align(d.rxOff[k]+d.num*d.rxBuf, 4096)
+	}
+	return off
 }
 
 // negotiate is QEMU's vhost_user_backend_init and vhost_dev_init:
@@ -186,7 +209,7 @@ func (d *Driver) negotiate() error {
 	if _, err := d.getU64(ReqGetFeatures); err != nil {
 		return err
 	}
-	for i := range 2 {
+	for i := range d.r {
 		if err := d.SetVringFd(ReqSetVringCall, i, d.call[i]); err != nil {
 			return err
 		}
@@ -194,11 +217,25 @@ func (d *Driver) negotiate() error {
 			return err
 		}
 	}
-	return d.enable(true)
+	return d.enableAll()
 }
 
-// enable sends SET_VRING_ENABLE for both rings (with protocol features).
-func (d *Driver) enable(on bool) error {
+// enableAll sends SET_VRING_ENABLE 1 for every ring.
+func (d *Driver) enableAll() error {
+	for k := range d.txOff {
+		if err := d.EnablePair(k, true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// EnablePair sends SET_VRING_ENABLE for both rings of pair k (with
+// protocol features), as the front-end does for
+// VIRTIO_NET_CTRL_MQ_VQ_PAIRS_SET. It waits for the REPLY_ACK, when
+// negotiated, for a pair GET_QUEUE_NUM said the port has, as QEMU does;
+// not for others, as DPDK's virtio-user does (it never asks).
+func (d *Driver) EnablePair(k int, on bool) error {
 	if d.Offered&(1<<featProtocol) == 0 {
 		return nil
 	}
@@ -206,8 +243,8 @@ func (d *Driver) enable(on bool) error {
 	if on {
 		v = 1
 	}
-	for i := range 2 {
-		if err := d.set(ReqSetVringEnable, state(uint32(i), v), true); err != nil {
+	for _, i := range []int{2*k + RX, 2*k + TX} {
+		if err := d.set(ReqSetVringEnable, state(uint32(i), v), uint64(k) < d.QueuePairs); err != nil {
 			return err
 		}
 	}
@@ -229,7 +266,7 @@ func (d *Driver) SetVringFd(req uint32, i, fd int) error {
 func (d *Driver) Start() error {
 	want := d.cfg.Features
 	if want == 0 {
-		want = d.Offered
+		want = d.Offered & guestFeatures
 	}
 	d.Acked = want & d.Offered
 	if d.Offered&(1<<featProtocol) != 0 {
@@ -245,12 +282,12 @@ func (d *Driver) Start() error {
 	if err := d.SendMemTable(); err != nil {
 		return err
 	}
-	for i := range 2 {
+	for i := range d.r {
 		if err := d.startRing(i); err != nil {
 			return err
 		}
 	}
-	return d.enable(true)
+	return d.enableAll()
 }
 
 func (d *Driver) startRing(i int) error {
@@ -271,7 +308,7 @@ func (d *Driver) startRing(i int) error {
 	}
 	r.eventIdx = d.Acked&(1<<featEventIdx) != 0
 	slots := d.num // receive: one buffer per descriptor
-	if i == TX {
+	if i%2 == TX {
 		slots = d.num / txDescs
 	}
 	r.init(d.mem, uint16(d.base[i]), slots)
@@ -295,8 +332,8 @@ func (d *Driver) SendMemTable() error {
 
 // Stop is QEMU's vhost_dev_stop: GET_VRING_BASE on each ring, whose
 // answer the next Start resumes from.
-func (d *Driver) Stop() ([2]uint32, error) {
-	for i := range 2 {
+func (d *Driver) Stop() ([]uint32, error) {
+	for i := range d.r {
 		if err := d.Request(ReqGetVringBase, FlagVersion, state(uint32(i), 0)); err != nil {
 			return d.base, err
 		}
@@ -323,7 +360,11 @@ func (d *Driver) Close() {
 		_ = unix.Munmap(d.mem)
 		d.mem = nil
 	}
-	for _, fd := range []*int{&d.memfd, &d.kick[0], &d.kick[1], &d.call[0], &d.call[1], &d.errFd[0], &d.errFd[1]} {
+	fds := []*int{&d.memfd}
+	for i := range d.kick {
+		fds = append(fds, &d.kick[i], &d.call[i], &d.errFd[i])
+	}
+	for _, fd := range fds {
 		if *fd >= 0 {
 			_ = unix.Close(*fd)
 			*fd = -1

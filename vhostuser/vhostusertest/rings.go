@@ -75,13 +75,42 @@ const (
 	Indirect               // one descriptor pointing at a table laid out like Split
 )
 
+// Pair is the guest's queue pair k: its transmit slots and receive
+// buffers. The Driver's own Send, ReclaimTx, PostRx, Recv and FillRx are
+// the first pair's.
+type Pair struct {
+	d *Driver
+	k int
+}
+
+// Pair is queue pair k, below Config.QueuePairs.
+func (d *Driver) Pair(k int) Pair { return Pair{d, k} }
+
+// Send is the first pair's Pair.Send.
+func (d *Driver) Send(hdr, frame []byte, l Layout) error { return d.Pair(0).Send(hdr, frame, l) }
+
+// ReclaimTx is the first pair's Pair.ReclaimTx.
+func (d *Driver) ReclaimTx() int { return d.Pair(0).ReclaimTx() }
+
+// PostRx is the first pair's Pair.PostRx.
+func (d *Driver) PostRx(n int) int { return d.Pair(0).PostRx(n) }
+
+// Recv is the first pair's Pair.Recv.
+func (d *Driver) Recv(dst []byte) (hdr [12]byte, n int, ok bool, err error) {
+	return d.Pair(0).Recv(dst)
+}
+
+// FillRx is the first pair's Pair.FillRx.
+func (d *Driver) FillRx() int { return d.Pair(0).FillRx() }
+
 // Send transmits a frame with hdr (vnethdr.Len bytes, the guest's header
 // without num_buffers) in front. It returns ErrFull when every transmit
 // slot is in flight even after reclaiming.
-func (d *Driver) Send(hdr, frame []byte, l Layout) error {
-	r := &d.r[TX]
+func (q Pair) Send(hdr, frame []byte, l Layout) error {
+	d, ring := q.d, 2*q.k+TX
+	r := &d.r[ring]
 	if len(r.free) == 0 {
-		d.ReclaimTx()
+		q.ReclaimTx()
 		if len(r.free) == 0 {
 			return ErrFull
 		}
@@ -91,7 +120,7 @@ func (d *Driver) Send(hdr, frame []byte, l Layout) error {
 	}
 	s := int(r.free[len(r.free)-1])
 	r.free = r.free[:len(r.free)-1]
-	slot := d.txOff + s*d.txSlot
+	slot := d.txOff[q.k] + s*d.txSlot
 	data := slot + indirectRoom
 	n := copy(d.mem[data:data+d.HdrLen], hdr)
 	clear(d.mem[data+n : data+d.HdrLen])
@@ -106,7 +135,7 @@ func (d *Driver) Send(hdr, frame []byte, l Layout) error {
 		k := d.chain(slot, 0, data, len(frame))
 		d.putDesc(r.desc, int(head), d.GPA(slot), uint32(16*k), descIndirect, 0)
 	}
-	d.PushAvail(TX, head)
+	d.PushAvail(ring, head)
 	return nil
 }
 
@@ -164,8 +193,9 @@ func (d *Driver) SetAvailIdx(ring int, idx uint16) {
 
 // ReclaimTx takes back the transmit slots the port used and returns how
 // many.
-func (d *Driver) ReclaimTx() int {
-	r := &d.r[TX]
+func (q Pair) ReclaimTx() int {
+	d := q.d
+	r := &d.r[2*q.k+TX]
 	u := uint16(shm.Load32(d.mem, r.used) >> 16)
 	n := 0
 	for ; r.lastUsed != u; r.lastUsed++ {
@@ -185,19 +215,20 @@ func (d *Driver) wantIrq(r *vring) {
 }
 
 // PostRx makes up to n free receive buffers available and returns how many.
-func (d *Driver) PostRx(n int) int {
-	r := &d.r[RX]
+func (q Pair) PostRx(n int) int {
+	d := q.d
+	r := &d.r[2*q.k+RX]
 	old := r.availIdx
 	k := 0
 	for ; k < n && len(r.free) > 0; k++ {
 		i := int(r.free[len(r.free)-1])
 		r.free = r.free[:len(r.free)-1]
-		d.putDesc(r.desc, i, d.GPA(d.rxOff+i*d.rxBuf), uint32(d.rxBuf), descWrite, 0)
+		d.putDesc(r.desc, i, d.GPA(d.rxOff[q.k]+i*d.rxBuf), uint32(d.rxBuf), descWrite, 0)
 		binary.LittleEndian.PutUint16(d.mem[r.avail+4+2*int(r.availIdx%r.num):], uint16(i))
 		r.availIdx++
 	}
 	if k > 0 {
-		d.publish(RX, old)
+		d.publish(2*q.k+RX, old)
 	}
 	return k
 }
@@ -205,8 +236,9 @@ func (d *Driver) PostRx(n int) int {
 // Recv takes the next received frame: its header (HdrLen bytes; with
 // MRG_RXBUF num_buffers says how many buffers it took) and the frame,
 // copied to dst. ok is false when none is there.
-func (d *Driver) Recv(dst []byte) (hdr [12]byte, n int, ok bool, err error) {
-	r := &d.r[RX]
+func (q Pair) Recv(dst []byte) (hdr [12]byte, n int, ok bool, err error) {
+	d := q.d
+	r := &d.r[2*q.k+RX]
 	u := uint16(shm.Load32(d.mem, r.used) >> 16)
 	if u == r.lastUsed {
 		d.wantIrq(r)
@@ -222,7 +254,7 @@ func (d *Driver) Recv(dst []byte) (hdr [12]byte, n int, ok bool, err error) {
 		if id >= uint32(r.num) || l > d.rxBuf {
 			return hdr, n, false, fmt.Errorf("vhostusertest: used element id %d len %d", id, l)
 		}
-		buf := d.mem[d.rxOff+int(id)*d.rxBuf:][:l]
+		buf := d.mem[d.rxOff[q.k]+int(id)*d.rxBuf:][:l]
 		r.lastUsed++
 		r.free = append(r.free, uint16(id))
 		if k == 0 {
@@ -242,7 +274,7 @@ func (d *Driver) Recv(dst []byte) (hdr [12]byte, n int, ok bool, err error) {
 }
 
 // FillRx makes every free receive buffer available.
-func (d *Driver) FillRx() int { return d.PostRx(d.num) }
+func (q Pair) FillRx() int { return q.PostRx(q.d.num) }
 
 // SetNoInterrupt sets or clears VRING_AVAIL_F_NO_INTERRUPT on ring (it
 // only means something without EVENT_IDX).

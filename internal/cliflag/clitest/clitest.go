@@ -11,9 +11,10 @@ import (
 	"testing"
 )
 
-// Case is one command line run in process: its exit status and a string
-// its output must contain.
-type Case struct {
+// Case is one command line run in process: its arguments, its exit
+// status and a string its output must contain. An alias of a struct type,
+// so that tables of cases may leave the field names out.
+type Case = struct {
 	Args []string
 	Code int
 	Want string

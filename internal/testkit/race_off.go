@@ -1,0 +1,6 @@
+//go:build !race
+
+package testkit
+
+// raceEnabled says the race detector is on in this test binary.
+const raceEnabled = false
