@@ -52,6 +52,7 @@ var runFlag = map[daemon.Part]string{
 	daemon.PartUser: "--user", daemon.PartPortOwner: "--vm-port-owner", daemon.PartCPUs: "--cpus", daemon.PartReadyFd: "--ready-fd",
 	daemon.PartVhostDir: "--vhost-user", daemon.PartHostPort: "--host-port", daemon.PartDHCP: "--dhcp",
 	daemon.PartTAPNAPICPU: "--tap-napi-cpu", daemon.PartNICNAPI: "--nic-napi-threaded", daemon.PartMetricsAddr: "--metrics-addr",
+	daemon.PartNICBackend: "--nic-backend",
 }
 
 // explainRun says which flag of `tapfwd run` c to change when the daemon

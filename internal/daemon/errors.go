@@ -38,12 +38,13 @@ const (
 	PartTAPNAPICPU                  // NAPI.TAPCPU
 	PartNICNAPI                     // NAPI.NICMode
 	PartMetricsAddr                 // Metrics.Addr
+	PartNICBackend                  // NIC.Backend
 )
 
 var partNames = map[Part]string{
 	PartUser: "user", PartPortOwner: "VM port owner", PartCPUs: "worker CPUs", PartReadyFd: "ready fd",
 	PartVhostDir: "vhost-user directory", PartHostPort: "host port", PartDHCP: "DHCP", PartTAPNAPICPU: "TAP NAPI CPU",
-	PartNICNAPI: "NIC NAPI", PartMetricsAddr: "metrics address",
+	PartNICNAPI: "NIC NAPI", PartMetricsAddr: "metrics address", PartNICBackend: "NIC backend",
 }
 
 func (p Part) String() string { return partNames[p] }
