@@ -129,4 +129,3 @@ func TestMTU9000(t *testing.T) {
 		t.Fatalf("exit: %v\n%s", err, fw.Output())
 	}
 }
-
