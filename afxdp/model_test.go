@@ -17,7 +17,15 @@ type model struct {
 	q     queue
 	sg    bool
 	frame uint64 // bytes of frame per RX chunk
+	// lazy: the fill ring's consumer index is published only by
+	// publishFill, as the kernel publishes it when its cached view runs
+	// out; fillCons is the kernel's own.
+	lazy     bool
+	fillCons uint32
 }
+
+// publishFill publishes the lazy kernel's fill consumer index.
+func (m *model) publishFill() { m.q.fill.cons.Store(m.fillCons) }
 
 func newModel(frames uint32, chunk uint64, sg bool) *model {
 	mk := func() ring {
@@ -47,6 +55,9 @@ func (m *model) deliver(frame []byte) bool {
 		return false
 	}
 	fillCons, rxProd := q.fill.cons.Load(), q.rx.prod.Load()
+	if m.lazy {
+		fillCons = m.fillCons
+	}
 	if q.fill.prod.Load()-fillCons < k || q.rx.size-(rxProd-q.rx.cons.Load()) < k {
 		return false
 	}
@@ -60,7 +71,10 @@ func (m *model) deliver(frame []byte) bool {
 		}
 		q.rx.descs[(rxProd+j)&q.rx.mask] = unix.XDPDesc{Addr: addr, Len: uint32(len(part)), Options: opts}
 	}
-	q.fill.cons.Store(fillCons + k)
+	m.fillCons = fillCons + k
+	if !m.lazy {
+		q.fill.cons.Store(m.fillCons)
+	}
 	q.rx.prod.Store(rxProd + k)
 	return true
 }

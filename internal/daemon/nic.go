@@ -42,7 +42,12 @@ func (d *Daemon) openNIC() error {
 		return err
 	}
 	d.nic = n
-	d.undo.closing("closing the NIC's sockets", func() error { return d.nic.close() })
+	d.undo.closing("closing the NIC's sockets", func() error {
+		if d.nic.xdp != nil {
+			d.nic.xdp.logCounters(d.log)
+		}
+		return d.nic.close()
+	})
 	if d.nic.xdp != nil {
 		d.log.Info("AF_XDP on the NIC", "nic", d.c.NIC.Name, "xdp_mode", d.nic.xdp.nic.Mode().String(),
 			"prog_id", d.nic.xdp.progID(), "multi_buffer", d.nic.xdp.nic.MultiBuffer(), "napi_ids", fmt.Sprint(d.nic.xdp.napis))

@@ -3,6 +3,7 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"slices"
 	"time"
@@ -116,6 +117,21 @@ func (x *xdpSockets) progID() int {
 		return 0
 	}
 	return int(id)
+}
+
+// logCounters logs each socket's AF_XDP counters, for the totals at exit.
+func (x *xdpSockets) logCounters(log *slog.Logger) {
+	for _, s := range x.nic.Sockets() {
+		c, err := s.Counters()
+		if err != nil {
+			continue
+		}
+		k := c.Kernel
+		log.Info("AF_XDP totals", "queue", s.Queue(), "rx_frames", c.RXFrames, "tx_dropped", c.TXDropped,
+			"refused", fmt.Sprintf("%+v", c.Refused), "rx_dropped", k.Rx_dropped, "rx_invalid_descs", k.Rx_invalid_descs,
+			"tx_invalid_descs", k.Tx_invalid_descs, "rx_ring_full", k.Rx_ring_full,
+			"rx_fill_ring_empty_descs", k.Rx_fill_ring_empty_descs, "tx_ring_empty_descs", k.Tx_ring_empty_descs)
+	}
 }
 
 // close closes the pollers, the sockets, and detaches the program.
