@@ -84,4 +84,3 @@ func TestMalformedBlast(t *testing.T) {
 		t.Errorf("tapfwd's log:\n%s", fw.Output())
 	}
 }
-
