@@ -80,6 +80,14 @@ func (d *Daemon) openSockets(rc afpacket.Config) (nicSockets, error) {
 	return n, nil
 }
 
+// xdpMode is how the XDP program is attached; empty without one.
+func (n *nicSockets) xdpMode() string {
+	if n.xdp == nil {
+		return ""
+	}
+	return n.xdp.nic.Mode().String()
+}
+
 // close closes the sockets (and detaches the XDP program).
 func (n *nicSockets) close() error {
 	var errs []error
