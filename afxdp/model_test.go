@@ -14,7 +14,7 @@ const rxHeadroom = unix.XDP_PACKET_HEADROOM
 // model is a queue over Go memory and a fake kernel that plays the
 // kernel's side of the four rings.
 type model struct {
-	q     queue
+	q     *queue
 	sg    bool
 	frame uint64 // bytes of frame per RX chunk
 	// lazy: the fill ring's consumer index is published only by
@@ -31,7 +31,7 @@ func newModel(frames uint32, chunk uint64, sg bool) *model {
 	mk := func() ring {
 		return ring{prod: new(atomic.Uint32), cons: new(atomic.Uint32), flags: new(atomic.Uint32), size: frames, mask: frames - 1}
 	}
-	m := &model{sg: sg, frame: chunk - rxHeadroom}
+	m := &model{q: new(queue), sg: sg, frame: chunk - rxHeadroom}
 	m.q.fill = addrRing{ring: mk(), addrs: make([]uint64, frames)}
 	m.q.comp = addrRing{ring: mk(), addrs: make([]uint64, frames)}
 	m.q.rx = descRing{ring: mk(), descs: make([]unix.XDPDesc, frames)}
@@ -46,7 +46,7 @@ func newModel(frames uint32, chunk uint64, sg bool) *model {
 // net/xdp/xsk.c: __xsk_rcv does. false: dropped (too long without
 // multi-buffer, no fill entries, RX ring full).
 func (m *model) deliver(frame []byte) bool {
-	q := &m.q
+	q := m.q
 	k := uint32((uint64(len(frame)) + m.frame - 1) / m.frame)
 	if k == 0 {
 		k = 1
@@ -82,7 +82,7 @@ func (m *model) deliver(frame []byte) bool {
 // transmit is the kernel sending everything on the TX ring: it joins each
 // chain of descriptors into a frame and completes every descriptor.
 func (m *model) transmit() [][]byte {
-	q := &m.q
+	q := m.q
 	var out [][]byte
 	var cur []byte
 	cons, prod := q.tx.cons.Load(), q.tx.prod.Load()

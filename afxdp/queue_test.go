@@ -114,7 +114,7 @@ func TestQueueRefusesBadRX(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			m := newModel(8, chunk, true)
-			q := &m.q
+			q := m.q
 			// The kernel took every fill entry.
 			q.fill.cons.Store(q.fill.prod.Load())
 			copy(q.rx.descs, c.descs)
@@ -226,7 +226,7 @@ func TestQueueTransmitRefusals(t *testing.T) {
 // chunks in the kernel's hands are counted and change nothing.
 func TestQueueRefusesBadCompletions(t *testing.T) {
 	m := newModel(8, 2048, false)
-	q := &m.q
+	q := m.q
 	q.beginTX()
 	q.put(withHdr(vnethdr.Hdr{}, buildFrame(t, frameSpec{payload: 100})))
 	q.submitTX()
