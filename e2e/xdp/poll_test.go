@@ -14,13 +14,14 @@ import (
 	"github.com/tapfwd/tapfwd/napi"
 )
 
-// TestPollModes forwards TCP both ways with each --poll mode on AF_XDP.
+// TestPollModes forwards TCP both ways and 300 pings with each --poll mode
+// on AF_XDP.
 // kernel: the kernel busy-polled the veth's NAPI for tapfwd's worker
 // (TcpExt BusyPollRxPackets in the NIC's namespace moves, which no other
 // mode makes it do: SO_BUSY_POLL on an XSK with NAPI id 0 polls nothing).
 // threaded: the NIC's NAPI runs in a kthread while tapfwd runs.
 func TestPollModes(t *testing.T) {
-	testkit.NeedTools(t, "iperf3")
+	testkit.NeedTools(t, "iperf3", "ping")
 	for _, mode := range []string{"block", "busy", "kernel", "threaded"} {
 		t.Run(mode, func(t *testing.T) {
 			bed, fw := start(t, "--poll", mode)
@@ -35,6 +36,9 @@ func TestPollModes(t *testing.T) {
 				}
 				t.Logf("TCP reverse=%v: %.2f Gbit/s", rev, r.BitsPerSecond/1e9)
 			}
+			// Request and reply, one at a time: the worker waits for each
+			// request, which is when --poll kernel busy-polls.
+			testkit.BedRun(t, bed, bed.WireNS, "ping", "-c", "300", "-i", "0.005", "-q", bed.LabAddr.Addr().String())
 			polled := busyPolled() - before
 			t.Logf("BusyPollRxPackets +%d", polled)
 			switch mode {
