@@ -20,9 +20,8 @@ func (q *QueueWorker) gather(n int) (int, error) {
 		if left <= 0 {
 			break
 		}
-		ts := unix.NsecToTimespec(int64(left))
-		p := [2]unix.PollFd{q.w.pfd[0], {Fd: int32(q.nic.Fd()), Events: unix.POLLIN}}
-		if q.w.wait(p[:], &ts) != nil || p[0].Revents != 0 || p[1].Revents == 0 {
+		p := q.w.waitOne(q.nic.Fd(), unix.POLLIN, left)
+		if p == nil || p[0].Revents != 0 || p[1].Revents == 0 {
 			break
 		}
 		m, err := q.nic.Read(q.nicBufs[n:], q.nicSizes[n:], headroom-hdrLen)

@@ -33,6 +33,11 @@ type worker struct {
 	pfd  []unix.PollFd // the stop eventfd, then the kind's fds
 	// waiter, when set, waits in place of ppoll (a NIC that is a Waiter).
 	waiter Waiter
+	// one and ts are the short waits' fds (the stop eventfd and one other)
+	// and timeout, kept here: handed to a Waiter they would escape, and
+	// cost two allocations a wait.
+	one [2]unix.PollFd
+	ts  unix.Timespec
 	// What a watchdog reads: beats counts the turns of the loop, waiting
 	// is set while it sleeps in ppoll. A worker that neither waits nor
 	// turns is wedged.
@@ -107,9 +112,19 @@ func (w *worker) wait(pfd []unix.PollFd, timeout *unix.Timespec) error {
 // waitRoom waits up to 10 ms for fd to take writes; false when it did not,
 // or when the forwarder stopped first.
 func (w *worker) waitRoom(fd int) bool {
-	p := [2]unix.PollFd{w.pfd[0], {Fd: int32(fd), Events: unix.POLLOUT}}
-	ts := unix.NsecToTimespec(int64(10 * time.Millisecond))
-	return w.wait(p[:], &ts) == nil && p[1].Revents&unix.POLLOUT != 0
+	p := w.waitOne(fd, unix.POLLOUT, 10*time.Millisecond)
+	return p != nil && p[1].Revents&unix.POLLOUT != 0
+}
+
+// waitOne waits up to d for events on fd, or for a stop; nil when the wait
+// failed, else the stop eventfd's and fd's poll entries.
+func (w *worker) waitOne(fd int, events int16, d time.Duration) *[2]unix.PollFd {
+	w.one = [2]unix.PollFd{w.pfd[0], {Fd: int32(fd), Events: events}}
+	w.ts = unix.NsecToTimespec(int64(d))
+	if w.wait(w.one[:], &w.ts) != nil {
+		return nil
+	}
+	return &w.one
 }
 
 // stop is what stops every worker: a flag their loops look at between
