@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tapfwd/tapfwd/internal/syncbuf"
 	"github.com/tapfwd/tapfwd/internal/testpmd"
 	"github.com/tapfwd/tapfwd/vhostuser"
 	"github.com/tapfwd/tapfwd/vnethdr"
@@ -349,7 +350,7 @@ func TestDPDKMultiqueue(t *testing.T) {
 // frames move on the first pair.
 func TestDPDKMoreQueuesThanThePort(t *testing.T) {
 	needTestpmd(t)
-	var log lockedBuf
+	var log syncbuf.Buffer
 	p := newPort(t, vhostuser.Config{Logger: slog.New(slog.NewTextHandler(&log, nil))})
 	tp := startFrontEnd(t, p, 2, "", testpmd.Config{Queues: 1})
 	if err := tp.StartForwarding(); err != nil {
