@@ -13,6 +13,7 @@ import (
 
 	"github.com/tapfwd/tapfwd/internal/tapport/tapporttest"
 	"github.com/tapfwd/tapfwd/internal/testbed"
+	"github.com/tapfwd/tapfwd/internal/testkit"
 	"github.com/tapfwd/tapfwd/netns"
 )
 
@@ -41,7 +42,7 @@ func TestNodePath(t *testing.T) {
 // namespace (ip netns exec mounts a sysfs there), and opens it.
 func checkNode(t *testing.T, bed *testbed.Bed, p Port) {
 	t.Helper()
-	want := strings.TrimSpace(tapporttest.Run(t, bed, p.Netns, "cat", fmt.Sprintf("/sys/class/net/%s/macvtap/tap%d/dev", p.Name, p.Index)))
+	want := strings.TrimSpace(testkit.BedRun(t, bed, p.Netns, "cat", fmt.Sprintf("/sys/class/net/%s/macvtap/tap%d/dev", p.Name, p.Index)))
 	if got := fmt.Sprintf("%d:%d", p.Major, p.Minor); got != want {
 		t.Errorf("%s: device %s, its sysfs in %s says %s", p.Name, got, p.Netns, want)
 	}
@@ -88,7 +89,7 @@ func TestVMPortLifecycle(t *testing.T) {
 	}
 	checkNode(t, bed, a)
 	checkNode(t, bed, b)
-	mode := tapporttest.Run(t, bed, bed.LabNS, "ip", "-d", "-o", "link", "show", "dev", a.Name)
+	mode := testkit.BedRun(t, bed, bed.LabNS, "ip", "-d", "-o", "link", "show", "dev", a.Name)
 	if !strings.Contains(mode, "macvtap mode bridge") || !strings.Contains(mode, a.Name+"@"+d.Name()) {
 		t.Errorf("port in the lab: %s", mode)
 	}
@@ -143,7 +144,7 @@ func TestVMPortLifecycle(t *testing.T) {
 
 	// A port deleted behind tapfwd's back leaves a stale node; the next
 	// list sweeps it.
-	tapporttest.Run(t, bed, bed.LabNS, "ip", "link", "del", "dev", b.Name)
+	testkit.BedRun(t, bed, bed.LabNS, "ip", "link", "del", "dev", b.Name)
 	if ports, err := List(bed.LabNS, ""); err != nil || len(ports) != 0 {
 		t.Errorf("List after ip link del = %+v, %v", ports, err)
 	}
@@ -170,7 +171,7 @@ func TestVMPortsGoWithTAP(t *testing.T) {
 		t.Errorf("MACs not distinct: %+v", ports)
 	}
 	d.Close()
-	if out := tapporttest.Run(t, bed, bed.LabNS, "ip", "-o", "link", "show"); strings.Count(strings.TrimSpace(out), "\n") != 0 {
+	if out := testkit.BedRun(t, bed, bed.LabNS, "ip", "-o", "link", "show"); strings.Count(strings.TrimSpace(out), "\n") != 0 {
 		t.Errorf("after the TAP closed the lab holds:\n%s", out)
 	}
 	if err := Remove(ports); err != nil {
