@@ -93,9 +93,7 @@ func (d Document) WriteText(w io.Writer) error {
 	for _, s := range d.Sections {
 		fmt.Fprintf(bw, "\n%s\n", s.Title)
 		if len(s.Head) == 0 {
-			for _, n := range s.Notes {
-				fmt.Fprintf(bw, "- %s\n", n)
-			}
+			writeNotes(bw, s.Notes)
 			continue
 		}
 		tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', 0)
@@ -119,9 +117,7 @@ func (d Document) WriteMarkdown(w io.Writer) error {
 	for _, s := range d.Sections {
 		fmt.Fprintf(bw, "\n### %s\n\n", s.Title)
 		if len(s.Head) == 0 {
-			for _, n := range s.Notes {
-				fmt.Fprintf(bw, "- %s\n", n)
-			}
+			writeNotes(bw, s.Notes)
 			continue
 		}
 		fmt.Fprintf(bw, "| %s |\n", strings.Join(s.Head, " | "))
@@ -135,6 +131,14 @@ func (d Document) WriteMarkdown(w io.Writer) error {
 		}
 	}
 	return bw.err
+}
+
+// writeNotes writes a section without a table: its notes as a list, the
+// same in text and Markdown.
+func writeNotes(w io.Writer, notes []string) {
+	for _, n := range notes {
+		fmt.Fprintf(w, "- %s\n", n)
+	}
 }
 
 // errWriter keeps the first write error so the renderers can check once.
