@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tapfwd/tapfwd/internal/cpulist"
 	"github.com/tapfwd/tapfwd/napi"
 )
 
@@ -42,17 +43,11 @@ func procStatus(t *testing.T, pid int, name string) string {
 
 // lastCPU is the highest CPU this process may run on.
 func lastCPU(t *testing.T) int {
-	var set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &set); err != nil {
+	allowed, err := cpulist.Allowed()
+	if err != nil {
 		t.Fatal(err)
 	}
-	last := -1
-	for i := 0; i < 1024; i++ {
-		if set.IsSet(i) {
-			last = i
-		}
-	}
-	return last
+	return allowed[len(allowed)-1]
 }
 
 // waitGone waits until pid is no longer the NAPI kthread name.

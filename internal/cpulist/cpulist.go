@@ -3,6 +3,7 @@ package cpulist
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -35,16 +36,32 @@ func ParseAllowed(s string) ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
+	allowed, err := Allowed()
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range list {
+		if !slices.Contains(allowed, c) {
+			return nil, fmt.Errorf("%q is not a CPU this process may use (%d allowed)", strconv.Itoa(c), len(allowed))
+		}
+	}
+	return list, nil
+}
+
+// Allowed returns the CPUs this process may run on (its affinity mask), in
+// ascending order.
+func Allowed() ([]int, error) {
 	var set unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &set); err != nil {
 		return nil, fmt.Errorf("reading this process's CPUs: %w", os.NewSyscallError("sched_getaffinity", err))
 	}
-	for _, c := range list {
-		if c >= Max || !set.IsSet(c) {
-			return nil, fmt.Errorf("%q is not a CPU this process may use (%d allowed)", strconv.Itoa(c), set.Count())
+	out := make([]int, 0, set.Count())
+	for c := range Max {
+		if set.IsSet(c) {
+			out = append(out, c)
 		}
 	}
-	return list, nil
+	return out, nil
 }
 
 // parse checks the syntax only.
