@@ -1,7 +1,6 @@
 package testpmd_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -15,34 +14,12 @@ import (
 	"github.com/tapfwd/tapfwd/vhostuser/vhostusertest"
 )
 
-func need(t *testing.T) {
-	t.Helper()
-	if _, err := testpmd.Find(); err != nil {
-		t.Skipf("%v: scripts/deps.sh installs it", err)
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("dpdk-testpmd needs root here")
-	}
-}
-
-func start(t *testing.T, c testpmd.Config) *testpmd.Process {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	p, err := testpmd.Start(ctx, c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Kill)
-	return p
-}
-
 // Commands and their statistics, on a null device in txonly: the port's
 // counters, the forward statistics of stop and of an exit on SIGINT, and
 // no runtime directory left behind.
 func TestCommandsAndStats(t *testing.T) {
-	need(t)
-	p := start(t, testpmd.Config{Devices: []string{"net_null0"}, Forward: "txonly", TxPkts: 128})
+	testpmd.NeedForTest(t)
+	p := testpmd.StartForTest(t, testpmd.Config{Devices: []string{"net_null0"}, Forward: "txonly", TxPkts: 128})
 	ps, err := p.PortStats(0)
 	if err != nil || ps.TxPackets != 0 {
 		t.Fatalf("before start: %+v %v", ps, err)
@@ -121,10 +98,10 @@ func rxPackets(t *testing.T, ns, dev string) uint64 {
 // socket (net_vhost) and forwards to a veth (net_af_packet); a front-end
 // that connects as QEMU does gets its frames onto the wire.
 func TestVhostBackEnd(t *testing.T) {
-	need(t)
+	testpmd.NeedForTest(t)
 	ns, dev, peer := vethNetns(t)
 	sock := filepath.Join(t.TempDir(), "dpdk.sock")
-	p := start(t, testpmd.Config{Netns: ns, Devices: []string{testpmd.VhostBackEnd(sock, 1), testpmd.AFPacket(dev, 1)}})
+	p := testpmd.StartForTest(t, testpmd.Config{Netns: ns, Devices: []string{testpmd.VhostBackEnd(sock, 1), testpmd.AFPacket(dev, 1)}})
 	if err := p.StartForwarding(); err != nil {
 		t.Fatal(err)
 	}
