@@ -233,11 +233,7 @@ func answers(frames [][]byte, addr, ll netip.Addr) (arp, na []net.HardwareAddr) 
 // guest's EUI-64 link-local address and an mDNS frame.
 func TestPortTakesMulticast(t *testing.T) {
 	_, d := tapporttest.LabTAP(t)
-	p, err := Add(Config{TAP: d.Name(), Netns: d.Netns()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { Remove([]Port{p}) })
+	p := addForTest(t, Config{TAP: d.Name(), Netns: d.Netns()})
 	fd, err := unix.Open(p.Dev, unix.O_RDWR|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)

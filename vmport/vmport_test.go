@@ -68,19 +68,23 @@ func checkNode(t *testing.T, bed *testbed.Bed, p Port) {
 	}
 }
 
+// addForTest adds a port with c, failing t when it cannot; the port is
+// removed when t ends.
+func addForTest(t *testing.T, c Config) Port {
+	t.Helper()
+	p, err := Add(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { Remove([]Port{p}) })
+	return p
+}
+
 func TestVMPortLifecycle(t *testing.T) {
 	bed, d := tapporttest.LabTAP(t)
 	mac := net.HardwareAddr{0x02, 0, 0x5e, 0, 0x53, 0x10}
-	a, err := Add(Config{TAP: d.Name(), Netns: bed.LabNS, Name: "vma" + bed.ID[:4], MAC: mac})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { Remove([]Port{a}) })
-	b, err := Add(Config{TAP: d.Name(), Netns: bed.LabNS})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { Remove([]Port{b}) })
+	a := addForTest(t, Config{TAP: d.Name(), Netns: bed.LabNS, Name: "vma" + bed.ID[:4], MAC: mac})
+	b := addForTest(t, Config{TAP: d.Name(), Netns: bed.LabNS})
 	if a.MAC.String() != mac.String() || a.TAP != d.Name() || a.Netns != bed.LabNS || !a.Up {
 		t.Errorf("port a = %+v", a)
 	}
@@ -193,11 +197,7 @@ func TestVMPortNodesPerNamespace(t *testing.T) {
 	for i := 0; i < 2; i++ {
 		bed, d := tapporttest.LabTAP(t)
 		beds = append(beds, bed)
-		p, err := Add(Config{TAP: d.Name(), Netns: bed.LabNS, Name: NamePrefix + "0"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { Remove([]Port{p}) })
+		p := addForTest(t, Config{TAP: d.Name(), Netns: bed.LabNS, Name: NamePrefix + "0"})
 		ports = append(ports, p)
 	}
 	t.Logf("ports: %s ifindex %d dev %d:%d; %s ifindex %d dev %d:%d", ports[0].Dev, ports[0].Index, ports[0].Major, ports[0].Minor,
