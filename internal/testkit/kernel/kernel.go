@@ -50,14 +50,20 @@ func NetdevDelta(a, b netns.LinkStats) netns.LinkStats {
 	}
 }
 
-// LinkMAC is the Ethernet address of dev in namespace ns.
-func LinkMAC(t testing.TB, ns, dev string) net.HardwareAddr {
+// Link is what rtnetlink says of dev in namespace ns.
+func Link(t testing.TB, ns, dev string) netns.Link {
 	t.Helper()
 	l, err := openNS(t, ns).Link(dev)
 	if err != nil {
 		t.Fatalf("%s in %s: %v", dev, ns, err)
 	}
-	return l.MAC
+	return l
+}
+
+// LinkMAC is the Ethernet address of dev in namespace ns.
+func LinkMAC(t testing.TB, ns, dev string) net.HardwareAddr {
+	t.Helper()
+	return Link(t, ns, dev).MAC
 }
 
 var linkLocalRE = regexp.MustCompile(`inet6 (fe80::[0-9a-f:]+)/64`)
