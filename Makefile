@@ -18,13 +18,18 @@ all: build
 # tapfwd without cgo: a static binary, and one where dropping privileges
 # (--user) reaches every thread (Go runs a system call on all threads only
 # without cgo).
+# Both say which commit they are (--version): the revision git describes is
+# stamped in, also where GOFLAGS turns Go's own VCS stamping off
+# (-buildvcs=false).
+REVISION = $(shell git describe --always --dirty 2>/dev/null)
+LDFLAGS = -X github.com/tapfwd/tapfwd/internal/buildinfo.revision=$(REVISION)
 build: build-tapfwd build-bench
 
 build-tapfwd:
-	CGO_ENABLED=0 $(GO) build -o $(BIN) ./cmd/tapfwd
+	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/tapfwd
 
 build-bench:
-	$(GO) build -o $(BENCH_BIN) ./cmd/tapfwd-bench
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BENCH_BIN) ./cmd/tapfwd-bench
 
 deps:
 	./scripts/deps.sh test

@@ -24,10 +24,10 @@ type Config struct {
 	BufSize int                // SO_RCVBUF/SO_SNDBUF bytes; 0 means DefaultBufBytes
 	MACs    []net.HardwareAddr // unicast addresses to receive (PACKET_MR_UNICAST)
 	Promisc bool               // PACKET_MR_PROMISC instead of unicast membership
-	// FilterMAC, when set, attaches a classic BPF filter that accepts only
-	// frames to this address, broadcast and multicast, so instances that
+	// FilterMACs, when set, attaches a classic BPF filter that accepts only
+	// frames to these addresses, broadcast and multicast, so instances that
 	// share a NIC each see only their own unicast.
-	FilterMAC net.HardwareAddr
+	FilterMACs []net.HardwareAddr
 }
 
 // resolve fills in the defaults of Batch and BufSize and looks c.Ifname up.
@@ -149,9 +149,9 @@ func open(ifindex int, c Config) (_ *Socket, err error) {
 			return nil, fmt.Errorf("ring: %s: %w", o.name, os.NewSyscallError("setsockopt", err))
 		}
 	}
-	if c.FilterMAC != nil {
+	if c.FilterMACs != nil {
 		// Before bind: nothing is queued until then.
-		if err := attachMACFilter(fd, c.FilterMAC); err != nil {
+		if err := attachMACFilter(fd, c.FilterMACs); err != nil {
 			return nil, err
 		}
 	}
@@ -256,29 +256,38 @@ func (s *Socket) exists() bool {
 }
 
 // macFilter is a classic BPF program accepting frames whose destination is
-// mac or a group address (the I/G bit: broadcast and multicast). Packet
-// sockets run it on the frame from its Ethernet header
-// (af_packet.c: packet_rcv pushes back to the MAC header first).
-func macFilter(mac net.HardwareAddr) []bpf.Instruction {
-	hi := uint32(mac[0])<<8 | uint32(mac[1])
-	lo := uint32(mac[2])<<24 | uint32(mac[3])<<16 | uint32(mac[4])<<8 | uint32(mac[5])
-	return []bpf.Instruction{
-		bpf.LoadAbsolute{Off: 0, Size: 1},                      // 0: first byte of the destination
-		bpf.JumpIf{Cond: bpf.JumpBitsSet, Val: 1, SkipTrue: 4}, // 1: group address -> accept
-		bpf.LoadAbsolute{Off: 2, Size: 4},                      // 2: destination bytes 2..5
-		bpf.JumpIf{Cond: bpf.JumpEqual, Val: lo, SkipFalse: 3}, // 3: no match -> drop
-		bpf.LoadAbsolute{Off: 0, Size: 2},                      // 4: destination bytes 0..1
-		bpf.JumpIf{Cond: bpf.JumpEqual, Val: hi, SkipFalse: 1}, // 5: match -> accept, else drop
-		bpf.RetConstant{Val: 0xffffffff},                       // 6: accept the whole frame
-		bpf.RetConstant{Val: 0},                                // 7: drop
+// one of macs or a group address (the I/G bit: broadcast and multicast).
+// Packet sockets run it on the frame from its Ethernet header
+// (af_packet.c: packet_rcv pushes back to the MAC header first). Each
+// address takes five instructions with jumps that stay within them, so no
+// count of addresses overflows a jump's 8-bit offset.
+func macFilter(macs []net.HardwareAddr) []bpf.Instruction {
+	prog := []bpf.Instruction{
+		bpf.LoadAbsolute{Off: 0, Size: 1},                       // first byte of the destination
+		bpf.JumpIf{Cond: bpf.JumpBitsSet, Val: 1, SkipFalse: 1}, // unicast -> the addresses
+		bpf.RetConstant{Val: 0xffffffff},                        // group address: accept the whole frame
 	}
+	for _, mac := range macs {
+		hi := uint32(mac[0])<<8 | uint32(mac[1])
+		lo := uint32(mac[2])<<24 | uint32(mac[3])<<16 | uint32(mac[4])<<8 | uint32(mac[5])
+		prog = append(prog,
+			bpf.LoadAbsolute{Off: 2, Size: 4},                      // destination bytes 2..5
+			bpf.JumpIf{Cond: bpf.JumpEqual, Val: lo, SkipFalse: 3}, // no match -> the next address
+			bpf.LoadAbsolute{Off: 0, Size: 2},                      // destination bytes 0..1
+			bpf.JumpIf{Cond: bpf.JumpEqual, Val: hi, SkipFalse: 1}, // no match -> the next address
+			bpf.RetConstant{Val: 0xffffffff},                       // this address: accept
+		)
+	}
+	return append(prog, bpf.RetConstant{Val: 0}) // none of them: drop
 }
 
-func attachMACFilter(fd int, mac net.HardwareAddr) error {
-	if len(mac) != 6 {
-		return fmt.Errorf("ring: filter MAC %s is not an Ethernet address", mac)
+func attachMACFilter(fd int, macs []net.HardwareAddr) error {
+	for _, mac := range macs {
+		if len(mac) != 6 {
+			return fmt.Errorf("ring: filter MAC %s is not an Ethernet address", mac)
+		}
 	}
-	raw, err := bpf.Assemble(macFilter(mac))
+	raw, err := bpf.Assemble(macFilter(macs))
 	if err != nil {
 		return fmt.Errorf("ring: MAC filter: %w", err)
 	}

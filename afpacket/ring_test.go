@@ -2,6 +2,7 @@ package afpacket
 
 import (
 	"bytes"
+	"net"
 	"testing"
 	"unsafe"
 
@@ -93,10 +94,13 @@ func TestParseAux(t *testing.T) {
 	}
 }
 
-// TestMACFilter runs the classic BPF program in x/net's interpreter.
+// TestMACFilter runs the classic BPF program in x/net's interpreter: it
+// takes frames to any of its addresses and to group addresses, and no
+// other unicast; the kernel takes the program for as many addresses as a
+// TAP with 64 guests and a few more has.
 func TestMACFilter(t *testing.T) {
-	mac := []byte{0x02, 0, 0, 0, 0, 9}
-	vm, err := bpf.NewVM(macFilter(mac))
+	macs := []net.HardwareAddr{{0x02, 0, 0, 0, 0, 9}, {0x02, 0, 0, 0, 0x40, 1}, {0x0a, 0xbb, 0xcc, 0xdd, 0xee, 0xff}}
+	vm, err := bpf.NewVM(macFilter(macs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,16 +111,39 @@ func TestMACFilter(t *testing.T) {
 		dst    []byte
 		accept bool
 	}{
-		{mac, true},
+		{macs[0], true},
+		{macs[1], true},
+		{macs[2], true},
 		{[]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, true},
 		{[]byte{0x33, 0x33, 0, 0, 0, 1}, true},
 		{[]byte{0x02, 0, 0, 0, 0, 8}, false},
 		{[]byte{0x02, 0, 0, 1, 0, 9}, false},
 		{[]byte{0x06, 0, 0, 0, 0, 9}, false},
+		{[]byte{0x02, 0, 0, 0, 0x40, 9}, false},
+		{[]byte{0x0a, 0xbb, 0, 0, 0, 9}, false}, // macs[2]'s first two bytes, macs[0]'s last four
 	} {
 		n, err := vm.Run(frame(tc.dst))
 		if err != nil || (n > 0) != tc.accept {
 			t.Errorf("dst % x: kept %d bytes (%v), want accept=%v", tc.dst, n, err, tc.accept)
 		}
+	}
+	many := make([]net.HardwareAddr, 70)
+	for i := range many {
+		many[i] = net.HardwareAddr{0x02, 0, 0, 0, 1, byte(i)}
+	}
+	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if err := attachMACFilter(fd, many); err != nil {
+		t.Errorf("%d addresses: %v", len(many), err)
+	}
+	vm, err = bpf.NewVM(macFilter(many))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := vm.Run(frame(many[69])); n == 0 {
+		t.Error("the 70th address was not accepted")
 	}
 }

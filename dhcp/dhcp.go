@@ -164,16 +164,31 @@ func lastAddr(p netip.Prefix) netip.Addr {
 	return netip.AddrFrom4([4]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)})
 }
 
-// leaseDir makes Dir (and its parent) when missing and checks them:
-// root-owned directories only root may write to (rootdir.Ensure), as
-// dnsmasq opens the lease file as root.
-func leaseDir() error {
-	for _, d := range []string{filepath.Dir(Dir), Dir} {
+// ensureDirs makes dirs, each in the one before (Dir and its parent),
+// when missing and checks them: root-owned directories only root may
+// write to (rootdir.Ensure), as dnsmasq opens the lease file as root. It
+// returns those it made, for removeEmpty.
+func ensureDirs(dirs ...string) (made []string, err error) {
+	for _, d := range dirs {
+		_, missing := os.Lstat(d)
 		if err := rootdir.Ensure(d); err != nil {
-			return fmt.Errorf("dhcp: %w", err)
+			return made, fmt.Errorf("dhcp: %w", err)
+		}
+		if missing != nil {
+			made = append(made, d)
 		}
 	}
-	return nil
+	return made, nil
+}
+
+// removeEmpty removes the directories ensureDirs made, innermost first,
+// those still empty: another lab's lease file keeps them.
+func removeEmpty(made []string) {
+	for i := len(made) - 1; i >= 0; i-- {
+		if os.Remove(made[i]) != nil {
+			return
+		}
+	}
 }
 
 // startTimeout bounds how long dnsmasq may take to say it started.
@@ -190,6 +205,7 @@ type Server struct {
 	last     string // its last line
 	stopOnce sync.Once
 	stopErr  error
+	made     []string // the directories Start made for the lease file
 }
 
 // Start starts dnsmasq for c in c.Netns and waits until it says it has
@@ -210,12 +226,14 @@ func Start(c Config, log func(line string)) (*Server, error) {
 	if err := CheckInterface(c.Interface); err != nil {
 		return nil, err
 	}
+	s := &Server{c: c, done: make(chan struct{})}
 	if filepath.Dir(c.LeaseFile) == Dir {
-		if err := leaseDir(); err != nil {
+		var err error
+		if s.made, err = ensureDirs(filepath.Dir(Dir), Dir); err != nil {
+			removeEmpty(s.made)
 			return nil, err
 		}
 	}
-	s := &Server{c: c, done: make(chan struct{})}
 	s.cmd = exec.Command(bin, Args(c)...)
 	s.cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
 	// dnsmasq logs on stderr (--log-facility=-); stdout stays quiet.
@@ -227,6 +245,7 @@ func Start(c Config, log func(line string)) (*Server, error) {
 	// thread's network namespace.
 	if err := netns.Do(c.Netns, s.cmd.Start); err != nil {
 		out.Close()
+		removeEmpty(s.made)
 		return nil, fmt.Errorf("dhcp: start %s: %w", bin, err)
 	}
 	started := make(chan struct{})
@@ -288,7 +307,8 @@ func (s *Server) Err() error {
 func (s *Server) Pid() int { return s.cmd.Process.Pid }
 
 // Stop ends dnsmasq (SIGTERM, SIGKILL after 5 s) and removes the lease
-// file unless Config.KeepLeases. It may be called again.
+// file unless Config.KeepLeases, with the directories Start made for it
+// when they are left empty. It may be called again.
 func (s *Server) Stop() error {
 	s.stopOnce.Do(func() {
 		select {
@@ -307,6 +327,8 @@ func (s *Server) Stop() error {
 	return s.stopErr
 }
 
+// removeLeases removes the lease file, and the directories Start made
+// for it once they are empty.
 func (s *Server) removeLeases() error {
 	if s.c.KeepLeases {
 		return nil
@@ -314,5 +336,6 @@ func (s *Server) removeLeases() error {
 	if err := os.Remove(s.c.LeaseFile); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("dhcp: %w", err)
 	}
+	removeEmpty(s.made)
 	return nil
 }

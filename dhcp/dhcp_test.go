@@ -212,3 +212,30 @@ func TestServerRefusesName(t *testing.T) {
 		t.Errorf("Start on d1,d0 = %v, want ErrInterfaceName naming it", err)
 	}
 }
+
+// TestLeaseDirs: the lease directories Start makes are removed once empty,
+// innermost first; one holding another lab's leases stays, and so does
+// one Start found.
+func TestLeaseDirs(t *testing.T) {
+	base := t.TempDir()
+	run, dir := filepath.Join(base, "run"), filepath.Join(base, "run", "dhcp")
+	made, err := ensureDirs(run, dir)
+	if err != nil || len(made) != 2 {
+		t.Fatalf("ensureDirs: %v, made %q", err, made)
+	}
+	again, err := ensureDirs(run, dir)
+	if err != nil || len(again) != 0 {
+		t.Errorf("ensureDirs on existing directories: %v, made %q", err, again)
+	}
+	other := filepath.Join(dir, "other.leases")
+	os.WriteFile(other, nil, 0o644)
+	removeEmpty(made)
+	if _, err := os.Stat(other); err != nil {
+		t.Errorf("another lab's lease file went: %v", err)
+	}
+	os.Remove(other)
+	removeEmpty(made)
+	if _, err := os.Stat(run); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the directories made stay once empty: %v", err)
+	}
+}

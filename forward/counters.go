@@ -17,7 +17,7 @@ const (
 	DropNICRefused                     // the packet socket refused the frame (EINVAL, EMSGSIZE)
 	DropNICBusy                        // the NIC queue was full (ENOBUFS, EAGAIN after waiting)
 	DropNICRecv                        // recv consumed a frame it could not deliver (EINVAL, EFAULT)
-	DropSpoofed                        // from the TAP with a source MAC not the TAP's (StrictMAC)
+	DropSpoofed                        // a source MAC its sender may not use: from the TAP none of StrictMACs, from a guest not its own, from the NIC one of the TAP side's or a guest's
 	DropTAPRead                        // a TAP read failed after the kernel took the frame off its queue
 	DropGuestVLAN                      // from the TAP with an 802.1Q/802.1ad tag (DenyGuestVLANs)
 	DropL2Control                      // from the TAP to an IEEE 802.1D reserved group address (DropL2Control)
@@ -161,10 +161,16 @@ func (f *Forwarder) DropReasons() (fromNIC, fromTAP []DropReason) {
 	// Segmentation: every GSO frame for a TAP without vnet header, and a
 	// tunnel's GSO frames for any TAP.
 	fromNIC = []DropReason{DropOversize, DropBadHdr, DropSegment, DropTAPWrite, DropNICRecv}
+	if len(f.untrusted.ours) > 0 {
+		fromNIC = append(fromNIC, DropSpoofed)
+	}
 	if f.sw != nil {
 		fromNIC = append(fromNIC, DropGuestRefused) // a tunnel's GSO frame for a guest
 	}
 	fromTAP = []DropReason{DropOversize, DropBadHdr, DropNICRefused, DropNICBusy, DropTAPRead}
+	if f.untrusted.tap != nil {
+		fromTAP = append(fromTAP, DropSpoofed)
+	}
 	return fromNIC, f.untrusted.reasons(fromTAP)
 }
 
@@ -172,7 +178,7 @@ func (f *Forwarder) DropReasons() (fromNIC, fromTAP []DropReason) {
 // under the workers' configuration: fromGuest what the guest sent
 // (GuestCounters.From), toGuest what was for it (GuestCounters.To).
 func (f *Forwarder) GuestDropReasons() (fromGuest, toGuest []DropReason) {
-	fromGuest = []DropReason{DropOversize, DropBadHdr, DropNICRefused, DropNICBusy, DropTAPWrite}
+	fromGuest = []DropReason{DropOversize, DropBadHdr, DropSpoofed, DropNICRefused, DropNICBusy, DropTAPWrite}
 	if f.queues[0].tapHdr == 0 {
 		fromGuest = append(fromGuest, DropSegment) // a GSO frame for a TAP without vnet header
 	}

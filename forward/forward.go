@@ -40,9 +40,17 @@ type Config struct {
 	// USO frame; only when the TAP took the USO offloads (Linux 6.2+, which
 	// also accepts USO writes), else such a write is refused.
 	UDPGRO bool
-	// StrictMAC, when set, drops frames from the TAP whose source address
-	// is not this one (DropSpoofed).
-	StrictMAC net.HardwareAddr
+	// TAPMACs are the addresses behind the TAP: the TAP's, its host
+	// port's, the macvtap VM ports' guests'. A frame from the NIC whose
+	// source is one of them, one of StrictMACs or a guest port's is forged
+	// or looped back: it is dropped (DropSpoofed) before a guest's worker
+	// learns from it that the address lives on the wire.
+	TAPMACs []net.HardwareAddr
+	// StrictMACs, unless nil, are the sources frames from the TAP may
+	// have (the lab host's, the macvtap guests'): others are dropped
+	// (DropSpoofed). A guest port's frames must always come from its own
+	// address.
+	StrictMACs []net.HardwareAddr
 	// L2 is what frames from the TAP side may carry onto the wire.
 	L2 L2Policy
 	// GROMaxIPv4 and GROMaxIPv6 bound what userspace GRO builds: the TAP's
@@ -115,19 +123,15 @@ func New(taps []Endpoint, nics []NIC, c Config) (*Forwarder, error) {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	if c.StrictMAC != nil && len(c.StrictMAC) != 6 {
-		return nil, fmt.Errorf("forward: strict MAC %s is not an Ethernet address", c.StrictMAC)
+	f := &Forwarder{started: make(chan struct{})}
+	if err := f.untrusted.set(c); err != nil {
+		return nil, err
 	}
-	f := &Forwarder{started: make(chan struct{}), untrusted: untrusted{l2: c.L2}}
 	if err := f.stop.open(); err != nil {
 		return nil, err
 	}
 	f.tap = link{log: c.Logger, downMsg: "TAP is down: frames for it are dropped (tap_write) until it is up", upMsg: "TAP is forwarding again"}
 	f.nic = link{log: c.Logger, downMsg: "NIC link is down: frames toward it are dropped until it comes back", upMsg: "NIC is forwarding again"}
-	if c.StrictMAC != nil {
-		f.untrusted.strict = true
-		f.untrusted.tapMAC = [6]byte(c.StrictMAC)
-	}
 	for i := range taps {
 		cpu := -1
 		if i < len(c.CPUs) {

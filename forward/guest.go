@@ -11,48 +11,65 @@ import (
 )
 
 // GuestPort is a VM on the forwarder's segment besides the TAP and the NIC
-// (a vhost-user port). Its own worker moves what the guest sends: to the
-// guest its destination names, to the TAP or the NIC by what it learned of
-// where an address lives, and, for broadcast, multicast and unknown
-// unicast, everywhere else (fabric). The other workers hand it what is
-// addressed to it through a bounded inbox, and it hands what is for the
-// TAP to the inbox of the queue worker that writes that TAP queue, so a
-// slow guest never stalls them: what does not fit is dropped and counted
-// (DropGuestBusy toward a guest, DropTAPWrite toward the TAP).
+// (a vhost-user port). Each of its queue pairs has a worker of its own,
+// which moves what the guest sends on that pair: to the guest its
+// destination names, to the TAP or the NIC by what it learned of where an
+// address lives, and, for broadcast, multicast and unknown unicast,
+// everywhere else (fabric). The other workers hand it what is addressed
+// to the guest through a bounded inbox per pair, spreading flows over the
+// pairs the guest runs, and it hands what is for the TAP to the inbox of
+// the queue worker that writes that TAP queue, so a slow guest never
+// stalls them: what does not fit is dropped and counted (DropGuestBusy
+// toward a guest, DropTAPWrite toward the TAP).
 type GuestPort struct {
-	// Guest reads what the guest sent and writes what is for it, each frame
-	// behind a 10-byte vnet header. Write may refuse a frame with
-	// EOPNOTSUPP (an offload the guest did not take: it is segmented or its
-	// checksum completed here) or EAGAIN (no room: the frames wait in the
-	// inbox, and Fd says when there is).
-	Guest Endpoint
+	// Queues are the port's queue pairs (at least one), each served by a
+	// worker of its own.
+	Queues []GuestQueue
+	// Active, when not nil, says how many leading queue pairs the guest
+	// runs now (the rest get nothing); nil: all of them.
+	Active func() int
 	// MAC is the guest's address: unicast to it reaches it alone.
 	MAC net.HardwareAddr
+}
+
+// GuestQueue is one queue pair of a guest port and what its worker uses.
+type GuestQueue struct {
+	// Guest reads what the guest sent and writes what is for it, each frame
+	// behind a 10-byte vnet header. Write takes what the guest has buffers
+	// for; it may refuse a frame with EOPNOTSUPP (an offload the guest did
+	// not take: it is segmented or its checksum completed here) or EAGAIN
+	// (no room: the frames wait in the inbox, and Fd says when there is).
+	Guest Endpoint
 	// NIC sends what the guest sends to the wire: a packet socket of its
 	// own (the queue workers' are theirs).
 	NIC Endpoint
-	// CPU pins the guest's worker; -1 leaves it unpinned.
+	// CPU pins the queue's worker; -1 leaves it unpinned.
 	CPU int
 }
 
-// GuestWorker is one guest port's worker and its counters: From counts
+// GuestWorker is the worker of one queue pair of a guest port. The first
+// pair's worker's Counters are the port's, which the workers of all its
+// pairs add to (GuestWorkers returns those): From counts
 // what the guest sent (received from it; transmitted when delivered to its
 // first destination, the others being copies), To what is for it
-// (received into its inbox, transmitted into its queue).
+// (received into its inboxes; transmitted into its queues, each segment
+// of a frame segmented here counting once).
 type GuestWorker struct {
-	ID       int
+	ID       int // the guest port
+	Queue    int // its queue pair
 	MAC      net.HardwareAddr
 	Counters GuestCounters
 
-	w     *worker
-	fw    *Forwarder
-	port  GuestPort
-	mac   [6]byte
-	tag   fabric.Tag    // what its frames carry through inboxes
-	in    *fabric.Inbox // what is for the guest
-	tapIn *fabric.Inbox // the inbox of the queue worker that writes its frames to the TAP
-	where *fabric.Table // where the addresses it heard from live
-	batch int
+	counters *GuestCounters // the port's: its first pair's worker's Counters
+	w        *worker
+	fw       *Forwarder
+	port     GuestQueue
+	own      macs          // its address, the one source its frames may have
+	tag      fabric.Tag    // what its frames carry through inboxes
+	in       *fabric.Inbox // what is for the guest on this pair
+	tapIn    *fabric.Inbox // the inbox of the queue worker that writes its frames to the TAP
+	where    *fabric.Table // where the addresses it heard from live
+	batch    int
 	// What the guest's port and its sender cost when they fail.
 	fromGuest      source
 	toGuest, toNIC sink
@@ -74,50 +91,83 @@ type GuestCounters struct {
 	_        [64]byte
 }
 
-// inboxSlots is how many frames wait for a worker at most.
-const inboxSlots = 64
+// What an inbox holds: toward a guest, a ring's worth of frames (a
+// virtio ring has at most 1024 entries by default in QEMU, 256 in most
+// guests) in 2 MiB, 32 of the largest GSO frames; toward a TAP queue,
+// 256 frames in 4 MiB.
+const (
+	guestInboxFrames = 1024
+	guestInboxBytes  = 2 << 20
+	tapInboxFrames   = 256
+	tapInboxBytes    = 4 << 20
+)
 
-// addGuests sets up the switch, a worker per guest port, and an inbox for
-// the TAP on the queues whose workers write the guests' frames to it.
+// addGuests sets up the switch, a worker per guest queue pair, and an
+// inbox for the TAP on the queues whose workers write the guests' frames
+// to it.
 func (f *Forwarder) addGuests(c Config) error {
-	macs := make([]net.HardwareAddr, len(c.Guests))
+	ports := make([]fabric.Port, len(c.Guests))
 	for i, gp := range c.Guests {
-		macs[i] = gp.MAC
+		if len(gp.Queues) == 0 {
+			return fmt.Errorf("forward: guest port %d has no queue pairs", i)
+		}
+		ports[i] = fabric.Port{MAC: gp.MAC, Queues: len(gp.Queues), Active: gp.Active}
 	}
-	sw, err := fabric.New(macs, inboxSlots, hdrLen+frameCap)
+	sw, err := fabric.New(ports, guestInboxFrames, guestInboxBytes)
 	if err != nil {
 		return fmt.Errorf("forward: guest ports: %w", err)
 	}
 	f.sw = sw
+	for _, gp := range c.Guests {
+		f.untrusted.ours = append(f.untrusted.ours, mac48(gp.MAC))
+	}
 	for i, gp := range c.Guests {
-		q := f.queues[i%len(f.queues)]
-		if q.in == nil {
-			in, err := fabric.NewInbox(inboxSlots, hdrLen+frameCap)
+		var first *GuestWorker
+		for k, gq := range gp.Queues {
+			g, err := f.newGuestWorker(c, i, k, gp.MAC, gq)
 			if err != nil {
-				return fmt.Errorf("forward: eventfd: %w", os.NewSyscallError("eventfd", err))
+				return err
 			}
-			q.addInbox(in)
+			if k == 0 {
+				first = g
+				f.guests = append(f.guests, g)
+			}
+			g.counters = &first.Counters
 		}
-		g := &GuestWorker{ID: i, MAC: gp.MAC, fw: f, port: gp, mac: [6]byte(gp.MAC), batch: c.Batch,
-			tag: fabric.Tag{From: fabric.Guest, Guest: uint8(i)}, in: sw.Inbox(i), tapIn: q.in, where: fabric.NewTable()}
-		g.fromGuest = source{gone: errClosed, lost: noLoss}
-		g.toGuest = sink{ep: gp.Guest, hdr: hdrLen, refused: DropGuestRefused, busy: DropGuestRefused, gone: errClosed,
-			keep: true, soft: g.softOffload}
-		g.toNIC = sink{ep: gp.NIC, hdr: hdrLen, refused: DropNICRefused, busy: DropNICBusy}
-		g.bufs = makeBufs(c.Batch, bufSize)
-		g.sizes = make([]int, c.Batch)
-		g.nicOut = make([][]byte, 0, c.Batch)
-		g.taken = make([][]byte, inboxSlots)
-		g.tags = make([]fabric.Tag, inboxSlots)
-		g.seg = segBuffers{hdr: hdrLen, mtu: c.MTU}
-		g.segOut = make([][]byte, 0, maxSegments)
-		g.w = f.newWorker(fmt.Sprintf("guest port %d", i), gp.CPU, g, gp.Guest.Fd(), g.in.Fd())
-		f.guests = append(f.guests, g)
 	}
 	return nil
 }
 
-// GuestWorkers returns the guest ports' workers, for reading counters.
+// newGuestWorker sets up the worker of guest port i's queue pair k, which
+// hands the guest's frames for the TAP to TAP queue i+k's worker.
+func (f *Forwarder) newGuestWorker(c Config, i, k int, mac net.HardwareAddr, gq GuestQueue) (*GuestWorker, error) {
+	q := f.queues[(i+k)%len(f.queues)]
+	if q.in == nil {
+		in, err := fabric.NewInbox(tapInboxFrames, tapInboxBytes)
+		if err != nil {
+			return nil, fmt.Errorf("forward: eventfd: %w", os.NewSyscallError("eventfd", err))
+		}
+		q.addInbox(in)
+	}
+	g := &GuestWorker{ID: i, Queue: k, MAC: mac, fw: f, port: gq, own: macs{mac48(mac)}, batch: c.Batch,
+		tag: fabric.Tag{From: fabric.Guest, Guest: uint8(i)}, in: f.sw.Inbox(i, k), tapIn: q.in, where: fabric.NewTable()}
+	g.fromGuest = source{gone: errClosed, lost: noLoss}
+	g.toGuest = sink{ep: gq.Guest, hdr: hdrLen, refused: DropGuestRefused, busy: DropGuestBusy, gone: errClosed,
+		keep: true, soft: g.softOffload}
+	g.toNIC = sink{ep: gq.NIC, hdr: hdrLen, refused: DropNICRefused, busy: DropNICBusy}
+	g.bufs = makeBufs(c.Batch, bufSize)
+	g.sizes = make([]int, c.Batch)
+	g.nicOut = make([][]byte, 0, c.Batch)
+	g.taken = make([][]byte, guestInboxFrames)
+	g.tags = make([]fabric.Tag, guestInboxFrames)
+	g.seg = segBuffers{hdr: hdrLen, mtu: c.MTU}
+	g.segOut = make([][]byte, 0, maxSegments)
+	g.w = f.newWorker(fmt.Sprintf("guest port %d queue %d", i, k), gq.CPU, g, gq.Guest.Fd(), g.in.Fd())
+	return g, nil
+}
+
+// GuestWorkers returns each guest port's first queue pair's worker, for
+// reading the port's counters.
 func (f *Forwarder) GuestWorkers() []*GuestWorker { return f.guests }
 
 // turn moves a batch of what the guest sent and writes what waits in its

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"net"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tapfwd/tapfwd/forward/fabric"
 	"github.com/tapfwd/tapfwd/forward/forwardtest"
 	"github.com/tapfwd/tapfwd/vnethdr"
 )
@@ -39,13 +41,14 @@ func newSegment(t *testing.T, c Config) *segment {
 }
 
 // newSegmentOn is a segment whose TAP has a vnet header if c says so.
-func newSegmentOn(t *testing.T, c Config) *segment {
+func newSegmentOn(t testing.TB, c Config) *segment {
 	t.Helper()
 	s := &segment{nic: forwardtest.NewFake(t), tap: forwardtest.NewFake(t)}
+	c.TAPMACs = append(c.TAPMACs, s.tapMAC())
 	for i, mac := range []net.HardwareAddr{guestMAC0, guestMAC1} {
 		s.guests = append(s.guests, forwardtest.NewFake(t))
 		s.guestNICs = append(s.guestNICs, forwardtest.NewFake(t))
-		c.Guests = append(c.Guests, GuestPort{Guest: s.guests[i], MAC: mac, NIC: s.guestNICs[i], CPU: -1})
+		c.Guests = append(c.Guests, GuestPort{Queues: []GuestQueue{{Guest: s.guests[i], NIC: s.guestNICs[i], CPU: -1}}, MAC: mac})
 	}
 	c.Batch, c.CPUs = 16, []int{-1}
 	f, err := New([]Endpoint{s.tap}, []NIC{s.nic}, c)
@@ -89,6 +92,29 @@ func checkSeen(t *testing.T, sightings []sighting) {
 		if seen(c.at, c.frame) != c.want {
 			t.Errorf("%s: seen %v, want %v", c.what, !c.want, c.want)
 		}
+	}
+}
+
+// reset makes s as newSegmentOn left it: its fakes and inboxes empty, its
+// counters zero, its guests' workers having learned nothing.
+func (s *segment) reset() {
+	taken, tags := make([][]byte, guestInboxFrames), make([]fabric.Tag, guestInboxFrames)
+	for _, in := range []*fabric.Inbox{s.q.in, s.g0.in, s.g1.in} {
+		for {
+			k, _ := in.Take(taken, tags)
+			if !in.Release(k) || k == 0 {
+				break
+			}
+		}
+		in.Settle()
+	}
+	for _, fk := range append(append([]*forwardtest.Fake{s.nic, s.tap}, s.guests...), s.guestNICs...) {
+		fk.Reset()
+	}
+	s.q.Counters = Counters{}
+	for _, g := range s.f.guests {
+		g.Counters = GuestCounters{}
+		g.where = fabric.NewTable()
 	}
 }
 
@@ -180,13 +206,15 @@ func TestGuestBroadcast(t *testing.T) {
 	balanced(t, "NIC->TAP", &s.q.Counters.NICToTAP, 0)
 }
 
-// TestGuestSlow: a guest with no room fills its inbox; what does not fit
-// is dropped and counted, and the other guest and the TAP get everything.
+// TestGuestSlow: a guest with no room fills its inbox (guestInboxFrames);
+// what does not fit is dropped and counted, and the other guest and the
+// TAP get everything.
 func TestGuestSlow(t *testing.T) {
 	s := newSegment(t, Config{})
 	s.guests[1].Full(true)
-	for i := 0; i < 100; i++ {
-		s.nic.Push(forwardtest.Frame{Data: ether(t, wireMAC, bcastMAC, 60+i)})
+	const n = guestInboxFrames + 100
+	for i := 0; i < n; i++ {
+		s.nic.Push(forwardtest.Frame{Data: ether(t, wireMAC, bcastMAC, 60+i%100)})
 		if i%16 == 15 {
 			s.step(t)
 		}
@@ -194,23 +222,51 @@ func TestGuestSlow(t *testing.T) {
 	s.step(t)
 	s.step(t)
 	g1 := &s.g1.Counters.To
-	if got := g1.Drops[DropGuestBusy].Load(); got != 100-inboxSlots || g1.Tx.Packets.Load() != 0 {
-		t.Errorf("slow guest: guest_busy %d, written %d; want %d, 0", got, g1.Tx.Packets.Load(), 100-inboxSlots)
+	if got := g1.Drops[DropGuestBusy].Load(); got != n-guestInboxFrames || g1.Tx.Packets.Load() != 0 {
+		t.Errorf("slow guest: guest_busy %d, written %d; want %d, 0", got, g1.Tx.Packets.Load(), n-guestInboxFrames)
 	}
-	if len(s.guests[0].Written()) != 100 || len(s.tap.Written()) != 100 {
-		t.Errorf("the others: guest 0 got %d, the TAP %d; want 100 each", len(s.guests[0].Written()), len(s.tap.Written()))
+	if len(s.guests[0].Written()) != n || len(s.tap.Written()) != n {
+		t.Errorf("the others: guest 0 got %d, the TAP %d; want %d each", len(s.guests[0].Written()), len(s.tap.Written()), n)
 	}
 	s.guests[1].Full(false)
 	s.step(t)
-	if n := len(s.guests[1].Written()); n != inboxSlots {
-		t.Errorf("once it had room the slow guest got %d, want the %d that waited", n, inboxSlots)
+	if got := len(s.guests[1].Written()); got != guestInboxFrames {
+		t.Errorf("once it had room the slow guest got %d, want the %d that waited", got, guestInboxFrames)
+	}
+}
+
+// TestGuestBurst: a burst toward a guest goes in one Write, as many frames
+// as the guest has buffers for (no cap of a batch); the rest wait in the
+// inbox, uncounted as drops, until it posts more.
+func TestGuestBurst(t *testing.T) {
+	s := newSegment(t, Config{})
+	s.guests[0].Room(300)
+	for i := 0; i < 500; i++ {
+		s.nic.Push(forwardtest.Frame{Data: ether(t, wireMAC, guestMAC0, 60)})
+	}
+	for range 500/16 + 1 {
+		if _, err := s.q.nicToTAP(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	more, err := s.g0.toGuestPort()
+	d := &s.g0.Counters.To
+	if err != nil || more || s.guests[0].Writes() != 1 || len(s.guests[0].Written()) != 300 {
+		t.Fatalf("one turn: err %v more %v, %d Writes, %d frames taken; want 1 Write of 300", err, more, s.guests[0].Writes(), len(s.guests[0].Written()))
+	}
+	if d.Rx.Packets.Load() != 500 || d.Tx.Packets.Load() != 300 || d.Drops[DropGuestBusy].Load() != 0 {
+		t.Errorf("counted rx %d tx %d guest_busy %d; want 500, 300, 0", d.Rx.Packets.Load(), d.Tx.Packets.Load(), d.Drops[DropGuestBusy].Load())
+	}
+	s.guests[0].Room(1000)
+	if _, err := s.g0.toGuestPort(); err != nil || len(s.guests[0].Written()) != 500 || d.Tx.Packets.Load() != 500 {
+		t.Errorf("once it posted buffers: err %v, %d frames in all, tx %d; want 500", err, len(s.guests[0].Written()), d.Tx.Packets.Load())
 	}
 }
 
 // TestGuestChecks: the guest is not trusted: bad headers, oversize frames
-// and, with StrictMAC, forged sources are dropped and counted.
+// and forged sources are dropped and counted.
 func TestGuestChecks(t *testing.T) {
-	s := newSegment(t, Config{StrictMAC: net.HardwareAddr{0x02, 0, 0, 0, 0x30, 1}})
+	s := newSegment(t, Config{})
 	h, f := gsoFrame(t, 3000, 1448)
 	copy(f, wireMAC)
 	copy(f[6:], guestMAC0)
@@ -245,8 +301,15 @@ func TestGuestSoftOffload(t *testing.T) {
 	if got := len(s.guests[0].Written()); got != 7 { // ceil(10000/1448)
 		t.Errorf("guest got %d frames, want the 7 segments", got)
 	}
-	if d := &s.g0.Counters.To; d.Tx.Packets.Load() != 1 || d.Drops[DropGuestRefused].Load() != 0 {
-		t.Errorf("to guest: tx %d refused %d; want 1, 0", d.Tx.Packets.Load(), d.Drops[DropGuestRefused].Load())
+	if d := &s.g0.Counters.To; d.Tx.Packets.Load() != 7 || d.Drops[DropGuestRefused].Load() != 0 {
+		t.Errorf("to guest: tx %d refused %d; want the 7 segments, 0", d.Tx.Packets.Load(), d.Drops[DropGuestRefused].Load())
+	}
+	s.guests[0].Room(4) // 4 of the next 7 segments fit: the rest are guest_busy
+	s.nic.Push(forwardtest.Frame{Data: withHdr(h, f)})
+	s.step(t)
+	if d := &s.g0.Counters.To; d.Tx.Packets.Load() != 11 || d.Drops[DropGuestBusy].Load() != 3 || d.Drops[DropGuestRefused].Load() != 0 {
+		t.Errorf("to a guest with room for 4 segments: tx %d guest_busy %d refused %d; want 11, 3, 0",
+			d.Tx.Packets.Load(), d.Drops[DropGuestBusy].Load(), d.Drops[DropGuestRefused].Load())
 	}
 }
 
@@ -284,7 +347,7 @@ func TestZeroAllocsGuests(t *testing.T) {
 	gq, guest := forwardtest.TAP(t) // the guest's end speaks frames with a vnet header
 	gnic, gwire := forwardtest.NIC(t, 16)
 	f, err := New([]Endpoint{tq}, []NIC{nic}, Config{Batch: 16, CPUs: []int{-1}, TAPVnetHdr: true,
-		Guests: []GuestPort{{Guest: gq, MAC: guestMAC0, NIC: gnic, CPU: -1}}})
+		Guests: []GuestPort{{Queues: []GuestQueue{{Guest: gq, NIC: gnic, CPU: -1}}, MAC: guestMAC0}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,8 +421,10 @@ func (s *segment) learnLab(t *testing.T) {
 }
 
 // TestGuestToPlainTAP: without a vnet header on the TAP, a guest's GSO
-// frame reaches the TAP as its segments, as frames from the wire do; a
-// flood's copy that does not fit the TAP's inbox is an error, not a drop.
+// frame reaches the TAP as its segments, and a frame with a partial
+// checksum (NEEDS_CSUM) with the checksum completed, each with no header
+// in front, as frames from the wire do; a flood's copy that does not fit
+// the TAP's inbox is an error, not a drop.
 func TestGuestToPlainTAP(t *testing.T) {
 	s := newSegmentOn(t, Config{})
 	s.learnLab(t)
@@ -368,22 +433,25 @@ func TestGuestToPlainTAP(t *testing.T) {
 	copy(f[6:], guestMAC0)
 	s.guests[0].Push(forwardtest.Frame{Data: withHdr(h, f)})
 	s.step(t)
-	out := s.tap.Written()
-	if len(out) != 7 {
-		t.Fatalf("TAP got %d frames, want the 7 segments", len(out))
-	}
-	for i, b := range out {
-		if !bytes.Equal(b[:6], s.tapMAC()) || b[12] != 0x08 || b[13] != 0 || len(b) > 14+1500 {
-			t.Fatalf("segment %d is no Ethernet frame of at most 1500 bytes to the lab: % x", i, b[:14])
-		}
-	}
+	checkSegments(t, s.tap.Written(), f, 7)
 	if d := &s.g0.Counters.From; d.Rx.Packets.Load() != 1 || d.Tx.Packets.Load() != 7 || s.q.Counters.Segments.Load() != 7 {
 		t.Errorf("from guest 0: rx %d tx %d, queue segments %d; want 1, 7, 7", d.Rx.Packets.Load(), d.Tx.Packets.Load(), s.q.Counters.Segments.Load())
 	}
-	for i := 0; i < inboxSlots+3; i++ {
+	whole := tcpFrame(t, 300)
+	copy(whole, s.tapMAC())
+	copy(whole[6:], guestMAC0)
+	h, partial := gsoFrame(t, 300, 1448) // the pseudo-header sum where the checksum goes
+	copy(partial, whole[:12])
+	h.GSOType, h.GSOSize, h.HdrLen = vnethdr.GSONone, 0, 0
+	s.guests[0].Push(forwardtest.Frame{Data: withHdr(h, partial)})
+	s.step(t)
+	if out := s.tap.Written(); len(out) != 8 || !bytes.Equal(out[7], whole) {
+		t.Errorf("a NEEDS_CSUM frame reached the TAP as\n% x\nwant\n% x", out[len(out)-1], whole)
+	}
+	for i := 0; i < tapInboxFrames+3; i++ {
 		s.guests[1].Push(forwardtest.Frame{Data: ether(t, guestMAC1, bcastMAC, 60)})
 	}
-	for i := 0; i < 8; i++ {
+	for i := 0; i < tapInboxFrames/16+1; i++ {
 		if _, err := s.g1.fromGuestPort(); err != nil {
 			t.Fatal(err)
 		}
@@ -448,5 +516,88 @@ func TestOneWriterToTAP(t *testing.T) {
 	}
 	if w := s.tap.Writers(); w != 1 {
 		t.Errorf("the TAP was written from %d goroutines, want 1 (its queue worker's)", w)
+	}
+}
+
+// TestGuestOwnMAC: a guest sends with its port's address only, StrictMAC
+// or not: a frame from guest 0 with guest 1's address, the lab's or a wire
+// host's as its source reaches no one and counts as spoofed_mac.
+func TestGuestOwnMAC(t *testing.T) {
+	s := newSegment(t, Config{})
+	var forged [][]byte
+	for _, src := range []net.HardwareAddr{guestMAC1, s.tapMAC(), wireMAC} {
+		for _, dst := range []net.HardwareAddr{bcastMAC, guestMAC1, wireMAC} {
+			f := ether(t, src, dst, 60)
+			forged = append(forged, f)
+			s.guests[0].Push(forwardtest.Frame{Data: f})
+		}
+	}
+	own := ether(t, guestMAC0, guestMAC1, 61)
+	s.guests[0].Push(forwardtest.Frame{Data: own})
+	s.step(t)
+	d := &s.g0.Counters.From
+	if d.Drops[DropSpoofed].Load() != uint64(len(forged)) || d.Tx.Packets.Load() != 1 {
+		t.Errorf("spoofed_mac %d, transmitted %d; want %d, 1", d.Drops[DropSpoofed].Load(), d.Tx.Packets.Load(), len(forged))
+	}
+	for _, at := range []*forwardtest.Fake{s.guests[1], s.guestNICs[0], s.tap} {
+		for _, w := range at.Written() {
+			if !bytes.Equal(w[vnethdr.Len+6:vnethdr.Len+12], guestMAC0) {
+				t.Errorf("a frame from guest 0 left with source %s", net.HardwareAddr(w[vnethdr.Len+6:vnethdr.Len+12]))
+			}
+		}
+	}
+	if !seen(s.guests[1], own) {
+		t.Error("guest 0's frame with its own address did not reach guest 1")
+	}
+	balanced(t, "from guest 0", d, 0)
+}
+
+// TestWireCannotPoisonLearning: frames from the wire whose source is an
+// address of the TAP's side (the lab's, a macvtap guest's) or a guest's
+// teach the guests nothing and reach no one: they are dropped and counted
+// as spoofed_mac, and guest 0's frames to the lab still go to the TAP.
+func TestWireCannotPoisonLearning(t *testing.T) {
+	macvtapGuest := net.HardwareAddr{0x02, 0, 0, 0, 0x40, 1}
+	s := newSegment(t, Config{TAPMACs: []net.HardwareAddr{macvtapGuest}})
+	toLab := ether(t, guestMAC0, s.tapMAC(), 70)
+	toMacvtap := ether(t, guestMAC0, macvtapGuest, 71)
+	for round, learned := range []bool{false, true} {
+		if learned {
+			s.learnLab(t)
+		}
+		ends := []*forwardtest.Fake{s.tap, s.guests[0], s.guests[1]}
+		before := make([]int, len(ends))
+		for i, at := range ends {
+			before[i] = len(at.Written())
+		}
+		for _, src := range []net.HardwareAddr{s.tapMAC(), macvtapGuest, guestMAC1} {
+			for _, dst := range []net.HardwareAddr{bcastMAC, guestMAC0} {
+				s.nic.Push(forwardtest.Frame{Data: ether(t, src, dst, 80)})
+			}
+		}
+		s.step(t)
+		for i, at := range ends {
+			if n := len(at.Written()) - before[i]; n != 0 {
+				t.Errorf("round %d: %d of the wire's forged frames reached endpoint %d (the TAP, guest 0, guest 1)", round, n, i)
+			}
+		}
+		tapBefore, nicBefore := len(s.tap.Written()), len(s.guestNICs[0].Written())
+		s.guests[0].Push(forwardtest.Frame{Data: toLab}, forwardtest.Frame{Data: toMacvtap})
+		s.step(t)
+		if len(s.tap.Written()) != tapBefore+2 {
+			t.Errorf("round %d (lab learned %v): guest 0's frames to the lab and the macvtap guest: the TAP got %d, want 2",
+				round, learned, len(s.tap.Written())-tapBefore)
+		}
+		if learned && len(s.guestNICs[0].Written()) != nicBefore+1 { // the macvtap guest was never heard from
+			t.Errorf("round %d: guest 0's frames went to the wire %d times, want 1 (the unknown macvtap guest's)", round, len(s.guestNICs[0].Written())-nicBefore)
+		}
+	}
+	d := &s.q.Counters.NICToTAP
+	if d.Drops[DropSpoofed].Load() != 12 || d.Tx.Packets.Load() != 0 || d.ToGuests.Load() != 0 {
+		t.Errorf("NIC->TAP: spoofed_mac %d, to the TAP %d, to guests %d; want 12, 0, 0", d.Drops[DropSpoofed].Load(), d.Tx.Packets.Load(), d.ToGuests.Load())
+	}
+	balanced(t, "NIC->TAP", d, 0)
+	if fromNIC, _ := s.f.DropReasons(); !slices.Contains(fromNIC, DropSpoofed) {
+		t.Errorf("the NIC's drop reasons %v lack spoofed_mac", fromNIC)
 	}
 }

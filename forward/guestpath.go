@@ -15,7 +15,7 @@ func (g *GuestWorker) fromGuestPort() (int, error) {
 	err = g.fromGuest.received(n, err, t)
 	for i := 0; i < n; i++ {
 		buf, size := g.bufs[i], g.sizes[i]-hdrLen
-		if g.fw.untrusted.check(t, buf, size, &g.mac, true) {
+		if g.fw.untrusted.check(t, buf, size, g.own, true) {
 			g.route(buf[headroom-hdrLen : headroom+size])
 		}
 	}
@@ -25,7 +25,7 @@ func (g *GuestWorker) fromGuestPort() (int, error) {
 		g.tapIn.Wake()
 		g.tapDirty = false
 	}
-	t.publish(&g.Counters.From, nil, n)
+	t.publish(&g.counters.From, nil, n)
 	g.fw.sw.Wake(&g.dirty)
 	return n, err
 }
@@ -75,7 +75,7 @@ func (g *GuestWorker) toGuestPort() (more bool, err error) {
 	t.rxBytes += a.Bytes
 	t.drops[DropGuestBusy] += a.Full
 	if k == 0 {
-		t.publish(&g.Counters.To, nil, 0)
+		t.publish(&g.counters.To, nil, 0)
 		return false, nil
 	}
 	g.where.Learn(g.taken[:k], g.tags[:k])
@@ -83,13 +83,14 @@ func (g *GuestWorker) toGuestPort() (more bool, err error) {
 	// Frames it had no room for wait until the guest posts buffers (the
 	// port's fd says when).
 	more = g.in.Release(done) && done == k
-	t.publish(&g.Counters.To, nil, 0)
+	t.publish(&g.counters.To, nil, 0)
 	return more, err
 }
 
 // softOffload writes b to a guest that did not take the offload its
 // header asks for, segmented or with its checksum completed, and counts it
-// in t.
+// in t: each segment the guest took as transmitted, those it had no room
+// for as guest_busy.
 func (g *GuestWorker) softOffload(b []byte, t *tally) {
 	var h vnethdr.Hdr
 	if h.Decode(b) != nil {
@@ -114,10 +115,17 @@ func (g *GuestWorker) softOffload(b []byte, t *tally) {
 		clear(b[:hdrLen])
 		out = append(out, b)
 	}
-	if n, _ := g.port.Guest.Write(out, 0); n != len(out) {
-		t.drop(DropGuestRefused)
+	for done := 0; done < len(out); {
+		n, err := g.port.Guest.Write(out[done:], 0)
+		t.sent(out[done:done+n], hdrLen)
+		if done += n; done == len(out) || err == nil || classify(err) == retry {
+			continue // a short count says why on the next Write
+		}
+		if classify(err) == wait {
+			t.drops[DropGuestBusy] += uint64(len(out) - done)
+		} else {
+			t.drops[DropGuestRefused] += uint64(len(out) - done)
+		}
 		return
 	}
-	t.txPkts++
-	t.txBytes += uint64(len(frame))
 }

@@ -1,8 +1,6 @@
 package forward
 
 import (
-	"bytes"
-
 	"github.com/tapfwd/tapfwd/forward/fabric"
 	"github.com/tapfwd/tapfwd/vnethdr"
 )
@@ -62,6 +60,13 @@ func (q *QueueWorker) acceptFromNIC(i int) {
 	}
 	if size < hdrLen+14 {
 		t.drop(DropBadHdr)
+		return
+	}
+	if q.fw.untrusted.ours.has(buf[headroom+6:]) {
+		// From the wire with an address of the TAP's side or a guest's: a
+		// guest's worker would learn from it that the address lives on the
+		// wire and send what is for it there.
+		t.drop(DropSpoofed)
 		return
 	}
 	var h vnethdr.Hdr
@@ -245,7 +250,7 @@ func (q *QueueWorker) tapToNIC() (int, error) {
 func (q *QueueWorker) acceptFromTAP(i int) {
 	t := &q.tally
 	buf, size := q.tapBufs[i], q.tapSizes[i]-q.tapHdr
-	if u := &q.fw.untrusted; !u.check(t, buf, size, &u.tapMAC, q.tapHdr != 0) {
+	if u := &q.fw.untrusted; !u.check(t, buf, size, u.tap, q.tapHdr != 0) {
 		return
 	}
 	b := buf[headroom-hdrLen : headroom+size]
@@ -257,12 +262,12 @@ func (q *QueueWorker) acceptFromTAP(i int) {
 }
 
 // check counts a frame from an untrusted writer (the TAP's, a guest's) as
-// received into t and checks it: its size, its source address (StrictMAC:
-// mac), the L2 policy and, when the writer gave one (vnet), the vnet
-// header's claims. It leaves a checked vnet header in front of the frame
+// received into t and checks it: its size, its source address (one of
+// from, unless nil), the L2 policy and, when the writer gave one (vnet),
+// the vnet header's claims. It leaves a checked vnet header in front of the frame
 // (a zero one without vnet), or counts the drop and returns false. The
 // frame is buf[headroom:headroom+size].
-func (u *untrusted) check(t *tally, buf []byte, size int, mac *[6]byte, vnet bool) bool {
+func (u *untrusted) check(t *tally, buf []byte, size int, from macs, vnet bool) bool {
 	t.rxPkts++
 	if size > 0 {
 		t.rxBytes += uint64(size)
@@ -276,7 +281,7 @@ func (u *untrusted) check(t *tally, buf []byte, size int, mac *[6]byte, vnet boo
 		return false
 	}
 	frame := buf[headroom : headroom+size]
-	if u.strict && !bytes.Equal(frame[6:12], mac[:]) {
+	if from != nil && !from.has(frame[6:12]) {
 		t.drop(DropSpoofed)
 		return false
 	}

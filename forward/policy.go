@@ -1,6 +1,12 @@
 package forward
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+)
 
 // L2Policy says which frames from the TAP side (the lab, guests on VM
 // ports) may go onto the wire besides their addresses. The zero value
@@ -38,19 +44,32 @@ func (p *L2Policy) refuses(frame []byte) (DropReason, bool) {
 }
 
 // untrusted is what a frame from an untrusted writer (the TAP's, a
-// guest's) must pass besides its vnet header, one set for the whole
-// forwarder: its source address when StrictMAC is set, and the L2 policy.
+// guest's, the wire's) must pass besides its vnet header, one set for the
+// whole forwarder: its source address, and the L2 policy.
 type untrusted struct {
-	strict bool
-	tapMAC [6]byte // the address the TAP side's frames must come from
-	l2     L2Policy
+	tap  macs // the sources frames from the TAP may have (Config.StrictMACs); nil: any
+	ours macs // the TAP side's addresses and the guests': sources no frame from the wire has
+	l2   L2Policy
 }
 
-// reasons appends the drop reasons the checks can give to r.
-func (u *untrusted) reasons(r []DropReason) []DropReason {
-	if u.strict {
-		r = append(r, DropSpoofed)
+// set takes the policy and the TAP's addresses from c (addGuests adds the
+// guests' to ours).
+func (u *untrusted) set(c Config) error {
+	u.l2 = c.L2
+	if c.StrictMACs != nil {
+		if err := u.tap.add("strict MAC", c.StrictMACs...); err != nil {
+			return err
+		}
+		if len(u.tap) == 0 {
+			return errors.New("forward: no strict MAC: the TAP's frames could have no source")
+		}
 	}
+	u.ours = slices.Clone(u.tap)
+	return u.ours.add("TAP address", c.TAPMACs...)
+}
+
+// reasons appends the drop reasons the L2 policy can give to r.
+func (u *untrusted) reasons(r []DropReason) []DropReason {
 	if u.l2.DenyVLANs {
 		r = append(r, DropGuestVLAN)
 	}
@@ -58,4 +77,36 @@ func (u *untrusted) reasons(r []DropReason) []DropReason {
 		r = append(r, DropL2Control)
 	}
 	return r
+}
+
+// macs is a few Ethernet addresses, each as the 48-bit number it spells:
+// the TAP side's and the guests', looked up by a scan, which for a handful
+// costs less than hashing one.
+type macs []uint64
+
+// mac48 is the address at b[:6] as a number.
+func mac48(b []byte) uint64 {
+	return uint64(binary.BigEndian.Uint16(b))<<32 | uint64(binary.BigEndian.Uint32(b[2:6]))
+}
+
+// add adds the addresses in list, each a unicast Ethernet address.
+func (m *macs) add(what string, list ...net.HardwareAddr) error {
+	for _, a := range list {
+		if len(a) != 6 || a[0]&1 != 0 {
+			return fmt.Errorf("forward: %s %s is not a unicast Ethernet address", what, a)
+		}
+		*m = append(*m, mac48(a))
+	}
+	return nil
+}
+
+// has reports whether the address at b[:6] is one of m.
+func (m macs) has(b []byte) bool {
+	a := mac48(b)
+	for _, x := range m {
+		if x == a {
+			return true
+		}
+	}
+	return false
 }

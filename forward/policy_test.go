@@ -1,6 +1,9 @@
 package forward
 
 import (
+	"bytes"
+	"net"
+	"slices"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -117,5 +120,49 @@ func TestGROMaxSize(t *testing.T) {
 			t.Errorf("gro max %d: %d frames to the TAP, want %d (largest IP packet %d)", limit, len(got), want, biggest)
 		}
 		f.Close()
+	}
+}
+
+// TestStrictMACTAPSide: with StrictMACs, frames from the TAP pass with any
+// of them as their source (the lab host's, each macvtap guest's) and no
+// other; without, every source passes. New refuses an empty list (no frame
+// could pass) and addresses that are not unicast Ethernet ones.
+func TestStrictMACTAPSide(t *testing.T) {
+	lab, vm0, vm1 := net.HardwareAddr{2, 0, 0, 0, 0x30, 1}, net.HardwareAddr{2, 0, 0, 0, 0x40, 0}, net.HardwareAddr{2, 0, 0, 0, 0x40, 1}
+	other := net.HardwareAddr{2, 0, 0, 0, 0x20, 1}
+	for _, strict := range []bool{true, false} {
+		c := Config{Batch: 8, TAPVnetHdr: true}
+		if strict {
+			c.StrictMACs = []net.HardwareAddr{lab, vm0, vm1}
+		}
+		p := newPairWith(t, c)
+		for _, src := range []net.HardwareAddr{lab, vm0, vm1, other, macA} {
+			f := tcpFrame(t, 60)
+			copy(f[6:], src)
+			p.tap.Push(forwardtest.Frame{Data: withHdr(vnethdr.Hdr{}, f)})
+		}
+		if _, err := p.q.tapToNIC(); err != nil {
+			t.Fatal(err)
+		}
+		d := &p.q.Counters.TAPToNIC
+		want := map[bool][2]uint64{true: {3, 2}, false: {5, 0}}[strict]
+		if got := [2]uint64{d.Tx.Packets.Load(), d.Drops[DropSpoofed].Load()}; got != want {
+			t.Errorf("strict %v: sent %d, spoofed_mac %d; want %d, %d", strict, got[0], got[1], want[0], want[1])
+		}
+		for _, w := range p.nic.Written() {
+			if src := net.HardwareAddr(w[vnethdr.Len+6 : vnethdr.Len+12]); strict && !slices.ContainsFunc([]net.HardwareAddr{lab, vm0, vm1}, func(a net.HardwareAddr) bool { return bytes.Equal(a, src) }) {
+				t.Errorf("strict: a frame from %s reached the wire", src)
+			}
+		}
+		balanced(t, "TAP->NIC", d, 0)
+		if _, fromTAP := p.q.fw.DropReasons(); slices.Contains(fromTAP, DropSpoofed) != strict {
+			t.Errorf("strict %v: the TAP's drop reasons are %v", strict, fromTAP)
+		}
+	}
+	for _, c := range []Config{{StrictMACs: []net.HardwareAddr{}}, {StrictMACs: []net.HardwareAddr{{2, 0, 0, 0, 0, 1}, {0xff, 0, 0, 0, 0, 1}}}, {TAPMACs: []net.HardwareAddr{{1, 0, 0x5e, 0, 0, 1}}}, {TAPMACs: []net.HardwareAddr{{2, 0}}}} {
+		if f, err := New([]Endpoint{forwardtest.NewFake(t)}, []NIC{forwardtest.NewFake(t)}, c); err == nil {
+			f.Close()
+			t.Errorf("New took %+v", c)
+		}
 	}
 }

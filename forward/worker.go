@@ -26,7 +26,7 @@ type kind interface {
 // worker is the loop every worker runs, over its kind. It is the one
 // place in forward that pins a thread and waits in ppoll (wait).
 type worker struct {
-	name string // "queue 0", "guest port 1": in Stalled and in Run's errors
+	name string // "queue 0", "guest port 1 queue 0": in Stalled and in Run's errors
 	cpu  int    // -1: not pinned
 	kind kind
 	fw   *Forwarder
@@ -164,7 +164,7 @@ func (f *Forwarder) workerUp() {
 	}
 }
 
-// Stalled names the workers ("queue 0", "guest port 1") that have neither
+// Stalled names the workers ("queue 0", "guest port 1 queue 0") that have neither
 // waited for frames nor made a turn of their loop since the previous
 // call: wedged in a syscall or a loop. Call it from one goroutine (a
 // watchdog), at an interval well above a batch's work, while Run runs.

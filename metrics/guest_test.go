@@ -17,14 +17,17 @@ import (
 // guestSource is a Source over a fake forwarder with one vhost-user port
 // ("tap0-0", running) and one macvtap ("tfwvm0").
 func guestSource(t *testing.T) (Source, *forward.GuestWorker) {
-	gp := forward.GuestPort{Guest: forwardtest.NewFake(t), NIC: forwardtest.NewFake(t), CPU: -1,
+	gp := forward.GuestPort{Queues: []forward.GuestQueue{{Guest: forwardtest.NewFake(t), NIC: forwardtest.NewFake(t), CPU: -1}},
 		MAC: net.HardwareAddr{0x02, 0, 0, 0, 0x10, 0}}
 	fw, _, _ := fakeForwarderWith(t, forward.Config{TAPVnetHdr: true, Guests: []forward.GuestPort{gp}})
 	g := fw.GuestWorkers()[0]
 	src := Source{TAP: "tap0", NIC: "eth1", Forwarder: fw,
-		LinkStats:  func(string) (netns.LinkStats, error) { return netns.LinkStats{RxPackets: 7, RxDropped: 2}, nil },
-		VMPorts:    func() ([]string, error) { return []string{"tfwvm0"}, nil },
-		GuestPorts: []GuestPort{{Name: "tap0-0", State: func() vhostuser.State { return vhostuser.StateRunning }, Guest: g}}}
+		LinkStats: func(string) (netns.LinkStats, error) { return netns.LinkStats{RxPackets: 7, RxDropped: 2}, nil },
+		VMPorts:   func() ([]string, error) { return []string{"tfwvm0"}, nil },
+		GuestPorts: []GuestPort{{Name: "tap0-0", State: func() vhostuser.State { return vhostuser.StateRunning }, Guest: g,
+			Stats: func() vhostuser.Stats {
+				return vhostuser.Stats{Connects: 3, Disconnects: 2, ProtocolErrors: 4, TurnedAway: 1, Resets: 5, RxFrames: 99}
+			}}}}
 	return src, g
 }
 
@@ -68,6 +71,11 @@ tapfwd_vm_port_state{device="tap0",port="tap0-0",state="running"} 1
 		`tapfwd_vm_port_drops_total{device="tap0",direction="tx",port="tap0-0",reason="oversize"} 0`,
 		`tapfwd_vm_port_packets_total{device="tap0",direction="rx",port="tfwvm0"} 7`,
 		`tapfwd_vm_port_drops_total{device="tap0",direction="rx",port="tfwvm0",reason="netdev"} 2`,
+		`tapfwd_vm_port_events_total{device="tap0",event="connect",port="tap0-0"} 3`,
+		`tapfwd_vm_port_events_total{device="tap0",event="disconnect",port="tap0-0"} 2`,
+		`tapfwd_vm_port_events_total{device="tap0",event="protocol_error",port="tap0-0"} 4`,
+		`tapfwd_vm_port_events_total{device="tap0",event="turned_away",port="tap0-0"} 1`,
+		`tapfwd_vm_port_events_total{device="tap0",event="reset",port="tap0-0"} 5`,
 	} {
 		if !strings.Contains(page, line+"\n") {
 			t.Errorf("the page lacks %s", line)

@@ -41,6 +41,9 @@ type GuestPort struct {
 	Name  string                 // the "port" label
 	State func() vhostuser.State // where it stands now
 	Guest *forward.GuestWorker   // its worker, whose counters are read
+	// Stats reads the port's own counters, for its events; nil leaves
+	// out its tapfwd_vm_port_events_total series.
+	Stats func() vhostuser.Stats
 }
 
 // NetdevReason is the drop reason of a macvtap VM port's drops: the
@@ -90,6 +93,7 @@ var (
 	vmBytes   = prometheus.NewDesc(ns+"_vm_port_bytes_total", "Bytes of those frames.", dpd, nil)
 	vmDrops   = prometheus.NewDesc(ns+"_vm_port_drops_total", "Frames of a VM port dropped, by reason: rx toward the guest, tx from it (reason netdev: a macvtap's rx_dropped and tx_dropped; a vhost-user port's by tapfwd_drops_total's reasons).", []string{"device", "port", "direction", "reason"}, nil)
 	vmGSO     = prometheus.NewDesc(ns+"_vm_port_gso_frames_total", "GSO super-frames a vhost-user port's guest sent.", []string{"device", "port"}, nil)
+	vmEvents  = prometheus.NewDesc(ns+"_vm_port_events_total", "What happened to a vhost-user port's connection: connect and disconnect of a front-end, protocol_error (a front-end sent away for breaking the vhost-user protocol, or a ring beyond the port's refused), turned_away (a front-end that came while another was served), reset (the guest's driver reset the device).", []string{"device", "port", "event"}, nil)
 	vmState   = prometheus.NewDesc(ns+"_vm_port_state", "1 for the state a vhost-user port is in, 0 for the others: listening (no front-end), connected, running (frames move), broken (the guest broke the virtqueue rules).", []string{"device", "port", "state"}, nil)
 	scrapeErr = prometheus.NewDesc(ns+"_scrape_errors", "Kernel counters that could not be read, and series that could not be built, during this scrape.", nil, nil)
 )
@@ -110,7 +114,7 @@ func NewCollector(src Source) *Collector {
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{packets, bytes, drops, errs, gso, segments,
-		batch, merged, tapInfo, queueInfo, buildInfo, ndDrops, vmPackets, vmBytes, vmDrops, vmGSO, vmState, scrapeErr} {
+		batch, merged, tapInfo, queueInfo, buildInfo, ndDrops, vmPackets, vmBytes, vmDrops, vmGSO, vmEvents, vmState, scrapeErr} {
 		ch <- d
 	}
 }
@@ -288,6 +292,16 @@ func (c *Collector) collectGuestPorts(sc *scrape) {
 			sc.counter(vmDrops, from.Drops[r].Load(), s.TAP, p.Name, tx, r.String())
 		}
 		sc.counter(vmGSO, from.GSO.Load(), s.TAP, p.Name)
+		if p.Stats != nil {
+			st := p.Stats()
+			for _, e := range [...]struct {
+				name string
+				n    uint64
+			}{{"connect", st.Connects}, {"disconnect", st.Disconnects}, {"protocol_error", st.ProtocolErrors},
+				{"turned_away", st.TurnedAway}, {"reset", st.Resets}} {
+				sc.counter(vmEvents, e.n, s.TAP, p.Name, e.name)
+			}
+		}
 		now := p.State()
 		for _, st := range guestStates {
 			v := 0.0

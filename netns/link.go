@@ -19,8 +19,10 @@ type Link struct {
 	MAC   net.HardwareAddr
 	MTU   int
 	Up    bool
+	// Loopback is IFF_LOOPBACK: the namespace's lo.
+	Loopback bool
 	// Kind is IFLA_INFO_KIND: "tun", "macvtap", "veth", ...; "" for a
-	// physical device.
+	// physical device (or the loopback).
 	Kind string
 	// TunType is IFLA_TUN_TYPE for Kind "tun": unix.IFF_TUN or IFF_TAP.
 	TunType uint8
@@ -57,11 +59,13 @@ type TunInfo struct {
 func (l *Link) IsTAP() bool { return l.Kind == "tun" && l.TunType == unix.IFF_TAP }
 
 // KindName says what kind of device l is, for messages: "veth",
-// "macvtap", "TUN (layer 3)", "physical", ...
+// "macvtap", "TUN (layer 3)", "loopback", "physical", ...
 func (l *Link) KindName() string {
 	switch {
 	case l.Kind == "tun" && l.TunType == unix.IFF_TUN:
 		return "TUN (layer 3)"
+	case l.Loopback:
+		return "loopback"
 	case l.Kind == "":
 		return "physical"
 	}
@@ -168,8 +172,9 @@ func (n *NS) getLink(name string) (Link, []byte, error) {
 // IFLA_STATS64 (nil when absent) apart.
 func parseLink(b []byte) (Link, []byte, error) {
 	l := Link{
-		Index: int(int32(binary.NativeEndian.Uint32(b[4:]))),
-		Up:    binary.NativeEndian.Uint32(b[8:])&unix.IFF_UP != 0,
+		Index:    int(int32(binary.NativeEndian.Uint32(b[4:]))),
+		Up:       binary.NativeEndian.Uint32(b[8:])&unix.IFF_UP != 0,
+		Loopback: binary.NativeEndian.Uint32(b[8:])&unix.IFF_LOOPBACK != 0,
 	}
 	ad, err := netlink.NewAttributeDecoder(b[unix.SizeofIfInfomsg:])
 	if err != nil {

@@ -24,7 +24,19 @@ var (
 	// CAP_NET_ADMIN. Packages that change links or devices on top of this
 	// one (tap, vmport) wrap it too.
 	ErrNotPermitted = errors.New("needs CAP_NET_ADMIN (run as root)")
+	// ErrNoEnter means the kernel refused to let this process into a
+	// named namespace: setns(2) needs CAP_SYS_ADMIN.
+	ErrNoEnter = errors.New("entering a network namespace needs CAP_SYS_ADMIN (run as root)")
 )
+
+// enterErr is the error of entering namespace name (what is its
+// description) that failed with err: EPERM also matches ErrNoEnter.
+func enterErr(what string, err error) error {
+	if errors.Is(err, unix.EPERM) {
+		return fmt.Errorf("netns: %s: %w: %w", what, err, ErrNoEnter)
+	}
+	return fmt.Errorf("netns: %s: %w", what, err)
+}
 
 // CheckName reports whether name can name a namespace under Dir: a single
 // path element.
@@ -77,7 +89,7 @@ func Open(name string) (*NS, error) {
 	}
 	if n.conn, err = netlink.Dial(unix.NETLINK_ROUTE, cfg); err != nil {
 		n.Close()
-		return nil, fmt.Errorf("netns: rtnetlink in %s: %w", n, err)
+		return nil, enterErr("rtnetlink in "+n.String(), err)
 	}
 	return n, nil
 }
@@ -233,7 +245,7 @@ func onThreadIn(name string, ns *os.File, fn func() error) error {
 		defer orig.Close()
 		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
 			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("netns: enter network namespace %q: %w", name, os.NewSyscallError("setns", err))
+			errc <- enterErr(fmt.Sprintf("enter network namespace %q", name), os.NewSyscallError("setns", err))
 			return
 		}
 		ferr := fn()

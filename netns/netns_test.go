@@ -54,6 +54,16 @@ func TestOpErr(t *testing.T) {
 	}
 }
 
+func TestEnterErr(t *testing.T) {
+	err := enterErr(`enter network namespace "lab"`, os.NewSyscallError("setns", unix.EPERM))
+	if !errors.Is(err, ErrNoEnter) || !errors.Is(err, unix.EPERM) || err.Error() != `netns: enter network namespace "lab": setns: operation not permitted: entering a network namespace needs CAP_SYS_ADMIN (run as root)` {
+		t.Errorf("enterErr(EPERM) = %v", err)
+	}
+	if err := enterErr("x", unix.EINVAL); errors.Is(err, ErrNoEnter) {
+		t.Errorf("enterErr(EINVAL) = %v", err)
+	}
+}
+
 // newNS makes a network namespace for t with ip netns add, removed when t
 // ends, and returns its name.
 func newNS(t *testing.T) string {
@@ -140,8 +150,11 @@ func TestLinks(t *testing.T) {
 	ip(t, "-n", a, "link", "add", "d0", "type", "veth", "peer", "name", "d1")
 	na, nb := open(t, a), open(t, b)
 	l, err := na.Link("d0")
-	if err != nil || l.Kind != "veth" || l.Up || l.KindName() != "veth" || l.IsTAP() {
+	if err != nil || l.Kind != "veth" || l.Up || l.KindName() != "veth" || l.IsTAP() || l.Loopback {
 		t.Fatalf("Link(d0) = %+v, %v", l, err)
+	}
+	if lo, err := na.Link("lo"); err != nil || !lo.Loopback || lo.KindName() != "loopback" {
+		t.Errorf("Link(lo) = %+v, %v; want the loopback", lo, err)
 	}
 	if _, err := na.Link("nope0"); !errors.Is(err, unix.ENODEV) {
 		t.Errorf("Link(nope0) = %v, want ENODEV", err)

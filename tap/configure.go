@@ -3,7 +3,6 @@ package tap
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -26,7 +25,11 @@ func configure(d *Device, c Config, there *netns.NS) error {
 	if err != nil {
 		return fmt.Errorf("tap: configure %s: %w", d.name, err)
 	}
-	if err := here.SetLink(l.Index, netns.LinkChange{MTU: c.MTU, MAC: c.MAC}); err != nil {
+	mac := c.MAC
+	if mac == nil && c.MACKey != nil {
+		mac = StableMAC(c.MACKey, c.Netns, d.name)
+	}
+	if err := here.SetLink(l.Index, netns.LinkChange{MTU: c.MTU, MAC: mac}); err != nil {
 		return fmt.Errorf("tap: configure %s: %w", d.name, err)
 	}
 	// Read the MAC back while the TAP is still visible here: the NIC side
@@ -107,16 +110,4 @@ func MoveToNetns(name, ns string, addr netip.Prefix) error {
 		defer there.Close()
 	}
 	return configure(&Device{name: name}, Config{Netns: ns, Addr: addr}, there)
-}
-
-// HardwareAddr parses a MAC for Config.MAC; "" gives nil.
-func HardwareAddr(s string) (net.HardwareAddr, error) {
-	if s == "" {
-		return nil, nil
-	}
-	m, err := net.ParseMAC(s)
-	if err != nil || len(m) != 6 {
-		return nil, fmt.Errorf("tap: bad MAC %q: want six hex bytes like 02:00:00:00:00:01", s)
-	}
-	return m, nil
 }

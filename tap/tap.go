@@ -38,7 +38,7 @@ func ParseWant(s string) (Want, error) {
 	case "off":
 		return Off, nil
 	}
-	return Auto, fmt.Errorf("want auto, on or off, got %q", s)
+	return Auto, errors.New("want auto, on or off")
 }
 
 func (w Want) String() string {
@@ -75,8 +75,16 @@ type Config struct {
 	Queues  int    // number of queues (fds); 0 means 1
 	NAPI    Want   // IFF_NAPI
 	VnetHdr Want   // IFF_VNET_HDR, with offloads
-	MTU     int    // 0 leaves the kernel default (1500)
-	MAC     net.HardwareAddr
+	MTU     int    // MinMTU to MaxMTU; 0 leaves the kernel default (1500)
+	// MAC is the TAP's Ethernet address (unicast); nil derives it from
+	// MACKey (StableMAC) when that is set, else lets the kernel pick a
+	// random one.
+	MAC net.HardwareAddr
+	// MACKey is a secret of this machine (its machine id): with no MAC,
+	// the TAP gets StableMAC(MACKey, Netns, its name), the same on every
+	// run, so that the wire's ARP and neighbour caches stay right across
+	// a restart.
+	MACKey []byte
 	// Netns names a network namespace (/run/netns/NAME) the TAP netdev is
 	// moved into; its fds keep working. "" keeps it where tapfwd runs.
 	Netns string

@@ -242,7 +242,7 @@ func TestHelperFrontEnd(t *testing.T) {
 func TestFrontEndKilled(t *testing.T) {
 	p := newPort(t, vhostuser.Config{})
 	maps0, fds0, kinds0 := mapsLines(t, "memfd:vhostusertest"), fdCount(t), fdKinds(t)
-	cmd, out := startChild(t, "TestHelperFrontEnd", "VHOSTUSER_TEST_FRONTEND="+p.Path())
+	cmd, out := vhostusertest.StartHelper(t, "TestHelperFrontEnd", "VHOSTUSER_TEST_FRONTEND="+p.Path())
 	p.wait(t, vhostuser.EventRunning)
 	if line, err := bufio.NewReader(out).ReadString('\n'); line != "ready\n" {
 		t.Fatalf("child: %q %v", line, err)

@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -198,25 +196,6 @@ func fdKinds(t testing.TB) fdKind {
 		t.Fatal(err)
 	}
 	return k
-}
-
-// startChild runs this test binary again as a child running test alone,
-// with env (KEY=path) set, and returns it with its standard output. The
-// child is killed and waited for at cleanup.
-func startChild(t testing.TB, test, env string) (*exec.Cmd, io.Reader) {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.count=1")
-	cmd.Env = append(os.Environ(), env)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	return cmd, out
 }
 
 // memTable is a SET_MEM_TABLE payload: one region of size bytes at the

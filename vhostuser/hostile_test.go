@@ -2,8 +2,6 @@ package vhostuser_test
 
 import (
 	"bufio"
-	"context"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -207,19 +205,9 @@ func TestKickSaturated(t *testing.T) {
 	readAll(t, p, 1)
 }
 
-// TestHelperHostile is vhostusertest.Hostile in a child process, for
-// TestHostileFrontEnd; it does nothing in a normal run.
-func TestHelperHostile(t *testing.T) {
-	path := os.Getenv("VHOSTUSER_TEST_HOSTILE")
-	if path == "" {
-		t.Skip("runs only as TestHostileFrontEnd's child")
-	}
-	err := vhostusertest.Hostile(context.Background(), path, os.Stdout, vhostusertest.PipeKick,
-		vhostusertest.SocketKick, vhostusertest.SaturatedKick, vhostusertest.BlockingCalls)
-	if err != nil {
-		t.Fatal(err)
-	}
-}
+// TestHelperHostile is the hostile front-end of TestHostileFrontEnd, in a
+// child process; it does nothing in a normal run.
+func TestHelperHostile(t *testing.T) { vhostusertest.HostileChild(t, "VHOSTUSER_TEST_HOSTILE") }
 
 // Issue 22, items 1 and 2: a front-end in another process hands a hung-up
 // pipe, then a socket, as kick (sent away each time), saturates its kick
@@ -228,7 +216,7 @@ func TestHelperHostile(t *testing.T) {
 // and Write return, Fd is quiet once drained, and Close ends it all.
 func TestHostileFrontEnd(t *testing.T) {
 	p := newPort(t, vhostuser.Config{})
-	cmd, out := startChild(t, "TestHelperHostile", "VHOSTUSER_TEST_HOSTILE="+p.Path())
+	cmd, out := vhostusertest.StartHelper(t, "TestHelperHostile", "VHOSTUSER_TEST_HOSTILE="+p.Path())
 	lines := make(chan string)
 	go func() {
 		s := bufio.NewScanner(out)

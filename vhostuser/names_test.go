@@ -32,7 +32,7 @@ func TestNames(t *testing.T) {
 		}
 	}
 	path, mac := "/run/a,b/it's.sock", vhostuser.GuestMAC("", "lab0", 0)
-	q := vhostuser.QEMULine(path, mac, 3)
+	q := vhostuser.QEMULine(path, mac, 3, 1)
 	for _, want := range []string{"-m 1G -object memory-backend-memfd,id=mem,size=1G,share=on -machine memory-backend=mem",
 		"-chardev socket,id=vhu3,path=/run/a,,b/it's.sock,reconnect=1", "-netdev vhost-user,id=vhu3,chardev=vhu3",
 		"-device virtio-net-pci,netdev=vhu3,mac=" + mac.String() + ",vectors=0"} {
@@ -40,9 +40,22 @@ func TestNames(t *testing.T) {
 			t.Errorf("QEMU line %q lacks %q", q, want)
 		}
 	}
-	x := vhostuser.LibvirtXML(path, mac)
-	if !strings.Contains(x, "path='/run/a,b/it&apos;s.sock' mode='client'") || !strings.Contains(x, "<mac address='"+mac.String()+"'/>") {
+	if strings.Contains(q, "queues=") || strings.Contains(q, "mq=") {
+		t.Errorf("QEMU line of one queue pair %q has multiqueue options", q)
+	}
+	q = vhostuser.QEMULine(path, mac, 3, 4)
+	for _, want := range []string{"-netdev vhost-user,id=vhu3,chardev=vhu3,queues=4 ",
+		"-device virtio-net-pci,netdev=vhu3,mac=" + mac.String() + ",mq=on,vectors=10"} {
+		if !strings.Contains(q, want) {
+			t.Errorf("QEMU line of 4 queue pairs %q lacks %q", q, want)
+		}
+	}
+	x := vhostuser.LibvirtXML(path, mac, 1)
+	if !strings.Contains(x, "path='/run/a,b/it&apos;s.sock' mode='client'") || !strings.Contains(x, "<mac address='"+mac.String()+"'/>") || strings.Contains(x, "driver") {
 		t.Errorf("libvirt XML:\n%s", x)
+	}
+	if x := vhostuser.LibvirtXML(path, mac, 4); !strings.Contains(x, "<model type='virtio'/>\n  <driver queues='4'/>\n</interface>") {
+		t.Errorf("libvirt XML of 4 queue pairs:\n%s", x)
 	}
 }
 

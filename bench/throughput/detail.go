@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/tapfwd/tapfwd/bench/report"
+	"github.com/tapfwd/tapfwd/bench/stats"
 	"github.com/tapfwd/tapfwd/bench/trace"
 )
 
@@ -216,7 +217,7 @@ func (r *Report) modeMeans(c Cell, m Mode, name string) []string {
 func (r *Report) traceSection() report.Section {
 	s := report.Section{Title: fmt.Sprintf("Trace of every run (busy and waiting: CPU time used and spent runnable without a CPU, in percent of the %.0f s run; "+
 		"beside worker: share of samples every %v on the CPU tapfwd's worker ran on; counters from the sending and receiving namespaces)", r.traceSecs(), trace.SampleEvery),
-		Head: []string{"config", "workload", "rep", "value", "mode"}}
+		Head: []string{"config", "workload", "rep", "value", "mode", "packing"}}
 	for _, f := range features {
 		s.Head = append(s.Head, f.name)
 	}
@@ -226,17 +227,48 @@ func (r *Report) traceSection() report.Section {
 		if run.Err != "" {
 			value = "failed"
 		}
-		row := []string{run.Config, run.Workload, strconv.Itoa(run.Rep), value, r.modeOf(run)}
 		t := run.Trace
 		if t == nil {
 			t = &trace.Run{}
 		}
+		row := []string{run.Config, run.Workload, strconv.Itoa(run.Rep), value, r.modeOf(run), t.Packing()}
 		for _, f := range features {
 			row = append(row, fmtFeature(f.of(t, r.traceSecs())))
 		}
 		s.Rows = append(s.Rows, append(row, tapText(t.TAP), strings.Join(t.Missing, "; ")))
 	}
 	return s
+}
+
+// packingSection lists the cells whose traced runs include both of the
+// sender's packing states (trace.Run.Packing), with each state's median:
+// the cause of the two modes of small-write rows, which a median over
+// both describes neither of; false when no cell has both.
+func (r *Report) packingSection() (report.Section, bool) {
+	states := []string{trace.PerSegment, trace.Coalesced}
+	s := report.Section{Title: fmt.Sprintf("Runs by how the sender's TCP packed its data (trace: sent bytes per IP packet, %s up to %d, %s above): median, runs, repetitions of each",
+		trace.PerSegment, trace.PerSegmentMax, trace.Coalesced),
+		Head: []string{"config", "workload", states[0], states[1], states[0] + " / " + states[1]}}
+	for _, c := range r.Cells {
+		values := map[string][]float64{}
+		reps := map[string][]int{}
+		for _, run := range r.Runs {
+			if run.Config != c.Config || run.Workload != c.Workload || run.Trace == nil || run.Err != "" {
+				continue
+			}
+			p := run.Trace.Packing()
+			values[p], reps[p] = append(values[p], run.Value), append(reps[p], run.Rep)
+		}
+		if len(values[states[0]]) == 0 || len(values[states[1]]) == 0 {
+			continue
+		}
+		row := []string{c.Config, c.Workload}
+		for _, st := range states {
+			row = append(row, fmt.Sprintf("%s x%d (reps %s)", report.Num(stats.Median(values[st])), len(values[st]), joinInts(reps[st])))
+		}
+		s.Rows = append(s.Rows, append(row, report.Num(stats.Median(values[states[0]])/stats.Median(values[states[1]]))))
+	}
+	return s, len(s.Rows) > 0
 }
 
 // tapText is a TAP's traced state in one cell.

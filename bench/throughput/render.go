@@ -183,6 +183,9 @@ func (r *Report) sections() []report.Section {
 		out = append(out, s)
 	}
 	out = append(out, r.twoModesSections()...)
+	if s, ok := r.packingSection(); ok {
+		out = append(out, s)
+	}
 	if r.Trace {
 		out = append(out, r.traceSection())
 	}

@@ -165,6 +165,14 @@ func bimodalReport(t *testing.T) *Report {
 				{Role: trace.Worker, OnCPU: []float64{1, 0}, RunSeconds: 2.4, WaitSeconds: 0.3},
 				{Role: trace.Client, OnCPU: client, RunSeconds: 1.5},
 			}, NetRX: []int64{90, 10}, Sender: map[string]int64{"Ip.OutRequests": 1000, "IpExt.OutOctets": 1000 * 1448}}
+			if c == NAPIOff {
+				// napi-off's traces count segments too (napi-on's do not):
+				// one a packet in the slow runs, 30 in the fast ones.
+				tr.Sender["Tcp.OutSegs"] = 1000
+				if !slow[rep] {
+					tr.Sender["Tcp.OutSegs"], tr.Sender["IpExt.OutOctets"] = 30_000, 30_000*1448
+				}
+			}
 			r.runs = append(r.runs, record{Config: c, Row: w[0].Name, Rep: rep, Sample: sample{Value: v * (1 + 0.01*float64(rep%3)), Trace: tr}})
 		}
 	}
@@ -217,6 +225,44 @@ func TestTwoModes(t *testing.T) {
 	tr, _, _ = strings.Cut(tr, "Configurations")
 	if n := strings.Count(tr, "\nnapi-on   tcp-128B-P1-w2l"); n != 8 {
 		t.Errorf("trace section: %d napi-on rows, want 8:\n%s", n, txt.String())
+	}
+}
+
+// TestPackingSection checks that the runs of a cell are split by how the
+// sender's TCP packed them, with each state's median and repetitions, and
+// that the per-run trace names each run's state; a cell whose traces do
+// not tell is left out.
+func TestPackingSection(t *testing.T) {
+	r := bimodalReport(t)
+	r.Trace = true
+	var txt bytes.Buffer
+	if err := r.WriteText(&txt); err != nil {
+		t.Fatal(err)
+	}
+	_, sec, ok := strings.Cut(txt.String(), "Runs by how the sender's TCP packed its data")
+	sec, _, _ = strings.Cut(sec, "\n\n")
+	if !ok {
+		t.Fatalf("no packing section:\n%s", txt.String())
+	}
+	var row string
+	for _, line := range strings.Split(sec, "\n") {
+		if strings.HasPrefix(line, NAPIOn) {
+			t.Errorf("napi-on, whose traces lack Tcp.OutSegs, listed: %q", line)
+		}
+		if strings.HasPrefix(line, NAPIOff) {
+			row = line
+		}
+	}
+	// Slow reps 2,3,5,8 at 0.36 x 1.02, 1, 1.02, 1.02 (median 0.3672), fast
+	// 1,4,6,7 at 0.58 x 1.01, 1.01, 1, 1.01 (0.5858): 0.627.
+	for _, want := range []string{"x4 (reps 2,3,5,8)", "x4 (reps 1,4,6,7)", "0.627"} {
+		if !strings.Contains(row, want) {
+			t.Errorf("napi-off row %q lacks %q", row, want)
+		}
+	}
+	_, tr, _ := strings.Cut(txt.String(), "Trace of every run")
+	if n, m := strings.Count(tr, "slow  per-segment"), strings.Count(tr, "fast  coalesced"); n != 4 || m != 4 {
+		t.Errorf("trace table: %d slow per-segment and %d fast coalesced napi-off runs, want 4 and 4:\n%s", n, m, tr)
 	}
 }
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -20,8 +19,8 @@ type compareFlags struct {
 	resamples    *int
 }
 
-func compareFlagSet(stderr io.Writer) (*flag.FlagSet, *compareFlags) {
-	fs := newFlagSet("compare", "compare [flags] A.json B.json", stderr)
+func compareFlagSet(stdout io.Writer) (*flag.FlagSet, *compareFlags) {
+	fs := newFlagSet("compare", "compare [flags] A.json B.json", stdout)
 	f := &compareFlags{
 		asJSON:    fs.Bool("json", false, "print the comparison as JSON"),
 		asMD:      fs.Bool("markdown", false, "print the comparison as Markdown"),
@@ -30,7 +29,7 @@ func compareFlagSet(stderr io.Writer) (*flag.FlagSet, *compareFlags) {
 		resamples: fs.Int("resamples", stats.DefaultResamples, "bootstrap resamples per interval"),
 	}
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, `Usage: tapfwd-bench compare [flags] A.json B.json
+		fmt.Fprintf(stdout, `Usage: tapfwd-bench compare [flags] A.json B.json
 
 Compares two throughput reports saved with --json or --out (from two
 kernels, two machines or two settings; schema 1 or 2): for every
@@ -43,46 +42,26 @@ repetitions on each side and an interval within +-%.1f%% of A's median
 
 Flags:
 `, stats.MinReps, stats.TargetHalfWidth)
-		cliflag.PrintDefaults(stderr, fs)
+		cliflag.PrintDefaults(stdout, fs)
 	}
 	return fs, f
 }
 
-// parseInterleaved parses flags that may come before, between or after
-// the file arguments, and returns the files.
-func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
-	var files []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, err
-			}
-			return nil, errUsage
-		}
-		if fs.NArg() == 0 {
-			return files, nil
-		}
-		files = append(files, fs.Arg(0))
-		args = fs.Args()[1:]
-	}
-}
-
-func cmdCompare(args []string, stdout, stderr io.Writer) error {
-	fs, f := compareFlagSet(stderr)
-	files, err := parseInterleaved(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(files) != 2 {
-		return cliflag.Misuse(fs, "tapfwd-bench: compare takes two reports, A.json and B.json; got %d", len(files))
-	}
+func cmdCompare(args []string, stdout io.Writer) error {
+	fs, f := compareFlagSet(stdout)
+	// Flags may come before, between or after the files.
+	files, err := cliflag.ParseArgs(fs, args)
 	switch {
+	case err != nil:
+		return err
+	case len(files) != 2:
+		return cliflag.Misuse(fs, "compare takes two reports, A.json and B.json; got %d", len(files))
 	case *f.asJSON && *f.asMD:
-		return errors.New("--json and --markdown: pick one")
+		return cliflag.Misuse(fs, "--json and --markdown: pick one")
 	case *f.target < 0 || *f.target > 100:
-		return fmt.Errorf("--target %v: want 0 (no limit) to 100 percent", *f.target)
+		return cliflag.Misuse(fs, "--target %v: want 0 (no limit) to 100 percent", *f.target)
 	case *f.resamples < 100:
-		return fmt.Errorf("--resamples %d: want at least 100", *f.resamples)
+		return cliflag.Misuse(fs, "--resamples %d: want at least 100", *f.resamples)
 	}
 	a, err := throughput.Read(files[0])
 	if err != nil {

@@ -35,8 +35,8 @@ func TestCompareCLI(t *testing.T) {
 		{[]string{"compare", "-h"}, 0, "Usage: tapfwd-bench compare [flags] A.json B.json"},
 		{[]string{"compare", "-h"}, 0, "\n  --target float\n"},
 		{[]string{"compare", fixtureA}, 2, "compare takes two reports, A.json and B.json; got 1"},
-		{[]string{"compare", "--json", "--markdown", fixtureA, fixtureB}, 1, "pick one"},
-		{[]string{"compare", "--target", "-1", fixtureA, fixtureB}, 1, "--target -1"},
+		{[]string{"compare", "--json", "--markdown", fixtureA, fixtureB}, 2, "pick one"},
+		{[]string{"compare", "--target", "-1", fixtureA, fixtureB}, 2, "--target -1"},
 		{[]string{"compare", fixtureA, "/nonexistent/b.json"}, 1, "no such file"},
 	})
 	var out, errb bytes.Buffer

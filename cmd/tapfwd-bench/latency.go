@@ -31,9 +31,9 @@ type latencyFlags struct {
 	size                       *int
 }
 
-func latencyFlagSet(stderr io.Writer) (*flag.FlagSet, *latencyFlags) {
-	fs := newFlagSet("latency", "latency [flags]", stderr)
-	fs.Usage = func() { latencyUsage(fs, stderr) }
+func latencyFlagSet(stdout io.Writer) (*flag.FlagSet, *latencyFlags) {
+	fs := newFlagSet("latency", "latency [flags]", stdout)
+	fs.Usage = func() { latencyUsage(fs, stdout) }
 	return fs, &latencyFlags{
 		benchFlags: addBenchFlags(fs, repsDefault{reps: 3, help: fmt.Sprintf("repetitions of every configuration, interleaved (at least %d for a verdict)", stats.MinVerdictReps)}, "latency.{txt,md,json}", "",
 			"log each test bed (its namespaces), each calibration probe and every failure to stderr"),
@@ -55,8 +55,8 @@ func pointNames(ps []latency.Point) []string {
 	return out
 }
 
-func latencyUsage(fs *flag.FlagSet, stderr io.Writer) {
-	fmt.Fprintf(stderr, `Usage: tapfwd-bench latency [flags]
+func latencyUsage(fs *flag.FlagSet, w io.Writer) {
+	fmt.Fprintf(w, `Usage: tapfwd-bench latency [flags]
 
 Request/response latency in the manner of the kernel's xsk_rr: a UDP echo
 server in the lab namespace, a client in the wire namespace that sends
@@ -75,9 +75,9 @@ removed, also on Ctrl-C.
 Configurations (--configs; default all but direct):
 `)
 	for _, c := range latency.Configs() {
-		fmt.Fprintf(stderr, "  %-19s %s\n", c.Name, c.Description)
+		fmt.Fprintf(w, "  %-19s %s\n", c.Name, c.Description)
 	}
-	fmt.Fprintf(stderr, `
+	fmt.Fprintf(w, `
 Default matrix: the reference's points %s (RATE/DELAY) x the
 configurations, %d repetitions of 2 s runs: about 5 minutes on a 2-CPU VM.
 --quick: configurations %s; point %s; %d repetitions of %v;
@@ -86,7 +86,7 @@ explicitly override what --quick picks.
 
 Flags:
 `, strings.Join(pointNames(latency.ReferencePoints), ", "), 3, strings.Join(quickLatConfigs, ", "), quickLatPoints, quickLatReps, quickLatDuration)
-	cliflag.PrintDefaults(stderr, fs)
+	cliflag.PrintDefaults(w, fs)
 }
 
 // options checks the flags and turns them into the run's options.
@@ -139,13 +139,13 @@ func (f *latencyFlags) options(fs *flag.FlagSet) (latency.Options, error) {
 }
 
 func cmdLatency(args []string, stdout, stderr io.Writer) error {
-	fs, f := latencyFlagSet(stderr)
+	fs, f := latencyFlagSet(stdout)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	o, err := f.options(fs)
 	if err != nil {
-		return err
+		return cliflag.Misuse(fs, "%w", err)
 	}
 	if *f.from != "" {
 		rep, err := latency.Read(*f.from)

@@ -206,12 +206,12 @@ func TestBenchLatencyInterrupt(t *testing.T) {
 func TestBenchLatencyErrors(t *testing.T) {
 	clitest.Check(t, "tapfwd-bench", run, []clitest.Case{
 		{nil, 2, "Usage: tapfwd-bench throughput|latency"},
-		{[]string{"latency", "--json", "--markdown"}, 1, "pick one"},
-		{[]string{"latency", "--configs", "tapfwd-maybe"}, 1, `unknown configuration "tapfwd-maybe"`},
-		{[]string{"latency", "--points", "12K"}, 1, "--points: bad point"},
-		{[]string{"latency", "--calibrate", "nowhere"}, 1, "--calibrate: unknown configuration"},
-		{[]string{"latency", "--size", "8"}, 1, "--size 8"},
-		{[]string{"latency", "--reps", "0"}, 1, "--reps 0"},
+		{[]string{"latency", "--json", "--markdown"}, 2, "pick one"},
+		{[]string{"latency", "--configs", "tapfwd-maybe"}, 2, `unknown configuration "tapfwd-maybe"`},
+		{[]string{"latency", "--points", "12K"}, 2, "--points: bad point"},
+		{[]string{"latency", "--calibrate", "nowhere"}, 2, "--calibrate: unknown configuration"},
+		{[]string{"latency", "--size", "8"}, 2, "--size 8"},
+		{[]string{"latency", "--reps", "0"}, 2, "--reps 0"},
 		{[]string{"latency", "extra"}, 2, `unexpected argument "extra"`},
 		{[]string{"latency", "-h"}, 0, "--quick: configurations tapfwd-block, tapfwd-busy, bridge"},
 		{[]string{"latency", "-h"}, 0, "\n  --reps int\n"},

@@ -75,3 +75,22 @@ func TestFindTapfwd(t *testing.T) {
 		t.Errorf("--tapfwd a directory: %v", err)
 	}
 }
+
+// TestBenchHelpAndVersion: --help, -h and help CMD of every command go to
+// stdout with status 0; --version, -V and version say which build this
+// is.
+func TestBenchHelpAndVersion(t *testing.T) {
+	var cases []clitest.Case
+	for _, c := range []string{"", "throughput", "latency", "compare", "version"} {
+		for _, h := range []string{"--help", "-h"} {
+			cases = append(cases, clitest.Case{Args: append(strings.Fields(c), h), Want: "Usage:"})
+		}
+	}
+	cases = append(cases, clitest.Case{Args: []string{"help", "latency"}, Want: "Usage: tapfwd-bench latency"},
+		clitest.Case{Args: []string{"--version"}, Want: "tapfwd-bench (devel) (revision "},
+		clitest.Case{Args: []string{"-V"}, Want: "(revision "},
+		clitest.Case{Args: []string{"version"}, Want: "(revision "},
+		clitest.Case{Args: []string{"throughput", "--budget", "10"}, Code: 2, Want: "--budget 10: want a duration with a unit, e.g. 10s"},
+		clitest.Case{Args: []string{"latency", "--bogus"}, Code: 2, Want: "tapfwd-bench latency: unknown flag --bogus (see tapfwd-bench latency --help)"})
+	clitest.Check(t, "tapfwd-bench", run, cases)
+}

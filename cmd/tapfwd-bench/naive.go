@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net/netip"
 	"os/signal"
@@ -16,8 +15,8 @@ import (
 // cmdNaiveForwarder runs the naive baseline (package naive) until SIGINT or
 // SIGTERM. The bench starts it in a bed's fwd namespace; it is not part of
 // the bench's interface.
-func cmdNaiveForwarder(args []string, stderr io.Writer) error {
-	fs := newFlagSet(forwarder.NaiveCommand, forwarder.NaiveCommand+" --nic IFACE --tap NAME [flags]", stderr)
+func cmdNaiveForwarder(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet(forwarder.NaiveCommand, forwarder.NaiveCommand+" --nic IFACE --tap NAME [flags]", stdout)
 	nic := fs.String("nic", "", "NIC (or veth) for the packet socket; required")
 	tapName := fs.String("tap", "", "TAP name; empty lets the kernel pick")
 	netns := fs.String("tap-netns", "", "move the TAP into this namespace; empty keeps it here")
@@ -26,17 +25,17 @@ func cmdNaiveForwarder(args []string, stderr io.Writer) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	log, err := newLogger(*logLevel, stderr)
+	log, err := cliflag.Logger(*logLevel, "text", stderr)
 	if err != nil {
-		return err
+		return cliflag.Misuse(fs, "%w", err)
 	}
 	if *nic == "" {
-		return cliflag.Misuse(fs, "tapfwd-bench %s: --nic is required", forwarder.NaiveCommand)
+		return cliflag.Misuse(fs, "--nic is required")
 	}
 	c := naive.Config{NIC: *nic, TAP: *tapName, Netns: *netns, Log: log}
 	if *addr != "" {
 		if c.Addr, err = netip.ParsePrefix(*addr); err != nil {
-			return fmt.Errorf("--tap-addr: %w", err)
+			return cliflag.Misuse(fs, "--tap-addr %s: want an address with its prefix length, e.g. 198.18.1.2/24", cliflag.Quote(*addr))
 		}
 	}
 	f, err := naive.Open(c)

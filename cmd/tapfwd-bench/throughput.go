@@ -81,9 +81,9 @@ type throughputFlags struct {
 	topology                         *string
 }
 
-func throughputFlagSet(stderr io.Writer) (*flag.FlagSet, *throughputFlags) {
-	fs := newFlagSet("throughput", "throughput [flags]", stderr)
-	fs.Usage = func() { throughputUsage(fs, stderr) }
+func throughputFlagSet(stdout io.Writer) (*flag.FlagSet, *throughputFlags) {
+	fs := newFlagSet("throughput", "throughput [flags]", stdout)
+	fs.Usage = func() { throughputUsage(fs, stdout) }
 	reps := repsDefault{reps: defaultReps, help: fmt.Sprintf("repetitions of every configuration, interleaved: with --budget the first stage (at least %d), else all of them (at least %d for a verdict)",
 		stats.Stage1Reps, stats.MinReps)}
 	return fs, &throughputFlags{
@@ -111,8 +111,8 @@ func throughputFlagSet(stderr io.Writer) (*flag.FlagSet, *throughputFlags) {
 	}
 }
 
-func throughputUsage(fs *flag.FlagSet, stderr io.Writer) {
-	fmt.Fprintf(stderr, `Usage: tapfwd-bench throughput [flags]
+func throughputUsage(fs *flag.FlagSet, w io.Writer) {
+	fmt.Fprintf(w, `Usage: tapfwd-bench throughput [flags]
        tapfwd-bench compare [flags] A.json B.json
 
 Builds a fresh wire/fwd/lab namespace test bed for every configuration and
@@ -127,9 +127,9 @@ traced (--trace shows it). Needs root, iperf3 and a tapfwd binary
 Configurations (--configs):
 `)
 	for _, c := range throughput.Configs(throughput.DefaultTAPNAPI) {
-		fmt.Fprintf(stderr, "  %-15s %s\n", c.Name, c.Description)
+		fmt.Fprintf(w, "  %-15s %s\n", c.Name, c.Description)
 	}
-	fmt.Fprintf(stderr, `
+	fmt.Fprintf(w, `
 Default run: configurations %s;
 TCP -l 64, 128, 4096 x -P 1, 4, wire->lab (the QEMU patch's table, where
 IFF_NAPI acts); runs of %v after %v left out, iperf3 pinned with one
@@ -160,7 +160,7 @@ Flags:
 `, strings.Join(defaultConfigs, ", "), defaultDuration, defaultOmit, stats.Stage1Reps, stats.TargetHalfWidth, defaultBudget, defaultTime,
 		fullReps, fullTime, strings.Join(quickConfigs, ", "), quickReps, quickDuration,
 		strings.Join(vxlanConfigs, ", "), strings.Join(vxlanQuickConfigs, ", "))
-	cliflag.PrintDefaults(stderr, fs)
+	cliflag.PrintDefaults(w, fs)
 }
 
 // options checks the flags and turns them into the run's options.
@@ -342,13 +342,13 @@ func parseIperfCPUs(s string) (*iperf.Pinning, error) {
 }
 
 func cmdThroughput(args []string, stdout, stderr io.Writer) error {
-	fs, f := throughputFlagSet(stderr)
+	fs, f := throughputFlagSet(stdout)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	o, err := f.options(fs)
 	if err != nil {
-		return err
+		return cliflag.Misuse(fs, "%w", err)
 	}
 	if *f.from != "" {
 		rep, err := throughput.Read(*f.from)

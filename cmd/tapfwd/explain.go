@@ -33,7 +33,7 @@ func explain(err error) error {
 	case errors.Is(err, vmport.ErrNoTAP):
 		hint := ""
 		if pe.Netns == "" {
-			hint = " If it moved the TAP with --tap-netns, pass that namespace with --netns."
+			hint = " If it moved the TAP with --tap-netns, pass that namespace with --tap-netns here too."
 		}
 		return fmt.Errorf("%w (is tapfwd running with --tap %s?%s)", err, pe.Name, hint)
 	case errors.Is(err, vmport.ErrNoPort):
@@ -52,6 +52,7 @@ var runFlag = map[daemon.Part]string{
 	daemon.PartUser: "--user", daemon.PartPortOwner: "--vm-port-owner", daemon.PartCPUs: "--cpus", daemon.PartReadyFd: "--ready-fd",
 	daemon.PartVhostDir: "--vhost-user", daemon.PartHostPort: "--host-port", daemon.PartDHCP: "--dhcp",
 	daemon.PartTAPNAPICPU: "--tap-napi-cpu", daemon.PartNICNAPI: "--nic-napi-threaded", daemon.PartMetricsAddr: "--metrics-addr",
+	daemon.PartTAPMTU: "--tap-mtu", daemon.PartNICNAPICPU: "--nic-napi-cpu",
 }
 
 // explainRun says which flag of `tapfwd run` c to change when the daemon
@@ -80,6 +81,10 @@ func explainRun(err error, c *daemon.Config) error {
 	switch {
 	case de.Part == daemon.PartMetricsAddr:
 		advice = ` (choose another address, or "" to disable metrics)`
+	case de.Part == daemon.PartTAPMTU:
+		advice = fmt.Sprintf(" (give --tap-mtu %d or less)", tap.MaxMTU)
+	case errors.Is(err, vhostuser.ErrUnsafeDir):
+		advice = " (the directory must be root's and writable by no one else, or others could take the guests' connections: chown root and chmod go-w it, or choose another)"
 	case de.Part == daemon.PartHostPort && errors.Is(err, hostport.ErrNameInUse):
 		advice = " (rename or remove that interface)"
 	case errors.Is(err, vhostuser.ErrPathTooLong):

@@ -28,10 +28,10 @@ func TestExplain(t *testing.T) {
 	}{
 		{fmt.Errorf("tap: name %q is in use: %w", "lab0", tap.ErrNameInUse), " (choose another --tap or delete it)"},
 		{fmt.Errorf("tap: 4 queues: %w", tap.ErrNoMultiQueue), ": use --queues 1"},
-		{&vmport.Error{Kind: vmport.ErrNoTAP, Name: "lab0"}, " (is tapfwd running with --tap lab0? If it moved the TAP with --tap-netns, pass that namespace with --netns.)"},
+		{&vmport.Error{Kind: vmport.ErrNoTAP, Name: "lab0"}, " (is tapfwd running with --tap lab0? If it moved the TAP with --tap-netns, pass that namespace with --tap-netns here too.)"},
 		{&vmport.Error{Kind: vmport.ErrNoTAP, Netns: "lab", Name: "lab0"}, " (is tapfwd running with --tap lab0?)"},
 		{&vmport.Error{Kind: vmport.ErrNotTAP, Netns: "lab", Name: "w1"}, ""},
-		{errors.Join(&vmport.Error{Kind: vmport.ErrNoPort, Netns: "lab", Name: "tfwvm9"}), " (list them with: tapfwd vm-port list --netns lab)"},
+		{errors.Join(&vmport.Error{Kind: vmport.ErrNoPort, Netns: "lab", Name: "tfwvm9"}), " (list them with: tapfwd vm-port list --tap-netns lab)"},
 		{&vmport.Error{Kind: vmport.ErrNoPort, Name: "tfwvm9"}, " (list them with: tapfwd vm-port list)"},
 		{&vmport.Error{Kind: vmport.ErrMACInUse, Name: "02:00:00:00:00:10"}, " (choose another --mac, or leave it out for a random one)"},
 		{&vmport.Error{Kind: vmport.ErrNameInUse, Name: "tfwvm0"}, ": choose another --name"},
@@ -58,7 +58,7 @@ func TestExplain(t *testing.T) {
 // TestExplainVhost: what --vhost-user can do about a socket path or its
 // directory.
 func TestExplainVhost(t *testing.T) {
-	c, err := parseRun(strings.Fields("--nic w1 --tap lab0 --vm-ports 1 --vhost-user /x"), io.Discard)
+	c, err := parseRun(strings.Fields("--nic w1 --tap lab0 --vm-ports 1 --vhost-user /x"), io.Discard, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,6 +70,8 @@ func TestExplainVhost(t *testing.T) {
 		{fmt.Errorf("%w: /x exists and is a regular file", vhostuser.ErrNotSocket), "(remove it, or choose another directory)"},
 		{fmt.Errorf("/x: %w", os.NewSyscallError("access", unix.EROFS)), "(the directory must be writable to tapfwd as it starts: choose another)"},
 		{fmt.Errorf("listen: %w", os.NewSyscallError("bind", unix.EACCES)), "(the directory must be writable to tapfwd as it starts: choose another)"},
+		{fmt.Errorf("vhostuser: socket directory: /x has mode 0777: group or others may write to it: %w", vhostuser.ErrUnsafeDir),
+			"(the directory must be root's and writable by no one else, or others could take the guests' connections: chown root and chmod go-w it, or choose another)"},
 		{errors.New("/x is not a directory"), ""},
 	} {
 		got := explainRun(&daemon.Error{Part: daemon.PartVhostDir, Err: tc.err}, c)
@@ -82,7 +84,7 @@ func TestExplainVhost(t *testing.T) {
 // TestExplainRun: a start failure names the flag of the part of the
 // configuration that caused it, with the advice for it.
 func TestExplainRun(t *testing.T) {
-	c, err := parseRun(strings.Fields("--nic w1 --tap lab0 --tap-netns lab"), io.Discard)
+	c, err := parseRun(strings.Fields("--nic w1 --tap lab0 --tap-netns lab"), io.Discard, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,6 +100,9 @@ func TestExplainRun(t *testing.T) {
 		{&daemon.Error{Part: daemon.PartNICNAPI, Err: fmt.Errorf("w1: %w", napi.ErrNoInstances)}, "--nic-napi-threaded: w1 has no NAPI instances (a veth has them only with GRO on: ethtool -K w1 gro on)"},
 		{&daemon.Error{Part: daemon.PartVhostDir, Err: fmt.Errorf("%w: /x exists", vhostuser.ErrNotSocket)}, "--vhost-user: vhostuser: not a socket"},
 		{&daemon.Error{Part: daemon.PartDHCP, Err: inUse}, "--dhcp: address already in use"},
+		{&daemon.Error{Part: daemon.PartTAPMTU, Err: errors.New("the TAP would take the NIC's MTU, 65536")}, "--tap-mtu: the TAP would take the NIC's MTU, 65536 (give --tap-mtu 65521 or less)"},
+		{&daemon.Error{Part: daemon.PartCPUs, Value: "7", Err: errors.New(`"7" is not a CPU this process may use (allowed: 0-1)`)}, `--cpus 7: "7" is not a CPU this process may use (allowed: 0-1)`},
+		{&daemon.Error{Part: daemon.PartVhostDir, Err: fmt.Errorf("vhostuser: socket directory: /x has mode 0777: %w", vhostuser.ErrUnsafeDir)}, "--vhost-user: vhostuser: socket directory: /x has mode 0777: unsafe directory (the directory must be root's and writable by no one else"},
 		{fmt.Errorf("tap: %w (%w)", tap.ErrPersistent, tap.ErrNameInUse), "(add --persist to attach to it, or remove it with: tapfwd down --tap lab0 --tap-netns lab)"},
 		{fmt.Errorf("tap: %w", tap.ErrMismatch), "(start with the settings it was made with, or remove it with: tapfwd down --tap lab0 --tap-netns lab)"},
 		{fmt.Errorf("tap: %w", tap.ErrAttached), "(is another tapfwd running on it?)"},
@@ -113,7 +118,7 @@ func TestExplainRun(t *testing.T) {
 	if err := (&vmport.Error{Kind: vmport.ErrMACInUse, Name: "02:00:00:00:00:10"}); explainRun(err, c) != error(err) {
 		t.Errorf("explainRun added advice to %v", err)
 	}
-	for p := daemon.PartUser; p <= daemon.PartMetricsAddr; p++ {
+	for p := daemon.PartUser; p <= daemon.PartNICNAPICPU; p++ {
 		if runFlag[p] == "" || p.String() == "" {
 			t.Errorf("part %d (%q) has no flag", p, p)
 		}

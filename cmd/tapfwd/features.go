@@ -9,8 +9,8 @@ import (
 	"github.com/tapfwd/tapfwd/internal/daemon"
 )
 
-func cmdFeatures(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("features", "features [--json]", stderr)
+func cmdFeatures(args []string, stdout io.Writer) error {
+	fs := newFlagSet("features", "features [--json]", stdout)
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	if err := parse(fs, args); err != nil {
 		return err

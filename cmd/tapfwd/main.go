@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 
-	"github.com/tapfwd/tapfwd/internal/buildinfo"
 	"github.com/tapfwd/tapfwd/internal/cliflag"
 	"github.com/tapfwd/tapfwd/internal/keeper"
 )
@@ -23,9 +22,9 @@ Usage:
   tapfwd vm-port add|list|del ...    VM ports (macvtap) on a TAP for QEMU/libvirt guests
   tapfwd down --tap NAME             remove a persistent TAP (run --persist) and its VM ports
   tapfwd status [--json]             what a running tapfwd negotiated and is doing
-  tapfwd version                     this binary's version, VCS revision and Go version
+  tapfwd version (or --version, -V)  this binary's version, VCS revision and Go version
 
-Run "tapfwd COMMAND -h" for a command's flags. The benchmark against the
+Run "tapfwd COMMAND --help" for a command's flags. The benchmark against the
 Linux bridge is tapfwd-bench (make bench).
 `
 
@@ -35,13 +34,13 @@ func main() {
 
 func run(args []string, stdout, stderr io.Writer) int {
 	err := cliflag.Dispatch("tapfwd", usage, args, map[string]cliflag.Command{
-		"run":      func(a []string) error { return cmdRun(a, stderr) },
-		"features": func(a []string) error { return cmdFeatures(a, stdout, stderr) },
+		"run":      func(a []string) error { return cmdRun(a, stdout, stderr) },
+		"features": func(a []string) error { return cmdFeatures(a, stdout) },
 		"vm-port":  func(a []string) error { return cmdVMPort(a, stdout, stderr) },
 		"napi":     func(a []string) error { return cmdNapi(a, stdout, stderr) },
-		"down":     func(a []string) error { return cmdDown(a, stdout, stderr) },
-		"version":  func(a []string) error { return cmdVersion(a, stdout, stderr) },
-		"status":   func(a []string) error { return cmdStatus(a, stdout, stderr) },
+		"down":     func(a []string) error { return cmdDown(a, stdout) },
+		"version":  func(a []string) error { return cliflag.Version("tapfwd", a, stdout) },
+		"status":   func(a []string) error { return cmdStatus(a, stdout) },
 		// Not listed: the keepers that run --user and --dhcp start.
 		keeper.JanitorCommand: func([]string) error { return keeper.ServeJanitor(os.Stdin, stdout, stderr) },
 		keeper.DHCPCommand:    func([]string) error { return keeper.ServeDHCP(os.Stdin, stdout, stderr) },
@@ -49,26 +48,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return cliflag.Exit("tapfwd", err, stderr)
 }
 
-func cmdVersion(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("version", "version [--json]", stderr)
-	asJSON := fs.Bool("json", false, "print JSON")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if *asJSON {
-		return json.NewEncoder(stdout).Encode(buildinfo.Get())
-	}
-	_, err := fmt.Fprintln(stdout, "tapfwd", buildinfo.Get())
-	return err
+// newFlagSet makes a subcommand's flag set: its help goes to stdout, its
+// errors are one line (cliflag.Parse).
+func newFlagSet(name, synopsis string, stdout io.Writer) *flag.FlagSet {
+	return cliflag.NewFlagSet("tapfwd", name, synopsis, stdout)
 }
 
-// newFlagSet makes a subcommand's flag set: errors are reported, not
-// exits, and -h prints the flags as --name.
-func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
-	return cliflag.NewFlagSet("tapfwd", name, synopsis, stderr)
-}
-
-func parse(fs *flag.FlagSet, args []string) error { return cliflag.Parse("tapfwd", fs, args) }
+func parse(fs *flag.FlagSet, args []string) error { return cliflag.Parse(fs, args) }
 
 // writeJSON writes v as indented JSON, as --json does.
 func writeJSON(w io.Writer, v any) error {

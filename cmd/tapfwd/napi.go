@@ -29,13 +29,13 @@ only with GRO or XDP on. Run "tapfwd napi COMMAND -h" for a command's flags.
 
 func cmdNapi(args []string, stdout, stderr io.Writer) error {
 	return cliflag.Dispatch("tapfwd napi", napiUsage, args, map[string]cliflag.Command{
-		"list": func(a []string) error { return napiList(a, stdout, stderr) },
-		"set":  func(a []string) error { return napiSet(a, stdout, stderr) },
+		"list": func(a []string) error { return napiList(a, stdout) },
+		"set":  func(a []string) error { return napiSet(a, stdout) },
 	}, stdout, stderr)
 }
 
-func napiList(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("napi list", "napi list [--dev IFACE] [--json]", stderr)
+func napiList(args []string, stdout io.Writer) error {
+	fs := newFlagSet("napi list", "napi list [--dev IFACE] [--json]", stdout)
 	dev := fs.String("dev", "", "network device to list, e.g. eth0; empty lists every device in this network namespace")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	if err := parse(fs, args); err != nil {
@@ -45,7 +45,7 @@ func napiList(args []string, stdout, stderr io.Writer) error {
 	if *dev != "" {
 		ifi, err := net.InterfaceByName(*dev)
 		if err != nil {
-			return fmt.Errorf("napi list: --dev %q: no such network device in this network namespace", *dev)
+			return fmt.Errorf("napi list: --dev %s: no such network device in this network namespace", cliflag.Quote(*dev))
 		}
 		ifindex = ifi.Index
 	}
@@ -115,8 +115,8 @@ type napiSetReq struct {
 	cpu, fifo int
 }
 
-func napiSet(args []string, stdout, stderr io.Writer) error {
-	r, err := parseNapiSet(args, stderr)
+func napiSet(args []string, stdout io.Writer) error {
+	r, err := parseNapiSet(args, stdout)
 	if err != nil {
 		return err
 	}
@@ -147,10 +147,10 @@ func napiSet(args []string, stdout, stderr io.Writer) error {
 	return r.report(stdout, prev, after)
 }
 
-func parseNapiSet(args []string, stderr io.Writer) (*napiSetReq, error) {
-	fs := newFlagSet("napi set", "napi set --id N [flags]", stderr)
+func parseNapiSet(args []string, stdout io.Writer) (*napiSetReq, error) {
+	fs := newFlagSet("napi set", "napi set --id N [flags]", stdout)
 	usage := fs.Usage
-	fs.Usage = func() { usage(); fmt.Fprint(stderr, napiSetNote) }
+	fs.Usage = func() { usage(); fmt.Fprint(stdout, napiSetNote) }
 	id := fs.Uint("id", 0, "NAPI instance id, as tapfwd napi list shows it (required)")
 	threaded := fs.String("threaded", "", "polling mode: disabled (softirq), enabled (a napi/DEV-ID kthread polls; Linux 6.17+) or busy-poll (the kthread polls nonstop, one CPU at 100%; Linux 6.19+); empty leaves it unchanged")
 	deferIRQs := fs.Uint("defer-hard-irqs", 0, "number of empty polls before the device's hard IRQs are re-enabled (a count, at most 2147483647); 0 turns deferral off; unchanged when not given")
@@ -166,44 +166,47 @@ func parseNapiSet(args []string, stderr io.Writer) (*napiSetReq, error) {
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	switch {
 	case !given["id"]:
-		return nil, cliflag.Misuse(fs, "tapfwd napi set: --id is required")
+		return nil, cliflag.Misuse(fs, "--id is required")
 	case len(given) == 1:
-		return nil, cliflag.Misuse(fs, "tapfwd napi set: nothing to set: give --threaded, --defer-hard-irqs, --gro-flush-timeout, --irq-suspend-timeout, --cpu or --fifo")
+		return nil, cliflag.Misuse(fs, "nothing to set: give --threaded, --defer-hard-irqs, --gro-flush-timeout, --irq-suspend-timeout, --cpu or --fifo")
 	case *id == 0 || *id > 1<<32-1:
-		return nil, fmt.Errorf("napi set: --id %d: not a NAPI id (tapfwd napi list shows them)", *id)
+		return nil, cliflag.Misuse(fs, "--id %d: not a NAPI id (tapfwd napi list shows them)", *id)
 	case r.cpu < -1:
-		return nil, fmt.Errorf("napi set: --cpu %d: want a CPU number, or -1 to leave the affinity alone", r.cpu)
+		return nil, cliflag.Misuse(fs, "--cpu %d: want a CPU number, or -1 to leave the affinity alone", r.cpu)
 	case r.fifo != 0 && (r.fifo < napi.MinFIFOPriority || r.fifo > napi.MaxFIFOPriority):
-		return nil, fmt.Errorf("napi set: --fifo %d: want a priority from %d to %d, or 0 to leave scheduling alone", r.fifo, napi.MinFIFOPriority, napi.MaxFIFOPriority)
+		return nil, cliflag.Misuse(fs, "--fifo %d: want a priority from %d to %d, or 0 to leave scheduling alone", r.fifo, napi.MinFIFOPriority, napi.MaxFIFOPriority)
 	}
 	r.id = uint32(*id)
 	if given["threaded"] {
 		t, err := napi.ParseThreaded(*threaded)
 		if err != nil {
-			return nil, fmt.Errorf("napi set: --threaded: want disabled, enabled or busy-poll, got %q", *threaded)
+			return nil, cliflag.Misuse(fs, "--threaded %s: want disabled, enabled or busy-poll", cliflag.Quote(*threaded))
 		}
 		r.attrs.Threaded = &t
 	}
-	return r, r.durations(given, *deferIRQs, *gro, *irqSuspend)
+	if err := r.durations(given, *deferIRQs, *gro, *irqSuspend); err != nil {
+		return nil, cliflag.Misuse(fs, "%w", err)
+	}
+	return r, nil
 }
 
 // durations checks and takes the IRQ deferral and timeout flags given.
 func (r *napiSetReq) durations(given map[string]bool, deferIRQs uint, gro, irqSuspend time.Duration) error {
 	if given["defer-hard-irqs"] {
 		if deferIRQs > 1<<31-1 {
-			return fmt.Errorf("napi set: --defer-hard-irqs %d: at most 2147483647", deferIRQs)
+			return fmt.Errorf("--defer-hard-irqs %d: want at most 2147483647", deferIRQs)
 		}
 		r.attrs.DeferHardIRQs = new(uint32(deferIRQs))
 	}
 	if given["gro-flush-timeout"] {
 		if gro < 0 {
-			return fmt.Errorf("napi set: --gro-flush-timeout %v: must not be negative", gro)
+			return fmt.Errorf("--gro-flush-timeout %v: must not be negative", gro)
 		}
 		r.attrs.GROFlushTimeout = &gro
 	}
 	if given["irq-suspend-timeout"] {
 		if irqSuspend < 0 {
-			return fmt.Errorf("napi set: --irq-suspend-timeout %v: must not be negative", irqSuspend)
+			return fmt.Errorf("--irq-suspend-timeout %v: must not be negative", irqSuspend)
 		}
 		r.attrs.IRQSuspendTimeout = &irqSuspend
 	}

@@ -14,8 +14,8 @@ import (
 )
 
 // cmdRun is `tapfwd run`: the daemon, until SIGINT or SIGTERM.
-func cmdRun(args []string, stderr io.Writer) error {
-	c, err := parseRun(args, stderr)
+func cmdRun(args []string, stdout, stderr io.Writer) error {
+	c, err := parseRun(args, stdout, stderr)
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
+	"net"
 	"net/netip"
 	"path/filepath"
 	"strconv"
@@ -50,8 +50,8 @@ func (f *runFlags) register(fs *flag.FlagSet, c *daemon.Config) {
 	fs.StringVar(&f.vnet, "vnet-hdr", "auto", "IFF_VNET_HDR (virtio-net headers, offloads) on the TAP: auto, on, off")
 	fs.StringVar(&c.TAP.Netns, "tap-netns", "", "move the TAP into this network namespace (a name under /run/netns); empty keeps it here")
 	fs.StringVar(&f.tapAddr, "tap-addr", "", `address for the TAP in CIDR form, e.g. "198.18.1.2/24"; empty assigns none`)
-	fs.IntVar(&c.TAP.MTU, "tap-mtu", 0, "TAP MTU in bytes; 0 takes the NIC's MTU")
-	fs.StringVar(&f.tapMAC, "tap-mac", "", "TAP Ethernet address, e.g. 02:00:00:00:00:01; empty lets the kernel pick a random one")
+	fs.IntVar(&c.TAP.MTU, "tap-mtu", 0, fmt.Sprintf("TAP MTU in bytes (%d-%d); 0 takes the NIC's MTU", tap.MinMTU, tap.MaxMTU))
+	fs.StringVar(&f.tapMAC, "tap-mac", "", "TAP Ethernet address, e.g. 02:00:00:00:00:01; empty derives one from the TAP's name and namespace and the machine's id (/etc/machine-id), the same on every run")
 	fs.BoolVar(&c.TAP.NAPISettings.Threaded, "tap-napi-threaded", false, "run the TAP's NAPI poll in a kthread (sysfs threaded=1), so written frames can pile up and merge in GRO; needs IFF_NAPI")
 	fs.DurationVar(&c.TAP.NAPISettings.GROFlushTimeout, "tap-gro-flush-timeout", 0, "the TAP's gro_flush_timeout (e.g. 20us): how long GRO may hold frames; 0 leaves the kernel default; needs IFF_NAPI")
 	fs.IntVar(&c.TAP.NAPISettings.DeferHardIRQs, "tap-napi-defer-hard-irqs", 0, "the TAP's napi_defer_hard_irqs: polls to repeat before re-arming; 0 leaves the kernel default; needs IFF_NAPI")
@@ -62,10 +62,11 @@ func (f *runFlags) register(fs *flag.FlagSet, c *daemon.Config) {
 	fs.BoolVar(&c.Workers.GRO, "gro", true, "userspace GRO: merge consecutive TCP segments of a flow from the NIC into one GSO frame per TAP write, and same-size UDP datagrams into one USO frame when the TAP takes USO (needs the TAP's vnet header)")
 	fs.IntVar(&c.Workers.Batch, "batch", 64, "most frames moved per direction per wake-up (1-1024)")
 	fs.BoolVar(&c.NIC.Promisc, "promisc", false, "put the NIC in promiscuous mode instead of asking for the TAP's MAC and all multicast")
-	fs.BoolVar(&c.Workers.StrictMAC, "strict-mac", false, "drop frames from the TAP whose source MAC is not the TAP's (the host port's with --host-port), and accept from the NIC only frames to that MAC, broadcast and multicast (a BPF filter): lets several instances share one NIC; VM ports with their own MACs need it off")
+	fs.BoolVar(&c.Workers.StrictMAC, "strict-mac", false, "drop frames from the TAP whose source MAC is not the TAP's (the host port's with --host-port) or a macvtap VM port's, and accept from the NIC only frames to those MACs, the vhost-user ports', broadcast and multicast (a BPF filter): lets several instances share one NIC (a vhost-user port's guest sends from its own MAC only, with or without it)")
 	fs.BoolVar(&c.NIC.Wait, "wait-nic", false, "when the NIC is removed, wait for it to come back and resume instead of exiting (needs CAP_NET_RAW throughout: not with --user)")
 	fs.StringVar(&c.Privileges.User, "user", "", "after opening every fd, drop to this user: supplementary groups cleared, its uid and primary gid, no capabilities")
 	fs.IntVar(&c.VMPorts.N, "vm-ports", 0, "VM ports to create at start and remove at exit (0-64): macvtaps in bridge mode on the TAP, or with --vhost-user vhost-user sockets; 0 creates none (see tapfwd vm-port)")
+	fs.IntVar(&c.VMPorts.Queues, "vm-port-queues", 0, "queue pairs of each --vhost-user port (1-64), each served by a worker of its own; the guest's NIC takes as many (the printed QEMU and libvirt lines say how); 0: as many as --queues")
 	fs.StringVar(&f.vhostUser, "vhost-user", "", "make the --vm-ports VM ports vhost-user sockets in this directory (made mode 0755 if missing) instead of macvtaps: TAP-I.sock, or NS:TAP-I.sock with --tap-netns, each with a MAC of its own derived from the TAP's name and I, printed at start with the QEMU and libvirt lines to attach; mode 0600 (0660 with --vm-port-owner); removed at exit unless --persist. Needs --tap. Empty: macvtaps")
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "127.0.0.1:9310", `serve Prometheus metrics at http://HOST:PORT/metrics; empty disables`)
 	fs.BoolVar(&f.pprof, "pprof", false, "also serve Go's profiler at /debug/pprof/ on --metrics-addr (for profiling the data path)")
@@ -86,11 +87,11 @@ func (f *runFlags) register(fs *flag.FlagSet, c *daemon.Config) {
 // parseRun parses `tapfwd run`'s arguments into the daemon's configuration,
 // checked: every rule that needs no system state (it reads none) is applied
 // here, so the daemon can only fail for reasons of the machine (no NIC, no
-// privilege). The logger writes to stderr. A usage problem (no --nic, a
-// stray argument) prints usage and is cliflag.ErrUsage; a bad value is a
-// one-line error naming the flag.
-func parseRun(args []string, stderr io.Writer) (*daemon.Config, error) {
-	fs := newFlagSet("run", "run --nic IFACE [flags]", stderr)
+// privilege). The logger writes to stderr, help to stdout. A bad flag or
+// value (no --nic, a stray argument, flags that exclude each other) is a
+// *cliflag.UsageError naming the flag.
+func parseRun(args []string, stdout, stderr io.Writer) (*daemon.Config, error) {
+	fs := newFlagSet("run", "run --nic IFACE [flags]", stdout)
 	var f runFlags
 	c := &daemon.Config{}
 	f.register(fs, c)
@@ -98,15 +99,15 @@ func parseRun(args []string, stderr io.Writer) (*daemon.Config, error) {
 		return nil, err
 	}
 	if f.configFile != "" {
-		if err := readConfig(fs, f.configFile); err != nil {
+		if err := cliflag.ReadConfig(fs, f.configFile); err != nil {
 			return nil, err
 		}
 	}
 	if c.NIC.Name == "" {
-		return nil, cliflag.Misuse(fs, "tapfwd run: --nic is required")
+		return nil, cliflag.Misuse(fs, "--nic is required")
 	}
 	if err := f.check(c, stderr); err != nil {
-		return nil, err
+		return nil, cliflag.Misuse(fs, "%w", err)
 	}
 	return c, nil
 }
@@ -115,10 +116,13 @@ func parseRun(args []string, stderr io.Writer) (*daemon.Config, error) {
 func (f *runFlags) check(c *daemon.Config, stderr io.Writer) error {
 	c.Notify.ReadyFd = max(f.readyFd, 0)
 	if f.metricsAddr != "" {
+		if _, port, err := net.SplitHostPort(f.metricsAddr); err != nil || !validPort(port) {
+			return fmt.Errorf("--metrics-addr %s: want HOST:PORT, e.g. 127.0.0.1:9310 (port 0: any free one)", cliflag.Quote(f.metricsAddr))
+		}
 		c.Metrics = &daemon.Metrics{Addr: f.metricsAddr, PProf: f.pprof}
 	}
 	var err error
-	if c.Log.Logger, err = f.logger(stderr); err != nil {
+	if c.Log.Logger, err = cliflag.Logger(f.logLevel, f.logFormat, stderr); err != nil {
 		return err
 	}
 	for _, check := range []func(*daemon.Config) error{sizes, f.tapConfig, f.tapNAPI, f.nicNAPI, f.exclusions, f.workers, f.l2Policy, f.hostSide, f.vhostSide} {
@@ -129,28 +133,12 @@ func (f *runFlags) check(c *daemon.Config, stderr io.Writer) error {
 	return nil
 }
 
-// logger is the logger --log-level and --log-format ask for, writing to w.
-func (f *runFlags) logger(w io.Writer) (*slog.Logger, error) {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(strings.ToUpper(f.logLevel))); err != nil {
-		return nil, fmt.Errorf("--log-level: want debug, info, warn or error, got %q", f.logLevel)
-	}
-	o := &slog.HandlerOptions{Level: level}
-	switch f.logFormat {
-	case "text":
-		return slog.New(slog.NewTextHandler(w, o)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, o)), nil
-	}
-	return nil, fmt.Errorf("--log-format: want text or json, got %q", f.logFormat)
-}
-
 func sizes(c *daemon.Config) error {
 	q, b, n := c.TAP.Queues, c.Workers.Batch, c.VMPorts.N
 	need := forward.BufferBytes(q, b, true, 0)
 	switch {
-	case c.TAP.MTU < 0:
-		return fmt.Errorf("--tap-mtu %d: want a size in bytes, or 0 for the NIC's", c.TAP.MTU)
+	case c.TAP.MTU != 0 && (c.TAP.MTU < tap.MinMTU || c.TAP.MTU > tap.MaxMTU):
+		return fmt.Errorf("--tap-mtu %d: want %d to %d bytes, or 0 for the NIC's", c.TAP.MTU, tap.MinMTU, tap.MaxMTU)
 	case c.Log.StatsEvery < 0 || (c.Log.StatsEvery > 0 && c.Log.StatsEvery < time.Second):
 		return fmt.Errorf("--stats-interval %v: want at least 1s, or 0 to disable", c.Log.StatsEvery)
 	case q < 1 || q > maxQueues:
@@ -170,24 +158,46 @@ func (f *runFlags) tapConfig(c *daemon.Config) error {
 	var err error
 	if c.TAP.Netns != "" {
 		if err := netns.CheckName(c.TAP.Netns); err != nil {
-			return fmt.Errorf("--tap-netns: %w", err)
+			return fmt.Errorf("--tap-netns %s: %w", cliflag.Quote(c.TAP.Netns), err)
 		}
 	}
 	if c.TAP.NAPI, err = tap.ParseWant(f.napi); err != nil {
-		return fmt.Errorf("--napi: %w", err)
+		return fmt.Errorf("--napi %s: %w", cliflag.Quote(f.napi), err)
 	}
 	if c.TAP.VnetHdr, err = tap.ParseWant(f.vnet); err != nil {
-		return fmt.Errorf("--vnet-hdr: %w", err)
+		return fmt.Errorf("--vnet-hdr %s: %w", cliflag.Quote(f.vnet), err)
 	}
-	if f.tapAddr != "" {
-		if c.TAP.Addr, err = netip.ParsePrefix(f.tapAddr); err != nil {
-			return fmt.Errorf("--tap-addr: %w", err)
-		}
+	if c.TAP.Addr, err = parseAddr(f.tapAddr); err != nil {
+		return fmt.Errorf("--tap-addr %s: %w", cliflag.Quote(f.tapAddr), err)
 	}
 	if c.TAP.MAC, err = tap.HardwareAddr(f.tapMAC); err != nil {
-		return fmt.Errorf("--tap-mac: %w", err)
+		return fmt.Errorf("--tap-mac %s: %w", cliflag.Quote(f.tapMAC), err)
 	}
 	return nil
+}
+
+func validPort(s string) bool {
+	n, err := strconv.ParseUint(s, 10, 16)
+	return err == nil && n <= 65535
+}
+
+// parseAddr parses an address with its prefix length, "198.18.1.2/24";
+// "" is none.
+func parseAddr(s string) (netip.Prefix, error) {
+	if s == "" {
+		return netip.Prefix{}, nil
+	}
+	if p, err := netip.ParsePrefix(s); err == nil {
+		return p, nil
+	}
+	if a, err := netip.ParseAddr(s); err == nil {
+		bits := 24
+		if a.Is6() {
+			bits = 64
+		}
+		return netip.Prefix{}, fmt.Errorf("want the address with its prefix length, e.g. %s/%d", s, bits)
+	}
+	return netip.Prefix{}, errors.New("want an IP address with its prefix length, e.g. 198.18.1.2/24")
 }
 
 func (f *runFlags) tapNAPI(c *daemon.Config) error {
@@ -210,7 +220,7 @@ func (f *runFlags) nicNAPI(c *daemon.Config) error {
 	if f.nicThreaded != "" {
 		var err error
 		if mode, err = napi.ParseThreaded(f.nicThreaded); err != nil || mode == napi.ThreadedDisabled {
-			return fmt.Errorf("--nic-napi-threaded: want enabled or busy-poll, got %q", f.nicThreaded)
+			return fmt.Errorf("--nic-napi-threaded %s: want enabled or busy-poll", cliflag.Quote(f.nicThreaded))
 		}
 	} else if f.nicNapiCPU >= 0 {
 		return errors.New("--nic-napi-cpu needs --nic-napi-threaded")
@@ -225,8 +235,6 @@ func (f *runFlags) nicNAPI(c *daemon.Config) error {
 func (f *runFlags) exclusions(c *daemon.Config) error {
 	user, tapName := c.Privileges.User, c.TAP.Name
 	switch {
-	case c.VMPorts.N > 0 && c.Workers.StrictMAC:
-		return errors.New("--strict-mac drops the VM ports' frames (their MACs are not the TAP's): use one or the other")
 	case user != "" && c.NIC.Wait:
 		return errors.New("--wait-nic reopens packet sockets, which needs CAP_NET_RAW: it cannot be combined with --user")
 	case user != "" && f.nicThreaded != "":
@@ -250,7 +258,7 @@ func (f *runFlags) workers(c *daemon.Config) error {
 	case "busy":
 		c.Workers.Busy = true
 	default:
-		return fmt.Errorf("--poll: want block or busy, got %q", f.poll)
+		return fmt.Errorf("--poll %s: want block or busy", cliflag.Quote(f.poll))
 	}
 	switch f.cpus {
 	case "":
@@ -259,7 +267,7 @@ func (f *runFlags) workers(c *daemon.Config) error {
 	default:
 		list, err := cpulist.Parse(f.cpus)
 		if err != nil {
-			return fmt.Errorf("--cpus: %w", err)
+			return fmt.Errorf("--cpus %s: %w", cliflag.Quote(f.cpus), err)
 		}
 		c.Workers.CPUs = list
 	}
@@ -273,7 +281,7 @@ func (f *runFlags) l2Policy(c *daemon.Config) error {
 	case "deny":
 		c.Workers.L2.DenyVLANs = true
 	default:
-		return fmt.Errorf("--guest-vlans: want allow or deny, got %q", f.guestVLANs)
+		return fmt.Errorf("--guest-vlans %s: want allow or deny", cliflag.Quote(f.guestVLANs))
 	}
 	switch f.l2Control {
 	case "forward":
@@ -283,7 +291,7 @@ func (f *runFlags) l2Policy(c *daemon.Config) error {
 	case "drop":
 		c.Workers.L2.DropControl = true
 	default:
-		return fmt.Errorf("--l2-control: want forward or drop, got %q", f.l2Control)
+		return fmt.Errorf("--l2-control %s: want forward or drop", cliflag.Quote(f.l2Control))
 	}
 	for b := range strings.SplitSeq(f.l2Allow, ",") {
 		if b = strings.TrimSpace(b); b == "" {
@@ -291,7 +299,7 @@ func (f *runFlags) l2Policy(c *daemon.Config) error {
 		}
 		n, err := strconv.ParseUint(strings.TrimPrefix(strings.ToLower(b), "0x"), 16, 8)
 		if err != nil || n > 0x0f {
-			return fmt.Errorf("--l2-control-allow: %q is not the last byte of a reserved address 01:80:c2:00:00:00-0f (00 to 0f)", b)
+			return fmt.Errorf("--l2-control-allow %s: %q is not the last byte of a reserved address 01:80:c2:00:00:00-0f (00 to 0f)", cliflag.Quote(f.l2Allow), b)
 		}
 		c.Workers.L2.ControlAllow |= 1 << n
 	}
@@ -316,10 +324,10 @@ func (f *runFlags) hostSide(c *daemon.Config) error {
 	}
 	first, last, err := dhcp.ParseRange(f.dhcpRange)
 	if err != nil {
-		return fmt.Errorf("--dhcp: %w", err)
+		return fmt.Errorf("--dhcp %s: %w", cliflag.Quote(f.dhcpRange), err)
 	}
 	if err := dhcp.CheckRange(c.Host.Addr, first, last); err != nil {
-		return fmt.Errorf("--dhcp: %w (--tap-addr %s)", err, c.Host.Addr)
+		return fmt.Errorf("--dhcp %s: %w (--tap-addr %s)", f.dhcpRange, err, c.Host.Addr)
 	}
 	// A name the kernel fills in ("tap%d") is checked when dnsmasq starts.
 	if name := c.TAP.Name; name != "" && !strings.Contains(name, "%") {
@@ -334,10 +342,11 @@ func (f *runFlags) hostSide(c *daemon.Config) error {
 // vhostSide takes --vhost-user: the VM ports become vhost-user sockets in
 // the directory, named after the TAP, so a restart finds them again.
 func (f *runFlags) vhostSide(c *daemon.Config) error {
-	if f.vhostUser == "" {
+	switch q := c.VMPorts.Queues; {
+	case q < 0 || q > daemon.MaxVMPortQueues:
+		return fmt.Errorf("--vm-port-queues %d: want 1 to %d, or 0 for as many as --queues", q, daemon.MaxVMPortQueues)
+	case f.vhostUser == "":
 		return nil
-	}
-	switch {
 	case c.VMPorts.N == 0:
 		return errors.New("--vhost-user makes the --vm-ports N ports vhost-user sockets: give --vm-ports N too")
 	case c.TAP.Name == "":
@@ -345,10 +354,9 @@ func (f *runFlags) vhostSide(c *daemon.Config) error {
 	case c.NIC.Wait:
 		return errors.New("--wait-nic reopens the queues' packet sockets, not those of the vhost-user ports: it cannot be combined with --vhost-user")
 	}
-	dir, err := filepath.Abs(f.vhostUser)
-	if err != nil {
+	var err error
+	if c.VMPorts.VhostDir, err = filepath.Abs(f.vhostUser); err != nil {
 		return fmt.Errorf("--vhost-user: %w", err)
 	}
-	c.VMPorts.VhostDir = dir
 	return nil
 }

@@ -12,8 +12,8 @@ import (
 	"github.com/tapfwd/tapfwd/internal/daemon"
 )
 
-func cmdStatus(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("status", "status [--addr HOST:PORT] [--json]", stderr)
+func cmdStatus(args []string, stdout io.Writer) error {
+	fs := newFlagSet("status", "status [--addr HOST:PORT] [--json]", stdout)
 	addr := fs.String("addr", "127.0.0.1:9310", "the running tapfwd's --metrics-addr (run this in the network namespace tapfwd runs in)")
 	asJSON := fs.Bool("json", false, "print the JSON tapfwd serves at /status")
 	if err := parse(fs, args); err != nil {

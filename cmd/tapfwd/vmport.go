@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -21,49 +22,50 @@ Commands:
   list   the VM ports on TAPs in a namespace
   del    delete a VM port
 
-A VM port lives in the TAP's network namespace (--netns, as given to
-tapfwd run --tap-netns). Guests on ports of one TAP reach each other and,
-through tapfwd, the wire. Run "tapfwd vm-port COMMAND -h" for a command's
+A VM port lives in the TAP's network namespace (--tap-netns, as given to
+tapfwd run). Guests on ports of one TAP reach each other and, through
+tapfwd, the wire. Run "tapfwd vm-port COMMAND --help" for a command's
 flags.
 `
 
 func cmdVMPort(args []string, stdout, stderr io.Writer) error {
 	return cliflag.Dispatch("tapfwd vm-port", vmPortUsage, args, map[string]cliflag.Command{
-		"add":  func(a []string) error { return vmPortAdd(a, stdout, stderr) },
-		"list": func(a []string) error { return vmPortList(a, stdout, stderr) },
-		"del":  func(a []string) error { return vmPortDel(a, stderr) },
+		"add":  func(a []string) error { return vmPortAdd(a, stdout) },
+		"list": func(a []string) error { return vmPortList(a, stdout) },
+		"del":  func(a []string) error { return vmPortDel(a, stdout) },
 	}, stdout, stderr)
 }
 
-func vmPortAdd(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("vm-port add", "vm-port add --tap NAME [--netns NS] [--mac MAC] [--name NAME] [--owner USER[:GROUP]] [--json]", stderr)
+func vmPortAdd(args []string, stdout io.Writer) error {
+	fs := newFlagSet("vm-port add", "vm-port add --tap NAME [--tap-netns NS] [--mac MAC] [--name NAME] [--vm-port-owner USER[:GROUP]] [--json]", stdout)
 	tapName := fs.String("tap", "", "the TAP tapfwd runs on (tapfwd run --tap); required")
-	netns := fs.String("netns", "", "network namespace of the TAP (tapfwd run --tap-netns); empty: this one")
+	netns := netnsFlag(fs, "network namespace of the TAP (tapfwd run --tap-netns); empty: this one")
 	mac := fs.String("mac", "", "the guest's Ethernet address, e.g. 02:00:00:00:00:10; empty picks a random locally administered one")
 	name := fs.String("name", "", `name of the port's interface (at most 15 bytes); empty picks "`+vmport.NamePrefix+`N"`)
-	owner := fs.String("owner", "", "USER[:GROUP] that owns the port's device node (mode 0660), so an unprivileged QEMU (libvirt's) can open it; empty: root, mode 0600")
+	owner := fs.String("vm-port-owner", "", "USER[:GROUP] that owns the port's device node (mode 0660), so an unprivileged QEMU (libvirt's) can open it; empty: root, mode 0600")
+	cliflag.Alias(fs, "owner", "vm-port-owner")
 	asJSON := fs.Bool("json", false, "print JSON instead of text")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if *tapName == "" {
-		return cliflag.Misuse(fs, "tapfwd vm-port add: --tap is required")
+		return cliflag.Misuse(fs, "--tap is required")
 	}
 	m, err := tap.HardwareAddr(*mac)
 	if err != nil {
-		return fmt.Errorf("--mac: %w", err)
+		return cliflag.Misuse(fs, "--mac %s: %w", cliflag.Quote(*mac), err)
 	}
 	c := vmport.Config{TAP: *tapName, Netns: *netns, Name: *name, MAC: m}
 	if *owner != "" {
 		if c.Owner, err = daemon.LookupOwner(*owner); err != nil {
-			return fmt.Errorf("--owner: %w", err)
+			return fmt.Errorf("--vm-port-owner %s: %w", cliflag.Quote(*owner), err)
 		}
 	}
 	p, err := vmport.Add(c)
 	if err != nil {
 		return explain(err)
 	}
-	d := daemon.DescribeMacvtap(p)
+	d := daemon.DescribeAdded(p)
 	if *asJSON {
 		return writeJSON(stdout, d)
 	}
@@ -85,10 +87,10 @@ func vmPortAdd(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-func vmPortList(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("vm-port list", "vm-port list [--tap NAME] [--netns NS] [--json]", stderr)
+func vmPortList(args []string, stdout io.Writer) error {
+	fs := newFlagSet("vm-port list", "vm-port list [--tap NAME] [--tap-netns NS] [--json]", stdout)
 	tapName := fs.String("tap", "", "only ports on this TAP; empty: ports on every TAP")
-	netns := fs.String("netns", "", "network namespace to look in; empty: this one")
+	netns := netnsFlag(fs, "network namespace to look in (tapfwd run --tap-netns); empty: this one")
 	asJSON := fs.Bool("json", false, "print JSON (an array) instead of a table")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -98,11 +100,7 @@ func vmPortList(args []string, stdout, stderr io.Writer) error {
 		return explain(err)
 	}
 	if *asJSON {
-		out := make([]daemon.MacvtapPort, 0, len(ports))
-		for _, p := range ports {
-			out = append(out, daemon.DescribeMacvtap(p))
-		}
-		return writeJSON(stdout, out)
+		return writeJSON(stdout, daemon.DescribeMacvtaps(ports))
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PORT\tIFINDEX\tTAP\tMAC\tSTATE\tDEVICE")
@@ -120,15 +118,15 @@ func vmPortList(args []string, stdout, stderr io.Writer) error {
 	return tw.Flush()
 }
 
-func vmPortDel(args []string, stderr io.Writer) error {
-	fs := newFlagSet("vm-port del", "vm-port del --name NAME [--netns NS]", stderr)
+func vmPortDel(args []string, stdout io.Writer) error {
+	fs := newFlagSet("vm-port del", "vm-port del --name NAME [--tap-netns NS]", stdout)
 	name := fs.String("name", "", "the port to delete (see vm-port list); required")
-	netns := fs.String("netns", "", "network namespace of the port; empty: this one")
+	netns := netnsFlag(fs, "network namespace of the port, its TAP's (tapfwd run --tap-netns); empty: this one")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if *name == "" {
-		return cliflag.Misuse(fs, "tapfwd vm-port del: --name is required")
+		return cliflag.Misuse(fs, "--name is required")
 	}
 	return explain(vmport.Del(*netns, *name))
 }
@@ -144,17 +142,17 @@ those ports lose their NICs.
 Flags:
 `
 
-func cmdDown(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("down", "down --tap NAME [--tap-netns NS] [--vhost-user DIR]", stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, downUsage); cliflag.PrintDefaults(stderr, fs) }
+func cmdDown(args []string, stdout io.Writer) error {
+	fs := newFlagSet("down", "down --tap NAME [--tap-netns NS] [--vhost-user DIR]", stdout)
+	fs.Usage = func() { fmt.Fprint(stdout, downUsage); cliflag.PrintDefaults(stdout, fs) }
 	name := fs.String("tap", "", "the persistent TAP (tapfwd run --tap); required")
-	ns := fs.String("tap-netns", "", "network namespace the TAP lives in (tapfwd run --tap-netns); empty: this one")
+	ns := netnsFlag(fs, "network namespace the TAP lives in (tapfwd run --tap-netns); empty: this one")
 	vdir := fs.String("vhost-user", "", "directory of the TAP's vhost-user sockets (tapfwd run --vhost-user); empty: leave sockets alone")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if *name == "" {
-		return cliflag.Misuse(fs, "tapfwd down: --tap is required")
+		return cliflag.Misuse(fs, "--tap is required")
 	}
 	r, err := daemon.Down(*name, *ns, *vdir)
 	switch {
@@ -162,19 +160,42 @@ func cmdDown(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w (stop the tapfwd running on it first)", err)
 	case err != nil:
 		return explain(err)
-	case *vdir != "":
-		fmt.Fprintf(stdout, "removed TAP %s, its %d VM ports and %d vhost-user sockets in %s\n", *name, r.VMPorts, r.Sockets, *vdir)
-	default:
-		fmt.Fprintf(stdout, "removed TAP %s and its %d VM ports\n", *name, r.VMPorts)
 	}
+	var with []string
+	if r.VMPorts > 0 {
+		with = append(with, "its "+plural(r.VMPorts, "VM port"))
+	}
+	if r.Sockets > 0 {
+		with = append(with, plural(r.Sockets, "vhost-user socket")+" in "+*vdir)
+	}
+	if len(with) > 0 {
+		with[0] = " with " + with[0]
+	}
+	fmt.Fprintf(stdout, "removed TAP %s%s\n", *name, strings.Join(with, " and "))
 	return nil
+}
+
+// plural is "1 noun" or "n nouns".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// netnsFlag is --tap-netns (also --netns): the TAP's network namespace,
+// in every command's words as tapfwd run's.
+func netnsFlag(fs *flag.FlagSet, usage string) *string {
+	ns := fs.String("tap-netns", "", usage)
+	cliflag.Alias(fs, "netns", "tap-netns")
+	return ns
 }
 
 func vmNetnsFlag(ns string) string {
 	if ns == "" {
 		return ""
 	}
-	return " --netns " + ns
+	return " --tap-netns " + ns
 }
 
 func vmIndent(s string) string {

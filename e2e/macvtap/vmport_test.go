@@ -28,14 +28,14 @@ func TestVMPortCLIErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"add", "--tap", "tfw-no-such-tap", "--netns", bed.LabNS}, `no TAP "tfw-no-such-tap"`},
-		{[]string{"add", "--tap", bed.LabIf}, "pass that namespace with --netns"},
-		{[]string{"add", "--tap", bed.LabIf, "--netns", "tfw-no-such-ns"}, `network namespace "tfw-no-such-ns" not found`},
-		{[]string{"add", "--tap", bed.LabIf, "--netns", bed.LabNS, "--mac", p.MAC}, "is in use by tfwvmx"},
-		{[]string{"add", "--tap", bed.LabIf, "--netns", bed.LabNS, "--name", "tfwvmx"}, `name "tfwvmx" is in use`},
-		{[]string{"add", "--tap", bed.NIC, "--netns", bed.FwdNS}, "is a veth device, not a TAP"},
-		{[]string{"del", "--name", bed.LabIf, "--netns", bed.LabNS}, "not a vm-port"},
-		{[]string{"del", "--name", "tfwvm-none", "--netns", bed.LabNS}, `no vm-port "tfwvm-none"`},
+		{[]string{"add", "--tap", "tfw-no-such-tap", "--tap-netns", bed.LabNS}, `no TAP "tfw-no-such-tap"`},
+		{[]string{"add", "--tap", bed.LabIf}, "pass that namespace with --tap-netns"},
+		{[]string{"add", "--tap", bed.LabIf, "--tap-netns", "tfw-no-such-ns"}, `network namespace "tfw-no-such-ns" not found`},
+		{[]string{"add", "--tap", bed.LabIf, "--tap-netns", bed.LabNS, "--mac", p.MAC}, "is in use by tfwvmx"},
+		{[]string{"add", "--tap", bed.LabIf, "--tap-netns", bed.LabNS, "--name", "tfwvmx"}, `name "tfwvmx" is in use`},
+		{[]string{"add", "--tap", bed.NIC, "--tap-netns", bed.FwdNS}, "is a veth device, not a TAP"},
+		{[]string{"del", "--name", bed.LabIf, "--tap-netns", bed.LabNS}, "not a vm-port"},
+		{[]string{"del", "--name", "tfwvm-none", "--tap-netns", bed.LabNS}, `no vm-port "tfwvm-none"`},
 	} {
 		code, _, errs := testkit.CLI(t, append([]string{"vm-port"}, tc.args...)...)
 		s := strings.TrimSpace(errs)
@@ -67,7 +67,7 @@ func TestVMGuests(t *testing.T) {
 	for i := 0; i < 2; i++ {
 		p := vm.AddPort(t, testkit.Tapfwd(t), bed.LabNS, bed.LabIf)
 		ports = append(ports, p)
-		if !strings.Contains(p.QEMU, "mac="+p.MAC) || !strings.HasSuffix(p.QEMU, "3<>"+p.Dev) || !strings.Contains(p.Libvirt, "'"+p.Name+"'") {
+		if !strings.Contains(p.QEMU, "mac="+p.MAC) || !strings.HasSuffix(p.QEMU, "<>"+p.Dev) || !strings.Contains(p.Libvirt, "'"+p.Name+"'") {
 			t.Errorf("vm-port add printed %+v", p)
 		}
 	}
@@ -142,7 +142,7 @@ func TestVMGuests(t *testing.T) {
 	}
 
 	// list shows both ports; del removes one and its device node.
-	code, out, errs := testkit.CLI(t, "vm-port", "list", "--netns", bed.LabNS, "--tap", bed.LabIf, "--json")
+	code, out, errs := testkit.CLI(t, "vm-port", "list", "--tap-netns", bed.LabNS, "--tap", bed.LabIf, "--json")
 	var listed []vm.Port
 	if code != 0 || json.Unmarshal([]byte(out), &listed) != nil || len(listed) != 2 {
 		t.Fatalf("vm-port list: exit %d, %s%s", code, out, errs)
@@ -153,7 +153,7 @@ func TestVMGuests(t *testing.T) {
 		}
 	}
 	guests[1].Kill()
-	if code, _, errs := testkit.CLI(t, "vm-port", "del", "--netns", bed.LabNS, "--name", ports[1].Name); code != 0 {
+	if code, _, errs := testkit.CLI(t, "vm-port", "del", "--tap-netns", bed.LabNS, "--name", ports[1].Name); code != 0 {
 		t.Fatalf("vm-port del: %s", errs)
 	}
 	if _, err := os.Stat(ports[1].Dev); !errors.Is(err, os.ErrNotExist) {

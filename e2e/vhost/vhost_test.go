@@ -138,13 +138,15 @@ type portStatus struct {
 	Type          string         `json:"type"`
 	State         string         `json:"state"`
 	Features      []string       `json:"features"`
+	QueuePairs    int            `json:"queue_pairs"`
+	ActivePairs   int            `json:"active_pairs"`
 	LibvirtMemory string         `json:"libvirt_memory"`
 	FromGuest     map[string]any `json:"from_guest"`
 	ToGuest       map[string]any `json:"to_guest"`
 }
 
 // vhostPorts reads the vhost-user ports from /status; there must be n.
-func vhostPorts(t *testing.T, bed *testbed.Bed, n int) []portStatus {
+func vhostPorts(t testing.TB, bed *testbed.Bed, n int) []portStatus {
 	t.Helper()
 	code, body, err := testkit.HTTPGet(t, bed, bed.FwdNS, "http://"+testkit.MetricsAddr+"/status")
 	if err != nil || code != 200 {
@@ -455,8 +457,9 @@ func exchange(t *testing.T, bed *testbed.Bed, path string, mac []byte) {
 	t.Fatal("the wire's frame to the guest's MAC did not reach the guest")
 }
 
-// TestVhostUserErrors: a directory or socket path that cannot work fails
-// the start with one line saying what to change, before the TAP is made.
+// TestVhostUserErrors: a directory or socket path that cannot work (or
+// that others could swap sockets in: issue 22, item 7) fails the start
+// with one line saying what to change, before the TAP is made.
 func TestVhostUserErrors(t *testing.T) {
 	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
 	base := t.TempDir()
@@ -469,13 +472,18 @@ func TestVhostUserErrors(t *testing.T) {
 	os.WriteFile(file, nil, 0o644)
 	ro := filepath.Join(base, "ro")
 	os.Mkdir(ro, 0o755)
+	shared := filepath.Join(base, "shared")
+	os.Mkdir(shared, 0o755)
+	os.Chmod(shared, 0o1777)
+	link := filepath.Join(base, "link")
+	os.Symlink(ro, link)
 	start := func(prefix []string, dir string) *exec.Cmd {
 		args := append(append([]string{"netns", "exec", bed.FwdNS}, prefix...), testkit.Tapfwd(t), "run", "--nic", bed.NIC, "--tap", bed.LabIf,
 			"--vhost-user", dir, "--vm-ports", "1", "--metrics-addr", "")
 		return exec.Command("ip", args...)
 	}
 	// A read-only mount, in a mount namespace of its own.
-	roMount := []string{"unshare", "--mount", "--propagation", "private", "sh", "-c", `mount -t tmpfs -o ro tmpfs "$0" && exec "$@"`, ro}
+	roMount := []string{"unshare", "--mount", "--propagation", "private", "sh", "-c", `mount -t tmpfs -o ro,mode=0755 tmpfs "$0" && exec "$@"`, ro}
 	for _, tc := range []struct {
 		what, dir string
 		prefix    []string
@@ -485,6 +493,8 @@ func TestVhostUserErrors(t *testing.T) {
 		{"a file in the way", taken, nil, "exists and is a regular file (remove it, or choose another directory)"},
 		{"a file for the directory", file, nil, "--vhost-user: " + file + " is not a directory"},
 		{"a read-only directory", ro, roMount, "read-only file system (the directory must be writable to tapfwd as it starts"},
+		{"a directory others may write to", shared, nil, shared + " has mode 0777: group or others may write to it: unsafe directory (make it root's"},
+		{"a link to the directory", link, nil, link + " is not a directory (a link or a file is there): unsafe directory"},
 	} {
 		clitest.OneLineError(t, tc.what, start(tc.prefix, tc.dir), tc.want)
 		if testing.Verbose() {

@@ -23,7 +23,7 @@ func frame(src, dst net.HardwareAddr, n int) []byte {
 
 func newSwitch(t *testing.T, slots int, macs ...net.HardwareAddr) *Switch {
 	t.Helper()
-	s, err := New(macs, slots, 2048)
+	s, err := New(ports(macs...), slots, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,11 +31,20 @@ func newSwitch(t *testing.T, slots int, macs ...net.HardwareAddr) *Switch {
 	return s
 }
 
+// ports are guests of one queue pair with the addresses macs.
+func ports(macs ...net.HardwareAddr) []Port {
+	var out []Port
+	for _, m := range macs {
+		out = append(out, Port{MAC: m})
+	}
+	return out
+}
+
 // TestInbox: frames come out in order across the ring's wrap, a full inbox
 // drops what comes and says so in Arrivals (once), and frames taken but
 // not released come again.
 func TestInbox(t *testing.T) {
-	in := newSwitch(t, 4, mac0).Inbox(0)
+	in := newSwitch(t, 4, mac0).Inbox(0, 0)
 	out, tags := make([][]byte, 8), make([]Tag, 8)
 	for round := 0; round < 3; round++ {
 		for i := 0; i < 6; i++ {
@@ -70,8 +79,8 @@ func TestDeliver(t *testing.T) {
 	s := newSwitch(t, 8, mac0, mac1)
 	out, tags := make([][]byte, 8), make([]Tag, 8)
 	taken := func(i int) int {
-		k, _ := s.Inbox(i).Take(out, tags)
-		s.Inbox(i).Release(k)
+		k, _ := s.Inbox(i, 0).Take(out, tags)
+		s.Inbox(i, 0).Release(k)
 		return k
 	}
 	for _, c := range []struct {
@@ -102,7 +111,7 @@ func TestDeliver(t *testing.T) {
 // TestNewRefuses: group, short and shared addresses, and too many guests.
 func TestNewRefuses(t *testing.T) {
 	for _, macs := range [][]net.HardwareAddr{{all}, {mac0[:5]}, {mac0, mac1, mac0}} {
-		if _, err := New(macs, 1, 64); !errors.Is(err, ErrMAC) {
+		if _, err := New(ports(macs...), 1, 64); !errors.Is(err, ErrMAC) {
 			t.Errorf("%v: %v, want ErrMAC", macs, err)
 		}
 	}
@@ -110,7 +119,7 @@ func TestNewRefuses(t *testing.T) {
 	for i := range many {
 		many[i] = net.HardwareAddr{2, 0, 0, 0, 1, byte(i)}
 	}
-	if _, err := New(many, 1, 64); err == nil {
+	if _, err := New(ports(many...), 1, 64); err == nil {
 		t.Errorf("%d guests taken", len(many))
 	}
 }

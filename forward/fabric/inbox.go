@@ -2,6 +2,7 @@ package fabric
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -39,42 +40,44 @@ type Arrivals struct {
 	Frames, Bytes, Full uint64
 }
 
-// Inbox holds frames for one worker until the worker writes them: a
-// bounded ring of buffers carved once, filled by any worker (copying the
-// frame in), emptied by its owner alone. A full inbox drops what comes (a
-// slow consumer never stalls the others). The owner takes a run of slots,
-// writes them without the lock, and only then releases them, so a
-// producer never overwrites a slot in use.
+// Inbox holds frames for one worker until the worker writes them: up to a
+// number of frames, packed one after another into a byte ring carved once,
+// filled by any worker (copying the frame in), emptied by its owner alone.
+// Small frames fill its frame count, large ones its bytes; a full inbox
+// drops what comes (a slow consumer never stalls the others). The owner
+// takes a run of frames, writes them without the lock, and only then
+// releases them, so a producer never overwrites a frame in use.
 type Inbox struct {
 	mu      sync.Mutex
-	slots   [][]byte
-	sizes   []int
-	tags    []Tag
-	head    uint64   // the oldest slot not yet released
-	tail    uint64   // the next slot to fill
-	arrived Arrivals // since the last Take
-	efd     int      // readable while frames wait; written once per producer batch
-	one     [8]byte  // what Wake writes (never changes: producers share it)
-	drain   [8]byte  // what Settle reads into (the owner's)
+	buf     []byte  // the byte ring
+	frames  []entry // the frame ring: where each frame lies in buf
+	head    uint64  // the oldest frame not yet released
+	tail    uint64  // the next frame to fill
+	wr      int     // where in buf the next frame goes, when it fits there
+	arrived Arrivals
+	pushed  atomic.Bool // frames came since the last Wake
+	efd     int         // readable while frames wait; written once per producer batch
+	one     [8]byte     // what Wake writes (never changes: producers share it)
+	drain   [8]byte     // what Settle reads into (the owner's)
 }
 
-// NewInbox returns an inbox of slots frames of up to size bytes each
-// (vnet header included).
-func NewInbox(slots, size int) (*Inbox, error) {
+type entry struct {
+	off, len int
+	tag      Tag
+}
+
+// NewInbox returns an inbox of up to frames frames and bytes bytes of them
+// (vnet headers included); bytes must hold two of the largest frames.
+func NewInbox(frames, bytes int) (*Inbox, error) {
 	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
 		return nil, err
 	}
-	all := make([]byte, slots*size)
-	b := &Inbox{slots: make([][]byte, slots), sizes: make([]int, slots), tags: make([]Tag, slots), efd: efd, one: [8]byte{1}}
-	for i := range b.slots {
-		b.slots[i] = all[i*size : (i+1)*size : (i+1)*size]
-	}
-	return b, nil
+	return &Inbox{buf: make([]byte, bytes), frames: make([]entry, frames), efd: efd, one: [8]byte{1}}, nil
 }
 
-// Push copies frame (a vnet header and a frame) into a free slot; false
-// when the inbox is full (it is counted in Arrivals either way).
+// Push copies frame (a vnet header and a frame) into the inbox; false
+// when it has no room (it is counted in Arrivals either way).
 func (b *Inbox) Push(frame []byte, tag Tag) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -82,16 +85,38 @@ func (b *Inbox) Push(frame []byte, tag Tag) bool {
 	if len(frame) > vnethdr.Len {
 		b.arrived.Bytes += uint64(len(frame) - vnethdr.Len)
 	}
-	n := uint64(len(b.slots))
-	if b.tail-b.head == n {
+	off, ok := b.room(len(frame))
+	if !ok {
 		b.arrived.Full++
 		return false
 	}
-	i := b.tail % n
-	b.sizes[i] = copy(b.slots[i], frame)
-	b.tags[i] = tag
+	copy(b.buf[off:], frame)
+	b.frames[b.tail%uint64(len(b.frames))] = entry{off: off, len: len(frame), tag: tag}
 	b.tail++
+	b.wr = off + len(frame)
+	b.pushed.Store(true)
 	return true
+}
+
+// room finds where n bytes go in the byte ring: after the newest frame, or
+// at the start when they do not fit before its end and the oldest frame
+// leaves room there.
+func (b *Inbox) room(n int) (int, bool) {
+	if b.tail == b.head {
+		return 0, n <= len(b.buf) // empty: start again at the front
+	}
+	if b.tail-b.head == uint64(len(b.frames)) {
+		return 0, false
+	}
+	rd := b.frames[b.head%uint64(len(b.frames))].off
+	switch {
+	case b.wr > rd && b.wr+n <= len(b.buf): // in use: [rd, wr)
+		return b.wr, true
+	case b.wr > rd:
+		return 0, n <= rd
+	default: // wrapped: in use [rd, end) and [0, wr)
+		return b.wr, b.wr+n <= rd
+	}
 }
 
 // Fd is readable while frames wait (after a Wake).
@@ -99,7 +124,15 @@ func (b *Inbox) Fd() int { return b.efd }
 
 // Wake makes the owner's poll see the frames pushed (once per batch).
 func (b *Inbox) Wake() {
+	b.pushed.Store(false)
 	unix.Write(b.efd, b.one[:])
+}
+
+// wakePushed wakes the owner when frames came since the last Wake.
+func (b *Inbox) wakePushed() {
+	if b.pushed.Load() && b.pushed.Swap(false) {
+		unix.Write(b.efd, b.one[:])
+	}
 }
 
 // Settle clears Fd once the owner's poll found it readable, so that the
@@ -118,17 +151,17 @@ func (b *Inbox) Take(out [][]byte, tags []Tag) (int, Arrivals) {
 	head, tail, a := b.head, b.tail, b.arrived
 	b.arrived = Arrivals{}
 	b.mu.Unlock()
-	n := uint64(len(b.slots))
+	n := uint64(len(b.frames))
 	k := 0
 	for s := head; s < tail && k < len(out) && k < len(tags); s++ {
-		i := s % n
-		out[k], tags[k] = b.slots[i][:b.sizes[i]], b.tags[i]
+		e := &b.frames[s%n]
+		out[k], tags[k] = b.buf[e.off:e.off+e.len:e.off+e.len], e.tag
 		k++
 	}
 	return k, a
 }
 
-// Release frees the k oldest slots and reports whether frames still wait.
+// Release frees the k oldest frames and reports whether frames still wait.
 func (b *Inbox) Release(k int) (left bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

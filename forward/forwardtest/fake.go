@@ -29,9 +29,11 @@ type Fake struct {
 	in       []Frame
 	tags     []Frame // of the last Read
 	written  [][]byte
-	writers  map[uint64]bool    // the goroutines that called Write
-	hold     chan struct{}      // while set, Read blocks until it is closed
-	full     bool               // Write takes nothing (EAGAIN)
+	writers  map[uint64]bool // the goroutines that called Write
+	hold     chan struct{}   // while set, Read blocks until it is closed
+	limited  bool            // Write takes at most room frames more, then EAGAIN
+	room     int
+	writes   int                // Write calls
 	refuse   func([]byte) error // Write refuses a frame this says no to
 	readErr  []error            // returned by the next Reads, one each, after the frames queued before them
 	writeErr []error            // the next written frames fail with these, one each (nil: taken)
@@ -76,7 +78,22 @@ func (f *Fake) FailWrite(errs ...error) {
 func (f *Fake) Full(on bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.full = on
+	f.limited, f.room = on, 0
+}
+
+// Room makes Write take n frames more, then nothing (EAGAIN) until Full(false)
+// or another Room: a guest with n receive buffers posted.
+func (f *Fake) Room(n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.limited, f.room = true, n
+}
+
+// Writes returns how many times Write was called.
+func (f *Fake) Writes() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.writes
 }
 
 // Refuse makes Write refuse each frame (vnet header included) that fn
@@ -105,6 +122,20 @@ func (f *Fake) Release() {
 		close(f.hold)
 		f.hold = nil
 	}
+}
+
+// Reset makes f as NewFake left it, its fd kept: nothing queued or
+// written, no error or refusal scripted, no writer seen.
+func (f *Fake) Reset() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.hold != nil {
+		close(f.hold)
+	}
+	f.in, f.tags, f.written, f.writers, f.hold = nil, nil, nil, nil, nil
+	f.limited, f.room, f.writes, f.refuse, f.readErr, f.writeErr = false, 0, 0, nil, nil, nil
+	var drain [8]byte
+	unix.Read(f.efd, drain[:])
 }
 
 // Written returns copies of the frames Write took.
@@ -198,10 +229,11 @@ func (f *Fake) Write(bufs [][]byte, offset int) (int, error) {
 		f.writers = map[uint64]bool{}
 	}
 	f.writers[id] = true
-	if f.full {
-		return 0, unix.EAGAIN
-	}
+	f.writes++
 	for i, b := range bufs {
+		if f.limited && f.room == 0 {
+			return i, unix.EAGAIN
+		}
 		if f.refuse != nil {
 			if err := f.refuse(b[offset:]); err != nil {
 				return i, err
@@ -213,6 +245,9 @@ func (f *Fake) Write(bufs [][]byte, offset int) (int, error) {
 			if err != nil {
 				return i, err
 			}
+		}
+		if f.limited {
+			f.room--
 		}
 		f.written = append(f.written, append([]byte(nil), b[offset:]...))
 	}

@@ -2,7 +2,16 @@
 // revision it was built from, and the Go version, from the binary itself.
 package buildinfo
 
-import "runtime/debug"
+import (
+	"runtime/debug"
+	"strings"
+)
+
+// revision is `git describe --always --dirty` at build time, stamped by
+// make build (-ldflags -X), which also works where Go records no VCS
+// information (GOFLAGS=-buildvcs=false, a copy of the tree without .git
+// at build time); empty in a plain go build.
+var revision string
 
 // Info describes the running binary.
 type Info struct {
@@ -12,32 +21,46 @@ type Info struct {
 	GoVersion string `json:"go_version"`
 }
 
-// Get reads the build information embedded in the binary.
+// Get reads the build information embedded in the binary: the revision
+// make build stamped, else the one Go recorded.
 func Get() Info {
-	var i Info
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return i
-	}
-	i.Version, i.GoVersion = bi.Main.Version, bi.GoVersion
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			i.Revision = s.Value
-		case "vcs.modified":
-			i.Modified = s.Value == "true"
+	i := get(revision)
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		i.Version, i.GoVersion = bi.Main.Version, bi.GoVersion
+		if revision == "" {
+			i.Revision, i.Modified = vcs(bi.Settings)
 		}
 	}
 	return i
 }
 
-// String is "VERSION (revision REV[+changes], GOVERSION)".
+// get is the revision make build stamped: "abc1234" or "v1.2-3-gabc1234",
+// "-dirty" when built with changes.
+func get(stamped string) Info {
+	rev, dirty := strings.CutSuffix(stamped, "-dirty")
+	return Info{Revision: rev, Modified: dirty}
+}
+
+func vcs(settings []debug.BuildSetting) (rev string, modified bool) {
+	for _, s := range settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			modified = s.Value == "true"
+		}
+	}
+	return rev, modified
+}
+
+// String is "VERSION (revision REV[+changes], GOVERSION)", a full commit
+// hash shortened to 12 digits.
 func (i Info) String() string {
 	rev := i.Revision
 	if rev == "" {
 		rev = "unknown"
 	}
-	if len(rev) > 12 {
+	if len(rev) == 40 && strings.Trim(rev, "0123456789abcdef") == "" {
 		rev = rev[:12]
 	}
 	if i.Modified {

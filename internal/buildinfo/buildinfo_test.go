@@ -1,6 +1,9 @@
 package buildinfo
 
 import (
+	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -11,11 +14,57 @@ func TestGet(t *testing.T) {
 	if i.GoVersion != runtime.Version() || i.Version == "" {
 		t.Errorf("Get() = %+v", i)
 	}
-	s := Info{Version: "v1.2.3", Revision: "0123456789abcdef", Modified: true, GoVersion: "go1.26"}.String()
+	s := Info{Version: "v1.2.3", Revision: "0123456789abcdef0123456789abcdef01234567", Modified: true, GoVersion: "go1.26"}.String()
 	if s != "v1.2.3 (revision 0123456789ab+changes, go1.26)" {
 		t.Errorf("String() = %q", s)
 	}
 	if !strings.Contains(Info{Version: "(devel)"}.String(), "revision unknown") {
 		t.Error("no revision")
+	}
+	for stamped, want := range map[string]Info{
+		"d9e41b8":                {Revision: "d9e41b8"},
+		"d9e41b8-dirty":          {Revision: "d9e41b8", Modified: true},
+		"v0.3-12-gd9e41b8-dirty": {Revision: "v0.3-12-gd9e41b8", Modified: true},
+	} {
+		if got := get(stamped); got != want {
+			t.Errorf("get(%q) = %+v, want %+v", stamped, got, want)
+		}
+	}
+	if s := (Info{Version: "(devel)", Revision: "v0.3-12-gd9e41b8", GoVersion: "go1.26"}).String(); !strings.Contains(s, "revision v0.3-12-gd9e41b8,") {
+		t.Errorf("a described revision is cut: %q", s)
+	}
+}
+
+// TestMakeBuildStamps: make build stamps the revision git describes even
+// where GOFLAGS turns Go's own VCS stamping off.
+func TestMakeBuildStamps(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, ".git")); err != nil {
+		t.Skipf("not a git checkout: %v", err)
+	}
+	desc, err := exec.Command("git", "-C", root, "describe", "--always", "--dirty").Output()
+	if err != nil {
+		t.Fatalf("git describe: %v", err)
+	}
+	stamped := get(strings.TrimSpace(string(desc)))
+	want := "(revision " + stamped.Revision + ","
+	if stamped.Modified {
+		want = "(revision " + stamped.Revision + "+changes,"
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "tapfwd")
+	cmd := exec.Command("make", "-C", root, "build", "BIN="+bin, "BENCH_BIN="+filepath.Join(dir, "tapfwd-bench"))
+	cmd.Env = append(os.Environ(), "GOFLAGS=-buildvcs=false")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("make build: %v\n%s", err, out)
+	}
+	for _, b := range []string{bin, filepath.Join(dir, "tapfwd-bench")} {
+		out, err := exec.Command(b, "--version").Output()
+		if err != nil || !strings.Contains(string(out), want) {
+			t.Errorf("%s --version: %q, %v; want %q", filepath.Base(b), out, err, want)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 // Package cliflag is what tapfwd's two commands share on the command line:
-// subcommand dispatch, flag sets that print flags the way the README
-// writes them (--name VALUE, the usage, the default), and exit statuses.
+// subcommand dispatch, flag parsing with one-line errors, help on stdout
+// with flags the way the README writes them, aliases, exit statuses,
+// --version and the logger flags.
 package cliflag
 
 import (
@@ -17,13 +18,26 @@ import (
 //	    usage (default VALUE)
 //
 // like flag.PrintDefaults, but with two dashes, as the README and the
-// error messages name flags.
+// error messages name flags. An alias (Alias) follows its flag's name as
+// "(also --alias)".
 func PrintDefaults(w io.Writer, fs *flag.FlagSet) {
+	aliases := map[string][]string{}
 	fs.VisitAll(func(f *flag.Flag) {
+		if a, ok := f.Value.(*alias); ok {
+			aliases[a.of] = append(aliases[a.of], "--"+f.Name)
+		}
+	})
+	fs.VisitAll(func(f *flag.Flag) {
+		if _, ok := f.Value.(*alias); ok {
+			return
+		}
 		name, usage := flag.UnquoteUsage(f)
 		line := "  --" + f.Name
 		if name != "" {
 			line += " " + name
+		}
+		if a := aliases[f.Name]; len(a) > 0 {
+			line += " (also " + strings.Join(a, ", ") + ")"
 		}
 		fmt.Fprintln(w, line)
 		usage = strings.ReplaceAll(usage, "\n", "\n      ")

@@ -36,16 +36,22 @@ func ParseAllowed(s string) ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
+	return list, CheckAllowed(list)
+}
+
+// CheckAllowed says whether this process may run on every CPU of list (its
+// affinity mask, which sched_setaffinity holds a worker to).
+func CheckAllowed(list []int) error {
 	allowed, err := Allowed()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for _, c := range list {
 		if !slices.Contains(allowed, c) {
-			return nil, fmt.Errorf("%q is not a CPU this process may use (%d allowed)", strconv.Itoa(c), len(allowed))
+			return fmt.Errorf("%q is not a CPU this process may use (allowed: %s)", strconv.Itoa(c), Format(allowed))
 		}
 	}
-	return list, nil
+	return nil
 }
 
 // Allowed returns the CPUs this process may run on (its affinity mask), in
@@ -62,6 +68,37 @@ func Allowed() ([]int, error) {
 		}
 	}
 	return out, nil
+}
+
+// Online is the CPUs the kernel runs now (/sys/devices/system/cpu/online):
+// those a kthread may be pinned to.
+func Online() ([]int, error) {
+	b, err := os.ReadFile("/sys/devices/system/cpu/online")
+	if err != nil {
+		return nil, fmt.Errorf("reading the online CPUs: %w", err)
+	}
+	return parse(strings.TrimSpace(string(b)))
+}
+
+// Format writes list the way Parse reads it, runs of consecutive CPUs as
+// ranges: "0-3,6".
+func Format(list []int) string {
+	var b strings.Builder
+	for i := 0; i < len(list); i++ {
+		j := i
+		for j+1 < len(list) && list[j+1] == list[j]+1 {
+			j++
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(list[i]))
+		if j > i {
+			b.WriteString("-" + strconv.Itoa(list[j]))
+		}
+		i = j
+	}
+	return b.String()
 }
 
 // parse checks the syntax only.

@@ -42,3 +42,38 @@ func TestParseAllowed(t *testing.T) {
 		t.Errorf("x: %v", err)
 	}
 }
+
+func TestFormat(t *testing.T) {
+	for in, want := range map[string]string{"0": "0", "0-3,6": "0-3,6", "0,2,4": "0,2,4", "1,2,3,5-6": "1-3,5-6", "3,2": "3,2"} {
+		list, _ := Parse(in)
+		if got := Format(list); got != want {
+			t.Errorf("Format(%v) = %q, want %q", list, got, want)
+		}
+	}
+	if got := Format(nil); got != "" {
+		t.Errorf("Format(nil) = %q", got)
+	}
+}
+
+// TestCheckAllowed: a CPU outside the affinity mask is refused with the
+// CPUs that are allowed.
+func TestCheckAllowed(t *testing.T) {
+	allowed, err := Allowed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckAllowed(allowed); err != nil {
+		t.Errorf("CheckAllowed(%v): %v", allowed, err)
+	}
+	err = CheckAllowed([]int{allowed[0], Max - 1})
+	if err == nil || !strings.Contains(err.Error(), "allowed: "+Format(allowed)+")") {
+		t.Errorf("CheckAllowed with CPU %d: %v", Max-1, err)
+	}
+}
+
+func TestOnline(t *testing.T) {
+	list, err := Online()
+	if err != nil || len(list) == 0 || !slices.Contains(list, 0) {
+		t.Errorf("Online() = %v, %v; want a list with CPU 0", list, err)
+	}
+}

@@ -25,25 +25,52 @@ type MacvtapPort struct {
 	LibvirtDirect string `json:"libvirt_direct"`
 }
 
-// DescribeMacvtap describes p.
-func DescribeMacvtap(p vmport.Port) MacvtapPort {
+// DescribeMacvtaps describes ports. Each port's QEMU line is numbered by
+// its place among its TAP's ports in the list (netdev n0 on fd 3, n1 on
+// fd 4, ...), so that the lines of two ports given to one guest do not
+// clash.
+func DescribeMacvtaps(ports []vmport.Port) []MacvtapPort {
+	out := make([]MacvtapPort, 0, len(ports))
+	place := map[string]int{}
+	for _, p := range ports {
+		key := p.Netns + "/" + p.TAP
+		out = append(out, describeMacvtap(p, place[key]))
+		place[key]++
+	}
+	return out
+}
+
+// DescribeAdded describes p, a port just added, numbered as
+// DescribeMacvtaps numbers its TAP's ports.
+func DescribeAdded(p vmport.Port) MacvtapPort {
+	ports, err := vmport.List(p.Netns, p.TAP)
+	for i, d := range DescribeMacvtaps(ports) {
+		if err == nil && d.Name == p.Name {
+			return describeMacvtap(p, i)
+		}
+	}
+	return describeMacvtap(p, 0)
+}
+
+func describeMacvtap(p vmport.Port, i int) MacvtapPort {
 	return MacvtapPort{
 		Name: p.Name, Ifindex: p.Index, MAC: p.MAC.String(), TAP: p.TAP, TAPIndex: p.TAPIndex,
 		Netns: p.Netns, Dev: p.Dev, DevNum: fmt.Sprintf("%d:%d", p.Major, p.Minor), Up: p.Up,
-		QEMU: macvtapQEMU(p), Libvirt: macvtapLibvirt(p), LibvirtDirect: macvtapLibvirtDirect(p),
+		QEMU: macvtapQEMU(p, i), Libvirt: macvtapLibvirt(p), LibvirtDirect: macvtapLibvirtDirect(p),
 	}
 }
 
 // macvtapQEMU is a QEMU command line that attaches a virtio-net NIC with
-// the port's MAC to the macvtap port: the shell opens the device as fd 3,
-// QEMU takes it with fd=3 (vnet headers on, so guest offloads pass). Add
-// the VM's own options (disk, memory, -accel kvm).
-func macvtapQEMU(p vmport.Port) string {
+// the port's MAC to the macvtap port, the guest's i-th: the shell opens
+// the device as fd 3+i, QEMU takes it as netdev ni on that fd (vnet
+// headers on, so guest offloads pass). Add the VM's own options (disk,
+// memory, -accel kvm).
+func macvtapQEMU(p vmport.Port, i int) string {
 	dev := p.Dev
 	if dev == "" {
 		dev = "DEVICE"
 	}
-	return fmt.Sprintf("qemu-system-x86_64 -netdev tap,id=n0,fd=3 -device virtio-net-pci,netdev=n0,mac=%s 3<>%s", p.MAC, dev)
+	return fmt.Sprintf("qemu-system-x86_64 -netdev tap,id=n%d,fd=%d -device virtio-net-pci,netdev=n%d,mac=%s %d<>%s", i, 3+i, i, p.MAC, 3+i, dev)
 }
 
 // macvtapLibvirt uses the port itself: libvirt (5.7 and later) opens an

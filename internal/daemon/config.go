@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"github.com/tapfwd/tapfwd/vhostuser"
 	"log/slog"
 	"net/netip"
 	"time"
@@ -63,10 +64,11 @@ type Workers struct {
 	// GRO merges TCP segments (and UDP datagrams, when the TAP takes USO)
 	// of a flow from the NIC into one GSO frame per TAP write.
 	GRO bool
-	// StrictMAC drops frames from the lab whose source is not the lab's
-	// MAC (the host port's with Host, else the TAP's) and takes from the
-	// NIC only frames to it, broadcast and multicast. VM ports with MACs
-	// of their own need it off.
+	// StrictMAC drops frames from the TAP whose source is not the lab's
+	// MAC (the host port's with Host, else the TAP's) or a macvtap VM
+	// port's, and takes from the NIC only frames to the TAP's, the host
+	// port's and the VM ports' MACs, broadcast and multicast. (A vhost-user
+	// port's guest may send from its own MAC only, StrictMAC or not.)
 	StrictMAC bool
 	// L2 is what frames from the TAP side may carry onto the wire.
 	L2 forward.L2Policy
@@ -100,6 +102,21 @@ type VMPorts struct {
 	// makes them vhost-user sockets there, named after the TAP
 	// (vhostuser.SocketPath; the TAP needs a name); empty: macvtaps.
 	VhostDir string
+	// Queues is how many queue pairs each vhost-user port offers (1 to
+	// MaxVMPortQueues), each served by a worker of its own; 0: as
+	// many as the TAP has queues.
+	Queues int
+}
+
+// MaxVMPortQueues is the most queue pairs a vhost-user port offers.
+const MaxVMPortQueues = vhostuser.MaxQueuePairs
+
+// vhostQueues is how many queue pairs each vhost-user port offers.
+func (v VMPorts) vhostQueues(tapQueues int) int {
+	if v.Queues > 0 {
+		return v.Queues
+	}
+	return min(max(tapQueues, 1), MaxVMPortQueues)
 }
 
 // HostPort is the lab host's own port on the TAP: a macvlan in bridge mode

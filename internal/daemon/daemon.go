@@ -41,8 +41,10 @@ type machine struct {
 }
 
 // Open sets everything up, in the order that lets each step use the one
-// before; once privileges are dropped it only starts serving metrics. On
-// an error it undoes what it made. A failure that one part of the Config
+// before; once privileges are dropped it only starts serving metrics.
+// What the machine can refuse without anything made is checked first (the
+// NIC, the users, the CPUs, the metrics address). On an error it undoes
+// what it made. A failure that one part of the Config
 // caused is an *Error.
 func Open(c Config) (*Daemon, error) {
 	d := &Daemon{c: c, log: c.Log.Logger}
@@ -53,7 +55,7 @@ func Open(c Config) (*Daemon, error) {
 	if d.c.TAP.Queues == 0 {
 		d.c.TAP.Queues = 1
 	}
-	steps := []func() error{d.lookup, d.prepareVhost, d.openTAP, d.addVMPorts, d.addHostPort, d.startDHCP,
+	steps := []func() error{d.lookup, d.check, d.bindMetrics, d.prepareVhost, d.openTAP, d.addVMPorts, d.addHostPort, d.startDHCP,
 		d.openNIC, d.tuneNAPI, d.newForwarder, d.listenMetrics, d.dropPrivileges, d.serveMetrics}
 	for _, step := range steps {
 		if err := step(); err != nil {
@@ -63,7 +65,7 @@ func Open(c Config) (*Daemon, error) {
 	}
 	f := d.dev.Features()
 	d.log.Info("forwarding", "tap", d.dev.Name(), "tap_netns", d.dev.Netns(), "nic", d.c.NIC.Name,
-		"queues", d.c.TAP.Queues, "cpus", fmt.Sprint(d.m.cpus), "napi", f.NAPI, "vnet_hdr", f.VnetHdr,
+		"queues", d.c.TAP.Queues, "cpus", d.m.cpus, "napi", f.NAPI, "vnet_hdr", f.VnetHdr,
 		"offloads", f.OffloadNames(), "mtu", d.c.TAP.MTU, "mac", d.dev.MAC().String())
 	return d, nil
 }
@@ -109,10 +111,13 @@ func (d *Daemon) lookup() error {
 		}
 	}
 	if d.m.nic, err = net.InterfaceByName(d.c.NIC.Name); err != nil {
-		return fmt.Errorf("NIC %q not found in this network namespace: %w", d.c.NIC.Name, err)
+		return fmt.Errorf("NIC %q not found in this network namespace (ip link lists the devices here)", d.c.NIC.Name)
 	}
 	if d.c.TAP.MTU == 0 {
 		d.c.TAP.MTU = d.m.nic.MTU
+		if d.c.TAP.MTU > tap.MaxMTU {
+			return fail(PartTAPMTU, "", fmt.Errorf("the TAP would take the NIC's MTU, %d, and a TAP's is at most %d", d.m.nic.MTU, tap.MaxMTU))
+		}
 	}
 	if d.m.cpus, err = workerCPUs(d.c.Workers.CPUs, d.c.TAP.Queues); err != nil {
 		return fail(PartCPUs, "", err)

@@ -16,7 +16,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tapfwd/tapfwd/hostport"
 	"github.com/tapfwd/tapfwd/internal/testbed"
+	"github.com/tapfwd/tapfwd/napi"
 	"github.com/tapfwd/tapfwd/netns"
 	"github.com/tapfwd/tapfwd/tap"
 )
@@ -104,6 +106,13 @@ func TestDaemon(t *testing.T) {
 		len(st.VMPorts) != 1 || st.VMPorts[0].Type != "macvtap" || st.Queues[0].NICToTAP.RxPackets == 0 || st.Queues[0].TAPToNIC.TxPackets == 0 {
 		t.Errorf("status after pings: %+v", st)
 	}
+	key, err := machineKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := tap.StableMAC(key, bed.LabNS, bed.LabIf).String(); st.TAP.MAC != want {
+		t.Errorf("the TAP's MAC is %s, want %s, the one its name has on this machine", st.TAP.MAC, want)
+	}
 	served := fetchStatus(t, bed, d.MetricsAddr().String())
 	if served.TAP != st.TAP || served.Schema != StatusSchema || len(served.VMPorts) != 1 || served.VMPorts[0].Dev != st.VMPorts[0].Dev {
 		t.Errorf("/status %+v, want what Status says: %+v", served, st)
@@ -148,23 +157,50 @@ func fetchStatus(t *testing.T, bed *testbed.Bed, addr string) Status {
 }
 
 // TestOpenFails: a step that fails undoes the steps before it (the TAP
-// made, the VM port added), and says which part of the Config failed.
+// made, the VM port added), and says which part of the Config failed;
+// what the machine refuses before anything is made fails with nothing
+// made.
 func TestOpenFails(t *testing.T) {
 	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
 	var log logBuffer
 	c := bedConfig(bed, &log)
 	c.VMPorts.N = 1
-	c.Metrics = &Metrics{Addr: "198.18.0.1:1"} // not an address of the fwd namespace
+	// An interface where the host port goes: the start fails after the
+	// TAP and the VM port are made.
+	if _, err := bed.Run(context.Background(), bed.LabNS, "ip", "link", "add", hostport.Name(bed.LabIf), "type", "veth", "peer", "name", hostport.Name(bed.LabIf)+"p"); err != nil {
+		t.Fatal(err)
+	}
+	c.Host = &HostPort{}
 	_, err := open(t, bed, c)
 	var de *Error
-	if !errors.As(err, &de) || de.Part != PartMetricsAddr || !strings.HasPrefix(err.Error(), "metrics address: ") {
-		t.Errorf("Open: %v, want an *Error about the metrics address", err)
+	if !errors.As(err, &de) || de.Part != PartHostPort || !errors.Is(err, hostport.ErrNameInUse) {
+		t.Errorf("Open: %v, want an *Error about the host port", err)
 	}
 	if !strings.Contains(log.String(), "msg=vm-port") || !tapGone(t, bed) {
 		t.Errorf("a failed Open left the TAP it made, or made none:\n%s", log.String())
 	}
-	c.Metrics, c.VMPorts.Owner = nil, "tfw-no-such-user"
-	if _, err := open(t, bed, c); !errors.As(err, &de) || de.Part != PartPortOwner {
-		t.Errorf("Open with an owner that does not exist: %v, want an *Error about the owner", err)
+	c.Host = nil
+	for _, tc := range []struct {
+		change func(*Config)
+		part   Part
+		want   string
+	}{
+		{func(c *Config) { c.Metrics = &Metrics{Addr: "198.18.0.1:1"} }, PartMetricsAddr, "metrics address 198.18.0.1:1: bind: cannot assign requested address"},
+		{func(c *Config) { c.VMPorts.Owner = "tfw-no-such-user" }, PartPortOwner, `no user "tfw-no-such-user"`},
+		{func(c *Config) { c.Workers.CPUs = []int{1023} }, PartCPUs, `worker CPUs 1023: "1023" is not a CPU this process may use`},
+		{func(c *Config) { c.NAPI = &NAPI{TAPCPU: 1023, NICCPU: -1} }, PartTAPNAPICPU, "CPU 1023 is not online"},
+		{func(c *Config) { c.NAPI = &NAPI{TAPCPU: -1, NICMode: napi.ThreadedEnabled, NICCPU: -1} }, PartNICNAPI, "no NAPI instances"},
+	} {
+		log = logBuffer{}
+		c := bedConfig(bed, &log)
+		c.VMPorts.N = 1
+		tc.change(&c)
+		_, err := open(t, bed, c)
+		if !errors.As(err, &de) || de.Part != tc.part || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Open: %v, want an *Error about the %s saying %q", err, tc.part, tc.want)
+		}
+		if strings.Contains(log.String(), "msg=vm-port") {
+			t.Errorf("%s: made the TAP and a VM port before failing:\n%s", tc.part, log.String())
+		}
 	}
 }

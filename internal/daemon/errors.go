@@ -38,12 +38,14 @@ const (
 	PartTAPNAPICPU                  // NAPI.TAPCPU
 	PartNICNAPI                     // NAPI.NICMode
 	PartMetricsAddr                 // Metrics.Addr
+	PartTAPMTU                      // TAP.MTU
+	PartNICNAPICPU                  // NAPI.NICCPU
 )
 
 var partNames = map[Part]string{
 	PartUser: "user", PartPortOwner: "VM port owner", PartCPUs: "worker CPUs", PartReadyFd: "ready fd",
 	PartVhostDir: "vhost-user directory", PartHostPort: "host port", PartDHCP: "DHCP", PartTAPNAPICPU: "TAP NAPI CPU",
-	PartNICNAPI: "NIC NAPI", PartMetricsAddr: "metrics address",
+	PartNICNAPI: "NIC NAPI", PartMetricsAddr: "metrics address", PartTAPMTU: "TAP MTU", PartNICNAPICPU: "NIC NAPI CPU",
 }
 
 func (p Part) String() string { return partNames[p] }

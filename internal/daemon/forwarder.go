@@ -22,7 +22,7 @@ func (d *Daemon) tuneNAPI() error {
 		if err != nil {
 			return fail(PartTAPNAPICPU, "", err)
 		}
-		d.log.Info("pinned the TAP's NAPI kthreads", "pids", fmt.Sprint(pids), "cpu", t.TAPCPU)
+		d.log.Info("pinned the TAP's NAPI kthreads", "pids", pids, "cpu", t.TAPCPU)
 	}
 	if t.NICMode == napi.ThreadedDisabled {
 		return nil
@@ -53,9 +53,9 @@ func (d *Daemon) newForwarder() error {
 	f, w := d.dev.Features(), d.c.Workers
 	fc := forward.Config{Batch: w.Batch, CPUs: d.m.cpus, TAPVnetHdr: f.VnetHdr, MTU: d.c.TAP.MTU, Logger: d.log,
 		Busy: w.Busy, GRO: w.GRO, UDPGRO: f.Offloads&(unix.TUN_F_USO4|unix.TUN_F_USO6) == unix.TUN_F_USO4|unix.TUN_F_USO6,
-		L2: w.L2}
+		L2: w.L2, TAPMACs: d.tapMACs()}
 	if w.StrictMAC {
-		fc.StrictMAC = d.labMAC()
+		fc.StrictMACs = d.strictMACs()
 	}
 	fc.GROMaxIPv4, fc.GROMaxIPv6 = d.dev.GROMaxSizes()
 	var err error

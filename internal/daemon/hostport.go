@@ -11,6 +11,7 @@ import (
 	"github.com/tapfwd/tapfwd/hostport"
 	"github.com/tapfwd/tapfwd/internal/keeper"
 	"github.com/tapfwd/tapfwd/netns"
+	"github.com/tapfwd/tapfwd/tap"
 )
 
 // addHostPort gives the lab host its port on the TAP (Config.Host): a
@@ -24,7 +25,12 @@ func (d *Daemon) addHostPort() error {
 	if d.c.Host == nil {
 		return d.dropHostPort()
 	}
-	p, err := hostport.Ensure(hostport.Config{TAP: d.dev.Name(), Netns: d.dev.Netns(), Addr: d.c.Host.Addr})
+	c := hostport.Config{TAP: d.dev.Name(), Netns: d.dev.Netns(), Addr: d.c.Host.Addr}
+	if key := d.c.TAP.MACKey; key != nil {
+		// The lab's address is on this port: its MAC stays across restarts.
+		c.MAC = tap.StableMAC(key, c.Netns, hostport.Name(c.TAP))
+	}
+	p, err := hostport.Ensure(c)
 	if err != nil {
 		return fail(PartHostPort, "", err)
 	}
@@ -62,13 +68,30 @@ func addrString(p netip.Prefix) string {
 
 // labMAC is the lab host's MAC on the segment: its host port's when it has
 // one (the TAP then carries no address and answers nothing), else the
-// TAP's. Workers.StrictMAC accepts frames from the lab with this source
-// only, and from the NIC frames to it.
+// TAP's.
 func (d *Daemon) labMAC() net.HardwareAddr {
 	if d.host != nil {
 		return d.host.MAC
 	}
 	return d.dev.MAC()
+}
+
+// tapMACs are the MACs behind the TAP: its own, its host port's, the
+// macvtap ports' guests'. A frame from the NIC with one of them (or a
+// vhost-user guest's) as its source is dropped.
+func (d *Daemon) tapMACs() []net.HardwareAddr {
+	out := []net.HardwareAddr{d.dev.MAC()}
+	if d.host != nil {
+		out = append(out, d.host.MAC)
+	}
+	return append(out, d.ports.macvtapMACs()...)
+}
+
+// strictMACs are the sources Workers.StrictMAC lets frames from the TAP
+// have: the lab host's and the macvtap guests' (their frames come through
+// the TAP, on which their ports sit).
+func (d *Daemon) strictMACs() []net.HardwareAddr {
+	return append([]net.HardwareAddr{d.labMAC()}, d.ports.macvtapMACs()...)
 }
 
 // startDHCP starts the DHCP server of Host.DHCP on the host port: dnsmasq,

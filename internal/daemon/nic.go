@@ -23,16 +23,14 @@ type nicSockets struct {
 }
 
 // openNIC opens the packet sockets, asking the NIC for the TAP's, the
-// VM ports' and the host port's MACs (a real NIC filters unicast by
-// address), and the vhost-user ports' own senders.
+// host port's and the VM ports' MACs (a real NIC filters unicast by
+// address), with StrictMAC taking no other unicast, and the vhost-user
+// ports' own senders.
 func (d *Daemon) openNIC() error {
 	rc := afpacket.Config{Ifname: d.c.NIC.Name, Queues: d.c.TAP.Queues, Batch: d.c.Workers.Batch,
-		MACs: append([]net.HardwareAddr{d.dev.MAC()}, d.ports.macs()...), Promisc: d.c.NIC.Promisc}
-	if d.host != nil {
-		rc.MACs = append(rc.MACs, d.host.MAC)
-	}
+		MACs: append(d.tapMACs(), d.ports.vhostMACs()...), Promisc: d.c.NIC.Promisc}
 	if d.c.Workers.StrictMAC {
-		rc.FilterMAC = d.labMAC()
+		rc.FilterMACs = rc.MACs
 	}
 	socks, err := afpacket.Open(rc)
 	if err != nil {

@@ -100,8 +100,8 @@ type metricsServer struct {
 	ln  net.Listener
 }
 
-// listenMetrics binds Metrics.Addr and builds the server behind it,
-// before privileges are dropped (a low port may need them). The rtnetlink
+// listenMetrics builds the server behind the address bindMetrics bound
+// (before privileges are dropped: a low port may need them). The rtnetlink
 // sockets that read the TAP's and the NIC's kernel counters are opened
 // now, so scrapes need no privilege later. Nothing is served until
 // serveMetrics: connections wait in the listen backlog.
@@ -114,19 +114,15 @@ func (d *Daemon) listenMetrics() error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", m.Addr)
-	if err != nil {
-		return fail(PartMetricsAddr, "", err)
-	}
 	srv := newMetricsServer(src, d.status, m.PProf, serveLimits)
-	d.http = &metricsServer{srv: srv, ln: ln}
+	d.http.srv = srv
+	// Not served yet, the listener is closed by bindMetrics' undo.
 	d.undo.add(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 		defer cancel()
 		if srv.Shutdown(ctx) != nil {
 			srv.Close() // a profile still running
 		}
-		ln.Close() // not served yet: Shutdown does not know it
 	})
 	return nil
 }
@@ -161,7 +157,7 @@ func (d *Daemon) metricsSource() (metrics.Source, error) {
 	var guests []metrics.GuestPort
 	for i, g := range d.fw.GuestWorkers() {
 		p := d.ports.vhost[i]
-		guests = append(guests, metrics.GuestPort{Name: p.Name, State: p.port.State, Guest: g})
+		guests = append(guests, metrics.GuestPort{Name: p.Name, State: p.port.State, Guest: g, Stats: p.port.Stats})
 	}
 	return metrics.Source{TAP: tapName, NIC: nic, Features: d.dev.Features(), Forwarder: d.fw, GuestPorts: guests,
 		LinkStats: func(name string) (netns.LinkStats, error) {

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
 
@@ -90,6 +92,10 @@ type PortStatus struct {
 	Socket   string   `json:"socket,omitempty"`
 	State    string   `json:"state,omitempty"`
 	Features []string `json:"features,omitempty"`
+	// QueuePairs are the queue pairs a vhost-user port offers, ActivePairs
+	// those its guest runs now.
+	QueuePairs  int `json:"queue_pairs,omitempty"`
+	ActivePairs int `json:"active_pairs,omitempty"`
 	// QEMU is a command line for a VM on this port, Libvirt the domain's
 	// <interface>, which needs LibvirtMemory (shared memory) too.
 	QEMU          string `json:"qemu,omitempty"`
@@ -210,7 +216,8 @@ func (d *Daemon) vhostStatus() []PortStatus {
 		from, to := dirStatus(&g.Counters.From, fromGuest), dirStatus(&g.Counters.To, toGuest)
 		out = append(out, PortStatus{Name: p.Name, MAC: p.MAC.String(), Type: "vhost-user", Socket: p.Path,
 			State: p.port.State().String(), Features: vhostuser.FeatureNames(p.port.Features()),
-			QEMU: vhostuser.QEMULine(p.Path, p.MAC, i), Libvirt: vhostuser.LibvirtXML(p.Path, p.MAC), LibvirtMemory: vhostuser.LibvirtMemory,
+			QueuePairs: len(p.port.Queues()), ActivePairs: p.port.ActivePairs(),
+			QEMU: vhostuser.QEMULine(p.Path, p.MAC, i, len(p.port.Queues())), Libvirt: vhostuser.LibvirtXML(p.Path, p.MAC, len(p.port.Queues())), LibvirtMemory: vhostuser.LibvirtMemory,
 			FromGuest: &from, ToGuest: &to})
 	}
 	return out
@@ -233,18 +240,29 @@ var ErrNoStatus = errors.New("no tapfwd answers")
 // FetchStatus asks the daemon whose metrics listener is at addr (HOST:PORT)
 // for its Status; raw is the JSON as it was served.
 func FetchStatus(addr string) (st Status, raw []byte, err error) {
-	c := http.Client{Timeout: 5 * time.Second}
+	const timeout = 5 * time.Second
+	c := http.Client{Timeout: timeout}
 	resp, err := c.Get("http://" + addr + "/status")
-	if err != nil {
+	var ue *url.Error
+	var oe *net.OpError
+	switch {
+	case errors.As(err, &ue) && ue.Timeout():
+		return st, nil, fmt.Errorf("%w at %s within %v", ErrNoStatus, addr, timeout)
+	case errors.As(err, &oe):
+		return st, nil, fmt.Errorf("%w at %s: %w", ErrNoStatus, addr, oe.Err) // "connect: connection refused"
+	case err != nil:
 		return st, nil, fmt.Errorf("%w at %s: %w", ErrNoStatus, addr, err)
 	}
 	defer resp.Body.Close()
 	raw, err = io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-	if err != nil || resp.StatusCode != http.StatusOK {
-		return st, nil, fmt.Errorf("%s/status: %s %v", addr, resp.Status, err)
+	switch {
+	case err != nil:
+		return st, nil, fmt.Errorf("reading %s/status: %w", addr, err)
+	case resp.StatusCode != http.StatusOK:
+		return st, nil, fmt.Errorf("%s/status answers %s: not a tapfwd, or one older than /status", addr, resp.Status)
 	}
 	if err := json.Unmarshal(raw, &st); err != nil || st.Schema != StatusSchema {
-		return st, nil, fmt.Errorf("%s/status is not a tapfwd status (%s): %v", addr, st.Schema, err)
+		return st, nil, fmt.Errorf("%s/status is not a tapfwd status of schema %s (it has %q)", addr, StatusSchema, st.Schema)
 	}
 	return st, raw, nil
 }

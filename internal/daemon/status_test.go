@@ -26,11 +26,16 @@ func TestFetchStatus(t *testing.T) {
 		t.Errorf("FetchStatus: %+v, %q, %v", st, raw, err)
 	}
 	body = `{"schema":"something/2"}`
-	if _, _, err := FetchStatus(addr); err == nil || !strings.Contains(err.Error(), "is not a tapfwd status (something/2)") {
+	if _, _, err := FetchStatus(addr); err == nil || !strings.Contains(err.Error(), `is not a tapfwd status of schema `+StatusSchema+` (it has "something/2")`) {
 		t.Errorf("another schema: %v", err)
 	}
+	body = "not json"
+	if _, _, err := FetchStatus(addr); err == nil || !strings.Contains(err.Error(), `(it has "")`) {
+		t.Errorf("not JSON: %v", err)
+	}
 	srv.Close()
-	if _, _, err := FetchStatus(addr); !errors.Is(err, ErrNoStatus) {
-		t.Errorf("nothing listening: %v, want ErrNoStatus", err)
+	_, _, err = FetchStatus(addr)
+	if !errors.Is(err, ErrNoStatus) || err.Error() != "no tapfwd answers at "+addr+": connect: connection refused" {
+		t.Errorf("nothing listening: %v, want ErrNoStatus and the refusal alone", err)
 	}
 }

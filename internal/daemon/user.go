@@ -17,7 +17,7 @@ type credential struct{ uid, gid int }
 func lookupUser(name string) (*credential, error) {
 	u, err := user.Lookup(name)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("no user %q", name)
 	}
 	uid, err1 := strconv.Atoi(u.Uid)
 	gid, err2 := strconv.Atoi(u.Gid)

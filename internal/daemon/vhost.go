@@ -24,12 +24,14 @@ type vhostPort struct {
 	Path string
 	MAC  net.HardwareAddr
 	port *vhostuser.Port
-	nic  *afpacket.Socket
+	nics []*afpacket.Socket // one per queue pair
 }
 
-// prepareVhost makes VMPorts.VhostDir if it is missing and checks every
-// socket path before anything is set up, so that a path that cannot work
-// fails the start with nothing made.
+// prepareVhost makes VMPorts.VhostDir if it is missing, checks that only
+// root can write to it (vhostuser.CheckDir: else anyone who can would put
+// a socket of their own where a guest's QEMU connects) and checks every
+// socket path, before anything is set up, so that a directory that cannot
+// or must not work fails the start with nothing made.
 func (d *Daemon) prepareVhost() error {
 	dir := d.c.VMPorts.VhostDir
 	if dir == "" {
@@ -51,6 +53,9 @@ func (d *Daemon) prepareVhost() error {
 	case !fi.IsDir():
 		return fail(PartVhostDir, "", fmt.Errorf("%s is not a directory", dir))
 	}
+	if err := vhostuser.CheckDir(dir); err != nil {
+		return fail(PartVhostDir, "", err)
+	}
 	if err := unix.Access(dir, unix.W_OK|unix.X_OK); err != nil {
 		return fail(PartVhostDir, "", fmt.Errorf("%s: %w", dir, os.NewSyscallError("access", err)))
 	}
@@ -68,7 +73,7 @@ func (d *Daemon) prepareVhost() error {
 // and keeps them for the next run, which takes them over.
 func (d *Daemon) addVhostPorts() error {
 	keep := d.dev.Persistent()
-	c := vhostuser.Config{Mode: 0o600, KeepSocket: keep}
+	c := vhostuser.Config{Mode: 0o600, KeepSocket: keep, QueuePairs: d.c.VMPorts.vhostQueues(d.c.TAP.Queues)}
 	if o := d.m.owner; o != nil {
 		c.Mode, c.Owner = 0o660, &vhostuser.Owner{UID: o.UID, GID: o.GID}
 	}
@@ -108,8 +113,9 @@ func (d *Daemon) addVhostPorts() error {
 // element that attach a guest to it.
 func (d *Daemon) logVhostPorts() {
 	for i, p := range d.ports.vhost {
-		d.log.Info("vm-port", "name", p.Name, "type", "vhost-user", "socket", p.Path, "mac", p.MAC.String(),
-			"qemu", vhostuser.QEMULine(p.Path, p.MAC, i), "libvirt", oneLine(vhostuser.LibvirtXML(p.Path, p.MAC)))
+		n := len(p.port.Queues())
+		d.log.Info("vm-port", "name", p.Name, "type", "vhost-user", "socket", p.Path, "mac", p.MAC.String(), "queues", n,
+			"qemu", vhostuser.QEMULine(p.Path, p.MAC, i, n), "libvirt", oneLine(vhostuser.LibvirtXML(p.Path, p.MAC, n)))
 	}
 	d.log.Info("vhost-user guests need shared memory", "qemu", vhostuser.QEMUMemory, "libvirt", oneLine(vhostuser.LibvirtMemory))
 }
@@ -123,36 +129,46 @@ func oneLine(s string) string {
 	return b.String()
 }
 
-// openGuestSenders opens each vhost-user port's packet socket of its own on
-// the NIC: what its guest sends leaves through it (the queue workers'
-// sockets are theirs).
+// openGuestSenders opens a packet socket on the NIC for each queue pair of
+// each vhost-user port: what its guest sends on that pair leaves through
+// it (the queue workers' sockets are theirs).
 func (d *Daemon) openGuestSenders() error {
 	for _, p := range d.ports.vhost {
-		s, err := afpacket.OpenSender(afpacket.Config{Ifname: d.c.NIC.Name, Batch: d.c.Workers.Batch})
-		if err != nil {
-			return err
+		for range p.port.Queues() {
+			s, err := afpacket.OpenSender(afpacket.Config{Ifname: d.c.NIC.Name, Batch: d.c.Workers.Batch})
+			if err != nil {
+				return err
+			}
+			p.nics = append(p.nics, s)
+			d.undo.closing("closing a packet socket of "+p.Name, s.Close)
 		}
-		p.nic = s
-		d.undo.closing("closing the packet socket of "+p.Name, s.Close)
 	}
 	return nil
 }
 
-// guestPorts are the vhost-user ports as the forwarder takes them, their
-// workers pinned to the CPUs after the queues' (wrapping, as theirs do).
+// guestPorts are the vhost-user ports as the forwarder takes them, a
+// worker per queue pair, pinned to the CPUs after the queues' (wrapping,
+// as theirs do).
 func (d *Daemon) guestPorts() ([]forward.GuestPort, error) {
 	vhost := d.ports.vhost
 	if len(vhost) == 0 {
 		return nil, nil
 	}
-	q := d.c.TAP.Queues
-	cpus, err := workerCPUs(d.c.Workers.CPUs, q+len(vhost))
+	q, pairs := d.c.TAP.Queues, 0
+	for _, p := range vhost {
+		pairs += len(p.nics)
+	}
+	cpus, err := workerCPUs(d.c.Workers.CPUs, q+pairs)
 	if err != nil {
 		return nil, fail(PartCPUs, "", err)
 	}
-	out := make([]forward.GuestPort, len(vhost))
+	out, next := make([]forward.GuestPort, len(vhost)), q
 	for i, p := range vhost {
-		out[i] = forward.GuestPort{Guest: p.port, MAC: p.MAC, NIC: p.nic, CPU: cpus[q+i]}
+		out[i] = forward.GuestPort{MAC: p.MAC, Active: p.port.ActivePairs}
+		for k, vq := range p.port.Queues() {
+			out[i].Queues = append(out[i].Queues, forward.GuestQueue{Guest: vq, NIC: p.nics[k], CPU: cpus[next]})
+			next++
+		}
 	}
 	return out, nil
 }

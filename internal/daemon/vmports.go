@@ -14,12 +14,18 @@ type vmPorts struct {
 	vhost    []*vhostPort
 }
 
-// macs are the ports' guest MACs.
-func (p *vmPorts) macs() []net.HardwareAddr {
+// macvtapMACs are the macvtap ports' guest MACs, vhostMACs the vhost-user
+// ports'.
+func (p *vmPorts) macvtapMACs() []net.HardwareAddr {
 	var out []net.HardwareAddr
 	for _, m := range p.macvtaps {
 		out = append(out, m.MAC)
 	}
+	return out
+}
+
+func (p *vmPorts) vhostMACs() []net.HardwareAddr {
+	var out []net.HardwareAddr
 	for _, v := range p.vhost {
 		out = append(out, v.MAC)
 	}
@@ -58,8 +64,8 @@ func (d *Daemon) addVMPorts() error {
 	default:
 		d.undo.closing("removing the VM ports", func() error { return vmport.Remove(added) })
 	}
-	for _, p := range all {
-		d.log.Info("vm-port", "name", p.Name, "dev", p.Dev, "mac", p.MAC.String(), "qemu", macvtapQEMU(p))
+	for i, p := range all {
+		d.log.Info("vm-port", "name", p.Name, "dev", p.Dev, "mac", p.MAC.String(), "qemu", macvtapQEMU(p, i))
 	}
 	return nil
 }

@@ -1,3 +1,3 @@
-// Package procfs parses the /proc files the bench and the tests read: net counters
-// (snmp, snmp6, netstat), /proc/stat CPU times, /proc/PID/{stat,status,schedstat}, the CPU model.
+// Package procfs parses the /proc files tapfwd, the bench and the tests read: net counters, CPU times,
+// /proc/PID/{stat,status,schedstat,cmdline}, the CPU model, packet sockets and the processes holding them.
 package procfs

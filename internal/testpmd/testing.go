@@ -1,9 +1,5 @@
 package testpmd
 
-// The helpers of the tests that run dpdk-testpmd. Only tests link this
-// package: were the bench to, these would move out (archtest checks that
-// tapfwd-bench links no testing).
-
 import (
 	"context"
 	"os"
@@ -11,10 +7,10 @@ import (
 	"time"
 )
 
-// NeedForTest skips t where dpdk-testpmd cannot run: not installed
+// NeedTest skips t where dpdk-testpmd cannot run: not installed
 // (scripts/deps.sh installs it) or not root (its memory, its runtime
 // directory).
-func NeedForTest(t testing.TB) {
+func NeedTest(t testing.TB) {
 	t.Helper()
 	if _, err := Find(); err != nil {
 		t.Skipf("%v: scripts/deps.sh installs it", err)
@@ -24,9 +20,9 @@ func NeedForTest(t testing.TB) {
 	}
 }
 
-// StartForTest starts testpmd with c for t, within a minute, failing t
-// when it does not start; it is killed when t ends.
-func StartForTest(t testing.TB, c Config) *Process {
+// StartTest is Start for a test: it waits up to a minute for the prompt,
+// fails t when testpmd does not start, and kills it when t ends.
+func StartTest(t testing.TB, c Config) *Process {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

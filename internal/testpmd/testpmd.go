@@ -57,6 +57,8 @@ type Config struct {
 	// Netns, if set, is the named network namespace it runs in (ip netns
 	// exec), for AFPacket on a veth there.
 	Netns string
+	// EAL are more EAL options (before --): --main-lcore=N, say.
+	EAL []string
 	// Args are more testpmd options (after --).
 	Args []string
 	// Log, if set, gets everything it prints.
@@ -157,6 +159,7 @@ func (p *Process) args(c Config) []string {
 	for _, d := range c.Devices {
 		a = append(a, "--vdev="+d)
 	}
+	a = append(a, c.EAL...)
 	q := strconv.Itoa(max(c.Queues, 1))
 	a = append(a, "--", "-i", "--total-num-mbufs=16384", "--rxq="+q, "--txq="+q)
 	if c.Forward != "" {

@@ -18,8 +18,8 @@ import (
 // counters, the forward statistics of stop and of an exit on SIGINT, and
 // no runtime directory left behind.
 func TestCommandsAndStats(t *testing.T) {
-	testpmd.NeedForTest(t)
-	p := testpmd.StartForTest(t, testpmd.Config{Devices: []string{"net_null0"}, Forward: "txonly", TxPkts: 128})
+	testpmd.NeedTest(t)
+	p := testpmd.StartTest(t, testpmd.Config{Devices: []string{"net_null0"}, Forward: "txonly", TxPkts: 128})
 	ps, err := p.PortStats(0)
 	if err != nil || ps.TxPackets != 0 {
 		t.Fatalf("before start: %+v %v", ps, err)
@@ -98,10 +98,10 @@ func rxPackets(t *testing.T, ns, dev string) uint64 {
 // socket (net_vhost) and forwards to a veth (net_af_packet); a front-end
 // that connects as QEMU does gets its frames onto the wire.
 func TestVhostBackEnd(t *testing.T) {
-	testpmd.NeedForTest(t)
+	testpmd.NeedTest(t)
 	ns, dev, peer := vethNetns(t)
 	sock := filepath.Join(t.TempDir(), "dpdk.sock")
-	p := testpmd.StartForTest(t, testpmd.Config{Netns: ns, Devices: []string{testpmd.VhostBackEnd(sock, 1), testpmd.AFPacket(dev, 1)}})
+	p := testpmd.StartTest(t, testpmd.Config{Netns: ns, Devices: []string{testpmd.VhostBackEnd(sock, 1), testpmd.AFPacket(dev, 1)}})
 	if err := p.StartForwarding(); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -21,8 +22,10 @@ type Case = struct {
 }
 
 // Check runs each case through run (a command's in-process entry point)
-// and checks the status, the output, and that an error (status 1) is one
-// line.
+// and checks the status and the output, and how the command talks: with
+// status 0 nothing goes to stderr (help goes to stdout); an error (status
+// 1) is one line; a usage error (status 2) is one line that points at the
+// command's --help, unless it is the usage text a bare command prints.
 func Check(t testing.TB, prog string, run func(args []string, stdout, stderr io.Writer) int, cases []Case) {
 	t.Helper()
 	for _, tc := range cases {
@@ -34,8 +37,17 @@ func Check(t testing.TB, prog string, run func(args []string, stdout, stderr io.
 		if !strings.Contains(out.String()+errb.String(), tc.Want) {
 			t.Errorf("%s %q: output lacks %q:\n%s%s", prog, tc.Args, tc.Want, out.String(), errb.String())
 		}
-		if code == 1 && strings.Count(strings.TrimSpace(errb.String()), "\n") != 0 {
-			t.Errorf("%s %q: error is not one line:\n%s", prog, tc.Args, errb.String())
+		msg := strings.TrimSpace(errb.String())
+		usage := strings.HasPrefix(msg, "Usage:") || strings.HasPrefix(msg, prog+":") && strings.Contains(msg, "\nUsage:")
+		switch {
+		case code == 0 && msg != "":
+			t.Errorf("%s %q: exit 0 with stderr:\n%s", prog, tc.Args, msg)
+		case code != 0 && !usage && strings.Contains(msg, "\n"):
+			t.Errorf("%s %q: error is not one line:\n%s", prog, tc.Args, msg)
+		case code == 2 && !usage && !strings.HasSuffix(msg, " --help)"):
+			t.Errorf("%s %q: a usage error that does not point at --help: %s", prog, tc.Args, msg)
+		case code != 0 && !usage && Flaw(msg) != "":
+			t.Errorf("%s %q: the message %s: %s", prog, tc.Args, Flaw(msg), msg)
 		}
 	}
 }
@@ -49,8 +61,8 @@ func OneLineError(t testing.TB, name string, cmd *exec.Cmd, want string) {
 	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
 		t.Errorf("%s: %v, want exit status 1\n%s", name, err, out)
 	}
-	if s := strings.TrimSpace(string(out)); strings.Contains(s, "\n") || !strings.Contains(s, want) {
-		t.Errorf("%s: want one line containing %q, got:\n%s", name, want, s)
+	if s := strings.TrimSpace(string(out)); Flaw(s) != "" || !strings.Contains(s, want) {
+		t.Errorf("%s: want one line in the user's words containing %q, got:\n%s", name, want, s)
 	}
 }
 
@@ -64,4 +76,32 @@ func AsNobody(t testing.TB, prog, exe, want string, args ...string) {
 	}
 	cmd := exec.Command("setpriv", append([]string{"--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", exe}, args...)...)
 	OneLineError(t, prog+" "+strings.Join(args, " ")+" as nobody", cmd, want)
+}
+
+// goInternals are what a message must not show a user: Go's and the
+// standard library's words instead of the user's.
+var goInternals = []string{"netip.", "ParsePrefix", "ip+net", "strconv.", "invalid syntax", "%!", "parse error",
+	"flag provided but not defined", "<nil>", "Get \"http", "dial tcp", "route ", "netlink receive", "-buildvcs",
+	"physical device", "goroutine ", "panic:"}
+
+// bareErrno is a system call's failure at the end of a message, with
+// nothing said about what to do.
+var bareErrno = regexp.MustCompile(`(sched_setaffinity|ioctl|setns|setsockopt|bind|sendmsg|recvmsg|receive): [a-z ]+$`)
+
+// Flaw says what is wrong with msg, a message to a user, if anything: a
+// Go internal, more than one line, or an errno at the end without
+// context. It is empty for a message in the user's words.
+func Flaw(msg string) string {
+	for _, bad := range goInternals {
+		if strings.Contains(msg, bad) {
+			return "shows " + bad
+		}
+	}
+	switch s := strings.TrimSpace(msg); {
+	case strings.Contains(s, "\n"):
+		return "is more than one line"
+	case bareErrno.MatchString(s):
+		return "ends in an errno without saying what to do"
+	}
+	return ""
 }

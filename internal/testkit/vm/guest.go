@@ -75,6 +75,10 @@ type Port struct {
 	// (virtio-net host_mtu, VIRTIO_NET_F_MTU): the MTU of the segment the
 	// port is on, when it is below 1500.
 	MTU int `json:"-"`
+	// Queues, above 1, gives a vhost-user guest that many queue pairs
+	// (queues=N, mq=on) and as many vCPUs, so that its driver runs them
+	// all (virtio_net runs one pair per online CPU).
+	Queues int `json:"-"`
 }
 
 // Ports are the n VM ports tapfwd made on tap in namespace ns (tapfwd run
@@ -97,7 +101,7 @@ func Ports(t testing.TB, ns, tap string, n int) []Port {
 // still there, when t ends.
 func AddPort(t testing.TB, exe, ns, tap string, flags ...string) Port {
 	t.Helper()
-	args := append([]string{"vm-port", "add", "--tap", tap, "--netns", ns, "--json"}, flags...)
+	args := append([]string{"vm-port", "add", "--tap", tap, "--tap-netns", ns, "--json"}, flags...)
 	code, out, errs := testkit.Run(t, exec.Command(exe, args...))
 	if code != 0 {
 		t.Fatalf("tapfwd %s: exit %d: %s", strings.Join(args, " "), code, errs)
@@ -106,7 +110,7 @@ func AddPort(t testing.TB, exe, ns, tap string, flags ...string) Port {
 	if err := json.Unmarshal([]byte(out), &p); err != nil {
 		t.Fatalf("tapfwd vm-port add --json: %v\n%s", err, out)
 	}
-	t.Cleanup(func() { exec.Command(exe, "vm-port", "del", "--netns", ns, "--name", p.Name).Run() })
+	t.Cleanup(func() { exec.Command(exe, "vm-port", "del", "--tap-netns", ns, "--name", p.Name).Run() })
 	return p
 }
 
@@ -149,13 +153,19 @@ func Boot(t testing.TB, bed *testbed.Bed, name string, img Image, p Port, addr n
 // a shared memfd (the port maps it), QEMU reconnects to the socket every
 // second after losing it (reconnect=1), and the NIC has no MSI-X
 // (vectors=0: under TCG QEMU 7.2 crashes when a vhost-user NIC with MSI-X
-// starts; see vhostuser/qemu_test.go). QEMU waits for the port to answer
-// before the guest boots.
+// starts; see vhostuser/qemu_test.go; with p.Queues pairs too: INTx serves
+// every ring). QEMU waits for the port to answer before the guest boots.
 func BootVhost(t testing.TB, bed *testbed.Bed, name string, img Image, p Port, addr netip.Prefix, params ...string) *Guest {
 	t.Helper()
 	net := []string{"-m", "256", "-object", "memory-backend-memfd,id=mem,size=256M,share=on", "-machine", "memory-backend=mem",
 		"-chardev", "socket,id=c0,reconnect=1,path=" + strings.ReplaceAll(p.Socket, ",", ",,"),
 		"-netdev", "vhost-user,id=n0,chardev=c0", "-device", "virtio-net-pci,netdev=n0,mac=" + p.MAC + ",vectors=0"}
+	if p.Queues > 1 {
+		q := strconv.Itoa(p.Queues)
+		net[len(net)-3] += ",queues=" + q
+		net[len(net)-1] += ",mq=on"
+		net = append(net, "-smp", q)
+	}
 	return bootQEMU(t, bed, name, img, p, addr, net, nil, params)
 }
 

@@ -1,0 +1,145 @@
+package daemon
+
+import (
+	"bytes"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/tapfwd/tapfwd/dhcp"
+	"github.com/tapfwd/tapfwd/internal/cpulist"
+	"github.com/tapfwd/tapfwd/internal/procfs"
+	"github.com/tapfwd/tapfwd/napi"
+)
+
+// check refuses, before anything is made, what this machine cannot do
+// for the Config: CPUs it may not use, no NAPI instances to make
+// threaded, no dnsmasq. It warns of another daemon on the NIC, and takes
+// the machine's id to derive the TAP's and the host port's MACs from.
+func (d *Daemon) check() error {
+	if cpus := d.c.Workers.CPUs; len(cpus) > 0 {
+		if err := cpulist.CheckAllowed(cpus); err != nil {
+			return fail(PartCPUs, cpulist.Format(cpus), err)
+		}
+	}
+	if err := d.checkNAPI(); err != nil {
+		return err
+	}
+	if d.c.Host != nil && d.c.Host.DHCP != nil {
+		if _, err := dhcp.Find(); err != nil {
+			return fail(PartDHCP, "", err)
+		}
+	}
+	d.warnOthers()
+	key, err := machineKey()
+	if err != nil && (d.c.TAP.MAC == nil || d.c.Host != nil) {
+		d.log.Warn("the lab gets random MACs: no machine id to derive ones that stay across restarts", "err", err)
+	}
+	d.c.TAP.MACKey = key
+	return nil
+}
+
+// checkNAPI checks that the NAPI kthreads' CPUs are online, and that the
+// NIC has NAPI instances to make threaded.
+func (d *Daemon) checkNAPI() error {
+	t := d.c.NAPI
+	if t == nil {
+		return nil
+	}
+	online, err := cpulist.Online()
+	for _, c := range []struct {
+		part Part
+		cpu  int
+	}{{PartTAPNAPICPU, t.TAPCPU}, {PartNICNAPICPU, t.NICCPU}} {
+		if c.cpu >= 0 && err == nil && !slices.Contains(online, c.cpu) {
+			return fail(c.part, fmt.Sprint(c.cpu), fmt.Errorf("CPU %d is not online (online: %s)", c.cpu, cpulist.Format(online)))
+		}
+	}
+	if t.NICMode == napi.ThreadedDisabled {
+		return nil
+	}
+	c, err := napi.Dial()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	list, err := c.List(d.m.nic.Index)
+	if err == nil && len(list) == 0 {
+		err = fmt.Errorf("%s: %w", d.c.NIC.Name, napi.ErrNoInstances)
+	}
+	return fail(PartNICNAPI, "", err)
+}
+
+// machineKey is the machine's id (machine-id(5)), the key of the TAP's
+// MAC: a secret that stays the same across restarts and differs between
+// machines.
+func machineKey() ([]byte, error) {
+	var errs []error
+	for _, p := range []string{"/etc/machine-id", "/var/lib/dbus/machine-id"} {
+		b, err := os.ReadFile(p)
+		if err == nil {
+			if id, err := hex.DecodeString(string(bytes.TrimSpace(b))); err == nil && len(id) == 16 {
+				return id, nil
+			}
+			err = fmt.Errorf("%s: not a machine id", p)
+		}
+		errs = append(errs, err)
+	}
+	return nil, errors.Join(errs...)
+}
+
+// warnOthers warns of each other daemon whose packet sockets are on this
+// NIC: it and this one cannot reach each other through the NIC, as each
+// one's sockets ignore the frames the other sends on it.
+func (d *Daemon) warnOthers() {
+	socks, err := procfs.PacketSockets()
+	if err != nil {
+		d.log.Debug("not looking for other tapfwds on the NIC", "err", err)
+		return
+	}
+	inodes := map[uint64]bool{}
+	for _, s := range socks {
+		if s.Ifindex == d.m.nic.Index {
+			inodes[s.Inode] = true
+		}
+	}
+	seen := map[int]bool{os.Getpid(): true}
+	for _, pids := range procfs.SocketOwners(inodes) {
+		for _, pid := range pids {
+			args, err := procfs.Cmdline(pid)
+			if seen[pid] || err != nil || len(args) < 2 || !strings.HasPrefix(filepath.Base(args[0]), "tapfwd") || args[1] != "run" {
+				continue
+			}
+			seen[pid] = true
+			d.log.Warn("another tapfwd forwards on this NIC: its lab and this one cannot reach each other through it (each ignores the frames the other sends on the NIC); "+
+				"run one tapfwd with VM ports for both, or give each its own NIC",
+				"nic", d.c.NIC.Name, "other_pid", pid, "other_command", strings.Join(args, " "))
+		}
+	}
+}
+
+// bindMetrics binds Metrics.Addr before anything is made, so that an
+// address in use fails the start with nothing to undo; listenMetrics
+// serves on it later.
+func (d *Daemon) bindMetrics() error {
+	m := d.c.Metrics
+	if m == nil {
+		return nil
+	}
+	ln, err := net.Listen("tcp", m.Addr)
+	var oe *net.OpError
+	if errors.As(err, &oe) {
+		err = oe.Err // "bind: address already in use", not the call's name
+	}
+	if err != nil {
+		return fail(PartMetricsAddr, m.Addr, err)
+	}
+	d.http = &metricsServer{ln: ln}
+	d.undo.add(func() { ln.Close() })
+	return nil
+}

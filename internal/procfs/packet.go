@@ -1,0 +1,92 @@
+package procfs
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// PacketSocket is a line of /proc/net/packet (net/packet/af_packet.c:
+// packet_seq_show): a packet socket of the reader's network namespace,
+// and the device it is bound to.
+type PacketSocket struct {
+	Inode   uint64
+	Ifindex int // 0: bound to no device (every device)
+}
+
+// ParsePacket parses the text of /proc/net/packet.
+func ParsePacket(text string) ([]PacketSocket, error) {
+	lines := strings.Split(strings.TrimSpace(text), "\n")
+	head := strings.Fields(lines[0])
+	if len(head) < 9 || head[4] != "Iface" || head[8] != "Inode" {
+		return nil, fmt.Errorf("procfs: /proc/net/packet: header %q, want Iface fifth and Inode ninth", lines[0])
+	}
+	var out []PacketSocket
+	for _, l := range lines[1:] {
+		f := strings.Fields(l)
+		if len(f) < 9 {
+			return nil, fmt.Errorf("procfs: /proc/net/packet: line %q", l)
+		}
+		ifindex, err1 := strconv.Atoi(f[4])
+		inode, err2 := strconv.ParseUint(f[8], 10, 64)
+		if err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("procfs: /proc/net/packet: line %q", l)
+		}
+		out = append(out, PacketSocket{Inode: inode, Ifindex: ifindex})
+	}
+	return out, nil
+}
+
+// PacketSockets reads the packet sockets of the calling thread's network
+// namespace (/proc/thread-self/net/packet: the process's may be another).
+func PacketSockets() ([]PacketSocket, error) {
+	b, err := os.ReadFile("/proc/thread-self/net/packet")
+	if err != nil {
+		return nil, fmt.Errorf("procfs: %w", err)
+	}
+	return ParsePacket(string(b))
+}
+
+// SocketOwners finds which processes hold the sockets of inodes, from
+// their open files (/proc/PID/fd/N links to "socket:[INODE]"): process id
+// by inode. Processes that end meanwhile, or whose files this process may
+// not read, are left out.
+func SocketOwners(inodes map[uint64]bool) map[uint64][]int {
+	out := map[uint64][]int{}
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
+		fds, _ := os.ReadDir("/proc/" + p.Name() + "/fd")
+		for _, fd := range fds {
+			link, err := os.Readlink("/proc/" + p.Name() + "/fd/" + fd.Name())
+			inode, ok := strings.CutPrefix(link, "socket:[")
+			if err != nil || !ok {
+				continue
+			}
+			n, err := strconv.ParseUint(strings.TrimSuffix(inode, "]"), 10, 64)
+			if err == nil && inodes[n] && !slices.Contains(out[n], pid) {
+				out[n] = append(out[n], pid)
+			}
+		}
+	}
+	return out
+}
+
+// Cmdline is the command line of process pid (/proc/PID/cmdline).
+func Cmdline(pid int) ([]string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return nil, err
+	}
+	var args []string
+	for a := range bytes.SplitSeq(bytes.TrimSuffix(b, []byte{0}), []byte{0}) {
+		args = append(args, string(a))
+	}
+	return args, nil
+}
