@@ -10,7 +10,7 @@ BINDIR ?= $(PREFIX)/bin
 UNITDIR ?= $(PREFIX)/lib/systemd/system
 SHAREDIR ?= $(PREFIX)/share/tapfwd
 
-.PHONY: all build build-tapfwd build-bench deps deps-bench deps-demo demo bench bench-docs bench-docs-vxlan test fuzz soak install uninstall clean
+.PHONY: all build build-tapfwd build-bench deps deps-bench deps-demo demo bench bench-docs bench-docs-vxlan perf perf-baseline profile test fuzz soak install uninstall clean
 
 all: build
 
@@ -70,6 +70,35 @@ bench-docs: deps-bench build
 BENCH_VXLAN_OUT ?= docs/bench-vxlan
 bench-docs-vxlan: deps-bench build
 	./$(BENCH_BIN) throughput --topology vxlan --out $(BENCH_VXLAN_OUT) $(BENCH_FLAGS)
+
+# The guard (docs/performance.md, "The guard"): tapfwd as it ships against
+# the bridge on the five rows with targets, compared in pairs, sequential
+# within 8 minutes (5 to 8 on a 2-CPU VM), then compared with the
+# committed baseline: the compare's first table lists the rows that moved
+# beyond their intervals. Run it as root before and after a change, on a
+# quiet machine. PERF_FLAGS adds flags (e.g. --configs
+# tapfwd,tap-io-uring,bridge to measure a lever beside tapfwd); PERF_OUT
+# keeps the run; perf-baseline writes the baseline itself.
+PERF_BASELINE ?= docs/perf-baseline
+PERF_OUT ?= bin/perf
+perf: deps-bench build
+	./$(BENCH_BIN) throughput --perf --out $(PERF_OUT) $(PERF_FLAGS)
+	@if [ -f $(PERF_BASELINE)/throughput.json ]; then \
+		./$(BENCH_BIN) compare $(PERF_BASELINE)/throughput.json $(PERF_OUT)/throughput.json | tee $(PERF_OUT)/compare.txt; \
+	else \
+		echo "make perf: no baseline in $(PERF_BASELINE) to compare with: make perf-baseline writes one"; \
+	fi
+
+perf-baseline: deps-bench build
+	./$(BENCH_BIN) throughput --perf --out $(PERF_BASELINE) $(PERF_FLAGS)
+
+# Where the time goes on the guard's rows, tapfwd and the bridge: Go CPU
+# profile in shares, the machine per CPU and thread, tapfwd's batches, the
+# kernel side where perf works (Debian: linux-perf); about 4 minutes.
+# PROFILE_FLAGS narrows it (e.g. --workload tcp-mtu-P1-w2l --seconds 20).
+PROFILE_OUT ?= bin/profile
+profile: deps-bench build
+	./$(BENCH_BIN) profile --out $(PROFILE_OUT) $(PROFILE_FLAGS)
 
 # Everything CI runs: vet, the whole test suite under the race detector
 # (privileged tests build their own namespaces; run as root), and a short

@@ -8,6 +8,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/tapfwd/tapfwd/forward/fabric"
 	"github.com/tapfwd/tapfwd/vnethdr"
@@ -36,6 +37,12 @@ type Config struct {
 	// NIC into one GSO frame before writing them to the TAP (needs
 	// TAPVnetHdr; vnethdr.GRO).
 	GRO bool
+	// GROWindow, with GRO, is how long a worker that read less than a
+	// batch from the NIC may wait for more while the batch's last frame
+	// leaves its flow open (vnethdr.GRO.Open): frames of a flow that
+	// arrive a little apart then merge into one TAP write. It waits in
+	// ppoll on the NIC alone; 0 never waits.
+	GROWindow time.Duration
 	// UDPGRO lets GRO also merge same-size UDP datagrams of a flow into one
 	// USO frame; only when the TAP took the USO offloads (Linux 6.2+, which
 	// also accepts USO writes), else such a write is refused.

@@ -41,8 +41,14 @@ func (p *pair) toTAP(t testing.TB, frames ...[]byte) [][]byte {
 
 func newPair(t testing.TB, tapVnet bool, batch int) *pair {
 	t.Helper()
-	nic, nicPeer := forwardtest.NIC(t, batch)
 	tq, tapPeer := forwardtest.TAP(t)
+	return newPairOn(t, tq, tapPeer, tapVnet, batch)
+}
+
+// newPairOn is newPair with the TAP endpoint tq, whose peer is tapPeer.
+func newPairOn(t testing.TB, tq Endpoint, tapPeer int, tapVnet bool, batch int) *pair {
+	t.Helper()
+	nic, nicPeer := forwardtest.NIC(t, batch)
 	f, err := New([]Endpoint{tq}, []NIC{nic}, Config{Batch: batch, TAPVnetHdr: tapVnet, MTU: 1500, CPUs: []int{-1}})
 	if err != nil {
 		t.Fatal(err)
@@ -355,12 +361,28 @@ func BenchmarkForward(b *testing.B) {
 	for _, tc := range []struct {
 		name              string
 		tapVnet, gso, gro bool
-	}{{"mtu-vnet", true, false, false}, {"mtu-vnet-gro", true, false, true}, {"gso64k-vnet", true, true, false}, {"gso64k-segment", false, true, false}} {
+		uring             bool          // TAP writes batched through io_uring (--tap-io uring)
+		window            time.Duration // --gro-window (full batches: it never waits)
+	}{
+		{name: "mtu-vnet", tapVnet: true}, {name: "mtu-vnet-gro", tapVnet: true, gro: true},
+		{name: "gso64k-vnet", tapVnet: true, gso: true}, {name: "gso64k-segment", gso: true},
+		{name: "mtu-vnet-uring", tapVnet: true, uring: true}, {name: "gso64k-segment-uring", gso: true, uring: true},
+		{name: "mtu-vnet-gro-window", tapVnet: true, gro: true, window: 50 * time.Microsecond},
+	} {
 		b.Run(tc.name, func(b *testing.B) {
 			const batch = 32
-			p := newPair(b, tc.tapVnet, batch)
+			var p *pair
+			if tc.uring {
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
+				tq, peer := forwardtest.URingTAP(b, batch)
+				p = newPairOn(b, tq, peer, tc.tapVnet, batch)
+			} else {
+				p = newPair(b, tc.tapVnet, batch)
+			}
 			if tc.gro {
 				p.q.gro = vnethdr.NewGRO(batch)
+				p.q.groWindow = tc.window
 			}
 			setNonblock(b, p.tapPeer)
 			var in []byte
@@ -388,7 +410,9 @@ func BenchmarkForward(b *testing.B) {
 						unix.Write(p.nicPeer, segs[j]) // one flow, in sequence
 					}
 				}
-				p.q.nicToTAP()
+				if n, _ := p.q.nicToTAP(); n != per {
+					b.Fatalf("a batch of %d frames took %d", per, n)
+				}
 				drain(p.tapPeer, sink)
 			}
 			b.ReportMetric(float64(b.N*per)/b.Elapsed().Seconds(), "pps")
@@ -489,22 +513,27 @@ func TestNICToTAPGRO(t *testing.T) {
 	}
 }
 
+// TestZeroAllocsGRO: a batch merged by GRO allocates nothing, also when it
+// waits out a GRO window (a ppoll with a timeout, more reads).
 func TestZeroAllocsGRO(t *testing.T) {
-	p := newGROPair(t, 16)
-	setNonblock(t, p.tapPeer)
-	segs := mtuSegments(t, 8)
-	sink := make([]byte, 70000)
-	allocs := testing.AllocsPerRun(200, func() {
-		for _, s := range segs {
-			unix.Write(p.nicPeer, s)
+	for _, window := range []time.Duration{0, 500 * time.Microsecond} {
+		p := newGROPair(t, 16)
+		p.q.groWindow = window
+		setNonblock(t, p.tapPeer)
+		segs := mtuSegments(t, 8)
+		sink := make([]byte, 70000)
+		allocs := testing.AllocsPerRun(100, func() {
+			for _, s := range segs {
+				unix.Write(p.nicPeer, s)
+			}
+			p.q.nicToTAP()
+			drain(p.tapPeer, sink)
+		})
+		if allocs != 0 {
+			t.Errorf("%v allocations per batch with GRO (window %v), want 0", allocs, window)
 		}
-		p.q.nicToTAP()
-		drain(p.tapPeer, sink)
-	})
-	if allocs != 0 {
-		t.Errorf("%v allocations per batch with GRO, want 0", allocs)
-	}
-	if p.q.Counters.Merged.Load() == 0 {
-		t.Error("nothing was merged")
+		if p.q.Counters.Merged.Load() == 0 {
+			t.Error("nothing was merged")
+		}
 	}
 }

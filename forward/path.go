@@ -18,7 +18,10 @@ func (q *QueueWorker) nicToTAP() (int, error) {
 	// after a partial batch on the next call, so this counts that frame too.
 	err = q.fromNIC.received(n, err, t)
 	for i := 0; i < n; i++ {
-		q.acceptFromNIC(i)
+		q.acceptFromNIC(i, i)
+	}
+	if err == nil && n < q.batch && q.groWindow > 0 {
+		n, err = q.gather(n)
 	}
 	if q.gro != nil && len(q.frames) > 1 {
 		// Userspace GRO: consecutive segments of a flow become one GSO
@@ -39,12 +42,13 @@ func (q *QueueWorker) publish(d *Dir, n int) {
 	q.fw.sw.Wake(&q.dirty)
 }
 
-// acceptFromNIC counts frame i of the batch as received, validates it, puts
-// back the VLAN tag the kernel stripped, and queues it for the TAP.
-func (q *QueueWorker) acceptFromNIC(i int) {
+// acceptFromNIC counts frame i of the batch, frame j of the NIC's last
+// Read, as received, validates it, puts back the VLAN tag the kernel
+// stripped, and queues it for the TAP.
+func (q *QueueWorker) acceptFromNIC(i, j int) {
 	t := &q.tally
 	buf, size := q.nicBufs[i], q.nicSizes[i]
-	tpid, tci, tagged := q.nic.VLAN(i)
+	tpid, tci, tagged := q.nic.VLAN(j)
 	// Every frame counts as received, so that received = transmitted +
 	// merged + drops holds for whatever happens to it next.
 	t.rxPkts++

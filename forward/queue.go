@@ -3,6 +3,7 @@ package forward
 import (
 	"fmt"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -52,6 +53,10 @@ type QueueWorker struct {
 	taken [][]byte
 	tags  []fabric.Tag
 	runT  tally
+
+	// How long a short batch from the NIC may wait for more
+	// (Config.GROWindow; 0 without GRO).
+	groWindow time.Duration
 }
 
 // kernelStats accumulates the NIC's kernel drop counters across Reattach.
@@ -88,6 +93,7 @@ func newQueue(f *Forwarder, id, cpu int, tap Endpoint, nic NIC, c Config) *Queue
 		if c.GROMaxIPv4 > 0 || c.GROMaxIPv6 > 0 {
 			q.gro.SetMaxSize(orDefault(c.GROMaxIPv4, 65536), orDefault(c.GROMaxIPv6, 65536))
 		}
+		q.groWindow = c.GROWindow
 	}
 	q.tapOut = make([][]byte, 0, c.Batch+maxSegments)
 	q.seg = segBuffers{hdr: q.tapHdr, mtu: c.MTU}

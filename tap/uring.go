@@ -24,11 +24,14 @@ var ErrNoURing = uring.ErrUnavailable
 // call per frame, not the work per frame.
 //
 // It has Queue's methods, semantics and errors, but unlike a Queue it is
-// used from one goroutine locked to its OS thread (runtime.LockOSThread),
-// as forward's workers are: its ring takes requests from the thread of its
-// first Read or Write only (IORING_SETUP_SINGLE_ISSUER), and from another
-// they fail with EEXIST. Two goroutines writing one TAP queue each need a
-// URingQueue of their own on its fd.
+// used from one goroutine at a time, locked to its OS thread
+// (runtime.LockOSThread), as forward's workers are: its ring takes
+// requests from the thread of its first Read or Write only
+// (IORING_SETUP_SINGLE_ISSUER). When a later goroutine on another thread
+// takes it over (a worker of the forwarder's next Run), its first call
+// finds the ring another thread's (EEXIST, nothing submitted) and makes a
+// new ring on the caller's thread. Two goroutines writing one TAP queue at
+// once each need a URingQueue of their own on its fd.
 type URingQueue struct {
 	fd    int
 	batch *uring.Batch
@@ -72,7 +75,9 @@ func (q *URingQueue) Write(bufs [][]byte, offset int) (int, error) {
 		k := min(len(bufs)-done, q.batch.Size())
 		// When the ring fails, its error is the Result of every write
 		// it did not finish.
-		_ = q.batch.Write(bufs[done:done+k], offset)
+		if q.batch.Write(bufs[done:done+k], offset) == unix.EEXIST && q.rebind() {
+			q.batch.Write(bufs[done:done+k], offset)
+		}
 		for i := range k {
 			if _, err := q.batch.Result(i); err != nil {
 				return done + i, err
@@ -113,7 +118,9 @@ func (q *URingQueue) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 func (q *URingQueue) readBatch(bufs [][]byte, sizes []int, offset int) (got int, empty bool, err error) {
 	// When the ring fails, its error is the Result of every read it did
 	// not finish: EAGAIN (no room for requests) reads as nothing queued.
-	_ = q.batch.Read(bufs, offset)
+	if q.batch.Read(bufs, offset) == unix.EEXIST && q.rebind() {
+		q.batch.Read(bufs, offset)
+	}
 	for i := range bufs {
 		m, rerr := q.batch.Result(i)
 		switch {
@@ -134,4 +141,17 @@ func (q *URingQueue) readBatch(bufs [][]byte, sizes []int, offset int) (got int,
 		}
 	}
 	return got, empty, err
+}
+
+// rebind replaces a ring another thread submitted to first with a new one
+// for the calling thread, and says whether it could; if not, the old
+// ring's EEXIST stays every request's result.
+func (q *URingQueue) rebind() bool {
+	b, err := uring.NewBatch(q.fd, q.batch.Size())
+	if err != nil {
+		return false
+	}
+	q.batch.Close()
+	q.batch = b
+	return true
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"runtime"
@@ -76,6 +77,49 @@ func TestURingQueueSocketpair(t *testing.T) {
 	}
 	if n, err := r.Read(in, sizes, 2); n != 0 || err != unix.EAGAIN {
 		t.Errorf("Read with nothing queued = %d, %v; want 0, EAGAIN", n, err)
+	}
+}
+
+// TestURingQueueNextThread: a URingQueue taken over by a goroutine on
+// another thread (a worker of the forwarder's next Run: the first one's
+// thread ended with its goroutine, still locked) goes on writing and
+// reading there, through a ring of that thread's.
+func TestURingQueueNextThread(t *testing.T) {
+	p, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(p[0])
+	defer unix.Close(p[1])
+	w, err := tap.NewURingQueue(p[0], 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	r, err := tap.NewURingQueue(p[1], 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	in, sizes := [][]byte{make([]byte, 8), make([]byte, 8), make([]byte, 8)}, make([]int, 3)
+	for run := range 3 {
+		done := make(chan error)
+		go func() {
+			runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+			out := [][]byte{{byte(run), 1}, {byte(run), 2}}
+			if n, err := w.Write(out, 0); n != 2 || err != nil {
+				done <- fmt.Errorf("Write = %d, %v; want 2, nil", n, err)
+				return
+			}
+			if n, err := r.Read(in, sizes, 0); n != 2 || err != nil || in[0][0] != byte(run) || in[1][1] != 2 {
+				done <- fmt.Errorf("Read = %d, %v (% x); want 2 frames of run %d", n, err, in[:2], run)
+				return
+			}
+			done <- nil
+		}()
+		if err := <-done; err != nil {
+			t.Errorf("run %d: %v", run, err)
+		}
 	}
 }
 

@@ -267,6 +267,20 @@ func (g *GRO) Coalesce(frames []Frame) int {
 	return merged
 }
 
+// Open reports whether a frame (with its header h) leaves its flow open
+// for the next segment: a TCP segment or, with UDP on, a UDP datagram
+// that Coalesce could make the head of a merge or append to one, and for
+// TCP without PSH (which ends a run). It is what a reader that may wait a
+// little for more of a batch asks of the batch's last frame: when it is
+// false, more frames would not merge with it.
+func (g *GRO) Open(h *Hdr, frame []byte) bool {
+	l, err := parse(frame)
+	if err != nil || (l.proto != protoTCP && (l.proto != protoUDP || g.noUDP)) || !mergeable(h, frame, &l) {
+		return false
+	}
+	return l.proto != protoTCP || frame[l.l4+13]&tcpPSH == 0
+}
+
 // lookup returns the flow of a TCP or UDP frame, adding it if it is new in
 // this batch, or nil when the table is full.
 func (g *GRO) lookup(frame []byte, l *layout) *groFlow {

@@ -659,3 +659,40 @@ func benchRun(b *testing.B, fs []Frame, merge bool) {
 func BenchmarkCoalesce(b *testing.B) {
 	benchCoalesce(b, groSeg{ts: true}, 1448)
 }
+
+// TestGROOpen: a segment GRO could extend leaves its flow open; PSH, no
+// payload, a GSO frame, UDP with UDP off and a non-IP frame do not.
+func TestGROOpen(t *testing.T) {
+	seg := groSeg{payload: pattern(1000, 1)}
+	g := NewGRO(4)
+	for _, tc := range []struct {
+		name string
+		s    groSeg
+		hdr  func(h *Hdr)
+		noUD bool
+		want bool
+	}{
+		{name: "tcp segment", s: seg, want: true},
+		{name: "tcp over ipv6", s: groSeg{v6: true, payload: seg.payload}, want: true},
+		{name: "psh", s: groSeg{flags: tcpACK | tcpPSH, payload: seg.payload}},
+		{name: "pure ack", s: groSeg{}},
+		{name: "fin", s: groSeg{flags: tcpACK | tcpFIN, payload: seg.payload}},
+		{name: "gso frame", s: seg, hdr: func(h *Hdr) { h.GSOType, h.GSOSize = GSOTCPv4, 500 }},
+		{name: "udp", s: groSeg{udp: true, payload: seg.payload}, want: true},
+		{name: "udp off", s: groSeg{udp: true, payload: seg.payload}, noUD: true},
+	} {
+		f := segFrame(t, tc.s, csumPartial, bigRoom)
+		if tc.hdr != nil {
+			tc.hdr(&f.Hdr)
+		}
+		g.SetUDP(!tc.noUD)
+		if got := g.Open(&f.Hdr, f.Buf[f.Start:f.End]); got != tc.want {
+			t.Errorf("%s: Open = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	arp := make([]byte, 60)
+	binary.BigEndian.PutUint16(arp[12:], 0x0806)
+	if g.Open(&Hdr{}, arp) {
+		t.Error("Open on an ARP frame")
+	}
+}

@@ -18,6 +18,10 @@ const Schema = "tapfwd-bench-compare/1"
 const (
 	Throughput = "throughput" // the cell's value: Gbit/s or kpps
 	Cost       = "cost"       // the whole machine's CPU per unit delivered
+	// BridgeRatio is the cell's throughput over the bridge's, repetition
+	// by repetition (throughput.Report.BridgeRatios): what a change of
+	// the machine between two runs moves least.
+	BridgeRatio = "bridge-ratio"
 )
 
 // CostWords name the verdicts on a cost: more is worse.
@@ -92,6 +96,12 @@ func Reports(a, b *throughput.Report, pathA, pathB string, bs stats.Bootstrap, r
 					A: *ca.Value, B: *cb.Value, RepsA: len(ca.Samples), RepsB: len(cb.Samples), Difference: d})
 			}
 		}
+		if ra, rb := a.BridgeRatios(ca.Config, ca.Workload), b.BridgeRatios(ca.Config, ca.Workload); ca.Config != throughput.Bridge && len(ra) > 0 && len(rb) > 0 {
+			if d, ok := bs.CompareRule("compare-bridge/"+key, rb, ra, rule, stats.Speed); ok {
+				c.Rows = append(c.Rows, Row{Config: ca.Config, Workload: ca.Workload, Figure: BridgeRatio, Unit: "x bridge",
+					A: median(bs, "a/"+key, ra), B: median(bs, "b/"+key, rb), RepsA: len(ra), RepsB: len(rb), Difference: d})
+			}
+		}
 		if ka, kb := ca.Cost, cb.Cost; ka != nil && kb != nil && ka.Unit == kb.Unit {
 			if d, ok := bs.CompareRule("compare-cost/"+key, kb.Samples, ka.Samples, rule, CostWords); ok {
 				c.Rows = append(c.Rows, Row{Config: ca.Config, Workload: ca.Workload, Figure: Cost, Unit: ka.Unit,
@@ -105,6 +115,27 @@ func Reports(a, b *throughput.Report, pathA, pathB string, bs stats.Bootstrap, r
 		}
 	}
 	return c
+}
+
+// median is x's median with its bootstrap interval.
+func median(bs stats.Bootstrap, key string, x []float64) stats.Estimate {
+	lo, hi := bs.MedianCI("compare-median/"+key, x)
+	return stats.Estimate{Median: stats.Median(x), Low: lo, High: hi}
+}
+
+// Moved are the rows whose interval lies wholly on one side of no
+// change, with a verdict (faster, slower, costs more, costs less): the
+// rows that moved beyond their intervals.
+func (c *Result) Moved() []Row {
+	var out []Row
+	for _, r := range c.Rows {
+		switch r.Verdict {
+		case stats.NoDifference, stats.TooWide, stats.TooFewSamples:
+		default:
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 func info(r *throughput.Report, path string) Run {
@@ -136,8 +167,10 @@ func (c *Result) Document() report.Document {
 	d.Summary = append(d.Summary, fmt.Sprintf("Ratio of B's median to A's with its %.0f%% percentile-bootstrap interval (the repetitions of each run resampled independently; %d resamples, seed %d). "+
 		"A verdict needs at least %d repetitions each%s and the whole interval on one side of 1.",
 		c.Level*100, c.Resamples, c.Seed, c.MinReps, width))
+	d.Sections = append(d.Sections, c.movedSection())
 	for _, fig := range []struct{ name, title string }{
 		{Throughput, "Throughput (Gbit/s for TCP, kpps delivered for UDP)"},
+		{BridgeRatio, "Ratio to the bridge (each repetition's figure over the bridge's in the same repetition; median)"},
 		{Cost, "Cost: CPU seconds of the whole machine per unit delivered"},
 	} {
 		s := report.Section{Title: fig.title + ": B against A",
@@ -162,6 +195,37 @@ func (c *Result) Document() report.Document {
 		}
 	}
 	return d
+}
+
+// movedSection lists the rows that moved beyond their intervals, or says
+// that none did.
+func (c *Result) movedSection() report.Section {
+	moved := c.Moved()
+	s := report.Section{Title: fmt.Sprintf("Moved beyond their intervals: %d of %d rows", len(moved), len(c.Rows)),
+		Head: []string{"config", "workload", "figure", "B/A [95% CI]", "verdict"}}
+	for _, r := range moved {
+		s.Rows = append(s.Rows, []string{r.Config, r.Workload, r.Figure, fmt.Sprintf("%.3f [%.3f, %.3f]", r.Ratio.Median, r.Ratio.Low, r.Ratio.High), r.Verdict})
+	}
+	wide, few := 0, 0
+	for _, r := range c.Rows {
+		switch r.Verdict {
+		case stats.TooWide:
+			wide++
+		case stats.TooFewSamples:
+			few++
+		}
+	}
+	if len(moved) == 0 {
+		s.Head = nil
+		s.Notes = append(s.Notes, "No row moved: every interval contains no change, or cannot tell.")
+	}
+	if wide > 0 {
+		s.Notes = append(s.Notes, fmt.Sprintf("%d rows have an interval too wide to tell whether they moved.", wide))
+	}
+	if few > 0 {
+		s.Notes = append(s.Notes, fmt.Sprintf("%d rows have too few repetitions to tell whether they moved.", few))
+	}
+	return s
 }
 
 func (c *Result) verdictText(r Row) string {

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
+	"github.com/tapfwd/tapfwd/bench/report"
 	"github.com/tapfwd/tapfwd/bench/stats"
 	"github.com/tapfwd/tapfwd/bench/throughput"
 )
@@ -95,5 +97,74 @@ func TestCompareWithSchemaV1(t *testing.T) {
 		if row.Figure != Throughput || row.RepsA != 5 || row.Verdict == "" {
 			t.Errorf("row %+v", row)
 		}
+	}
+}
+
+// guardReport is a made-up saved run of tapfwd and the bridge over 6
+// repetitions: on each workload tapfwd at ratio times the bridge's
+// figure, which drifts by up to 20% from one repetition to the next
+// (the machine), with 1% noise of its own.
+func guardReport(ratio map[string]float64, seed uint64) *throughput.Report {
+	rng := rand.New(rand.NewPCG(seed, seed))
+	r := &throughput.Report{Settings: throughput.Settings{Method: report.Method{Reps: 6}}}
+	for _, c := range []string{throughput.Default, throughput.Bridge} {
+		r.Configs = append(r.Configs, report.Config{Name: c})
+	}
+	for w := range ratio {
+		r.Workloads = append(r.Workloads, throughput.Workload{Name: w})
+	}
+	for _, w := range r.Workloads {
+		var vs [2][]float64
+		for rep := 1; rep <= 6; rep++ {
+			machine := 10 * (1 + 0.2*rng.Float64())
+			for i, v := range []float64{machine * ratio[w.Name] * (1 + 0.01*rng.NormFloat64()), machine} {
+				vs[i] = append(vs[i], v)
+				r.Runs = append(r.Runs, throughput.RunRecord{Config: r.Configs[i].Name, Workload: w.Name, Rep: rep, Value: v})
+			}
+		}
+		for i, c := range r.Configs {
+			r.Cells = append(r.Cells, throughput.Cell{Config: c.Name, Workload: w.Name, Samples: vs[i],
+				Value: &stats.Estimate{Median: stats.Median(vs[i]), Low: stats.Median(vs[i]), High: stats.Median(vs[i])}})
+		}
+	}
+	return r
+}
+
+// TestCompareBridgeRatio compares two guard runs by their ratios to the
+// bridge, repetition by repetition: the row whose ratio moved from 0.7
+// to 0.8 is listed as moved, the one that stayed at 0.9 is not, and the
+// machine's drift, which moves both sides of each pair, leaves the
+// ratios' intervals narrow where the throughput's are too wide.
+func TestCompareBridgeRatio(t *testing.T) {
+	a := guardReport(map[string]float64{"tcp-default-P1-w2l": 0.7, "udp-64B-w2l": 0.9}, 1)
+	b := guardReport(map[string]float64{"tcp-default-P1-w2l": 0.8, "udp-64B-w2l": 0.9}, 2)
+	c := Reports(a, b, "a.json", "b.json", stats.Bootstrap{Seed: 1, Resamples: 1000}, stats.DefaultRule)
+	moved := c.Moved()
+	if len(moved) != 1 || moved[0].Figure != BridgeRatio || moved[0].Workload != "tcp-default-P1-w2l" || moved[0].Verdict != stats.Faster ||
+		math.Abs(moved[0].Ratio.Median-0.8/0.7) > 0.03 {
+		t.Fatalf("moved: %+v", moved)
+	}
+	for _, r := range c.Rows {
+		if r.Figure == BridgeRatio && r.Workload == "udp-64B-w2l" && (r.Verdict != stats.NoDifference || r.HalfWidth > 3) {
+			t.Errorf("unchanged ratio: %+v", r)
+		}
+		if r.Figure == Throughput && r.Config == throughput.Bridge && r.HalfWidth < 3 {
+			t.Errorf("the drifting bridge's throughput has a narrow interval: %+v", r)
+		}
+	}
+	var txt bytes.Buffer
+	if err := c.WriteText(&txt); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Moved beyond their intervals: 1 of", "Ratio to the bridge", "bridge-ratio"} {
+		if !strings.Contains(txt.String(), want) {
+			t.Errorf("text lacks %q:\n%s", want, txt.String())
+		}
+	}
+	c = Reports(a, a, "a.json", "a.json", stats.Bootstrap{Seed: 1, Resamples: 1000}, stats.DefaultRule)
+	txt.Reset()
+	c.WriteText(&txt)
+	if len(c.Moved()) != 0 || !strings.Contains(txt.String(), "No row moved") {
+		t.Errorf("a run against itself moved: %v\n%s", c.Moved(), txt.String())
 	}
 }

@@ -2,6 +2,7 @@ package forwarder
 
 import (
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -55,7 +56,32 @@ type Options struct {
 	NICNAPICPU *int
 	// NoGRO turns tapfwd's userspace GRO off (--gro=false).
 	NoGRO bool
+	// GROWindow is how long userspace GRO may wait for more frames of a
+	// batch before it writes what it merged (--gro-window); 0 leaves
+	// tapfwd's default. Binaries without the flag skip the configuration
+	// (Flags, Supported).
+	GROWindow time.Duration
+	// Batch is the most frames moved per direction per wake-up
+	// (--batch); 0 leaves tapfwd's default.
+	Batch int
+	// CPUs are the workers' CPUs (--cpus: a list, or "none" to pin
+	// none); empty leaves tapfwd's default (queue i on the i-th CPU it
+	// may use).
+	CPUs string
+	// TAPIO is how the workers read and write the TAP (--tap-io:
+	// "syscall", a system call per frame, "uring", a batch per
+	// io_uring_enter, or "auto");
+	// empty leaves tapfwd's default. Binaries without the flag skip the
+	// configuration.
+	TAPIO string
+	// PProf serves Go's profiler beside the metrics (--pprof), at
+	// MetricsAddr in the bed's fwd namespace (--metrics-addr).
+	PProf bool
 }
+
+// MetricsAddr is where a tapfwd started with Options.PProf serves its
+// metrics and profiler, in the namespace it runs in.
+const MetricsAddr = "127.0.0.1:9310"
 
 // CPU returns a pointer to n, for Options.NICNAPICPU and TAPNAPICPU.
 func CPU(n int) *int { return &n }
@@ -97,7 +123,40 @@ func (o Options) Args() []string {
 	if o.NoGRO {
 		a = append(a, "--gro=false")
 	}
+	return append(a, o.workerArgs()...)
+}
+
+// workerArgs are the flags of the workers' settings and the profiler.
+func (o Options) workerArgs() []string {
+	var a []string
+	if o.GROWindow > 0 {
+		a = append(a, "--gro-window", Micros(o.GROWindow))
+	}
+	if o.Batch > 0 {
+		a = append(a, "--batch", strconv.Itoa(o.Batch))
+	}
+	if o.CPUs != "" {
+		a = append(a, "--cpus", o.CPUs)
+	}
+	if o.TAPIO != "" {
+		a = append(a, "--tap-io", o.TAPIO)
+	}
+	if o.PProf {
+		a = append(a, "--metrics-addr", MetricsAddr, "--pprof")
+	}
 	return a
+}
+
+// Flags are the names of the flags Args gives, without the dashes.
+func (o Options) Flags() []string {
+	var names []string
+	for _, a := range o.Args() {
+		if name, ok := strings.CutPrefix(a, "--"); ok {
+			name, _, _ = strings.Cut(name, "=")
+			names = append(names, name)
+		}
+	}
+	return names
 }
 
 // Needs are the TUNGETFEATURES bits (unix.IFF_*) tapfwd cannot run o

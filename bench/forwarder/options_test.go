@@ -1,6 +1,8 @@
 package forwarder
 
 import (
+	"context"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -33,5 +35,46 @@ func TestArgs(t *testing.T) {
 		if got := tc.o.Needs(); got != tc.needs {
 			t.Errorf("%+v: Needs %#x, want %#x", tc.o, got, tc.needs)
 		}
+	}
+}
+
+func TestWorkerArgs(t *testing.T) {
+	o := Options{NAPI: On, GROWindow: 50 * time.Microsecond, Batch: 256, CPUs: "none", TAPIO: "uring", PProf: true, NoGRO: true}
+	want := "--napi on --gro=false --gro-window 50us --batch 256 --cpus none --tap-io uring --metrics-addr " + MetricsAddr + " --pprof"
+	if got := strings.Join(o.Args(), " "); got != want {
+		t.Errorf("Args %q, want %q", got, want)
+	}
+	if got := strings.Join(o.Flags(), " "); got != "napi gro gro-window batch cpus tap-io metrics-addr pprof" {
+		t.Errorf("Flags %q", got)
+	}
+}
+
+// TestSupported reads the flags of a real tapfwd binary's help: every
+// flag the bench's options give today is there, a lever's flag that the
+// binary lacks is missing, and an unchecked set misses nothing.
+func TestSupported(t *testing.T) {
+	dir := t.TempDir()
+	exe := dir + "/tapfwd"
+	if out, err := exec.Command("go", "build", "-o", exe, "../../cmd/tapfwd").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	flags, err := Supported(context.Background(), exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := Options{Queues: 2, NAPI: On, VnetHdr: On, Poll: Busy, TAPNAPIThreaded: true, TAPNAPICPU: CPU(1),
+		TAPGROFlushTimeout: time.Microsecond, TAPNAPIDeferHardIRQs: 1, NICNAPIThreaded: napi.ThreadedEnabled, NICNAPICPU: CPU(0),
+		NoGRO: true, Batch: 8, CPUs: "0", PProf: true}
+	if m := have.Missing(flags); len(m) > 0 {
+		t.Errorf("the binary lacks %v; its flags: %v", m, flags)
+	}
+	if m := (Options{TAPIO: "uring", Queues: 1}).Missing(map[string]bool{"queues": true}); strings.Join(m, " ") != "--tap-io" {
+		t.Errorf("Missing %v, want [--tap-io]", m)
+	}
+	if m := (Options{TAPIO: "uring"}).Missing(nil); m != nil {
+		t.Errorf("unchecked: Missing %v", m)
+	}
+	if _, err := Supported(context.Background(), "/bin/true"); err == nil {
+		t.Error("a binary without help gave flags")
 	}
 }

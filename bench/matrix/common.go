@@ -20,6 +20,10 @@ type Common struct {
 	// TUNFeatures are the kernel's TUNGETFEATURES flags; configurations
 	// that need what is missing are skipped with the reason.
 	TUNFeatures uint32
+	// TapfwdFlags are the flags the tapfwd binary's `tapfwd run` takes
+	// (forwarder.Supported); configurations that give one it lacks are
+	// skipped with the reason. Nil checks none.
+	TapfwdFlags map[string]bool
 	// Bootstrap seeds the intervals.
 	Bootstrap stats.Bootstrap
 	// Progress, when set, is called before each run.

@@ -104,6 +104,19 @@ func CheckKernel(c *report.Config, features uint32) bool {
 	return false
 }
 
+// CheckFlags reports whether the tapfwd binary, whose `tapfwd run` has
+// the flags flags (forwarder.Supported; nil: not checked), takes every
+// flag c gives; when not, it marks c skipped with the flags missing (a
+// lever the binary was built before).
+func CheckFlags(c *report.Config, flags map[string]bool) bool {
+	missing := c.Run.Missing(flags)
+	if c.Kind != report.KindTapfwd || len(missing) == 0 {
+		return true
+	}
+	c.Skipped = fmt.Sprintf("the tapfwd binary has no %s (built before it)", strings.Join(missing, ", "))
+	return false
+}
+
 // ProbeHost gathers what a report says about the machine; with iperf, the
 // iperf3 version too.
 func ProbeHost(tunFeatures uint32, iperf bool) report.Host {

@@ -199,6 +199,26 @@ func TestCheckKernel(t *testing.T) {
 	}
 }
 
+func TestCheckFlags(t *testing.T) {
+	c := report.Tapfwd("uring", "", forwarder.Options{NAPI: forwarder.On, TAPIO: "uring", GROWindow: time.Microsecond})
+	if !CheckFlags(&c, nil) || c.Skipped != "" {
+		t.Fatalf("unchecked: %q", c.Skipped)
+	}
+	if !CheckFlags(&c, map[string]bool{"napi": true, "tap-io": true, "gro-window": true}) || c.Skipped != "" {
+		t.Fatalf("all there: %q", c.Skipped)
+	}
+	if CheckFlags(&c, map[string]bool{"napi": true}) {
+		t.Fatal("a binary without --tap-io runs it")
+	}
+	if c.Skipped != "the tapfwd binary has no --gro-window, --tap-io (built before it)" {
+		t.Errorf("skipped %q", c.Skipped)
+	}
+	bridge := report.Config{Name: report.Bridge, Kind: report.KindBridge}
+	if !CheckFlags(&bridge, map[string]bool{}) {
+		t.Error("the bridge needs no tapfwd flag")
+	}
+}
+
 func TestTopologyFit(t *testing.T) {
 	for _, s := range []string{"", "veth", "vxlan"} {
 		if _, err := ParseTopology(s); err != nil {

@@ -18,7 +18,7 @@ type Document struct {
 }
 
 // Section is one titled table of a Document, or, without Head, a list of
-// Notes.
+// Notes; Notes after a table follow it.
 type Section struct {
 	Title string
 	Head  []string
@@ -102,6 +102,7 @@ func (d Document) WriteText(w io.Writer) error {
 			fmt.Fprintln(tw, strings.Join(row, "\t"))
 		}
 		tw.Flush()
+		writeNotes(bw, s.Notes)
 	}
 	return bw.err
 }
@@ -129,12 +130,15 @@ func (d Document) WriteMarkdown(w io.Writer) error {
 			}
 			fmt.Fprintf(bw, "| %s |\n", strings.Join(cells, " | "))
 		}
+		if len(s.Notes) > 0 {
+			fmt.Fprintln(bw)
+			writeNotes(bw, s.Notes)
+		}
 	}
 	return bw.err
 }
 
-// writeNotes writes a section without a table: its notes as a list, the
-// same in text and Markdown.
+// writeNotes writes notes as a list.
 func writeNotes(w io.Writer, notes []string) {
 	for _, n := range notes {
 		fmt.Fprintf(w, "- %s\n", n)

@@ -2,6 +2,7 @@ package throughput
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -21,6 +22,69 @@ const (
 	Bridge       = report.Bridge
 	Direct       = report.Direct
 )
+
+// Default is tapfwd as it ships: no flag beyond the bed's devices, every
+// setting at tapfwd's default. The guard (--perf) measures it, so that a
+// changed default shows there.
+const Default = "tapfwd"
+
+// Lever configurations: Default with one setting changed, each a lever
+// to measure against Default and the bridge. They are not in Configs
+// (--full runs those); a binary without a lever's flag skips it
+// (matrix.CheckFlags).
+const (
+	TAPIOURing   = "tap-io-uring"   // TAP reads and writes batched through io_uring
+	TAPIOSyscall = "tap-io-syscall" // a read or write system call per frame
+	GROWindow    = "gro-window"     // userspace GRO waits a little for more frames
+	CPUsNone     = "cpus-none"      // the worker left to the scheduler
+	CPUsSecond   = "cpus-second"    // the worker on the second CPU
+)
+
+// Levers are the settings of the lever configurations.
+type Levers struct {
+	// GROWindow is GROWindow's --gro-window.
+	GROWindow time.Duration
+	// SecondCPU is CPUsSecond's --cpus: the second CPU this process may
+	// use, where the pinned placement puts the iperf3 server; -1 (one CPU)
+	// leaves CPUsSecond out.
+	SecondCPU int
+}
+
+// DefaultLevers are the lever settings used unless the caller picks
+// others.
+func DefaultLevers() Levers {
+	l := Levers{GROWindow: 50 * time.Microsecond, SecondCPU: -1}
+	if c := FirstCPUs(2); len(c) == 2 {
+		l.SecondCPU = c[1]
+	}
+	return l
+}
+
+// LeverConfigs are Default and the lever configurations under l, in
+// report order.
+func LeverConfigs(l Levers) []report.Config {
+	cs := []report.Config{
+		report.Tapfwd(Default, "tapfwd as it ships: every setting at its default", forwarder.Options{}),
+		report.Tapfwd(TAPIOURing, "tapfwd, TAP I/O batched through io_uring (--tap-io uring)", forwarder.Options{TAPIO: "uring"}),
+		report.Tapfwd(TAPIOSyscall, "tapfwd, a read or write system call per TAP frame (--tap-io syscall)", forwarder.Options{TAPIO: "syscall"}),
+		report.Tapfwd(GROWindow, fmt.Sprintf("tapfwd, userspace GRO waits up to %s for more frames of a batch (--gro-window)", forwarder.Micros(l.GROWindow)),
+			forwarder.Options{GROWindow: l.GROWindow}),
+		report.Tapfwd(CPUsNone, "tapfwd, its worker not pinned: placed by the scheduler (--cpus none)", forwarder.Options{CPUs: "none"}),
+	}
+	if l.SecondCPU >= 0 {
+		cs = append(cs, report.Tapfwd(CPUsSecond, fmt.Sprintf("tapfwd, its worker on CPU %d, beside the pinned iperf3 server (--cpus %d)", l.SecondCPU, l.SecondCPU),
+			forwarder.Options{CPUs: strconv.Itoa(l.SecondCPU)}))
+	}
+	return cs
+}
+
+// KnownConfigs are every configuration a run may select, in report
+// order: Configs' tapfwd variants, LeverConfigs, then the baselines.
+func KnownConfigs(n TAPNAPI, l Levers) []report.Config {
+	cs := Configs(n)
+	i := slices.IndexFunc(cs, func(c report.Config) bool { return c.Kind != report.KindTapfwd })
+	return slices.Concat(cs[:i], LeverConfigs(l), cs[i:])
+}
 
 // TAPNAPI are the TAP NAPI settings of the NAPIGRO configuration.
 type TAPNAPI struct {
@@ -85,6 +149,42 @@ type Workload struct {
 	// Placement is where its iperf3 processes run (Place); nil in reports
 	// from before it, where Settings.IperfPin applies to every workload.
 	Placement *Placement `json:"placement,omitempty"`
+	// Targets, when set, are what tapfwd should reach against the bridge
+	// on it (PerfWorkloads).
+	Targets *Targets `json:"targets,omitempty"`
+}
+
+// Targets are what a forwarder's figures should reach against the
+// bridge's on a workload: at least Ratio of its throughput and, when Cost
+// is set, at most Cost times its whole-machine CPU per unit delivered.
+type Targets struct {
+	Ratio float64 `json:"min_ratio_to_bridge"`
+	Cost  float64 `json:"max_cost_ratio_to_bridge,omitempty"`
+}
+
+// PerfWorkloads are the guard's rows (--perf): TCP with iperf3's default
+// writes both ways, with MTU-sized frames from the wire and with four
+// streams, and UDP 64 B delivered from the wire, each with its targets
+// against the bridge: the TCP rows at most 1.05x the bridge's CPU per
+// gigabit.
+func PerfWorkloads() []Workload {
+	ws := Workloads([]int{0}, []int{1}, DefaultDirs, false)
+	ws = append(ws, MTUWorkload())
+	ws = append(ws, Workloads([]int{0}, []int{4}, []string{WireToLab}, false)...)
+	ws = append(ws, Workloads(nil, nil, []string{WireToLab}, true)...)
+	for i := range ws {
+		t := &Targets{Ratio: 0.95, Cost: 1.05}
+		switch {
+		case ws[i].Proto == "udp":
+			t = &Targets{Ratio: 0.9}
+		case ws[i].WireMTU:
+			t.Ratio = 1
+		case ws[i].Streams > 1:
+			t.Ratio = 0.9
+		}
+		ws[i].Targets = t
+	}
+	return ws
 }
 
 // MTUWorkload is TCP wire->lab, one stream, iperf3's default write size,

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"image/color"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -119,10 +120,64 @@ func (r *Report) ruleLine() string {
 			"(the spread of the pairs of the first %d repetitions sets its width and how many pairs a comparison needs; it takes no more). "+
 			"A verdict needs at least %d pairs", s.stage1(), rule.MinReps)
 	}
+	against := NAPIOff + "'s median"
+	if s.AgainstBridge {
+		line += fmt.Sprintf(" (the TAP NAPI modes against %s, every forwarder against the bridge)", NAPIOff)
+		against = "the median it is compared against"
+	}
 	if rule.MaxHalfWidth > 0 {
-		line += fmt.Sprintf(", an interval no wider than +-%s of %s's median", report.PctAbs(rule.MaxHalfWidth), NAPIOff)
+		line += fmt.Sprintf(", an interval no wider than +-%s of %s", report.PctAbs(rule.MaxHalfWidth), against)
 	}
 	return line + ", and the whole interval on one side of 0."
+}
+
+// bridgeSection is, in a run with Settings.AgainstBridge, every
+// forwarder against the bridge on every workload: the paired ratio of the
+// throughputs, the ratio of the whole machine's CPU per unit delivered,
+// and whether each meets the workload's targets.
+func (r *Report) bridgeSection() (report.Section, bool) {
+	if !r.Settings.AgainstBridge {
+		return report.Section{}, false
+	}
+	s := report.Section{
+		Title: "Against the bridge: throughput over the bridge's (geometric mean of the per-repetition ratios, Stein's 95% interval), " +
+			"and the whole machine's CPU per unit delivered over the bridge's (ratio of the medians, bootstrap 95% interval), with the targets",
+		Head: []string{"workload", "config", "throughput / bridge [95% CI]", "+-", "pairs", "target", "met", "CPU per unit / bridge [95% CI]", "target", "met"},
+	}
+	for _, w := range r.Workloads {
+		for _, c := range r.ranConfigs() {
+			cmp := r.Comparison(c.Name, Bridge, w.Name)
+			if cmp == nil {
+				continue
+			}
+			row := []string{w.Name, c.Name, report.Est(&cmp.Ratio), report.PctAbs(halfWidth(cmp)), pairsText(cmp), "-", "-", "-", "-", "-"}
+			if t := w.Targets; t != nil {
+				row[5], row[6] = fmt.Sprintf(">= %.2f", t.Ratio), met(cmp.Ratio.Low >= t.Ratio, cmp.Ratio.High < t.Ratio)
+			}
+			if cell := r.Cell(c.Name, w.Name); cell != nil && cell.Cost != nil && cell.Cost.RatioToBridge != nil {
+				q := cell.Cost.RatioToBridge
+				row[7] = report.Est(q)
+				if t := w.Targets; t != nil && t.Cost > 0 {
+					row[8], row[9] = fmt.Sprintf("<= %.2f", t.Cost), met(q.High <= t.Cost, q.Low > t.Cost)
+				}
+			}
+			s.Rows = append(s.Rows, row)
+		}
+	}
+	s.Notes = []string{"met: yes when the whole interval meets the target, no when none of it does, open when it straddles the target."}
+	return s, len(s.Rows) > 0
+}
+
+// met words a target's outcome: yes when the interval meets it, no when
+// it misses it, else open.
+func met(yes, no bool) string {
+	switch {
+	case yes:
+		return "yes"
+	case no:
+		return "no"
+	}
+	return "open"
 }
 
 // halfWidth is c's interval half-width in percent of B's median (for a
@@ -162,6 +217,9 @@ func pairsText(c *report.Comparison) string {
 
 func (r *Report) sections() []report.Section {
 	var out []report.Section
+	if s, ok := r.bridgeSection(); ok {
+		out = append(out, s)
+	}
 	gs := r.groups()
 	if r.ran(NAPIOn) && r.ran(NAPIOff) {
 		for _, g := range gs {
@@ -443,7 +501,7 @@ func (r *Report) workload(name string) Workload {
 // interval) into dir.
 func (r *Report) WriteCharts(dir string) error {
 	charts := []report.Chart{r.barGrid()}
-	if len(r.Comparisons) > 0 {
+	if slices.ContainsFunc(r.Comparisons, func(c report.Comparison) bool { return c.B == NAPIOff }) {
 		charts = append(charts, r.napiChart())
 	}
 	return report.WriteCharts(dir, charts...)

@@ -100,6 +100,9 @@ type Settings struct {
 	// HostCPUs are, on vxlan, the CPUs of host 1's and host 2's tapfwd
 	// workers; absent when tapfwd placed them (both on the first CPU).
 	HostCPUs []int `json:"host_cpus,omitempty"`
+	// AgainstBridge compares every forwarder configuration with the
+	// bridge in pairs as well (Options.AgainstBridge): the guard's ratios.
+	AgainstBridge bool `json:"paired_against_bridge,omitempty"`
 }
 
 // SteinInterval names the paired interval of schema 3: the mean of the
@@ -284,9 +287,19 @@ func byRep(runs []record, config, workload string, reps int) []float64 {
 	return v
 }
 
-// pairs are the comparisons that ran: a against b on each workload.
+// pairs are the comparisons that ran, a against b on each workload: the
+// TAP NAPI modes against NAPIOff and, with Settings.AgainstBridge, every
+// forwarder against the bridge.
 func (r *Report) pairs(fn func(a, b string, w Workload)) {
-	for _, ab := range comparisons {
+	abs := comparisons
+	if r.Settings.AgainstBridge {
+		for _, c := range r.ranConfigs() {
+			if c.Kind == report.KindTapfwd || c.Kind == report.KindNaive {
+				abs = append(abs[:len(abs):len(abs)], [2]string{c.Name, Bridge})
+			}
+		}
+	}
+	for _, ab := range abs {
 		if !r.ran(ab[0]) || !r.ran(ab[1]) {
 			continue
 		}
@@ -294,6 +307,34 @@ func (r *Report) pairs(fn func(a, b string, w Workload)) {
 			fn(ab[0], ab[1], w)
 		}
 	}
+}
+
+// BridgeRatios are config's figure over the bridge's on workload in each
+// repetition where both gave one, in repetition order: the pairs its
+// ratio to the bridge rests on. None in reports from before Runs
+// (schema 3).
+func (r *Report) BridgeRatios(config, workload string) []float64 {
+	x, y := byRep(r.recordsOf(), config, workload, r.Settings.Reps), byRep(r.recordsOf(), Bridge, workload, r.Settings.Reps)
+	var out []float64
+	for i := range x {
+		if x[i] > 0 && y[i] > 0 {
+			out = append(out, x[i]/y[i])
+		}
+	}
+	return out
+}
+
+// recordsOf are the runs as records: as Run measured them, or as a saved
+// report keeps them (Runs: the figure, not the rest of the sample).
+func (r *Report) recordsOf() []record {
+	if r.runs != nil {
+		return r.runs
+	}
+	out := make([]record, len(r.Runs))
+	for i, run := range r.Runs {
+		out[i] = record{Config: run.Config, Row: run.Workload, Rep: run.Rep, Err: run.Err, Sample: sample{Value: run.Value}}
+	}
+	return out
 }
 
 // more is how many more repetitions the comparisons need after runs, a

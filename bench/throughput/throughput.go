@@ -41,6 +41,11 @@ type Options struct {
 	// it needs for an interval within Rule's target (stats.PairsNeeded),
 	// or until the next repetition would end past Budget.
 	Budget time.Duration
+	// AgainstBridge compares every forwarder configuration with the
+	// bridge in pairs, as the TAP NAPI modes are compared with NAPIOff:
+	// the geometric mean of the per-repetition ratios with its interval,
+	// which the sequential rule then also takes pairs for.
+	AgainstBridge bool
 }
 
 // sample is what one iperf3 run of one configuration and workload gave.
@@ -120,7 +125,8 @@ func pinKthreads(cs []report.Config, cpu int) []report.Config {
 // forwarder if any, runs every workload on it (traced), and removes the
 // bed. With a Budget the repetitions go on as the comparisons need.
 //
-// A configuration that the kernel cannot do (Options.TUNFeatures) is
+// A configuration that the kernel cannot do (Options.TUNFeatures), or
+// that gives a flag the tapfwd binary lacks (Options.TapfwdFlags), is
 // skipped with the reason before anything runs; the rest follows
 // matrix.Run's rules. A failed iperf3 run is recorded in its cell. When ctx
 // ends, everything started is stopped and removed, and the error wraps
@@ -131,7 +137,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	r := newReport(o)
 	for i := range r.Configs {
-		if c := &r.Configs[i]; !o.Lab.Topology.Fit(c) || !matrix.CheckKernel(c, o.TUNFeatures) {
+		if c := &r.Configs[i]; !o.Lab.Topology.Fit(c) || !matrix.CheckKernel(c, o.TUNFeatures) || !matrix.CheckFlags(c, o.TapfwdFlags) {
 			o.Log.Info("skipping configuration", "config", c.Name, "reason", c.Skipped)
 		}
 	}
@@ -173,7 +179,8 @@ func (r *Report) plan(o Options, visit func(context.Context, *report.Config, int
 func newReport(o Options) *Report {
 	s := Settings{Method: report.NewMethod(o.Reps, o.Bootstrap), RunSeconds: iperfSeconds(o.Duration),
 		OmitSeconds: omitSeconds(o.Omit), Paired: true, Interval: SteinInterval,
-		MinReps: o.Rule.MinReps, TargetHalfWidth: o.Rule.MaxHalfWidth, Topology: o.Lab.Topology.String(), HostCPUs: o.Lab.HostCPUs}
+		MinReps: o.Rule.MinReps, TargetHalfWidth: o.Rule.MaxHalfWidth, Topology: o.Lab.Topology.String(), HostCPUs: o.Lab.HostCPUs,
+		AgainstBridge: o.AgainstBridge}
 	if c := FirstCPUs(1); len(c) == 1 {
 		s.WorkerCPU = &c[0]
 	}
@@ -233,12 +240,11 @@ func visit(ctx context.Context, o Options, c *report.Config, rep int, m *matrix.
 // when it has one). runErr is iperf3 failing (recorded in the cell); err
 // ends the visit (ctx ended, the bed failing).
 func measure(ctx context.Context, o Options, bed *testbed.Bed, fws matrix.Forwarders, tap string, w Workload) (s sample, runErr, err error) {
-	if w.WireMTU {
-		if _, err := bed.Run(ctx, bed.WireNS, "ethtool", "-K", bed.WireIf, "tso", "off", "gso", "off"); err != nil {
-			return s, nil, fmt.Errorf("turning TSO/GSO off on the wire: %w", err)
-		}
-		defer bed.Run(context.Background(), bed.WireNS, "ethtool", "-K", bed.WireIf, "tso", "on", "gso", "on")
+	undo, err := w.Prepare(ctx, bed)
+	if err != nil {
+		return s, nil, err
 	}
+	defer undo()
 	// What reached the receiver, and where UDP datagrams are lost: the
 	// receiver's socket buffer, or on the way.
 	sndNS, rcvNS := bed.WireNS, bed.LabNS
@@ -254,10 +260,7 @@ func measure(ctx context.Context, o Options, bed *testbed.Bed, fws matrix.Forwar
 		return s, nil, err
 	}
 	tr := trace.Start(ctx, trace.Targets{Bed: bed, Forwarders: fws.Pids(), TAP: tap, Sender: sndNS, Receiver: rcvNS})
-	res, runErr := iperf.Run(ctx, bed, iperf.Options{
-		Duration: o.Duration, Omit: o.Omit, Len: w.Len, Streams: w.Streams,
-		Reverse: w.Direction == LabToWire, UDP: w.Proto == "udp", Bitrate: bitrate(w), Pin: w.pin(),
-	})
+	res, runErr := iperf.Run(ctx, bed, w.Iperf(o.Duration, o.Omit))
 	spent, err := win.Stop()
 	run := tr.Stop(res.Raw)
 	s.Trace = &run
@@ -281,6 +284,26 @@ func measure(ctx context.Context, o Options, bed *testbed.Bed, fws matrix.Forwar
 	}
 	s.setCost(w, spent, in1.Sub(in0), len(fws) > 0)
 	return s, nil, nil
+}
+
+// Prepare sets bed up for w (with WireMTU: TSO and GSO off on the
+// wire's veth); undo puts it back.
+func (w Workload) Prepare(ctx context.Context, bed *testbed.Bed) (undo func(), err error) {
+	if !w.WireMTU {
+		return func() {}, nil
+	}
+	if _, err := bed.Run(ctx, bed.WireNS, "ethtool", "-K", bed.WireIf, "tso", "off", "gso", "off"); err != nil {
+		return nil, fmt.Errorf("turning TSO/GSO off on the wire: %w", err)
+	}
+	return func() {
+		bed.Run(context.Background(), bed.WireNS, "ethtool", "-K", bed.WireIf, "tso", "on", "gso", "on")
+	}, nil
+}
+
+// Iperf is w's iperf3 run: d measured after omit left out.
+func (w Workload) Iperf(d, omit time.Duration) iperf.Options {
+	return iperf.Options{Duration: d, Omit: omit, Len: w.Len, Streams: w.Streams,
+		Reverse: w.Direction == LabToWire, UDP: w.Proto == "udp", Bitrate: bitrate(w), Pin: w.pin()}
 }
 
 // pin is where w's iperf3 processes are pinned; nil for the scheduler.

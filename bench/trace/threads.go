@@ -101,23 +101,12 @@ func (w *watched) thread() Thread {
 	return t
 }
 
-func tasks(pid int) []int {
-	ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-	var tids []int
-	for _, e := range ents {
-		if tid, err := strconv.Atoi(e.Name()); err == nil {
-			tids = append(tids, tid)
-		}
-	}
-	return tids
-}
-
 // watchForwarders watches every thread of the forwarders: the pinned
 // ones are the workers; of a forwarder that pins none, Stop keeps the
 // busiest.
 func (tr *Tracer) watchForwarders() {
 	for _, pid := range tr.t.Forwarders {
-		for _, tid := range tasks(pid) {
+		for _, tid := range procfs.Tasks(pid) {
 			if w := newWatched(Forwarder, pid, tid, tr.cpus); w != nil {
 				if w.pinned {
 					w.role = Worker
@@ -207,7 +196,7 @@ func (tr *Tracer) findIperf(ns map[string]uint64, seen map[int]bool, found map[s
 			continue
 		}
 		seen[pid], found[role] = true, true
-		for _, tid := range tasks(pid) {
+		for _, tid := range procfs.Tasks(pid) {
 			if w := newWatched(role, pid, tid, tr.cpus); w != nil {
 				w.run0, w.wait0, w.sw0, w.pre0 = 0, 0, 0, 0
 				tr.mu.Lock()

@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tapfwd/tapfwd/bench/forwarder"
 	"github.com/tapfwd/tapfwd/bench/matrix"
 	"github.com/tapfwd/tapfwd/bench/report"
 	"github.com/tapfwd/tapfwd/bench/stats"
@@ -100,11 +101,14 @@ func (b *benchFlags) bootstrap() stats.Bootstrap {
 type benchEnv struct {
 	lab      matrix.Lab
 	features uint32
-	ctx      context.Context
-	stop     context.CancelFunc
-	log      *slog.Logger
-	prog     *progress
-	stderr   io.Writer
+	// tapfwdFlags are the flags of the tapfwd binary's run command; nil
+	// when no configuration runs tapfwd.
+	tapfwdFlags map[string]bool
+	ctx         context.Context
+	stop        context.CancelFunc
+	log         *slog.Logger
+	prog        *progress
+	stderr      io.Writer
 }
 
 // startBench checks what every bench needs (root, namespaces, the tools
@@ -132,6 +136,11 @@ func startBench(kind string, b *benchFlags, configs []report.Config, stderr io.W
 		prog: &progress{w: stderr, tty: isTerminal(stderr) && !*b.verbose}}
 	if env.lab, err = findLab(*b.tapfwd, configs); err != nil {
 		return nil, err
+	}
+	if env.lab.Tapfwd != "" {
+		if env.tapfwdFlags, err = forwarder.Supported(context.Background(), env.lab.Tapfwd); err != nil {
+			return nil, fmt.Errorf("--tapfwd: %w", err)
+		}
 	}
 	if *b.outDir != "" {
 		if err := os.MkdirAll(*b.outDir, 0o755); err != nil {

@@ -32,13 +32,15 @@ func compareFlagSet(stdout io.Writer) (*flag.FlagSet, *compareFlags) {
 		fmt.Fprintf(stdout, `Usage: tapfwd-bench compare [flags] A.json B.json
 
 Compares two throughput reports saved with --json or --out (from two
-kernels, two machines or two settings; schema 1 or 2): for every
+kernels, two machines or two settings; schema 1 to 3): for every
 configuration and workload both have, the ratio of B's median to A's with
 its 95%% bootstrap interval (each run's repetitions resampled) and a
-verdict, for the throughput and, where both runs measured it, for the
-whole machine's CPU cost per unit delivered. A verdict needs %d
-repetitions on each side and an interval within +-%.1f%% of A's median
-(--target).
+verdict, for the throughput, for its ratio to the bridge (each
+repetition's figure over the bridge's in the same repetition: schema 3
+runs with the bridge) and, where both runs measured it, for the whole
+machine's CPU cost per unit delivered. A verdict needs %d repetitions
+on each side and an interval within +-%.1f%% of A's median (--target).
+The first table lists the rows that moved beyond their intervals.
 
 Flags:
 `, stats.MinReps, stats.TargetHalfWidth)

@@ -13,7 +13,7 @@ import (
 	"github.com/tapfwd/tapfwd/internal/cliflag"
 )
 
-const usage = `Usage: tapfwd-bench throughput|latency [flags]
+const usage = `Usage: tapfwd-bench throughput|latency|profile [flags]
        tapfwd-bench compare [flags] A.json B.json
 
 throughput: iperf3 through tapfwd in several TAP configurations and through
@@ -22,13 +22,16 @@ latency: UDP request/response round-trip times at fixed rates and
 application delays (the xsk_rr method) through tapfwd's polling modes and
 the Linux bridge.
 compare: two saved throughput reports, cell by cell: the ratio of the
-medians with its interval and a verdict. version (or --version, -V): this
-binary's version and VCS revision.
-throughput and latency build their network namespaces and remove them,
-and start tapfwd as a user would: --tapfwd PATH, by default the tapfwd
-next to tapfwd-bench, else the one on $PATH. Run "tapfwd-bench throughput
---help", "tapfwd-bench latency --help" or "tapfwd-bench compare --help" for
-the flags.
+medians with its interval and a verdict.
+profile: where the time goes on the guard's workloads: tapfwd's Go CPU
+profile in shares, the machine per CPU and thread, tapfwd's batches, and
+the kernel side from perf where it works.
+version (or --version, -V): this binary's version and VCS revision.
+throughput, latency and profile build their network namespaces and remove
+them, and start tapfwd as a user would: --tapfwd PATH, by default the
+tapfwd next to tapfwd-bench, else the one on $PATH. Run "tapfwd-bench throughput
+--help", "tapfwd-bench latency --help", "tapfwd-bench profile --help" or
+"tapfwd-bench compare --help" for the flags.
 `
 
 func main() {
@@ -41,6 +44,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		"latency":    func(a []string) error { return cmdLatency(a, stdout, stderr) },
 		"compare":    func(a []string) error { return cmdCompare(a, stdout) },
 		"version":    func(a []string) error { return cliflag.Version("tapfwd-bench", a, stdout) },
+		"profile":    func(a []string) error { return cmdProfile(a, stdout, stderr) },
 		// Hidden: the naive baseline, started by the bench in a bed.
 		forwarder.NaiveCommand: func(a []string) error { return cmdNaiveForwarder(a, stdout, stderr) },
 	}, stdout, stderr)

@@ -41,6 +41,16 @@ var (
 	fullTime = "about 40 minutes"
 )
 
+// --perf: the guard (docs/performance.md, "The guard"): tapfwd as it
+// ships against the bridge, paired, on the rows the targets are set for;
+// a first stage of stats.Stage1Reps repetitions, then as many as the
+// ratios need within perfBudget.
+var (
+	perfConfigs = []string{throughput.Default, throughput.Bridge}
+	perfBudget  = 8 * time.Minute
+	perfTime    = "5 to 8 minutes"
+)
+
 // Quick mode: a smoke test of the whole bench in well under a minute.
 var (
 	quickConfigs   = []string{throughput.NAPIOff, throughput.NAPIOn, throughput.Bridge, throughput.Direct}
@@ -72,9 +82,10 @@ type throughputFlags struct {
 	*benchFlags
 	dur, omit, budget                *time.Duration
 	quick, full, udp, wireMTU, asCSV *bool
+	perf, againstBridge              *bool
 	showTrace                        *bool
 	configs, sizes, streams, dirs    *string
-	groFlush                         *time.Duration
+	groFlush, groWindow              *time.Duration
 	deferIRQs                        *int
 	target                           *float64
 	placement, iperfCPUs             *string
@@ -89,25 +100,28 @@ func throughputFlagSet(stdout io.Writer) (*flag.FlagSet, *throughputFlags) {
 	return fs, &throughputFlags{
 		benchFlags: addBenchFlags(fs, reps, "throughput.{txt,md,json,csv}) and charts (throughput.{png,svg}, napi.{png,svg}",
 			"tables, --csv, --markdown, --out charts", "log each test bed (its namespaces) and every failure to stderr"),
-		dur:       fs.Duration("duration", defaultDuration, "measured length of each iperf3 run (-t), rounded up to whole seconds"),
-		omit:      fs.Duration("omit", defaultOmit, "start of each iperf3 run left out of its figure (-O), whole seconds; 0 for none"),
-		budget:    fs.Duration("budget", defaultBudget, "sequential run: after the first --reps repetitions go on until every comparison has the pairs it needs for an interval within --target, or until the next repetition would end past this much time from the start (e.g. 25m, 1h30m); 0 runs exactly --reps"),
-		quick:     fs.Bool("quick", false, "smoke test under a minute (see above)"),
-		full:      fs.Bool("full", false, "every configuration, both directions, UDP and MTU-sized frames (see above)"),
-		configs:   fs.String("configs", strings.Join(defaultConfigs, ","), "comma-separated configurations to run, in report order"),
-		sizes:     fs.String("sizes", "64,128,4K", "TCP write sizes (iperf3 -l) in bytes; K means 1024"),
-		streams:   fs.String("streams", "1,4", "TCP parallel stream counts (iperf3 -P)"),
-		dirs:      fs.String("dirs", "w2l", "directions: both, wire->lab (w2l) or lab->wire (l2w)"),
-		udp:       fs.Bool("udp", false, "also run UDP 64 B at unlimited rate (delivered kpps and loss)"),
-		wireMTU:   fs.Bool("wire-mtu", false, "also run TCP wire->lab with TSO and GSO off on the wire's veth, so MTU-sized frames reach the forwarder (where userspace GRO matters)"),
-		target:    fs.Float64("target", stats.TargetHalfWidth, "widest interval that gets a verdict, as its half-width in percent of the median compared against; 0 for no limit"),
-		groFlush:  fs.Duration("gro-flush-timeout", throughput.DefaultTAPNAPI.GROFlushTimeout, "the TAP's gro_flush_timeout in the "+throughput.NAPIGRO+" configuration"),
-		deferIRQs: fs.Int("defer-hard-irqs", throughput.DefaultTAPNAPI.DeferHardIRQs, "the TAP's napi_defer_hard_irqs in the "+throughput.NAPIGRO+" configuration"),
-		asCSV:     fs.Bool("csv", false, "print one CSV line per configuration and workload"),
-		showTrace: fs.Bool("trace", false, "add every run's trace to the tables: where tapfwd's worker, iperf3 and the TAP's NAPI kthread ran, softirqs, TCP counters, the TAP's state (a report saved with --json keeps it either way)"),
-		topology:  fs.String("topology", string(matrix.Veth), "the test bed: veth (one host: wire veth, forwarder, lab) or vxlan (two hosts, a lab on each, one segment over a VXLAN device per host; see above)"),
-		placement: fs.String("placement", throughput.PlaceAuto, "where iperf3 runs in each workload: pinned (the client beside tapfwd's worker, the server on the next CPU: --iperf-cpus), scheduler (where the scheduler puts it), auto (pinned with one stream, scheduler with several, where pinning starves tapfwd's worker), or both (every workload under each, labelled)"),
-		iperfCPUs: fs.String("iperf-cpus", "auto", "the CPUs of the pinned placement: WIRE,LAB, the client's (wire namespace) and the server's (lab namespace), e.g. 1,0; auto: the first CPU this process may use (where tapfwd pins its worker) and the second"),
+		dur:           fs.Duration("duration", defaultDuration, "measured length of each iperf3 run (-t), rounded up to whole seconds"),
+		omit:          fs.Duration("omit", defaultOmit, "start of each iperf3 run left out of its figure (-O), whole seconds; 0 for none"),
+		budget:        fs.Duration("budget", defaultBudget, "sequential run: after the first --reps repetitions go on until every comparison has the pairs it needs for an interval within --target, or until the next repetition would end past this much time from the start (e.g. 25m, 1h30m); 0 runs exactly --reps"),
+		quick:         fs.Bool("quick", false, "smoke test under a minute (see above)"),
+		full:          fs.Bool("full", false, "every configuration, both directions, UDP and MTU-sized frames (see above)"),
+		perf:          fs.Bool("perf", false, "the guard: tapfwd as it ships against the bridge on TCP default writes both ways, MTU-sized frames, 4 streams and UDP 64 B, with the targets (see above)"),
+		againstBridge: fs.Bool("against-bridge", false, "also compare every forwarder with the bridge in pairs (the sequential rule then takes pairs for those ratios too); --perf sets it"),
+		groWindow:     fs.Duration("gro-window", throughput.DefaultLevers().GROWindow, "userspace GRO's --gro-window in the "+throughput.GROWindow+" configuration"),
+		configs:       fs.String("configs", strings.Join(defaultConfigs, ","), "comma-separated configurations to run, in report order"),
+		sizes:         fs.String("sizes", "64,128,4K", "TCP write sizes (iperf3 -l) in bytes; K means 1024"),
+		streams:       fs.String("streams", "1,4", "TCP parallel stream counts (iperf3 -P)"),
+		dirs:          fs.String("dirs", "w2l", "directions: both, wire->lab (w2l) or lab->wire (l2w)"),
+		udp:           fs.Bool("udp", false, "also run UDP 64 B at unlimited rate (delivered kpps and loss)"),
+		wireMTU:       fs.Bool("wire-mtu", false, "also run TCP wire->lab with TSO and GSO off on the wire's veth, so MTU-sized frames reach the forwarder (where userspace GRO matters)"),
+		target:        fs.Float64("target", stats.TargetHalfWidth, "widest interval that gets a verdict, as its half-width in percent of the median compared against; 0 for no limit"),
+		groFlush:      fs.Duration("gro-flush-timeout", throughput.DefaultTAPNAPI.GROFlushTimeout, "the TAP's gro_flush_timeout in the "+throughput.NAPIGRO+" configuration"),
+		deferIRQs:     fs.Int("defer-hard-irqs", throughput.DefaultTAPNAPI.DeferHardIRQs, "the TAP's napi_defer_hard_irqs in the "+throughput.NAPIGRO+" configuration"),
+		asCSV:         fs.Bool("csv", false, "print one CSV line per configuration and workload"),
+		showTrace:     fs.Bool("trace", false, "add every run's trace to the tables: where tapfwd's worker, iperf3 and the TAP's NAPI kthread ran, softirqs, TCP counters, the TAP's state (a report saved with --json keeps it either way)"),
+		topology:      fs.String("topology", string(matrix.Veth), "the test bed: veth (one host: wire veth, forwarder, lab) or vxlan (two hosts, a lab on each, one segment over a VXLAN device per host; see above)"),
+		placement:     fs.String("placement", throughput.PlaceAuto, "where iperf3 runs in each workload: pinned (the client beside tapfwd's worker, the server on the next CPU: --iperf-cpus), scheduler (where the scheduler puts it), auto (pinned with one stream, scheduler with several, where pinning starves tapfwd's worker), or both (every workload under each, labelled)"),
+		iperfCPUs:     fs.String("iperf-cpus", "auto", "the CPUs of the pinned placement: WIRE,LAB, the client's (wire namespace) and the server's (lab namespace), e.g. 1,0; auto: the first CPU this process may use (where tapfwd pins its worker) and the second"),
 	}
 }
 
@@ -129,6 +143,10 @@ Configurations (--configs):
 	for _, c := range throughput.Configs(throughput.DefaultTAPNAPI) {
 		fmt.Fprintf(w, "  %-15s %s\n", c.Name, c.Description)
 	}
+	fmt.Fprintf(w, "tapfwd as it ships, and its levers (not in --full; a tapfwd binary without a lever's flag skips it):\n")
+	for _, c := range throughput.LeverConfigs(throughput.DefaultLevers()) {
+		fmt.Fprintf(w, "  %-15s %s\n", c.Name, c.Description)
+	}
 	fmt.Fprintf(w, `
 Default run: configurations %s;
 TCP -l 64, 128, 4096 x -P 1, 4, wire->lab (the QEMU patch's table, where
@@ -140,10 +158,17 @@ when they have them and at the latest when the next repetition would
 end past %v (--budget): %s on a 2-CPU VM.
 --full: every configuration; TCP both directions, UDP 64 B both ways and
 MTU-sized frames from the wire; %d repetitions (no budget): %s.
+--perf: the guard. Configurations %s, compared in pairs
+(--against-bridge); TCP iperf3 default writes wire->lab and lab->wire,
+MTU-sized frames from the wire, 4 streams wire->lab, and UDP 64 B
+wire->lab, each with its target against the bridge; sequential as
+above within %v: %s. Compare it with a saved baseline with
+tapfwd-bench compare (make perf does both). Add levers to --configs to
+measure them beside tapfwd, e.g. --configs tapfwd,tap-io-uring,bridge.
 --quick: configurations %s;
 TCP 4 KB 1 stream both ways and UDP 64 B wire->lab; %d repetitions of %v:
 under a minute, a smoke test, not a measurement. Flags given explicitly
-override what --full and --quick pick.
+override what --full, --perf and --quick pick.
 
 --topology vxlan: the same method across two hosts (namespaces joined by
 an underlay veth, a kernel VXLAN device on each, a lab on each; one L2
@@ -158,7 +183,7 @@ runs there.
 
 Flags:
 `, strings.Join(defaultConfigs, ", "), defaultDuration, defaultOmit, stats.Stage1Reps, stats.TargetHalfWidth, defaultBudget, defaultTime,
-		fullReps, fullTime, strings.Join(quickConfigs, ", "), quickReps, quickDuration,
+		fullReps, fullTime, strings.Join(perfConfigs, ", "), perfBudget, perfTime, strings.Join(quickConfigs, ", "), quickReps, quickDuration,
 		strings.Join(vxlanConfigs, ", "), strings.Join(vxlanQuickConfigs, ", "))
 	cliflag.PrintDefaults(w, fs)
 }
@@ -171,8 +196,8 @@ func (f *throughputFlags) options(fs *flag.FlagSet) (throughput.Options, error) 
 		return o, err
 	}
 	switch {
-	case *f.quick && *f.full:
-		return o, errors.New("--quick and --full: pick one")
+	case len(presets(f)) > 1:
+		return o, fmt.Errorf("%s: pick one", strings.Join(presets(f), " and "))
 	case *f.dur < time.Second || *f.dur > time.Hour:
 		return o, fmt.Errorf("--duration %v: want 1s to 1h", *f.dur)
 	case *f.omit < 0 || *f.omit > time.Minute:
@@ -181,14 +206,17 @@ func (f *throughputFlags) options(fs *flag.FlagSet) (throughput.Options, error) 
 		return o, fmt.Errorf("--budget %v: want 0 (exactly --reps) to 24h", *f.budget)
 	case *f.target < 0 || *f.target > 100:
 		return o, fmt.Errorf("--target %v: want 0 (no limit) to 100 percent", *f.target)
-	case *f.groFlush <= 0 || *f.deferIRQs < 0:
-		return o, errors.New("--gro-flush-timeout must be positive and --defer-hard-irqs not negative")
+	case *f.groFlush <= 0 || *f.deferIRQs < 0 || *f.groWindow <= 0:
+		return o, errors.New("--gro-flush-timeout and --gro-window must be positive and --defer-hard-irqs not negative")
 	}
 	if o.Lab.Topology, err = matrix.ParseTopology(*f.topology); err != nil {
 		return o, fmt.Errorf("--topology: %w", err)
 	}
-	all := throughput.Configs(throughput.TAPNAPI{GROFlushTimeout: *f.groFlush, DeferHardIRQs: *f.deferIRQs})
-	if o.Configs, err = report.SelectConfigs(all, splitList(*f.configs)); err != nil {
+	napi := throughput.TAPNAPI{GROFlushTimeout: *f.groFlush, DeferHardIRQs: *f.deferIRQs}
+	levers := throughput.DefaultLevers()
+	levers.GROWindow = *f.groWindow
+	all := throughput.Configs(napi)
+	if o.Configs, err = report.SelectConfigs(throughput.KnownConfigs(napi, levers), splitList(*f.configs)); err != nil {
 		return o, fmt.Errorf("--configs: %w", err)
 	}
 	if *f.full {
@@ -199,7 +227,12 @@ func (f *throughputFlags) options(fs *flag.FlagSet) (throughput.Options, error) 
 	}
 	o.Reps, o.Budget, o.Duration, o.Omit, o.Bootstrap = *f.reps, *f.budget, *f.dur, *f.omit, f.bootstrap()
 	o.Rule = stats.Rule{MinReps: stats.MinReps, MaxHalfWidth: *f.target}
+	o.AgainstBridge = *f.againstBridge
 	switch {
+	case *f.perf && o.Lab.Topology == matrix.VXLAN:
+		return o, errors.New("--perf runs on the one-host bed (--topology veth)")
+	case *f.perf:
+		perfRun(&o, set, napi, levers)
 	case *f.full:
 		f.fullRun(&o, set, all)
 	case *f.quick:
@@ -280,6 +313,34 @@ func (f *throughputFlags) quickRun(o *throughput.Options, set map[string]bool) {
 	if !set["sizes"] && !set["streams"] && !set["dirs"] && !set["udp"] && !set["wire-mtu"] {
 		o.Workloads = quickWorkloads()
 	}
+}
+
+// perfRun sets what --perf picks and no flag given overrides.
+func perfRun(o *throughput.Options, set map[string]bool, napi throughput.TAPNAPI, levers throughput.Levers) {
+	o.AgainstBridge = true
+	if !set["configs"] {
+		o.Configs, _ = report.SelectConfigs(throughput.KnownConfigs(napi, levers), perfConfigs)
+	}
+	if !set["budget"] {
+		o.Budget = perfBudget
+	}
+	if !set["sizes"] && !set["streams"] && !set["dirs"] && !set["udp"] && !set["wire-mtu"] {
+		o.Workloads = throughput.PerfWorkloads()
+	}
+}
+
+// presets are the presets given: --quick, --full, --perf.
+func presets(f *throughputFlags) []string {
+	var out []string
+	for _, p := range []struct {
+		name string
+		on   bool
+	}{{"--quick", *f.quick}, {"--full", *f.full}, {"--perf", *f.perf}} {
+		if p.on {
+			out = append(out, p.name)
+		}
+	}
+	return out
 }
 
 // vxlanRun sets what --topology vxlan picks for a default run and no flag
@@ -363,7 +424,7 @@ func cmdThroughput(args []string, stdout, stderr io.Writer) error {
 	}
 	defer env.stop()
 	env.lab.Topology = o.Lab.Topology
-	o.Lab, o.TUNFeatures, o.Progress, o.Log = env.lab, env.features, env.prog.update, env.log
+	o.Lab, o.TUNFeatures, o.TapfwdFlags, o.Progress, o.Log = env.lab, env.features, env.tapfwdFlags, env.prog.update, env.log
 	rep, err := throughput.Run(env.ctx, o)
 	if err := env.finish(err); err != nil {
 		return err

@@ -53,6 +53,7 @@ var runFlag = map[daemon.Part]string{
 	daemon.PartVhostDir: "--vhost-user", daemon.PartHostPort: "--host-port", daemon.PartDHCP: "--dhcp",
 	daemon.PartTAPNAPICPU: "--tap-napi-cpu", daemon.PartNICNAPI: "--nic-napi-threaded", daemon.PartMetricsAddr: "--metrics-addr",
 	daemon.PartTAPMTU: "--tap-mtu", daemon.PartNICNAPICPU: "--nic-napi-cpu",
+	daemon.PartTAPIO: "--tap-io uring",
 }
 
 // explainRun says which flag of `tapfwd run` c to change when the daemon
@@ -87,6 +88,8 @@ func explainRun(err error, c *daemon.Config) error {
 		advice = " (the directory must be root's and writable by no one else, or others could take the guests' connections: chown root and chmod go-w it, or choose another)"
 	case de.Part == daemon.PartHostPort && errors.Is(err, hostport.ErrNameInUse):
 		advice = " (rename or remove that interface)"
+	case errors.Is(err, tap.ErrNoURing):
+		advice = " (--tap-io auto falls back to a system call per frame)"
 	case errors.Is(err, vhostuser.ErrPathTooLong):
 		advice = " (choose a shorter directory, or a shorter --tap)"
 	case errors.Is(err, vhostuser.ErrNotSocket):

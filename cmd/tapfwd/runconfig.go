@@ -28,15 +28,21 @@ import (
 type runFlags struct {
 	cpus, napi, vnet, tapAddr, tapMAC, nicThreaded, poll, vhostUser string
 	metricsAddr, logLevel, logFormat, configFile, dhcpRange         string
-	guestVLANs, l2Control, l2Allow                                  string
+	guestVLANs, l2Control, l2Allow, tapIO                           string
 	tapNapiCPU, nicNapiCPU, readyFd                                 int
 	pprof, hostPort                                                 bool
 }
 
+// tapIOModes are --tap-io's values.
+var tapIOModes = map[string]daemon.TAPIO{"syscall": daemon.TAPIOSyscall, "uring": daemon.TAPIOURing, "auto": daemon.TAPIOAuto}
+
 // Limits a configuration must stay within.
 const (
-	maxQueues = 256
-	maxBatch  = 1024
+	// maxGROWindow caps --gro-window: a wait beyond it is latency, not
+	// merging.
+	maxGROWindow = time.Millisecond
+	maxQueues    = 256
+	maxBatch     = 1024
 	// maxBufferBytes caps the workers' frame buffers.
 	maxBufferBytes = 4 << 30
 )
@@ -61,6 +67,8 @@ func (f *runFlags) register(fs *flag.FlagSet, c *daemon.Config) {
 	fs.StringVar(&f.poll, "poll", "block", "how workers wait: block (sleep in ppoll until a fd is ready) or busy (spin on non-blocking reads: lowest latency, one full CPU per queue)")
 	fs.BoolVar(&c.Workers.GRO, "gro", true, "userspace GRO: merge consecutive TCP segments of a flow from the NIC into one GSO frame per TAP write, and same-size UDP datagrams into one USO frame when the TAP takes USO (needs the TAP's vnet header)")
 	fs.IntVar(&c.Workers.Batch, "batch", 64, "most frames moved per direction per wake-up (1-1024)")
+	fs.StringVar(&f.tapIO, "tap-io", "syscall", "how workers read and write the TAP: syscall (a read or write per frame), uring (a batch per io_uring_enter; fails where io_uring is missing or refused, or the kernel is older than 6.4), auto (uring where it works, else syscall, said in one log line)")
+	fs.DurationVar(&c.Workers.GROWindow, "gro-window", 0, "with --gro, how long a worker that read less than a batch from the NIC waits for more segments of an open flow to merge into one TAP write (e.g. 50us, at most 1ms); 0 never waits")
 	fs.BoolVar(&c.NIC.Promisc, "promisc", false, "put the NIC in promiscuous mode instead of asking for the TAP's MAC and all multicast")
 	fs.BoolVar(&c.Workers.StrictMAC, "strict-mac", false, "drop frames from the TAP whose source MAC is not the TAP's (the host port's with --host-port) or a macvtap VM port's, and accept from the NIC only frames to those MACs, the vhost-user ports', broadcast and multicast (a BPF filter): lets several instances share one NIC (a vhost-user port's guest sends from its own MAC only, with or without it)")
 	fs.BoolVar(&c.NIC.Wait, "wait-nic", false, "when the NIC is removed, wait for it to come back and resume instead of exiting (needs CAP_NET_RAW throughout: not with --user)")
@@ -251,7 +259,7 @@ func (f *runFlags) exclusions(c *daemon.Config) error {
 	return nil
 }
 
-// workers takes --poll and --cpus.
+// workers takes --poll, --cpus, --tap-io and --gro-window.
 func (f *runFlags) workers(c *daemon.Config) error {
 	switch f.poll {
 	case "block":
@@ -259,6 +267,16 @@ func (f *runFlags) workers(c *daemon.Config) error {
 		c.Workers.Busy = true
 	default:
 		return fmt.Errorf("--poll %s: want block or busy", cliflag.Quote(f.poll))
+	}
+	var ok bool
+	if c.Workers.TAPIO, ok = tapIOModes[f.tapIO]; !ok {
+		return fmt.Errorf("--tap-io %s: want syscall, uring or auto", cliflag.Quote(f.tapIO))
+	}
+	switch w := c.Workers.GROWindow; {
+	case w < 0 || w > maxGROWindow:
+		return fmt.Errorf("--gro-window %v: want 0 to %v", w, maxGROWindow)
+	case w > 0 && !c.Workers.GRO:
+		return fmt.Errorf("--gro-window %v needs --gro", w)
 	}
 	switch f.cpus {
 	case "":

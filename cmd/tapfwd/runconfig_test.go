@@ -52,7 +52,7 @@ func TestParseRunValues(t *testing.T) {
 		"--tap-napi-threaded --tap-gro-flush-timeout 20us --tap-napi-defer-hard-irqs 2 --tap-napi-cpu 1 "+
 		"--nic-napi-threaded enabled --nic-napi-cpu 0 --poll busy --gro=false --batch 32 --promisc "+
 		"--wait-nic --vm-ports 3 --metrics-addr :9999 --pprof --stats-interval 10s --log-level debug "+
-		"--persist --vm-port-owner qemu:kvm --ready-fd 3 --log-format json"), io.Discard, io.Discard)
+		"--persist --vm-port-owner qemu:kvm --ready-fd 3 --log-format json --tap-io uring"), io.Discard, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func TestParseRunValues(t *testing.T) {
 			MAC: []byte{2, 0, 0, 0, 0, 1}, Netns: "lab", Addr: netip.MustParsePrefix("198.18.1.2/24"),
 			NAPISettings: tap.NAPISettings{Threaded: true, GROFlushTimeout: 20 * time.Microsecond, DeferHardIRQs: 2},
 			Persist:      true},
-		Workers: daemon.Workers{CPUs: []int{2, 3}, Busy: true, GRO: false, Batch: 32},
+		Workers: daemon.Workers{CPUs: []int{2, 3}, Busy: true, GRO: false, Batch: 32, TAPIO: daemon.TAPIOURing},
 		NAPI:    &daemon.NAPI{TAPCPU: 1, NICMode: napi.ThreadedEnabled, NICCPU: 0},
 		VMPorts: daemon.VMPorts{N: 3, Owner: "qemu:kvm"},
 		Metrics: &daemon.Metrics{Addr: ":9999", PProf: true},
@@ -71,6 +71,12 @@ func TestParseRunValues(t *testing.T) {
 	}
 	if !logsAs(c, slog.LevelDebug, true) || !reflect.DeepEqual(c, want) {
 		t.Errorf("values:\n got %+v\nwant %+v", c, want)
+	}
+	if c, _ := parseRun([]string{"--nic", "x", "--gro-window", "50us", "--tap-io", "auto"}, io.Discard, io.Discard); c.Workers.GROWindow != 50*time.Microsecond || c.Workers.TAPIO != daemon.TAPIOAuto {
+		t.Errorf("--gro-window 50us --tap-io auto: %v, %v", c.Workers.GROWindow, c.Workers.TAPIO)
+	}
+	if c, _ := parseRun([]string{"--nic", "x"}, io.Discard, io.Discard); c.Workers.GROWindow != 0 || c.Workers.TAPIO != daemon.TAPIOSyscall {
+		t.Errorf("defaults: --gro-window %v, --tap-io %v; want 0, syscall", c.Workers.GROWindow, c.Workers.TAPIO)
 	}
 	if c, _ := parseRun([]string{"--nic", "x", "--cpus", "none"}, io.Discard, io.Discard); c.Workers.CPUs == nil || len(c.Workers.CPUs) != 0 {
 		t.Errorf("--cpus none: %v, want an empty list", c.Workers.CPUs)
@@ -122,6 +128,10 @@ var runRules = []struct {
 	{"--nic x --nic-napi-threaded disabled", "--nic-napi-threaded disabled: want enabled or busy-poll"},
 	{"--nic x --nic-napi-threaded fast", "--nic-napi-threaded fast: want enabled or busy-poll"},
 	{"--nic x --poll spin", "--poll spin: want block or busy"},
+	{"--nic x --tap-io mmap", "--tap-io mmap: want syscall, uring or auto"},
+	{"--nic x --gro-window 2ms", "--gro-window 2ms: want 0 to 1ms"},
+	{"--nic x --gro-window -1us", "--gro-window -1µs: want 0 to 1ms"},
+	{"--nic x --gro=false --gro-window 50us", "--gro-window 50µs needs --gro"},
 	{"--nic x --user nobody --wait-nic", "--wait-nic reopens packet sockets"},
 	{"--nic x --user nobody --nic-napi-threaded enabled", "cannot be combined with --user"},
 	{"--nic x --cpus 1-0", "bad CPU range"},

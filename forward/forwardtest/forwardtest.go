@@ -54,3 +54,20 @@ func TAP(t testing.TB) (*tap.Queue, int) {
 	})
 	return tap.NewQueueFd(p[0]), p[1]
 }
+
+// URingTAP is TAP with the queue's I/O batched through io_uring
+// (tap.URingQueue, up to batch frames per io_uring_enter). Use it from one
+// goroutine locked to its OS thread.
+func URingTAP(t testing.TB, batch int) (*tap.URingQueue, int) {
+	p := socketpair(t)
+	q, err := tap.NewURingQueue(p[0], batch)
+	if err != nil {
+		t.Fatalf("io_uring on a socketpair: %v", err)
+	}
+	t.Cleanup(func() {
+		q.Close()
+		unix.Close(p[0])
+		unix.Close(p[1])
+	})
+	return q, p[1]
+}

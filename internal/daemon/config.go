@@ -72,7 +72,28 @@ type Workers struct {
 	StrictMAC bool
 	// L2 is what frames from the TAP side may carry onto the wire.
 	L2 forward.L2Policy
+	// TAPIO is how the queue workers read and write the TAP.
+	TAPIO TAPIO
+	// GROWindow, with GRO, is how long a worker that read less than a
+	// batch from the NIC may wait for more segments to merge
+	// (forward.Config.GROWindow); 0 never waits.
+	GROWindow time.Duration
 }
+
+// TAPIO is how the queue workers read and write the TAP.
+type TAPIO int
+
+const (
+	// TAPIOSyscall is a read() or write() per frame (tap.Queue).
+	TAPIOSyscall TAPIO = iota
+	// TAPIOURing batches each worker's reads and writes through an
+	// io_uring of its own (tap.URingQueue); Open fails where io_uring
+	// cannot (tap.ErrNoURing).
+	TAPIOURing
+	// TAPIOAuto is TAPIOURing where io_uring works, else TAPIOSyscall,
+	// said in one log line.
+	TAPIOAuto
+)
 
 // NAPI tunes NAPI polling; each setting is left alone unless given.
 type NAPI struct {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tapfwd/tapfwd/forward"
 	"github.com/tapfwd/tapfwd/napi"
+	"github.com/tapfwd/tapfwd/tap"
 )
 
 // tuneNAPI pins the TAP's NAPI kthreads and makes the NIC's NAPI threaded,
@@ -53,7 +54,7 @@ func (d *Daemon) newForwarder() error {
 	f, w := d.dev.Features(), d.c.Workers
 	fc := forward.Config{Batch: w.Batch, CPUs: d.m.cpus, TAPVnetHdr: f.VnetHdr, MTU: d.c.TAP.MTU, Logger: d.log,
 		Busy: w.Busy, GRO: w.GRO, UDPGRO: f.Offloads&(unix.TUN_F_USO4|unix.TUN_F_USO6) == unix.TUN_F_USO4|unix.TUN_F_USO6,
-		L2: w.L2, TAPMACs: d.tapMACs()}
+		L2: w.L2, TAPMACs: d.tapMACs(), GROWindow: w.GROWindow}
 	if w.StrictMAC {
 		fc.StrictMACs = d.strictMACs()
 	}
@@ -62,7 +63,11 @@ func (d *Daemon) newForwarder() error {
 	if fc.Guests, err = d.guestPorts(); err != nil {
 		return err
 	}
-	fw, err := forward.New(endpoints(d.dev.Queues()), nics(d.nic.socks), fc)
+	taps, err := d.tapEndpoints()
+	if err != nil {
+		return err
+	}
+	fw, err := forward.New(taps, nics(d.nic.socks), fc)
 	if err != nil {
 		return err
 	}
@@ -70,4 +75,33 @@ func (d *Daemon) newForwarder() error {
 	d.undo.closing("closing the forwarder", fw.Close)
 	d.status = newStatusSource(d, statusWindow)
 	return nil
+}
+
+// tapEndpoints are the TAP's queues as the workers read and write them:
+// tap.Queues, or with io_uring a tap.URingQueue on each queue's fd, each
+// closed before the TAP.
+func (d *Daemon) tapEndpoints() ([]forward.Endpoint, error) {
+	qs, mode := d.dev.Queues(), d.c.Workers.TAPIO
+	out := endpoints(qs)
+	if mode == TAPIOSyscall {
+		return out, nil
+	}
+	batch := d.c.Workers.Batch
+	if batch <= 0 {
+		batch = 64
+	}
+	for i, q := range qs {
+		u, err := tap.NewURingQueue(q.Fd(), batch)
+		if mode == TAPIOAuto && i == 0 && errors.Is(err, tap.ErrNoURing) {
+			d.log.Info("TAP I/O: a system call per frame, io_uring cannot batch it here", "err", err)
+			return out, nil
+		}
+		if err != nil {
+			return nil, fail(PartTAPIO, "", err)
+		}
+		d.undo.closing("closing a TAP queue's io_uring", u.Close)
+		out[i] = u
+	}
+	d.log.Info("TAP I/O: batched through io_uring", "queues", len(qs), "batch", batch)
+	return out, nil
 }

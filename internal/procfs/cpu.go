@@ -30,15 +30,46 @@ func (t CPUTimes) Sub(u CPUTimes) CPUTimes {
 // have fewer than the eight fields read here; they are an error.
 func ParseCPUTimes(text string) (CPUTimes, error) {
 	line, _, _ := strings.Cut(text, "\n")
+	return parseCPULine(line, "cpu")
+}
+
+// ParsePerCPUTimes parses the text of /proc/stat and returns the times of
+// each CPU, from its "cpuN" lines, indexed by N (a CPU without a line,
+// offline, has zero times).
+func ParsePerCPUTimes(text string) ([]CPUTimes, error) {
+	var out []CPUTimes
+	for line := range strings.SplitSeq(text, "\n") {
+		name, _, _ := strings.Cut(line, " ")
+		n, err := strconv.Atoi(strings.TrimPrefix(name, "cpu"))
+		if !strings.HasPrefix(name, "cpu") || err != nil || n < 0 || n >= 1<<16 {
+			continue
+		}
+		t, err := parseCPULine(line, name)
+		if err != nil {
+			return nil, err
+		}
+		for len(out) <= n {
+			out = append(out, CPUTimes{})
+		}
+		out[n] = t
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("procfs: /proc/stat: no cpuN line")
+	}
+	return out, nil
+}
+
+// parseCPULine parses one line of /proc/stat that names CPU name.
+func parseCPULine(line, name string) (CPUTimes, error) {
 	f := strings.Fields(line)
-	if len(f) < 9 || f[0] != "cpu" {
-		return CPUTimes{}, fmt.Errorf("procfs: /proc/stat: first line %q, want \"cpu\" and at least 8 times", line)
+	if len(f) < 9 || f[0] != name {
+		return CPUTimes{}, fmt.Errorf("procfs: /proc/stat: line %q, want %q and at least 8 times", line, name)
 	}
 	var v [8]time.Duration
 	for i := range v {
 		n, err := strconv.ParseUint(f[i+1], 10, 64)
 		if err != nil {
-			return CPUTimes{}, fmt.Errorf("procfs: /proc/stat: cpu field %d: %w", i+1, err)
+			return CPUTimes{}, fmt.Errorf("procfs: /proc/stat: %s field %d: %w", name, i+1, err)
 		}
 		v[i] = time.Duration(n) * time.Second / userHZ
 	}
@@ -53,6 +84,15 @@ func ReadCPUTimes() (CPUTimes, error) {
 		return CPUTimes{}, fmt.Errorf("procfs: reading CPU times: %w", err)
 	}
 	return ParseCPUTimes(string(b))
+}
+
+// ReadPerCPUTimes reads each CPU's times from /proc/stat.
+func ReadPerCPUTimes() ([]CPUTimes, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return nil, fmt.Errorf("procfs: reading CPU times: %w", err)
+	}
+	return ParsePerCPUTimes(string(b))
 }
 
 // Received are a network namespace's counters of what its IP layer took

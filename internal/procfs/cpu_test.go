@@ -27,6 +27,26 @@ func TestParseCPUTimes(t *testing.T) {
 	}
 }
 
+func TestParsePerCPUTimes(t *testing.T) {
+	const stat = "cpu  198093 5 122031 452454 1293 7 39335 188 0 0\ncpu0 105889 0 61574 219557 272 0 21611 86 0 0\n" +
+		"cpu2 9 0 1 2 3 4 5 6 0 0\nintr 123 4 5\ncpufreq 1\n"
+	got, err := ParsePerCPUTimes(stat)
+	tick := time.Second / userHZ
+	if err != nil || len(got) != 3 || got[0].User != 105889*tick || got[0].SoftIRQ != 21611*tick || got[1] != (CPUTimes{}) ||
+		got[2].User != 9*tick || got[2].Steal != 6*tick {
+		t.Fatalf("ParsePerCPUTimes = %+v, %v", got, err)
+	}
+	for _, bad := range []string{"", "cpu 1 2 3 4 5 6 7 8\n", "cpu1 1 2 3\n", "cpu0 1 2 x 4 5 6 7 8 9\n"} {
+		if _, err := ParsePerCPUTimes(bad); err == nil {
+			t.Errorf("ParsePerCPUTimes(%q) took it", bad)
+		}
+	}
+	all, err := ReadPerCPUTimes()
+	if err != nil || len(all) == 0 {
+		t.Fatalf("ReadPerCPUTimes: %d CPUs, %v", len(all), err)
+	}
+}
+
 func TestReadCPUTimes(t *testing.T) {
 	a, err := ReadCPUTimes()
 	if err != nil {

@@ -79,6 +79,19 @@ func ReadStat(pid int) (Stat, error) {
 	return ParseStat(string(b))
 }
 
+// Tasks are the thread ids of process pid (/proc/PID/task); none when
+// it is gone.
+func Tasks(pid int) []int {
+	ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	var tids []int
+	for _, e := range ents {
+		if tid, err := strconv.Atoi(e.Name()); err == nil {
+			tids = append(tids, tid)
+		}
+	}
+	return tids
+}
+
 // IOWorkers returns the calling process's io_uring worker threads, from
 // /proc/self/task/TID/stat.
 func IOWorkers() ([]Stat, error) {

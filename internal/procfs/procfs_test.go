@@ -2,7 +2,9 @@ package procfs
 
 import (
 	"os"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -132,5 +134,15 @@ func TestParseSchedStat(t *testing.T) {
 	}
 	if run, _, err := ParseSchedStat(string(raw)); err != nil || run <= 0 {
 		t.Errorf("own schedstat %q: %v, %v", raw, run, err)
+	}
+}
+
+func TestTasks(t *testing.T) {
+	tids := Tasks(os.Getpid())
+	if !slices.Contains(tids, syscall.Gettid()) || !slices.Contains(tids, os.Getpid()) {
+		t.Errorf("Tasks(self) = %v, want this thread (%d) and the main one", tids, syscall.Gettid())
+	}
+	if got := Tasks(-1); got != nil {
+		t.Errorf("Tasks(-1) = %v", got)
 	}
 }

@@ -1,0 +1,206 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/tapfwd/tapfwd/bench/profile"
+	"github.com/tapfwd/tapfwd/bench/report"
+	"github.com/tapfwd/tapfwd/bench/throughput"
+	"github.com/tapfwd/tapfwd/internal/cliflag"
+)
+
+// The profile command's defaults: the guard's rows, tapfwd as it ships
+// and the bridge, a 10 s window after 2 s of warm-up.
+var (
+	profileConfigs = []string{throughput.Default, throughput.Bridge}
+	profileWindow  = 10 * time.Second
+	profileWarmup  = 2 * time.Second
+	profileTop     = 15
+)
+
+// profileFlags are the profile command's flags.
+type profileFlags struct {
+	bench                *benchFlags
+	workloads, configs   *string
+	warmup, groWindow    *time.Duration
+	seconds, top         *int
+	perf                 *string
+	placement, iperfCPUs *string
+}
+
+func profileFlagSet(stdout io.Writer) (*flag.FlagSet, *profileFlags) {
+	fs := newFlagSet("profile", "profile [flags]", stdout)
+	f := &profileFlags{
+		bench: &benchFlags{
+			asJSON:  fs.Bool("json", false, "print the report as JSON"),
+			asMD:    fs.Bool("markdown", false, "print the report as Markdown (to paste into docs/performance.md)"),
+			outDir:  fs.String("out", "", "also write the report (profile.{txt,md,json}) and the raw profiles (CONFIG-WORKLOAD.pprof for go tool pprof, CONFIG-WORKLOAD.perf.data for perf report -i) into this directory"),
+			from:    fs.String("from", "", "render a report saved with --json (or --out) instead of profiling"),
+			tapfwd:  fs.String("tapfwd", "", "the tapfwd binary to profile; empty takes the tapfwd next to tapfwd-bench, else the one on $PATH"),
+			verbose: fs.Bool("verbose", false, "log each test bed and every failure to stderr"),
+		},
+		workloads: fs.String("workload", "all", "comma-separated workloads of the guard to profile (see above), or all"),
+		configs:   fs.String("configs", strings.Join(profileConfigs, ","), "comma-separated configurations (tapfwd-bench throughput -h lists them)"),
+		seconds:   fs.Int("seconds", int(profileWindow/time.Second), "how long each profile samples, in seconds"),
+		warmup:    fs.Duration("warmup", profileWarmup, "how long iperf3 runs before the profile starts"),
+		top:       fs.Int("top", profileTop, "functions in each top list"),
+		perf:      fs.String("perf", "auto", "the kernel side with perf: auto (when perf is installed and may sample) or off"),
+		placement: fs.String("placement", throughput.PlaceAuto, "where iperf3 runs: auto, pinned, scheduler (as tapfwd-bench throughput)"),
+		iperfCPUs: fs.String("iperf-cpus", "auto", "the CPUs of the pinned placement: WIRE,LAB (as tapfwd-bench throughput)"),
+		groWindow: fs.Duration("gro-window", throughput.DefaultLevers().GROWindow, "userspace GRO's --gro-window in the "+throughput.GROWindow+" configuration"),
+	}
+	fs.Usage = func() {
+		fmt.Fprintf(stdout, `Usage: tapfwd-bench profile [flags]
+
+Where the time goes, for each workload and configuration, on a fresh
+test bed while iperf3 runs (%v of warm-up, then a window of %v by
+default): tapfwd's Go CPU profile (--pprof) grouped into shares (TAP
+write with the lab's receive path inside it, TAP read, packet socket
+recv and send, copies, vnethdr and GRO, the worker's own code, the Go
+runtime) with its top functions and the functions its system calls come
+from; the machine per CPU (/proc/stat user, system, softirq, idle;
+/proc/softirqs NET_RX and NET_TX); tapfwd's threads and the kernel's
+ksoftirqd and NAPI kthreads (/proc/PID/task/*/stat); where the busy
+threads ran and waited; tapfwd's frames per wake-up, GRO merges per
+wake-up and writes per frame from its metrics; and, where perf works,
+the kernel side of every CPU by path and by task. One run each: a
+profile, not a measurement. Needs root and iperf3.
+
+Workloads (--workload):
+`, profileWarmup, profileWindow)
+		for _, w := range throughput.PerfWorkloads() {
+			fmt.Fprintf(stdout, "  %s\n", w.Name)
+		}
+		fmt.Fprintf(stdout, "\nAll of them under tapfwd and the bridge: about %s on a 2-CPU VM.\n\nFlags:\n", profileTime)
+		cliflag.PrintDefaults(stdout, fs)
+	}
+	return fs, f
+}
+
+// profileTime is how long the default profile run takes.
+const profileTime = "4 minutes"
+
+// options checks the flags and turns them into the run's options (Lab,
+// the kernel's features and the binary's flags come from the bench's
+// environment).
+func (f *profileFlags) options() (profile.Options, error) {
+	var o profile.Options
+	switch {
+	case *f.bench.asJSON && *f.bench.asMD:
+		return o, errors.New("--json and --markdown: pick one")
+	case *f.seconds < 1 || *f.seconds > 600:
+		return o, fmt.Errorf("--seconds %d: want 1 to 600", *f.seconds)
+	case *f.warmup < 0 || *f.warmup > time.Minute:
+		return o, fmt.Errorf("--warmup %v: want 0 to 1m", *f.warmup)
+	case *f.top < 1 || *f.top > 1000:
+		return o, fmt.Errorf("--top %d: want 1 to 1000", *f.top)
+	case *f.perf != "auto" && *f.perf != "off":
+		return o, fmt.Errorf("--perf %q: want auto or off", *f.perf)
+	case *f.groWindow <= 0:
+		return o, errors.New("--gro-window must be positive")
+	}
+	levers := throughput.DefaultLevers()
+	levers.GROWindow = *f.groWindow
+	var err error
+	if o.Configs, err = report.SelectConfigs(throughput.KnownConfigs(throughput.DefaultTAPNAPI, levers), splitList(*f.configs)); err != nil {
+		return o, fmt.Errorf("--configs: %w", err)
+	}
+	if o.Workloads, err = selectWorkloads(*f.workloads); err != nil {
+		return o, err
+	}
+	pin, err := parseIperfCPUs(*f.iperfCPUs)
+	if err != nil {
+		return o, err
+	}
+	if *f.placement == throughput.PlaceBoth {
+		return o, errors.New("--placement both: profile one placement at a time")
+	}
+	if o.Workloads, err = throughput.Place(o.Workloads, *f.placement, pin); err != nil {
+		return o, fmt.Errorf("--placement: %w", err)
+	}
+	o.Window, o.Warmup, o.Top, o.Dir = time.Duration(*f.seconds)*time.Second, *f.warmup, *f.top, *f.bench.outDir
+	return o, nil
+}
+
+// selectWorkloads are the guard's workloads named in s, or all of them.
+func selectWorkloads(s string) ([]throughput.Workload, error) {
+	all := throughput.PerfWorkloads()
+	if s == "all" {
+		return all, nil
+	}
+	var out []throughput.Workload
+	for _, name := range splitList(s) {
+		found := false
+		for _, w := range all {
+			if w.Name == name {
+				out, found = append(out, w), true
+			}
+		}
+		if !found {
+			var names []string
+			for _, w := range all {
+				names = append(names, w.Name)
+			}
+			return nil, fmt.Errorf("--workload %q: unknown (known: %s, all)", name, strings.Join(names, ", "))
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("--workload: none given")
+	}
+	return out, nil
+}
+
+func cmdProfile(args []string, stdout, stderr io.Writer) error {
+	fs, f := profileFlagSet(stdout)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	o, err := f.options()
+	if err != nil {
+		return cliflag.Misuse(fs, "%w", err)
+	}
+	if *f.bench.from != "" {
+		rep, err := profile.Read(*f.bench.from)
+		if err != nil {
+			return err
+		}
+		return renderProfile(rep, f, stdout)
+	}
+	env, err := startBench("profile", f.bench, o.Configs, stderr, "iperf3")
+	if err != nil {
+		return err
+	}
+	defer env.stop()
+	o.Lab, o.TUNFeatures, o.TapfwdFlags, o.Progress, o.Log = env.lab, env.features, env.tapfwdFlags, env.prog.update, env.log
+	note := "not sampled (--perf off)"
+	if *f.perf == "auto" {
+		if o.Perf, note = profile.ProbePerf(env.ctx); o.Perf == nil {
+			fmt.Fprintf(stderr, "tapfwd-bench: %s\n", note)
+		}
+	}
+	rep, err := profile.Run(env.ctx, o)
+	if err := env.finish(err); err != nil {
+		return err
+	}
+	rep.Perf = note
+	env.skipped(rep.Skipped)
+	return renderProfile(rep, f, stdout)
+}
+
+// renderProfile writes rep's files into --out (when set) and rep in the
+// chosen format to stdout.
+func renderProfile(rep *profile.Report, f *profileFlags, stdout io.Writer) error {
+	if dir := *f.bench.outDir; dir != "" && *f.bench.from == "" {
+		if err := writeOut(dir, map[string]func(io.Writer) error{
+			"profile.txt": rep.WriteText, "profile.md": rep.WriteMarkdown, "profile.json": rep.WriteJSON,
+		}); err != nil {
+			return err
+		}
+	}
+	return printReport(stdout, rep, *f.bench.asJSON, *f.bench.asMD)
+}

@@ -1,0 +1,150 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tapfwd/tapfwd/bench/profile"
+	"github.com/tapfwd/tapfwd/bench/throughput"
+	"github.com/tapfwd/tapfwd/internal/cliflag/clitest"
+	"github.com/tapfwd/tapfwd/internal/testkit"
+)
+
+// TestBenchProfile runs `tapfwd-bench profile` on UDP 64 B from the wire
+// under tapfwd and the bridge: tapfwd's Go profile is there, in shares
+// that add up, with the TAP write among them and the raw profile kept;
+// its batches count the frames; the machine is there per CPU with
+// tapfwd's pinned worker; the bridge has no Go profile; the kernel side
+// is there where perf works (the TAP write path under tapfwd, the bridge
+// under the bridge) and says why where it does not; and the saved report
+// renders again.
+func TestBenchProfile(t *testing.T) {
+	testkit.NeedRoot(t)
+	testkit.NeedTools(t, "iperf3")
+	out := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := benchCmd(t, ctx, "profile", "--workload", "udp-64B-w2l", "--seconds", "2", "--warmup", "1s", "--json", "--out", out)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	js, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v: %s", err, stderr.String())
+	}
+	var r profile.Report
+	if err := json.Unmarshal(js, &r); err != nil {
+		t.Fatal(err)
+	}
+	fw, br := r.Result(throughput.Default, "udp-64B-w2l"), r.Result(throughput.Bridge, "udp-64B-w2l")
+	if r.Schema != profile.Schema || len(r.Results) != 2 || fw == nil || br == nil || fw.Err != "" || br.Err != "" {
+		t.Fatalf("results: %+v", r.Results)
+	}
+	checkGoView(t, fw.Go, out)
+	if len(fw.Batches) != 2 || fw.Batches[0].Frames == 0 || fw.Batches[0].FramesPerWakeup < 1 || fw.Batches[0].WritesPerFrame <= 0 || fw.Batches[0].WritesPerFrame > 1 {
+		t.Errorf("batches: %+v", fw.Batches)
+	}
+	worker := false
+	for _, th := range fw.Threads {
+		worker = worker || strings.HasPrefix(th.Role, "tapfwd worker (pinned to CPU")
+	}
+	if !worker || len(fw.CPUs) != runtime.NumCPU() || fw.Trace == nil || fw.WindowSeconds < 2 || fw.Figure <= 0 {
+		t.Errorf("tapfwd's machine: worker %v, %d CPUs, trace %v, window %v s, figure %v", worker, len(fw.CPUs), fw.Trace != nil, fw.WindowSeconds, fw.Figure)
+	}
+	if br.Go != nil || br.Batches != nil || len(br.CPUs) != runtime.NumCPU() {
+		t.Errorf("the bridge: Go %v, batches %v, %d CPUs", br.Go, br.Batches, len(br.CPUs))
+	}
+	checkKernelViews(t, r.Perf, fw, br)
+
+	var md bytes.Buffer
+	from := exec.Command(exe(t), "profile", "--from", filepath.Join(out, "profile.json"), "--markdown")
+	from.Stdout = &md
+	if err := from.Run(); err != nil {
+		t.Fatal(err)
+	}
+	txt, _ := os.ReadFile(filepath.Join(out, "profile.txt"))
+	for _, want := range []string{"### Where tapfwd's CPU goes", "### tapfwd's batches"} {
+		if !strings.Contains(md.String(), want) || !strings.Contains(string(txt), strings.TrimPrefix(want, "### ")) {
+			t.Errorf("--from --markdown or profile.txt lacks %q", want)
+		}
+	}
+}
+
+// checkGoView checks tapfwd's Go profile: CPU sampled, shares that add
+// up with the TAP write among them, and the raw profile kept in dir.
+func checkGoView(t *testing.T, g *profile.GoView, dir string) {
+	t.Helper()
+	if g == nil {
+		t.Fatal("no Go profile of tapfwd")
+	}
+	sum, write := 0.0, 0.0
+	for _, s := range g.Shares {
+		sum += s.Percent
+		if s.Name == profile.TAPWrite {
+			write = s.Percent
+		}
+	}
+	if g.CPUSeconds <= 0 || math.Abs(sum-100) > 0.01 || write <= 0 || len(g.Top) == 0 || len(g.Syscalls) == 0 {
+		t.Errorf("Go profile: %+v (shares add up to %v)", g, sum)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, g.File))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := profile.ParsePprof(b); err != nil || len(p.Samples) == 0 {
+		t.Errorf("kept profile %s: %v", g.File, err)
+	}
+}
+
+// checkKernelViews checks the kernel side: where perf sampled, tapfwd's
+// TAP writes and the bridge's forwarding are there; where not, the note
+// says why and there is none.
+func checkKernelViews(t *testing.T, note string, fw, br *profile.Result) {
+	t.Helper()
+	if !strings.HasPrefix(note, "perf record") {
+		t.Logf("no kernel side here: %s", note)
+		if fw.Kernel != nil || br.Kernel != nil || note == "" {
+			t.Errorf("perf note %q, yet kernel views %v %v", note, fw.Kernel, br.Kernel)
+		}
+		return
+	}
+	path := func(k *profile.KernelView, name string) float64 {
+		if k == nil {
+			return -1
+		}
+		for _, p := range k.Paths {
+			if p.Name == name {
+				return p.Percent
+			}
+		}
+		return -1
+	}
+	if w := path(fw.Kernel, profile.KTAPWrite); w <= 0 || path(fw.Kernel, profile.KBridge) != 0 {
+		t.Errorf("tapfwd's kernel side: TAP write %v%%: %+v", w, fw.Kernel)
+	}
+	if b := path(br.Kernel, profile.KBridge); b <= 0 || path(br.Kernel, profile.KTAPWrite) != 0 {
+		t.Errorf("the bridge's kernel side: bridge %v%%: %+v", b, br.Kernel)
+	}
+}
+
+// TestProfileErrors checks the profile command's one-line errors.
+func TestProfileErrors(t *testing.T) {
+	clitest.Check(t, "tapfwd-bench", run, []clitest.Case{
+		{[]string{"profile", "--seconds", "0"}, 2, "--seconds 0: want 1 to 600"},
+		{[]string{"profile", "--workload", "tcp-sideways"}, 2, `--workload "tcp-sideways": unknown (known: tcp-default-P1-w2l,`},
+		{[]string{"profile", "--configs", "napi-maybe"}, 2, `unknown configuration "napi-maybe"`},
+		{[]string{"profile", "--perf", "on"}, 2, `--perf "on": want auto or off`},
+		{[]string{"profile", "--placement", "both"}, 2, "profile one placement at a time"},
+		{[]string{"profile", "--json", "--markdown"}, 2, "pick one"},
+		{[]string{"profile", "-h"}, 0, "All of them under tapfwd and the bridge: about"},
+		{[]string{"-h"}, 0, "profile: where the time goes"},
+	})
+}
