@@ -14,16 +14,24 @@ const rxHeadroom = unix.XDP_PACKET_HEADROOM
 // model is a queue over Go memory and a fake kernel that plays the
 // kernel's side of the four rings.
 type model struct {
-	q     queue
+	q     *queue
 	sg    bool
 	frame uint64 // bytes of frame per RX chunk
+	// lazy: the fill ring's consumer index is published only by
+	// publishFill, as the kernel publishes it when its cached view runs
+	// out; fillCons is the kernel's own.
+	lazy     bool
+	fillCons uint32
 }
+
+// publishFill publishes the lazy kernel's fill consumer index.
+func (m *model) publishFill() { m.q.fill.cons.Store(m.fillCons) }
 
 func newModel(frames uint32, chunk uint64, sg bool) *model {
 	mk := func() ring {
 		return ring{prod: new(atomic.Uint32), cons: new(atomic.Uint32), flags: new(atomic.Uint32), size: frames, mask: frames - 1}
 	}
-	m := &model{sg: sg, frame: chunk - rxHeadroom}
+	m := &model{q: new(queue), sg: sg, frame: chunk - rxHeadroom}
 	m.q.fill = addrRing{ring: mk(), addrs: make([]uint64, frames)}
 	m.q.comp = addrRing{ring: mk(), addrs: make([]uint64, frames)}
 	m.q.rx = descRing{ring: mk(), descs: make([]unix.XDPDesc, frames)}
@@ -38,7 +46,7 @@ func newModel(frames uint32, chunk uint64, sg bool) *model {
 // net/xdp/xsk.c: __xsk_rcv does. false: dropped (too long without
 // multi-buffer, no fill entries, RX ring full).
 func (m *model) deliver(frame []byte) bool {
-	q := &m.q
+	q := m.q
 	k := uint32((uint64(len(frame)) + m.frame - 1) / m.frame)
 	if k == 0 {
 		k = 1
@@ -47,6 +55,9 @@ func (m *model) deliver(frame []byte) bool {
 		return false
 	}
 	fillCons, rxProd := q.fill.cons.Load(), q.rx.prod.Load()
+	if m.lazy {
+		fillCons = m.fillCons
+	}
 	if q.fill.prod.Load()-fillCons < k || q.rx.size-(rxProd-q.rx.cons.Load()) < k {
 		return false
 	}
@@ -60,7 +71,10 @@ func (m *model) deliver(frame []byte) bool {
 		}
 		q.rx.descs[(rxProd+j)&q.rx.mask] = unix.XDPDesc{Addr: addr, Len: uint32(len(part)), Options: opts}
 	}
-	q.fill.cons.Store(fillCons + k)
+	m.fillCons = fillCons + k
+	if !m.lazy {
+		q.fill.cons.Store(m.fillCons)
+	}
 	q.rx.prod.Store(rxProd + k)
 	return true
 }
@@ -68,7 +82,7 @@ func (m *model) deliver(frame []byte) bool {
 // transmit is the kernel sending everything on the TX ring: it joins each
 // chain of descriptors into a frame and completes every descriptor.
 func (m *model) transmit() [][]byte {
-	q := &m.q
+	q := m.q
 	var out [][]byte
 	var cur []byte
 	cons, prod := q.tx.cons.Load(), q.tx.prod.Load()

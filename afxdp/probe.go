@@ -1,6 +1,7 @@
 package afxdp
 
 import (
+	"fmt"
 	"net"
 
 	"golang.org/x/sys/unix"
@@ -60,6 +61,23 @@ func Probe(ifname string) Features {
 	f.TxMetadata = try(unix.XDP_COPY, true) == nil
 	f.ZeroCopy = try(unix.XDP_ZEROCOPY, false) == nil
 	return f
+}
+
+// String is the features as one line: "sockets yes, copy yes, ..." and
+// the error, if any.
+func (f Features) String() string {
+	yn := func(b bool) string {
+		if b {
+			return "yes"
+		}
+		return "no"
+	}
+	s := fmt.Sprintf("sockets %s; on %s: copy %s, zero-copy %s, need_wakeup %s, multi-buffer %s, TX checksum metadata %s",
+		yn(f.XDPSockets), f.Device, yn(f.Copy), yn(f.ZeroCopy), yn(f.NeedWakeup), yn(f.MultiBuffer), yn(f.TxMetadata))
+	if f.Err != "" {
+		s += " (" + f.Err + ")"
+	}
+	return s
 }
 
 // probeBind registers a small UMEM (with TX metadata room when txmd),

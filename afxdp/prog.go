@@ -36,6 +36,20 @@ func (m Mode) String() string {
 	return "auto"
 }
 
+// MarshalText and UnmarshalText make a Mode a flag value: auto, native or
+// generic.
+func (m Mode) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
+
+func (m *Mode) UnmarshalText(t []byte) error {
+	for _, c := range []Mode{ModeAuto, ModeNative, ModeGeneric} {
+		if c.String() == string(t) {
+			*m = c
+			return nil
+		}
+	}
+	return fmt.Errorf("want auto, native or generic, got %q", t)
+}
+
 // xdpMdRxQueueIndex is offsetof(struct xdp_md, rx_queue_index)
 // (include/uapi/linux/bpf.h: data, data_end, data_meta, ingress_ifindex,
 // rx_queue_index).

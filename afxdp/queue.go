@@ -27,6 +27,7 @@ type queue struct {
 	chunk    uint64 // chunk size: a power of two (aligned mode)
 	rxChunks uint32
 	state    []chunkState
+	fillPos  []uint32 // RX chunk c's fill ring index (not masked), while on the ring
 	free     []uint32 // TX chunks in userspace (a stack)
 	sg       bool     // frames may span chunks (XDP_USE_SG)
 
@@ -71,6 +72,7 @@ func (q *queue) init(mem []byte, chunk uint64, rxChunks uint32, sg bool) {
 	q.mem, q.chunk, q.rxChunks, q.sg = mem, chunk, rxChunks, sg
 	n := uint32(uint64(len(mem)) / chunk)
 	q.state = make([]chunkState, n)
+	q.fillPos = make([]uint32, rxChunks)
 	q.free = make([]uint32, 0, n-rxChunks)
 	for c := n; c > rxChunks; c-- {
 		q.free = append(q.free, c-1)
@@ -81,30 +83,40 @@ func (q *queue) init(mem []byte, chunk uint64, rxChunks uint32, sg bool) {
 	k := min(room, rxChunks)
 	for c := uint32(0); c < k; c++ {
 		*q.fill.at(c) = uint64(c) * chunk
-		q.state[c] = chunkRing
+		q.state[c], q.fillPos[c] = chunkRing, q.fill.cached+c
 	}
 	q.fill.submit(k)
 }
 
 // consumed marks the chunks of ring entries the kernel's consumer index
 // has passed since seen as the kernel's. An index beyond what was produced
-// is corrupt and followed only up to the producer's.
+// is corrupt and followed only up to the producer's; one behind seen is
+// the fill ring's, which an RX descriptor took further (takeRX).
 func (q *queue) consumed(r *ring, seen *uint32, chunkAt func(i uint32) uint64) {
 	cons := r.cons.Load()
+	if *seen-cons <= r.size && cons != *seen {
+		return
+	}
 	if cons-*seen > r.cached-*seen {
 		q.refused.RingIndex++
 		cons = r.cached
 	}
+	q.consumedTo(seen, cons, r.mask, chunkAt)
+}
+
+// consumedTo marks the chunks of the entries from seen to cons as the
+// kernel's.
+func (q *queue) consumedTo(seen *uint32, cons, mask uint32, chunkAt func(i uint32) uint64) {
 	for ; *seen != cons; *seen++ {
-		if c := chunkAt(*seen & r.mask); c < uint64(len(q.state)) && q.state[c] == chunkRing {
+		if c := chunkAt(*seen & mask); c < uint64(len(q.state)) && q.state[c] == chunkRing {
 			q.state[c] = chunkKernel
 		}
 	}
 }
 
-func (q *queue) fillConsumed() {
-	q.consumed(&q.fill.ring, &q.fillSeen, func(i uint32) uint64 { return q.fill.addrs[i] / q.chunk })
-}
+func (q *queue) fillConsumed() { q.consumed(&q.fill.ring, &q.fillSeen, q.fillChunk) }
+
+func (q *queue) fillChunk(i uint32) uint64 { return q.fill.addrs[i] / q.chunk }
 
 func (q *queue) txConsumed() {
 	q.consumed(&q.tx.ring, &q.txSeen, func(i uint32) uint64 { return q.tx.descs[i].Addr / q.chunk })
@@ -118,6 +130,14 @@ func (q *queue) takeRX(d *unix.XDPDesc) (c uint32, owned, ok bool) {
 		return 0, false, false
 	}
 	c = uint32(d.Addr / q.chunk)
+	if q.state[c] == chunkRing {
+		// The kernel consumes the fill ring in order but publishes its
+		// consumer index lazily (net/xdp/xsk_queue.h: the index is
+		// written when its cached view runs out), so a chunk can come
+		// back before the index passes it: its coming back proves the
+		// kernel consumed every entry up to its own.
+		q.consumedTo(&q.fillSeen, q.fillPos[c]+1, q.fill.mask, q.fillChunk)
+	}
 	if q.state[c] != chunkKernel {
 		return 0, false, false
 	}
@@ -140,21 +160,19 @@ func (q *queue) receive(bufs [][]byte, sizes []int, offset int) (n int, more boo
 	if corrupt {
 		q.refused.RingIndex++
 	}
-	room, corrupt := q.fill.room()
-	if corrupt {
-		q.refused.RingIndex++
-	}
+	// fillConsumed counted a fill consumer index past the producer's.
 	var used, filled uint32
 	for used < avail && n < len(bufs) {
 		k := q.chain(used, avail)
-		if q.frame(used, k, bufs[n][offset:], &sizes[n], &filled, room) {
+		if q.frame(used, k, bufs[n][offset:], &sizes[n], &filled) {
 			n++
 		}
 		used += k
 	}
 	q.rx.release(used)
 	for i := uint32(0); i < filled; i++ {
-		q.state[*q.fill.at(i)/q.chunk] = chunkRing
+		c := *q.fill.at(i) / q.chunk
+		q.state[c], q.fillPos[c] = chunkRing, q.fill.cached+i
 	}
 	q.fill.submit(filled)
 	return n, used < avail
@@ -174,7 +192,7 @@ func (q *queue) chain(used, avail uint32) uint32 {
 // frame handles the k descriptors of one RX frame: every one is checked and
 // its chunk refilled; the data is copied behind a vnet header into dst when
 // all are good and the chain is closed. It reports whether dst holds a frame.
-func (q *queue) frame(first, k uint32, dst []byte, size *int, filled *uint32, room uint32) bool {
+func (q *queue) frame(first, k uint32, dst []byte, size *int, filled *uint32) bool {
 	good, total := true, 0
 	for j := uint32(0); j < k; j++ {
 		d := q.rx.at(first + j)
@@ -189,7 +207,7 @@ func (q *queue) frame(first, k uint32, dst []byte, size *int, filled *uint32, ro
 			total += int(d.Len)
 		}
 		if owned {
-			q.refill(c, filled, room)
+			q.refill(c, filled)
 		}
 		if j == k-1 && d.Options&unix.XDP_PKT_CONTD != 0 {
 			good = false // open chain: maxDescs reached, or the ring ended inside it
@@ -209,9 +227,10 @@ func (q *queue) frame(first, k uint32, dst []byte, size *int, filled *uint32, ro
 	return true
 }
 
-// refill gives RX chunk c back to the fill ring.
-func (q *queue) refill(c uint32, filled *uint32, room uint32) {
-	if *filled == room {
+// refill gives RX chunk c back to the fill ring. The ring has room up to what the kernel is known to have consumed
+// (fillSeen), which may be past its published consumer index.
+func (q *queue) refill(c uint32, filled *uint32) {
+	if q.fill.cached+*filled-q.fillSeen >= q.fill.size {
 		q.refused.FillFull++
 		return
 	}

@@ -43,6 +43,17 @@ type KernelCounters interface {
 	Stats() (packets, drops uint64, err error)
 }
 
+// Waiter is implemented by a NIC that waits for the worker: its kernel
+// busy-polls the device's NAPI while the worker waits (an AF_XDP socket
+// with io_uring's NAPI busy polling), so the worker waits through it
+// instead of in ppoll. Wait has ppoll's contract on pfd (the stop eventfd
+// and the worker's fds) and timeout (nil: none), but a reported fd may no
+// longer be ready by the time Wait returns: the worker reads readiness as
+// a hint, and its stop as the flag. EINTR: call again.
+type Waiter interface {
+	Wait(pfd []unix.PollFd, timeout *unix.Timespec) error
+}
+
 // action is what a worker does about an error an endpoint returned.
 type action uint8
 

@@ -193,6 +193,7 @@ func (f *Forwarder) Reattach(nics []NIC) error {
 		q.kstats.replace(nics[i])
 		q.nic, q.toNIC.ep = nics[i], nics[i]
 		q.w.pfd[1].Fd = int32(nics[i].Fd())
+		q.w.waiter, _ = nics[i].(Waiter)
 	}
 	return nil
 }

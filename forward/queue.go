@@ -104,6 +104,7 @@ func newQueue(f *Forwarder, id, cpu int, tap Endpoint, nic NIC, c Config) *Queue
 	q.tapSizes = make([]int, c.Batch)
 	q.nicOut = make([][]byte, 0, c.Batch)
 	q.w = f.newWorker(fmt.Sprintf("queue %d", id), cpu, q, nic.Fd(), tap.Fd())
+	q.w.waiter, _ = nic.(Waiter)
 	return q
 }
 

@@ -31,6 +31,8 @@ type worker struct {
 	kind kind
 	fw   *Forwarder
 	pfd  []unix.PollFd // the stop eventfd, then the kind's fds
+	// waiter, when set, waits in place of ppoll (a NIC that is a Waiter).
+	waiter Waiter
 	// What a watchdog reads: beats counts the turns of the loop, waiting
 	// is set while it sleeps in ppoll. A worker that neither waits nor
 	// turns is wedged.
@@ -70,18 +72,17 @@ func (w *worker) run() error {
 		if err := w.wait(w.pfd, nil); err != nil {
 			return err
 		}
-		if w.pfd[0].Revents != 0 {
-			return nil
-		}
+		// The stop is the flag, which the loop reads: a Waiter may report
+		// the eventfd of an earlier Run's stop.
 		w.kind.woke(w.pfd[1:])
 	}
 	return nil
 }
 
-// wait blocks in ppoll on pfd (their Revents cleared first) until one is
-// ready or timeout passed (nil: no limit), marked as waiting meanwhile, so
-// that the watchdog does not take a sleeping worker for a stuck one.
-// pfd[0] is the stop eventfd.
+// wait blocks in ppoll (or the worker's Waiter) on pfd (their Revents
+// cleared first) until one is ready or timeout passed (nil: no limit),
+// marked as waiting meanwhile, so that the watchdog does not take a
+// sleeping worker for a stuck one. pfd[0] is the stop eventfd.
 func (w *worker) wait(pfd []unix.PollFd, timeout *unix.Timespec) error {
 	w.waiting.Store(true)
 	defer w.waiting.Store(false)
@@ -89,12 +90,16 @@ func (w *worker) wait(pfd []unix.PollFd, timeout *unix.Timespec) error {
 		for i := range pfd {
 			pfd[i].Revents = 0
 		}
-		_, err := unix.Ppoll(pfd, timeout, nil)
+		var err error
+		if w.waiter != nil {
+			if err = w.waiter.Wait(pfd, timeout); err != nil && err != unix.EINTR {
+				return fmt.Errorf("waiting: %w", err)
+			}
+		} else if _, err = unix.Ppoll(pfd, timeout, nil); err != nil && err != unix.EINTR {
+			return os.NewSyscallError("ppoll", err)
+		}
 		if err == nil {
 			return nil
-		}
-		if err != unix.EINTR {
-			return os.NewSyscallError("ppoll", err)
 		}
 	}
 }

@@ -21,7 +21,11 @@ import (
 // Source is what the collector reads.
 type Source struct {
 	TAP, NIC string // device names, the values of the "device" label
-	Features tap.Features
+	// NICBackend is the kind of socket on the NIC ("packet", "xdp"), and
+	// XDPMode how its XDP program is attached ("native", "generic";
+	// empty without one): tapfwd_nic_info.
+	NICBackend, XDPMode string
+	Features            tap.Features
 	// Forwarder is the workers whose counters are read.
 	Forwarder *forward.Forwarder
 	// LinkStats reads a device's kernel counters (rtnetlink); nil leaves
@@ -84,6 +88,7 @@ var (
 	segments  = prometheus.NewDesc(ns+"_segments_total", "Frames made by userspace GSO segmentation and written to the TAP: of every GSO frame for a TAP without vnet header, and of GSO frames from inside a tunnel (which a vnet header cannot describe) for any TAP.", dq, nil)
 	merged    = prometheus.NewDesc(ns+"_gro_merged_frames_total", "Frames received from the device that userspace GRO folded into an earlier frame of their flow (only with GRO on).", dq, nil)
 	batch     = prometheus.NewDesc(ns+"_batch_frames", "Frames read from the device per wake-up of the queue's worker.", dq, nil)
+	nicInfo   = prometheus.NewDesc(ns+"_nic_info", "The sockets on the NIC: backend packet (AF_PACKET) or xdp (AF_XDP), and how the XDP program is attached.", []string{"device", "backend", "xdp_mode"}, nil)
 	tapInfo   = prometheus.NewDesc(ns+"_tap_info", "What was negotiated with the kernel for the TAP.", []string{"device", "napi", "vnet_hdr", "multi_queue", "offloads"}, nil)
 	queueInfo = prometheus.NewDesc(ns+"_queue_info", "The CPU each queue's worker is pinned to (-1: not pinned).", []string{"device", "queue", "cpu"}, nil)
 	buildInfo = prometheus.NewDesc(ns+"_build_info", "tapfwd's version, VCS revision and Go version.", []string{"version", "revision", "goversion"}, nil)
@@ -114,7 +119,7 @@ func NewCollector(src Source) *Collector {
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{packets, bytes, drops, errs, gso, segments,
-		batch, merged, tapInfo, queueInfo, buildInfo, ndDrops, vmPackets, vmBytes, vmDrops, vmGSO, vmEvents, vmState, scrapeErr} {
+		batch, merged, tapInfo, nicInfo, queueInfo, buildInfo, ndDrops, vmPackets, vmBytes, vmDrops, vmGSO, vmEvents, vmState, scrapeErr} {
 		ch <- d
 	}
 }
@@ -186,6 +191,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	sc := &scrape{ch: ch}
 	sc.gauge(tapInfo, 1, s.TAP,
 		strconv.FormatBool(f.NAPI), strconv.FormatBool(f.VnetHdr), strconv.FormatBool(f.MultiQueue), f.OffloadNames())
+	sc.gauge(nicInfo, 1, s.NIC, s.NICBackend, s.XDPMode)
 	sc.gauge(buildInfo, 1, c.version[0], c.version[1], c.version[2])
 	if s.Forwarder != nil {
 		fromNIC, fromTAP := s.Forwarder.DropReasons()

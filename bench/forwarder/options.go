@@ -25,8 +25,19 @@ type Poll string
 
 // Poll values; "" leaves tapfwd's default (block).
 const (
-	Block Poll = "block" // sleep in ppoll until a fd is ready
-	Busy  Poll = "busy"  // spin on non-blocking reads
+	Block    Poll = "block"    // sleep in ppoll until a fd is ready
+	Busy     Poll = "busy"     // spin on non-blocking reads
+	Kernel   Poll = "kernel"   // xdp: the kernel busy-polls the NIC queue's NAPI while the worker waits
+	Threaded Poll = "threaded" // block, with the NIC's NAPI threaded
+)
+
+// Backend is the kind of socket on the NIC (--nic-backend).
+type Backend string
+
+// Backend values; "" leaves tapfwd's default (packet).
+const (
+	Packet Backend = "packet"
+	XDP    Backend = "xdp"
 )
 
 // Options are the `tapfwd run` settings the benches vary. The zero value
@@ -36,6 +47,8 @@ type Options struct {
 	NAPI    Switch // --napi: IFF_NAPI on the TAP
 	VnetHdr Switch // --vnet-hdr: IFF_VNET_HDR on the TAP
 	Poll    Poll   // --poll
+	// NICBackend is the sockets on the NIC (--nic-backend).
+	NICBackend Backend
 	// TAPNAPIThreaded runs the TAP's NAPI poll in a kthread
 	// (--tap-napi-threaded).
 	TAPNAPIThreaded bool
@@ -101,6 +114,9 @@ func (o Options) Args() []string {
 	}
 	if o.Poll != "" {
 		a = append(a, "--poll", string(o.Poll))
+	}
+	if o.NICBackend != "" {
+		a = append(a, "--nic-backend", string(o.NICBackend))
 	}
 	if o.TAPNAPIThreaded {
 		a = append(a, "--tap-napi-threaded")

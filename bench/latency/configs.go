@@ -23,6 +23,9 @@ const (
 	NICGRO      = "nic-gro"
 	NICThreaded = "nic-napi-threaded"
 	NICBusyPoll = "nic-napi-busy-poll"
+	XDPBlock    = "xdp-block"
+	XDPKernel   = "xdp-kernel"
+	XDPThreaded = "xdp-threaded"
 	Bridge      = report.Bridge
 	Direct      = report.Direct
 )
@@ -58,6 +61,12 @@ func Configs() []report.Config {
 			forwarder.Options{NAPI: auto, Poll: block, NICNAPIThreaded: napi.ThreadedEnabled, NICNAPICPU: forwarder.CPU(cpu)})),
 		withSetup(report.Tapfwd(NICBusyPoll, fmt.Sprintf("as %s, the NIC veth's NAPI kthread busy-polling (--nic-napi-threaded busy-poll), pinned to CPU %d", NICGRO, cpu),
 			forwarder.Options{NAPI: auto, Poll: block, NICNAPIThreaded: napi.ThreadedBusyPoll, NICNAPICPU: forwarder.CPU(cpu)})),
+		report.Tapfwd(XDPBlock, "tapfwd with AF_XDP on the NIC (--nic-backend xdp, native XDP on the veth), --poll block",
+			forwarder.Options{NAPI: auto, Poll: block, NICBackend: forwarder.XDP}),
+		report.Tapfwd(XDPKernel, "tapfwd with AF_XDP, --poll kernel: the worker waits in io_uring, which busy-polls the veth's NAPI by its id (the XSK's own NAPI id is 0 on a veth)",
+			forwarder.Options{NAPI: auto, Poll: forwarder.Kernel, NICBackend: forwarder.XDP}),
+		report.Tapfwd(XDPThreaded, fmt.Sprintf("tapfwd with AF_XDP, --poll block, the veth's NAPI threaded (--nic-napi-threaded enabled), its kthread pinned to CPU %d", cpu),
+			forwarder.Options{NAPI: auto, Poll: block, NICBackend: forwarder.XDP, NICNAPIThreaded: napi.ThreadedEnabled, NICNAPICPU: forwarder.CPU(cpu)}),
 		{Name: Bridge, Kind: report.KindBridge, Description: "Linux bridge in the fwd namespace (in-kernel reference)"},
 		{Name: Direct, Kind: report.KindDirect, Description: "one veth pair from wire to lab (the floor: the tool and one veth hop)"},
 	}

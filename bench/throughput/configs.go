@@ -18,6 +18,10 @@ const (
 	NAPIThreaded = "napi-threaded"
 	NAPIGRO      = "napi-gro-flush"
 	Queues2      = "queues-2"
+	XDPBlock     = "xdp-block"
+	XDPKernel    = "xdp-kernel"
+	XDPThreaded  = "xdp-threaded"
+	PacketBusy   = "packet-busy"
 	Naive        = "naive"
 	Bridge       = report.Bridge
 	Direct       = report.Direct
@@ -115,6 +119,14 @@ func Configs(n TAPNAPI) []report.Config {
 			forwarder.Options{NAPI: auto, VnetHdr: off}),
 		report.Tapfwd(Queues2, "tapfwd, 2 queues (two workers, fanout), IFF_NAPI when offered, vnet headers on",
 			forwarder.Options{Queues: 2, NAPI: auto, VnetHdr: auto}),
+		report.Tapfwd(PacketBusy, "tapfwd, packet sockets, --poll busy (workers spin), IFF_NAPI when offered, vnet headers on",
+			forwarder.Options{NAPI: auto, VnetHdr: auto, Poll: forwarder.Busy}),
+		report.Tapfwd(XDPBlock, "tapfwd with AF_XDP on the NIC (--nic-backend xdp), --poll block",
+			forwarder.Options{NAPI: auto, VnetHdr: auto, NICBackend: forwarder.XDP, Poll: forwarder.Block}),
+		report.Tapfwd(XDPKernel, "tapfwd with AF_XDP, --poll kernel (io_uring busy-polls the veth's NAPI)",
+			forwarder.Options{NAPI: auto, VnetHdr: auto, NICBackend: forwarder.XDP, Poll: forwarder.Kernel}),
+		report.Tapfwd(XDPThreaded, "tapfwd with AF_XDP, --poll threaded (the veth's NAPI in a kthread)",
+			forwarder.Options{NAPI: auto, VnetHdr: auto, NICBackend: forwarder.XDP, Poll: forwarder.Threaded}),
 		{Name: Naive, Kind: report.KindNaive,
 			Description: "naive forwarder: songgao/water TAP (no vnet header) + one AF_PACKET socket with PACKET_VNET_HDR, one syscall per frame, vnethdr segmentation"},
 		{Name: Bridge, Kind: report.KindBridge, Description: "Linux bridge in the fwd namespace (in-kernel reference)"},

@@ -54,6 +54,7 @@ var runFlag = map[daemon.Part]string{
 	daemon.PartTAPNAPICPU: "--tap-napi-cpu", daemon.PartNICNAPI: "--nic-napi-threaded", daemon.PartMetricsAddr: "--metrics-addr",
 	daemon.PartTAPMTU: "--tap-mtu", daemon.PartNICNAPICPU: "--nic-napi-cpu",
 	daemon.PartTAPIO: "--tap-io uring",
+	daemon.PartNICBackend: "--nic-backend",
 }
 
 // explainRun says which flag of `tapfwd run` c to change when the daemon

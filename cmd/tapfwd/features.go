@@ -40,6 +40,7 @@ func cmdFeatures(args []string, stdout io.Writer) error {
 		}
 		fmt.Fprintf(w, "AF_PACKET %s\t%s\n", o.Name, v)
 	}
+	fmt.Fprintf(w, "AF_XDP\t%s\n", r.XDP)
 	if r.NetdevNL {
 		fmt.Fprintf(w, "netdev netlink\tyes (family version %d)\n", r.NetdevVer)
 	} else {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tapfwd/tapfwd/afxdp"
 	"github.com/tapfwd/tapfwd/dhcp"
 	"github.com/tapfwd/tapfwd/forward"
 	"github.com/tapfwd/tapfwd/hostport"
@@ -26,7 +27,7 @@ import (
 // runFlags are the flag values parseRun checks and turns into the
 // configuration; the others go straight into it.
 type runFlags struct {
-	cpus, napi, vnet, tapAddr, tapMAC, nicThreaded, poll, vhostUser string
+	cpus, napi, vnet, tapAddr, tapMAC, nicThreaded, vhostUser string
 	metricsAddr, logLevel, logFormat, configFile, dhcpRange         string
 	guestVLANs, l2Control, l2Allow, tapIO                           string
 	tapNapiCPU, nicNapiCPU, readyFd                                 int
@@ -64,7 +65,9 @@ func (f *runFlags) register(fs *flag.FlagSet, c *daemon.Config) {
 	fs.IntVar(&f.tapNapiCPU, "tap-napi-cpu", -1, "pin the TAP's NAPI kthreads (napi/TAP-0, with --tap-napi-threaded) to this CPU; -1 leaves them")
 	fs.StringVar(&f.nicThreaded, "nic-napi-threaded", "", "set the NIC's NAPI instances threaded over netlink: enabled (a kthread polls on demand) or busy-poll (Linux 6.19+, polls continuously); empty leaves them; restored on exit. A veth has NAPI instances only with GRO on")
 	fs.IntVar(&f.nicNapiCPU, "nic-napi-cpu", -1, "pin the NIC's NAPI kthreads (with --nic-napi-threaded) to this CPU; -1 leaves them")
-	fs.StringVar(&f.poll, "poll", "block", "how workers wait: block (sleep in ppoll until a fd is ready) or busy (spin on non-blocking reads: lowest latency, one full CPU per queue)")
+	fs.TextVar(&c.Workers.Poll, "poll", daemon.PollBlock, "how workers wait: block (sleep in ppoll until a fd is ready), busy (spin on non-blocking reads: lowest latency, one full CPU per queue), kernel (with --nic-backend xdp: the kernel busy-polls the NIC queue's NAPI while the worker waits, through io_uring) or threaded (block, with the NIC's NAPI threaded: --nic-napi-threaded enabled unless given)")
+	fs.TextVar(&c.NIC.Backend, "nic-backend", daemon.BackendPacket, "sockets on the NIC: packet (AF_PACKET, fanout over the queues) or xdp (an AF_XDP socket bound to each NIC queue 0..--queues-1, fed by an XDP program attached while tapfwd runs; the NIC's RX queue count should equal --queues)")
+	fs.TextVar(&c.NIC.XDPMode, "xdp-mode", afxdp.ModeAuto, "with --nic-backend xdp, how the XDP program attaches: auto (native, else generic), native (in the driver) or generic (on the skb)")
 	fs.BoolVar(&c.Workers.GRO, "gro", true, "userspace GRO: merge consecutive TCP segments of a flow from the NIC into one GSO frame per TAP write, and same-size UDP datagrams into one USO frame when the TAP takes USO (needs the TAP's vnet header)")
 	fs.IntVar(&c.Workers.Batch, "batch", 64, "most frames moved per direction per wake-up (1-1024)")
 	fs.StringVar(&f.tapIO, "tap-io", "syscall", "how workers read and write the TAP: syscall (a read or write per frame), uring (a batch per io_uring_enter; fails where io_uring is missing or refused, or the kernel is older than 6.4), auto (uring where it works, else syscall, said in one log line)")
@@ -243,6 +246,8 @@ func (f *runFlags) nicNAPI(c *daemon.Config) error {
 func (f *runFlags) exclusions(c *daemon.Config) error {
 	user, tapName := c.Privileges.User, c.TAP.Name
 	switch {
+	case c.Workers.Poll == daemon.PollKernel && c.NIC.Backend != daemon.BackendXDP:
+		return errors.New("--poll kernel busy-polls the NIC queue's NAPI from AF_XDP sockets: it needs --nic-backend xdp")
 	case user != "" && c.NIC.Wait:
 		return errors.New("--wait-nic reopens packet sockets, which needs CAP_NET_RAW: it cannot be combined with --user")
 	case user != "" && f.nicThreaded != "":
@@ -259,15 +264,8 @@ func (f *runFlags) exclusions(c *daemon.Config) error {
 	return nil
 }
 
-// workers takes --poll, --cpus, --tap-io and --gro-window.
+// workers takes --cpus, --tap-io and --gro-window.
 func (f *runFlags) workers(c *daemon.Config) error {
-	switch f.poll {
-	case "block":
-	case "busy":
-		c.Workers.Busy = true
-	default:
-		return fmt.Errorf("--poll %s: want block or busy", cliflag.Quote(f.poll))
-	}
 	var ok bool
 	if c.Workers.TAPIO, ok = tapIOModes[f.tapIO]; !ok {
 		return fmt.Errorf("--tap-io %s: want syscall, uring or auto", cliflag.Quote(f.tapIO))

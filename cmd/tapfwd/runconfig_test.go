@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tapfwd/tapfwd/afxdp"
 	"github.com/tapfwd/tapfwd/forward"
 	"github.com/tapfwd/tapfwd/internal/cliflag"
 	"github.com/tapfwd/tapfwd/internal/cliflag/clitest"
@@ -52,17 +53,17 @@ func TestParseRunValues(t *testing.T) {
 		"--tap-napi-threaded --tap-gro-flush-timeout 20us --tap-napi-defer-hard-irqs 2 --tap-napi-cpu 1 "+
 		"--nic-napi-threaded enabled --nic-napi-cpu 0 --poll busy --gro=false --batch 32 --promisc "+
 		"--wait-nic --vm-ports 3 --metrics-addr :9999 --pprof --stats-interval 10s --log-level debug "+
-		"--persist --vm-port-owner qemu:kvm --ready-fd 3 --log-format json --tap-io uring"), io.Discard, io.Discard)
+		"--persist --vm-port-owner qemu:kvm --ready-fd 3 --log-format json --tap-io uring --nic-backend xdp --xdp-mode generic"), io.Discard, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := &daemon.Config{
-		NIC: daemon.NIC{Name: "eth1", Promisc: true, Wait: true},
+		NIC: daemon.NIC{Name: "eth1", Promisc: true, Wait: true, Backend: daemon.BackendXDP, XDPMode: afxdp.ModeGeneric},
 		TAP: tap.Config{Name: "lab0", Queues: 4, NAPI: tap.On, VnetHdr: tap.Off, MTU: 1400,
 			MAC: []byte{2, 0, 0, 0, 0, 1}, Netns: "lab", Addr: netip.MustParsePrefix("198.18.1.2/24"),
 			NAPISettings: tap.NAPISettings{Threaded: true, GROFlushTimeout: 20 * time.Microsecond, DeferHardIRQs: 2},
 			Persist:      true},
-		Workers: daemon.Workers{CPUs: []int{2, 3}, Busy: true, GRO: false, Batch: 32, TAPIO: daemon.TAPIOURing},
+		Workers: daemon.Workers{CPUs: []int{2, 3}, Poll: daemon.PollBusy, GRO: false, Batch: 32, TAPIO: daemon.TAPIOURing},
 		NAPI:    &daemon.NAPI{TAPCPU: 1, NICMode: napi.ThreadedEnabled, NICCPU: 0},
 		VMPorts: daemon.VMPorts{N: 3, Owner: "qemu:kvm"},
 		Metrics: &daemon.Metrics{Addr: ":9999", PProf: true},
@@ -127,7 +128,10 @@ var runRules = []struct {
 	{"--nic x --nic-napi-cpu 0", "--nic-napi-cpu needs --nic-napi-threaded"},
 	{"--nic x --nic-napi-threaded disabled", "--nic-napi-threaded disabled: want enabled or busy-poll"},
 	{"--nic x --nic-napi-threaded fast", "--nic-napi-threaded fast: want enabled or busy-poll"},
-	{"--nic x --poll spin", "--poll spin: want block or busy"},
+	{"--nic x --poll spin", "--poll spin: want"},
+	{"--nic x --nic-backend dpdk", "--nic-backend dpdk: want"},
+	{"--nic x --xdp-mode offload", "--xdp-mode offload: want"},
+	{"--nic x --poll kernel", "--poll kernel busy-polls the NIC queue's NAPI from AF_XDP sockets"},
 	{"--nic x --tap-io mmap", "--tap-io mmap: want syscall, uring or auto"},
 	{"--nic x --gro-window 2ms", "--gro-window 2ms: want 0 to 1ms"},
 	{"--nic x --gro-window -1us", "--gro-window -1µs: want 0 to 1ms"},

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/tapfwd/tapfwd/afxdp"
 	"github.com/tapfwd/tapfwd/forward"
 	"github.com/tapfwd/tapfwd/napi"
 	"github.com/tapfwd/tapfwd/tap"
@@ -37,7 +38,7 @@ type Config struct {
 	Notify Notify
 }
 
-// NIC is the wire: the packet sockets on it.
+// NIC is the wire: the sockets on it, one per queue.
 type NIC struct {
 	// Name is the NIC (or veth) in this network namespace.
 	Name string
@@ -49,6 +50,10 @@ type NIC struct {
 	// forward.ErrNICGone. It needs CAP_NET_RAW throughout, and leaves the
 	// vhost-user ports' senders as they are.
 	Wait bool
+	// Backend is the kind of socket the queue workers use on the NIC.
+	Backend Backend
+	// XDPMode is how BackendXDP attaches its XDP program.
+	XDPMode afxdp.Mode
 }
 
 // Workers are the forwarder's workers: one per TAP queue, then one per
@@ -59,8 +64,8 @@ type Workers struct {
 	CPUs []int
 	// Batch is the most frames moved per direction per wake-up; 0: 64.
 	Batch int
-	// Busy spins on non-blocking reads instead of sleeping in ppoll.
-	Busy bool
+	// Poll is how the workers wait for frames.
+	Poll Poll
 	// GRO merges TCP segments (and UDP datagrams, when the TAP takes USO)
 	// of a flow from the NIC into one GSO frame per TAP write.
 	GRO bool

@@ -5,6 +5,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tapfwd/tapfwd/afpacket"
+	"github.com/tapfwd/tapfwd/afxdp"
 	"github.com/tapfwd/tapfwd/tap"
 )
 
@@ -21,11 +22,13 @@ type KernelFeatures struct {
 	NetdevNL    bool              `json:"netdev_netlink"`
 	NetdevVer   int               `json:"netdev_netlink_version,omitempty"`
 	NetdevErr   string            `json:"netdev_netlink_error,omitempty"`
+	// XDP is what AF_XDP offers, probed on lo (no XDP program attached).
+	XDP afxdp.Features `json:"af_xdp"`
 }
 
 // ProbeFeatures asks the kernel: TUNGETFEATURES (an error when that
 // fails), the TAP offloads it takes, the AF_PACKET options, and the
-// netdev generic netlink family that controls NAPI.
+// netdev generic netlink family that controls NAPI, and AF_XDP.
 func ProbeFeatures() (KernelFeatures, error) {
 	var r KernelFeatures
 	var u unix.Utsname
@@ -45,6 +48,7 @@ func ProbeFeatures() (KernelFeatures, error) {
 	if r.Packet, err = afpacket.Probe(); err != nil {
 		r.PacketErr = err.Error()
 	}
+	r.XDP = afxdp.Probe("lo")
 	c, err := genetlink.Dial(nil)
 	if err != nil {
 		r.NetdevErr = err.Error()

@@ -15,6 +15,12 @@ import (
 // as asked; the NIC's settings are put back at Close.
 func (d *Daemon) tuneNAPI() error {
 	t := d.c.NAPI
+	if d.c.Workers.Poll == PollThreaded && (t == nil || t.NICMode == napi.ThreadedDisabled) {
+		t = &NAPI{TAPCPU: -1, NICMode: napi.ThreadedEnabled, NICCPU: -1}
+		if d.c.NAPI != nil {
+			t.TAPCPU = d.c.NAPI.TAPCPU
+		}
+	}
 	if t == nil {
 		return nil
 	}
@@ -53,7 +59,7 @@ func (d *Daemon) tuneNAPI() error {
 func (d *Daemon) newForwarder() error {
 	f, w := d.dev.Features(), d.c.Workers
 	fc := forward.Config{Batch: w.Batch, CPUs: d.m.cpus, TAPVnetHdr: f.VnetHdr, MTU: d.c.TAP.MTU, Logger: d.log,
-		Busy: w.Busy, GRO: w.GRO, UDPGRO: f.Offloads&(unix.TUN_F_USO4|unix.TUN_F_USO6) == unix.TUN_F_USO4|unix.TUN_F_USO6,
+		Busy: w.Poll == PollBusy, GRO: w.GRO, UDPGRO: f.Offloads&(unix.TUN_F_USO4|unix.TUN_F_USO6) == unix.TUN_F_USO4|unix.TUN_F_USO6,
 		L2: w.L2, TAPMACs: d.tapMACs(), GROWindow: w.GROWindow}
 	if w.StrictMAC {
 		fc.StrictMACs = d.strictMACs()
@@ -67,7 +73,7 @@ func (d *Daemon) newForwarder() error {
 	if err != nil {
 		return err
 	}
-	fw, err := forward.New(taps, nics(d.nic.socks), fc)
+	fw, err := forward.New(taps, d.nic.nics, fc)
 	if err != nil {
 		return err
 	}

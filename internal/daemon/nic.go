@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"runtime"
@@ -15,14 +16,16 @@ import (
 	"github.com/tapfwd/tapfwd/tap"
 )
 
-// nicSockets are the queue workers' packet sockets on the NIC, and how
-// they were opened, to open them again when the NIC comes back.
+// nicSockets are the queue workers' sockets on the NIC, and how they were
+// opened, to open them again when the NIC comes back.
 type nicSockets struct {
 	rc    afpacket.Config
-	socks []*afpacket.Socket
+	socks []*afpacket.Socket // BackendPacket
+	xdp   *xdpSockets        // BackendXDP
+	nics  []forward.NIC      // what the workers have: socket i on queue i
 }
 
-// openNIC opens the packet sockets, asking the NIC for the TAP's, the
+// openNIC opens the queues' sockets, asking the NIC for the TAP's, the
 // host port's and the VM ports' MACs (a real NIC filters unicast by
 // address), with StrictMAC taking no other unicast, and the vhost-user
 // ports' own senders.
@@ -32,20 +35,67 @@ func (d *Daemon) openNIC() error {
 	if d.c.Workers.StrictMAC {
 		rc.FilterMACs = rc.MACs
 	}
-	socks, err := afpacket.Open(rc)
+	n, err := d.openSockets(rc)
 	if err != nil {
 		return err
 	}
-	d.nic = nicSockets{rc: rc, socks: socks}
-	d.undo.closing("closing the packet sockets", func() error { return closeAll(d.nic.socks) })
+	d.nic = n
+	d.undo.closing("closing the NIC's sockets", func() error {
+		if d.nic.xdp != nil {
+			d.nic.xdp.logCounters(d.log)
+		}
+		return d.nic.close()
+	})
+	if d.nic.xdp != nil {
+		d.log.Info("AF_XDP on the NIC", "nic", d.c.NIC.Name, "xdp_mode", d.nic.xdp.nic.Mode().String(),
+			"prog_id", d.nic.xdp.progID(), "multi_buffer", d.nic.xdp.nic.MultiBuffer(), "napi_ids", fmt.Sprint(d.nic.xdp.napis))
+	}
 	return d.openGuestSenders()
 }
 
-func closeAll(socks []*afpacket.Socket) error {
-	var errs []error
+// openSockets opens one socket per queue of the configured backend.
+func (d *Daemon) openSockets(rc afpacket.Config) (nicSockets, error) {
+	n := nicSockets{rc: rc}
+	if d.c.NIC.Backend == BackendXDP {
+		if rc.FilterMACs != nil {
+			return n, fail(PartNICBackend, BackendXDP.String(), errors.New("the strict MAC filter is a packet socket's: AF_XDP has none"))
+		}
+		x, err := openXDP(rc.Ifname, rc.Queues, d.c.NIC.XDPMode, d.c.Workers.Poll == PollKernel)
+		if err != nil {
+			return n, fail(PartNICBackend, BackendXDP.String(), err)
+		}
+		n.xdp, n.nics = x, x.nics
+		return n, nil
+	}
+	socks, err := afpacket.Open(rc)
+	if err != nil {
+		return n, err
+	}
+	n.socks = socks
 	for _, s := range socks {
+		n.nics = append(n.nics, s)
+	}
+	return n, nil
+}
+
+// xdpMode is how the XDP program is attached; empty without one.
+func (n *nicSockets) xdpMode() string {
+	if n.xdp == nil {
+		return ""
+	}
+	return n.xdp.nic.Mode().String()
+}
+
+// close closes the sockets (and detaches the XDP program).
+func (n *nicSockets) close() error {
+	var errs []error
+	for _, s := range n.socks {
 		errs = append(errs, s.Close())
 	}
+	if n.xdp != nil {
+		errs = append(errs, n.xdp.close())
+	}
+	n.socks, n.xdp, n.nics = nil, nil, nil
 	return errors.Join(errs...)
 }
 
@@ -53,15 +103,15 @@ func closeAll(socks []*afpacket.Socket) error {
 // sockets on it.
 func (d *Daemon) reattach(ctx context.Context) error {
 	d.log.Warn("NIC went away: waiting for it to come back (--wait-nic)", "nic", d.c.NIC.Name)
-	if err := closeAll(d.nic.socks); err != nil {
-		d.log.Warn("closing the old packet sockets", "err", err)
+	if err := d.nic.close(); err != nil {
+		d.log.Warn("closing the old sockets", "err", err)
 	}
-	socks, err := reopen(ctx, d.nic.rc)
+	n, err := d.reopen(ctx, d.nic.rc)
 	if err != nil {
 		return err
 	}
-	d.nic.socks = socks
-	if err := d.fw.Reattach(nics(socks)); err != nil {
+	d.nic = n
+	if err := d.fw.Reattach(n.nics); err != nil {
 		return err
 	}
 	d.log.Info("NIC is back: forwarding again", "nic", d.c.NIC.Name)
@@ -69,18 +119,18 @@ func (d *Daemon) reattach(ctx context.Context) error {
 }
 
 // reopen waits until the NIC exists again and opens its sockets.
-func reopen(ctx context.Context, rc afpacket.Config) ([]*afpacket.Socket, error) {
+func (d *Daemon) reopen(ctx context.Context, rc afpacket.Config) (nicSockets, error) {
 	t := time.NewTicker(200 * time.Millisecond)
 	defer t.Stop()
 	for {
 		if _, err := net.InterfaceByName(rc.Ifname); err == nil {
-			if socks, err := afpacket.Open(rc); err == nil {
-				return socks, nil
+			if n, err := d.openSockets(rc); err == nil {
+				return n, nil
 			}
 		}
 		select {
 		case <-ctx.Done():
-			return nil, forward.ErrNICGone
+			return nicSockets{rc: rc}, forward.ErrNICGone
 		case <-t.C:
 		}
 	}
@@ -117,20 +167,11 @@ func workerCPUs(list []int, workers int) ([]int, error) {
 	return out, nil
 }
 
-// endpoints and nics turn the concrete queues and sockets into what
-// forward takes.
+// endpoints turns the TAP's queues into what forward takes.
 func endpoints(qs []*tap.Queue) []forward.Endpoint {
 	out := make([]forward.Endpoint, len(qs))
 	for i, q := range qs {
 		out[i] = q
-	}
-	return out
-}
-
-func nics(socks []*afpacket.Socket) []forward.NIC {
-	out := make([]forward.NIC, len(socks))
-	for i, s := range socks {
-		out[i] = s
 	}
 	return out
 }

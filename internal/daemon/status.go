@@ -29,8 +29,14 @@ type Status struct {
 	UptimeSeconds float64        `json:"uptime_seconds"`
 	TAP           TAPStatus      `json:"tap"`
 	NIC           string         `json:"nic"`
-	Queues        []QueueStatus  `json:"queues"`
-	VMPorts       []PortStatus   `json:"vm_ports"`
+	// NICBackend is the sockets' kind on the NIC (packet, xdp), XDPMode
+	// how the XDP program is attached (native, generic), Poll how the
+	// workers wait.
+	NICBackend string        `json:"nic_backend"`
+	XDPMode    string        `json:"xdp_mode,omitempty"`
+	Poll       string        `json:"poll"`
+	Queues     []QueueStatus `json:"queues"`
+	VMPorts    []PortStatus  `json:"vm_ports"`
 	// RateSeconds is the window the rates are taken over (the last
 	// completed one); 0 before the first window ends.
 	RateSeconds float64 `json:"rate_seconds"`
@@ -169,7 +175,8 @@ func (s *statusSource) Status() Status {
 	st := Status{Schema: StatusSchema, Build: buildinfo.Get(), Started: s.started, UptimeSeconds: time.Since(s.started).Seconds(),
 		TAP: TAPStatus{Name: d.dev.Name(), Netns: d.dev.Netns(), MAC: d.dev.MAC().String(), MTU: d.c.TAP.MTU, NAPI: f.NAPI,
 			VnetHdr: f.VnetHdr, MultiQueue: f.MultiQueue, Offloads: f.OffloadNames(), Persistent: d.dev.Persistent(), Attached: d.dev.Attached()},
-		NIC: d.c.NIC.Name, VMPorts: []PortStatus{}}
+		NIC: d.c.NIC.Name, NICBackend: d.c.NIC.Backend.String(), XDPMode: d.nic.xdpMode(), Poll: d.c.Workers.Poll.String(),
+		VMPorts: []PortStatus{}}
 	for _, p := range d.ports.macvtaps {
 		st.VMPorts = append(st.VMPorts, PortStatus{Name: p.Name, MAC: p.MAC.String(), Dev: p.Dev, Type: "macvtap"})
 	}

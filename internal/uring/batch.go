@@ -107,7 +107,7 @@ func (b *Batch) do(op uint8, bufs [][]byte, offset int) error {
 		b.bufs[i], b.seen[i] = buf, b.gen-1
 	}
 	for left := n; left > 0; {
-		if err := b.r.submit(uint32(left)); err != nil && err != unix.EINTR {
+		if err := b.r.submit(uint32(left), nil); err != nil && err != unix.EINTR {
 			return b.fail(err)
 		}
 		left -= b.reap(n)

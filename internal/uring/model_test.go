@@ -75,7 +75,7 @@ func newModel(t testing.TB, c *choices, entries int, sqStart, cqStart uint32) *m
 	return m
 }
 
-func (m *model) enter(toSubmit, minComplete, flags uint32) (int, error) {
+func (m *model) enter(toSubmit, minComplete, flags uint32, _ *unix.Timespec) (int, error) {
 	if waiting := m.sqTail.Load() - m.sqHead.Load(); toSubmit > waiting {
 		m.t.Fatalf("enter: to_submit %d with %d SQEs queued", toSubmit, waiting)
 	}

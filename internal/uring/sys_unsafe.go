@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"sync/atomic"
 	"unsafe"
 
@@ -46,13 +47,7 @@ func newRing(entries, flags uint32, ops ...uint8) (*ring, error) {
 		return nil, err
 	}
 	if flags&setupDisabled != 0 {
-		r.enable = func() error {
-			_, _, errno := unix.Syscall6(unix.SYS_IO_URING_REGISTER, fd, uintptr(registerEnable), 0, 0, 0, 0)
-			if errno != 0 {
-				return errno
-			}
-			return nil
-		}
+		r.enable = func() error { return register(int(fd), registerEnable, nil, 0) }
 	}
 	return r, nil
 }
@@ -93,10 +88,12 @@ func mapRing(fd int, p *params) (*ring, error) {
 	}
 	u32 := func(off uint32) *atomic.Uint32 { return (*atomic.Uint32)(unsafe.Pointer(&rings[off])) }
 	r := &ring{
-		sq:   queue{head: u32(p.sqOff.head), tail: u32(p.sqOff.tail), mask: u32(p.sqOff.mask).Load()},
-		cq:   queue{head: u32(p.cqOff.head), tail: u32(p.cqOff.tail), mask: u32(p.cqOff.mask).Load()},
-		sqes: unsafe.Slice((*sqe)(unsafe.Pointer(&sqes[0])), p.sqEntries),
-		cqes: unsafe.Slice((*cqe)(unsafe.Pointer(&rings[p.cqOff.f5])), p.cqEntries),
+		fd:       fd,
+		features: p.features,
+		sq:       queue{head: u32(p.sqOff.head), tail: u32(p.sqOff.tail), mask: u32(p.sqOff.mask).Load()},
+		cq:       queue{head: u32(p.cqOff.head), tail: u32(p.cqOff.tail), mask: u32(p.cqOff.mask).Load()},
+		sqes:     unsafe.Slice((*sqe)(unsafe.Pointer(&sqes[0])), p.sqEntries),
+		cqes:     unsafe.Slice((*cqe)(unsafe.Pointer(&rings[p.cqOff.f5])), p.cqEntries),
 	}
 	// SQE i always sits in slot i: the indirection array is set once.
 	// The tail's store publishes it with the first SQEs.
@@ -105,8 +102,16 @@ func mapRing(fd int, p *params) (*ring, error) {
 		array[i] = uint32(i)
 	}
 	r.next, r.head = r.sq.tail.Load(), r.cq.head.Load()
-	r.enter = func(toSubmit, minComplete, flags uint32) (int, error) {
-		n, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(fd), uintptr(toSubmit), uintptr(minComplete), uintptr(flags), 0, 0)
+	r.enter = func(toSubmit, minComplete, flags uint32, ts *unix.Timespec) (int, error) {
+		var arg getEventsArg
+		var argp, argsz uintptr
+		if ts != nil {
+			// IORING_ENTER_EXT_ARG (5.11): no sigmask, a timeout.
+			arg.ts = uint64(uintptr(unsafe.Pointer(ts)))
+			argp, argsz, flags = uintptr(unsafe.Pointer(&arg)), unsafe.Sizeof(arg), flags|enterExtArg
+		}
+		n, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(fd), uintptr(toSubmit), uintptr(minComplete), uintptr(flags), argp, argsz)
+		runtime.KeepAlive(ts)
 		if errno != 0 {
 			return 0, errno // bare: this is the hot path
 		}
@@ -117,6 +122,28 @@ func mapRing(fd int, p *params) (*ring, error) {
 		return errors.Join(unix.Munmap(sqes), unix.Munmap(rings), unix.Close(fd))
 	}
 	return r, nil
+}
+
+// getEventsArg is struct io_uring_getevents_arg: sigmask, sigmask_sz,
+// min_wait_usec (6.12; 0: none), ts (a struct __kernel_timespec).
+type getEventsArg struct {
+	sigmask            uint64
+	sigmaskSz, minWait uint32
+	ts                 uint64
+}
+
+// register is io_uring_register(2) with one argument of size n at p.
+func register(fd int, op uint32, p unsafe.Pointer, n uintptr) error {
+	_, _, errno := unix.Syscall6(unix.SYS_IO_URING_REGISTER, uintptr(fd), uintptr(op), uintptr(p), n, 0, 0)
+	if errno != 0 {
+		return errno
+	}
+	return nil
+}
+
+// registerNAPI sends one struct io_uring_napi (IORING_REGISTER_NAPI).
+func registerNAPI(fd int, a *napiArg) error {
+	return register(fd, registerNAPIOp, unsafe.Pointer(a), 1)
 }
 
 // probeOps is struct io_uring_probe with room for every opcode.
@@ -135,9 +162,8 @@ type probeOps struct {
 // (IORING_REGISTER_PROBE, Linux 5.6).
 func probe(fd int, ops []uint8) error {
 	var p probeOps
-	_, _, errno := unix.Syscall6(unix.SYS_IO_URING_REGISTER, uintptr(fd), uintptr(registerProbe), uintptr(unsafe.Pointer(&p)), uintptr(len(p.ops)), 0, 0)
-	if errno != 0 {
-		return fmt.Errorf("uring: probing opcodes: %w", os.NewSyscallError("io_uring_register", errno))
+	if err := register(fd, registerProbe, unsafe.Pointer(&p), uintptr(len(p.ops))); err != nil {
+		return fmt.Errorf("uring: probing opcodes: %w", os.NewSyscallError("io_uring_register", err))
 	}
 	for _, op := range ops {
 		if op >= p.opsLen || p.ops[op].flags&opSupported == 0 {

@@ -3,6 +3,8 @@ package uring
 import (
 	"errors"
 	"sync/atomic"
+
+	"golang.org/x/sys/unix"
 )
 
 // ErrUnavailable means io_uring cannot be used here: the kernel lacks it
@@ -86,14 +88,17 @@ type queue struct {
 // ring is one io_uring instance: the submission queue of sqes, the
 // completion queue of cqes, and how to enter the kernel.
 type ring struct {
-	sq   queue
-	cq   queue
-	sqes []sqe
-	cqes []cqe
-	next uint32 // SQ tail including the SQEs prepared but not yet published
-	head uint32 // CQ head: the completions before it were read
+	fd       int
+	features uint32 // IORING_FEAT_* the kernel has
+	sq       queue
+	cq       queue
+	sqes     []sqe
+	cqes     []cqe
+	next     uint32 // SQ tail including the SQEs prepared but not yet published
+	head     uint32 // CQ head: the completions before it were read
 	// enter is io_uring_enter(2), or a model kernel in tests.
-	enter func(toSubmit, minComplete, flags uint32) (int, error)
+	// With ts it waits at most that long (then ETIME).
+	enter func(toSubmit, minComplete, flags uint32, ts *unix.Timespec) (int, error)
 	close func() error
 	// enable makes the calling thread the ring's submitter, before its
 	// first submission; nil once done.
@@ -114,9 +119,10 @@ func (r *ring) prepare() *sqe {
 
 // submit publishes the prepared SQEs and enters the kernel once to submit
 // every one it has not consumed and, when wait > 0, to wait until at least
-// wait completions are in the completion queue. The kernel returns early,
-// without waiting, when it consumed fewer than it was given.
-func (r *ring) submit(wait uint32) error {
+// wait completions are in the completion queue, at most until ts (nil: no
+// limit; then ETIME). The kernel returns early, without waiting, when it
+// consumed fewer than it was given.
+func (r *ring) submit(wait uint32, ts *unix.Timespec) error {
 	if r.enable != nil {
 		if err := r.enable(); err != nil {
 			return err
@@ -128,7 +134,7 @@ func (r *ring) submit(wait uint32) error {
 	if wait > 0 {
 		flags = enterGetEvents
 	}
-	_, err := r.enter(r.next-r.sq.head.Load(), wait, flags)
+	_, err := r.enter(r.next-r.sq.head.Load(), wait, flags, ts)
 	return err
 }
 

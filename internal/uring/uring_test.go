@@ -166,7 +166,7 @@ func TestNothingPunted(t *testing.T) {
 	s := r.r.prepare()
 	s.opcode, s.fd, s.flags, s.userData = opRead, int32(p[1]), 1<<4, 0
 	s.setBuf(bufs[0])
-	if err := r.r.submit(0); err != nil {
+	if err := r.r.submit(0, nil); err != nil {
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(time.Millisecond) {
@@ -187,7 +187,7 @@ func TestNothingPunted(t *testing.T) {
 		t.Fatal(err)
 	}
 	for r.r.ready() == 0 {
-		if err := r.r.submit(1); err != nil && err != unix.EINTR {
+		if err := r.r.submit(1, nil); err != nil && err != unix.EINTR {
 			t.Fatal(err)
 		}
 	}
