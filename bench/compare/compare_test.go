@@ -3,8 +3,10 @@ package compare
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -110,7 +112,7 @@ func guardReport(ratio map[string]float64, seed uint64) *throughput.Report {
 	for _, c := range []string{throughput.Default, throughput.Bridge} {
 		r.Configs = append(r.Configs, report.Config{Name: c})
 	}
-	for w := range ratio {
+	for _, w := range slices.Sorted(maps.Keys(ratio)) { // in one order: the draws follow it
 		r.Workloads = append(r.Workloads, throughput.Workload{Name: w})
 	}
 	for _, w := range r.Workloads {
