@@ -37,6 +37,12 @@ func (m *mmsg) init(n int, rx bool) {
 	}
 }
 
+// point aims iovec i at b.
+func (m *mmsg) point(i int, b []byte) {
+	m.iovs[i].Base = &b[0]
+	m.iovs[i].SetLen(len(b))
+}
+
 // Read receives up to len(bufs) frames with one recvmmsg(MSG_DONTWAIT):
 // frame i, its vnet header in front, lands in bufs[i][offset:] and sizes[i]
 // is its length with the header. A frame that did not fit its buffer has
@@ -53,9 +59,7 @@ func (s *Socket) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 		return 0, nil
 	}
 	for i := 0; i < n; i++ {
-		b := bufs[i][offset:]
-		s.rx.iovs[i].Base = &b[0]
-		s.rx.iovs[i].SetLen(len(b))
+		s.rx.point(i, bufs[i][offset:])
 		h := &s.rx.hdrs[i].Hdr
 		h.Control = &s.rx.ctrl[i*auxSpace]
 		h.SetControllen(auxSpace)
@@ -133,9 +137,7 @@ func (s *Socket) Write(bufs [][]byte, offset int) (int, error) {
 		return 0, nil
 	}
 	for i := 0; i < n; i++ {
-		b := bufs[i][offset:]
-		s.tx.iovs[i].Base = &b[0]
-		s.tx.iovs[i].SetLen(len(b))
+		s.tx.point(i, bufs[i][offset:])
 	}
 	r, _, e := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(s.fd), uintptr(unsafe.Pointer(&s.tx.hdrs[0])),
 		uintptr(n), unix.MSG_DONTWAIT, 0, 0)

@@ -30,6 +30,21 @@ type Config struct {
 	FilterMACs []net.HardwareAddr
 }
 
+// resolve fills in the defaults of Batch and BufSize and looks c.Ifname up.
+func (c *Config) resolve() (*net.Interface, error) {
+	if c.Batch <= 0 {
+		c.Batch = 64
+	}
+	if c.BufSize <= 0 {
+		c.BufSize = DefaultBufBytes
+	}
+	ifi, err := net.InterfaceByName(c.Ifname)
+	if err != nil {
+		return nil, fmt.Errorf("ring: NIC %q not found: %w", c.Ifname, err)
+	}
+	return ifi, nil
+}
+
 // Socket is one packet socket of the group. Every frame it reads or
 // writes starts with a virtio_net_hdr (PACKET_VNET_HDR: vnethdr.Len bytes).
 // Read and Write belong to one goroutine each; Stats may be called from any
@@ -53,15 +68,9 @@ func Open(c Config) (_ []*Socket, err error) {
 	if c.Queues <= 0 {
 		c.Queues = 1
 	}
-	if c.Batch <= 0 {
-		c.Batch = 64
-	}
-	if c.BufSize <= 0 {
-		c.BufSize = DefaultBufBytes
-	}
-	ifi, err := net.InterfaceByName(c.Ifname)
+	ifi, err := c.resolve()
 	if err != nil {
-		return nil, fmt.Errorf("ring: NIC %q not found: %w", c.Ifname, err)
+		return nil, err
 	}
 	var socks []*Socket
 	defer func() {

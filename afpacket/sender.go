@@ -2,7 +2,6 @@ package afpacket
 
 import (
 	"fmt"
-	"net"
 	"os"
 
 	"golang.org/x/sys/unix"
@@ -17,15 +16,9 @@ import (
 // Only c.Ifname, c.Batch and c.BufSize apply. Read always returns EAGAIN;
 // Stats counts nothing.
 func OpenSender(c Config) (*Socket, error) {
-	if c.Batch <= 0 {
-		c.Batch = 64
-	}
-	if c.BufSize <= 0 {
-		c.BufSize = DefaultBufBytes
-	}
-	ifi, err := net.InterfaceByName(c.Ifname)
+	ifi, err := c.resolve()
 	if err != nil {
-		return nil, fmt.Errorf("ring: NIC %q not found: %w", c.Ifname, err)
+		return nil, err
 	}
 	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 	if err != nil {

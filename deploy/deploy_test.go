@@ -58,7 +58,7 @@ func TestUnitWithDropIns(t *testing.T) {
 				t.Errorf("systemd-analyze verify: %v\n%s", err, out)
 			}
 			granted := grantedCaps(t, path)
-			for _, c := range append(strings.Fields(unitLine(t, unit, "AmbientCapabilities")), dropIns[name]...) {
+			for _, c := range append(strings.Fields(testkit.UnitLine(t, unit, "AmbientCapabilities")), dropIns[name]...) {
 				if !granted[c] {
 					t.Errorf("%s is not in the bounding set of the unit with %q", c, name)
 				}
@@ -172,13 +172,13 @@ func TestDropInCapabilities(t *testing.T) {
 			}
 			conf := filepath.Join(t.TempDir(), "lab.conf")
 			writeFile(t, conf, strings.Join(lines, "\n")+"\n")
-			execStart := strings.Fields(strings.ReplaceAll(unitLine(t, unit, "ExecStart"), "/etc/tapfwd/%i.conf", conf))
-			unitCaps := strings.Fields(unitLine(t, unit, "AmbientCapabilities"))
+			execStart := strings.Fields(strings.ReplaceAll(testkit.UnitLine(t, unit, "ExecStart"), "/etc/tapfwd/%i.conf", conf))
+			unitCaps := strings.Fields(testkit.UnitLine(t, unit, "AmbientCapabilities"))
 
 			// Without the drop-in the start fails.
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			out, err := bed.Run(ctx, bed.FwdNS, "setpriv", append(setprivArgs(unitCaps), append([]string{tapfwd}, execStart[1:]...)...)...)
+			out, err := bed.Run(ctx, bed.FwdNS, "setpriv", append(testkit.SetprivArgs(unitCaps), append([]string{tapfwd}, execStart[1:]...)...)...)
 			if err == nil || ctx.Err() != nil {
 				t.Errorf("without %s: started (%v), want a refusal:\n%s", tc.dropIn, err, out)
 			} else {
@@ -187,7 +187,7 @@ func TestDropInCapabilities(t *testing.T) {
 
 			caps := append(unitCaps, dropIns[tc.dropIn]...)
 			fw, err := bed.StartForwarder(context.Background(), "tapfwd under the unit's and "+tc.dropIn+"'s capabilities",
-				"setpriv", append(setprivArgs(caps), append([]string{tapfwd}, execStart[1:]...)...)...)
+				"setpriv", append(testkit.SetprivArgs(caps), append([]string{tapfwd}, execStart[1:]...)...)...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -201,32 +201,6 @@ func TestDropInCapabilities(t *testing.T) {
 			}
 		})
 	}
-}
-
-// setprivArgs are setpriv's flags for a process as systemd starts the
-// unit's: uid 0, root's implicit capabilities off for good
-// (SecureBits=noroot-locked), no new privileges (NoNewPrivileges=yes) and
-// exactly caps (CapabilityBoundingSet=, AmbientCapabilities=).
-func setprivArgs(caps []string) []string {
-	set := []string{"-all"}
-	for _, c := range caps {
-		set = append(set, "+"+strings.ToLower(strings.TrimPrefix(c, "CAP_")))
-	}
-	list := strings.Join(set, ",")
-	return []string{"--reuid=0", "--regid=0", "--clear-groups", "--securebits=+noroot,+noroot_locked", "--no-new-privs",
-		"--bounding-set=" + list, "--inh-caps=" + list, "--ambient-caps=" + list}
-}
-
-// unitLine returns the value of the first "key=" line of the unit.
-func unitLine(t *testing.T, unit, key string) string {
-	t.Helper()
-	for l := range strings.SplitSeq(unit, "\n") {
-		if v, ok := strings.CutPrefix(l, key+"="); ok {
-			return v
-		}
-	}
-	t.Fatalf("the unit has no %s=", key)
-	return ""
 }
 
 func keys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tapfwd/tapfwd/internal/tapport/tapporttest"
+	"github.com/tapfwd/tapfwd/internal/testkit"
 	"github.com/tapfwd/tapfwd/vmport"
 )
 
@@ -33,7 +34,7 @@ func TestName(t *testing.T) {
 func TestLifecycle(t *testing.T) {
 	bed, d := tapporttest.LabTAP(t)
 	addr := bed.LabAddr
-	tapporttest.Run(t, bed, bed.LabNS, "ip", "addr", "add", addr.String(), "dev", d.Name())
+	testkit.BedRun(t, bed, bed.LabNS, "ip", "addr", "add", addr.String(), "dev", d.Name())
 	if _, ok, err := Find(bed.LabNS, d.Name()); ok || err != nil {
 		t.Fatalf("Find before any: ok %v, %v", ok, err)
 	}
@@ -44,14 +45,14 @@ func TestLifecycle(t *testing.T) {
 	if p.Name != Name(d.Name()) || p.Adopted || p.MAC[0]&3 != 2 || p.Addr != addr || p.Netns != bed.LabNS || p.TAP != d.Name() {
 		t.Errorf("Ensure = %+v", p)
 	}
-	link := tapporttest.Run(t, bed, bed.LabNS, "ip", "-d", "-o", "link", "show", "dev", p.Name)
+	link := testkit.BedRun(t, bed, bed.LabNS, "ip", "-d", "-o", "link", "show", "dev", p.Name)
 	if !strings.Contains(link, "macvlan mode bridge") || !strings.Contains(link, p.Name+"@"+d.Name()) || !strings.Contains(link, ",UP") {
 		t.Errorf("host port in the lab: %s", link)
 	}
-	if out := tapporttest.Run(t, bed, bed.LabNS, "ip", "-o", "addr", "show", "dev", p.Name); !strings.Contains(out, addr.String()) {
+	if out := testkit.BedRun(t, bed, bed.LabNS, "ip", "-o", "addr", "show", "dev", p.Name); !strings.Contains(out, addr.String()) {
 		t.Errorf("host port lacks %s: %s", addr, out)
 	}
-	if out := tapporttest.Run(t, bed, bed.LabNS, "ip", "-o", "addr", "show", "dev", d.Name()); out != "" {
+	if out := testkit.BedRun(t, bed, bed.LabNS, "ip", "-o", "addr", "show", "dev", d.Name()); out != "" {
 		t.Errorf("the TAP still has addresses under its host port: %s", out)
 	}
 	tapporttest.CheckSettings(t, bed.LabNS, d.Name(), map[string]string{"arp_ignore": "8", "rp_filter": "1", "disable_ipv6": "1"})
@@ -84,12 +85,12 @@ func TestLifecycle(t *testing.T) {
 func TestRefuses(t *testing.T) {
 	bed, d := tapporttest.LabTAP(t)
 	name := Name(d.Name())
-	tapporttest.Run(t, bed, bed.LabNS, "ip", "link", "add", name, "type", "veth", "peer", "name", "tfwhpp0")
+	testkit.BedRun(t, bed, bed.LabNS, "ip", "link", "add", name, "type", "veth", "peer", "name", "tfwhpp0")
 	_, err := Ensure(Config{TAP: d.Name(), Netns: bed.LabNS})
 	if !errors.Is(err, ErrNameInUse) || !strings.Contains(err.Error(), "a veth device, not a macvlan on "+d.Name()) {
 		t.Errorf("name taken by a veth: %v", err)
 	}
-	tapporttest.Run(t, bed, bed.LabNS, "ip", "link", "del", name)
+	testkit.BedRun(t, bed, bed.LabNS, "ip", "link", "del", name)
 	if _, err := Ensure(Config{TAP: d.Name(), Netns: bed.LabNS, MAC: d.MAC()}); !errors.Is(err, ErrMACInUse) {
 		t.Errorf("the TAP's MAC: %v", err)
 	}

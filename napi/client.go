@@ -74,27 +74,9 @@ func (c *Client) execute(cmd uint8, data []byte, flags netlink.HeaderFlags) ([]g
 // every device in the namespace when ifindex is 0, ordered by ifindex and
 // id. A device without NAPI instances (a veth with GRO off) has none.
 func (c *Client) List(ifindex int) ([]NAPI, error) {
-	if !c.feat.NAPIGet {
-		return nil, c.missing(featNAPIGet)
-	}
-	var req []byte
-	if ifindex != 0 {
-		var err error
-		if req, err = encodeU32s(attrNAPIIfindex, uint32(ifindex)); err != nil {
-			return nil, err
-		}
-	}
-	msgs, err := c.execute(cmdNAPIGet, req, requestDump)
+	out, err := dump(c, cmdNAPIGet, "napi-get", attrNAPIIfindex, ifindex, parseNAPI)
 	if err != nil {
-		return nil, c.opError("napi-get dump", err)
-	}
-	out := make([]NAPI, 0, len(msgs))
-	for _, m := range msgs {
-		n, err := parseNAPI(m.Data)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, n)
+		return nil, err
 	}
 	slices.SortFunc(out, func(a, b NAPI) int {
 		if a.Ifindex != b.Ifindex {
@@ -128,27 +110,34 @@ func (c *Client) Get(id uint32) (NAPI, error) {
 // Queues returns the queues of the device with index ifindex, or of every
 // device when ifindex is 0.
 func (c *Client) Queues(ifindex int) ([]Queue, error) {
+	return dump(c, cmdQueueGet, "queue-get", attrQueueIfindex, ifindex, parseQueue)
+}
+
+// dump runs the dump request cmd (op in errors) for the device with index
+// ifindex, named by attribute ifindexAttr, or for every device when
+// ifindex is 0, and parses each reply with parse.
+func dump[T any](c *Client, cmd uint8, op string, ifindexAttr uint32, ifindex int, parse func([]byte) (T, error)) ([]T, error) {
 	if !c.feat.NAPIGet {
 		return nil, c.missing(featNAPIGet)
 	}
 	var req []byte
 	if ifindex != 0 {
 		var err error
-		if req, err = encodeU32s(attrQueueIfindex, uint32(ifindex)); err != nil {
+		if req, err = encodeU32s(ifindexAttr, uint32(ifindex)); err != nil {
 			return nil, err
 		}
 	}
-	msgs, err := c.execute(cmdQueueGet, req, requestDump)
+	msgs, err := c.execute(cmd, req, requestDump)
 	if err != nil {
-		return nil, c.opError("queue-get dump", err)
+		return nil, c.opError(op+" dump", err)
 	}
-	out := make([]Queue, 0, len(msgs))
+	out := make([]T, 0, len(msgs))
 	for _, m := range msgs {
-		q, err := parseQueue(m.Data)
+		v, err := parse(m.Data)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, q)
+		out = append(out, v)
 	}
 	return out, nil
 }

@@ -15,9 +15,13 @@ import (
 	"github.com/tapfwd/tapfwd/internal/testbed"
 )
 
-// Should the policy probe ever claim busy-poll on a kernel that refuses it,
-// the kernel's ERANGE still becomes the one-line FeatureError.
-func TestKernelBusyPollERANGE(t *testing.T) {
+// VethNAPI builds a Forwarder bed, turns GRO on for its NIC w1 (a veth has
+// NAPI instances only then: drivers/net/veth.c: veth_set_features), and
+// returns a Client made inside the fwd namespace with w1's ifindex and first
+// NAPI id. Everything goes when t ends. Exported for the tests of package
+// napi_test.
+func VethNAPI(t *testing.T) (*testbed.Bed, *Client, int, uint32) {
+	t.Helper()
 	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
 	if _, err := exec.LookPath("ethtool"); err != nil {
 		t.Fatalf("ethtool not installed (apt-get install ethtool): %v", err)
@@ -41,21 +45,31 @@ func TestKernelBusyPollERANGE(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
+	list, err := c.List(ifindex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) == 0 {
+		t.Fatalf("%s with GRO on has no NAPI instance", bed.NIC)
+	}
+	return bed, c, ifindex, list[0].ID
+}
+
+// Should the policy probe ever claim busy-poll on a kernel that refuses it,
+// the kernel's ERANGE still becomes the one-line FeatureError.
+func TestKernelBusyPollERANGE(t *testing.T) {
+	_, c, _, id := VethNAPI(t)
 	if !c.feat.Threaded || c.feat.BusyPoll {
 		t.Skipf("skipping: needs a kernel with per-NAPI threaded but without busy-poll (6.17, 6.18); have %+v", c.feat)
 	}
-	list, err := c.List(ifindex)
-	if err != nil || len(list) == 0 {
-		t.Fatalf("NAPIs of %s: %v, %v", bed.NIC, list, err)
-	}
 	c.feat.BusyPoll = true // pretend the probe said yes
-	_, err = c.Set(list[0].ID, Attrs{Threaded: new(ThreadedBusyPoll)})
+	_, err := c.Set(id, Attrs{Threaded: new(ThreadedBusyPoll)})
 	var fe *FeatureError
 	if !errors.As(err, &fe) || fe.Since != "6.19" || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("busy-poll past the probe: %v, want a FeatureError naming 6.19", err)
 	}
-	if n, err := c.Get(list[0].ID); err != nil || n.Threaded != ThreadedDisabled {
+	if n, err := c.Get(id); err != nil || n.Threaded != ThreadedDisabled {
 		t.Errorf("after the refused busy-poll: %+v, %v", n, err)
 	}
 }

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,49 +13,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/tapfwd/tapfwd/internal/testbed"
+	"github.com/tapfwd/tapfwd/internal/cpulist"
 	"github.com/tapfwd/tapfwd/napi"
 )
-
-// vethNAPI builds a Forwarder bed, turns GRO on for its NIC w1 (a veth has
-// NAPI instances only then: drivers/net/veth.c: veth_set_features), and
-// returns a Client made inside the fwd namespace with w1's ifindex and first
-// NAPI id. Everything goes when t ends.
-func vethNAPI(t *testing.T) (*testbed.Bed, *napi.Client, int, uint32) {
-	t.Helper()
-	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
-	if _, err := exec.LookPath("ethtool"); err != nil {
-		t.Fatalf("ethtool not installed (apt-get install ethtool): %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if _, err := bed.Run(ctx, bed.FwdNS, "ethtool", "-K", bed.NIC, "gro", "on"); err != nil {
-		t.Fatal(err)
-	}
-	var c *napi.Client
-	var ifindex int
-	err := bed.Do(bed.FwdNS, func() error {
-		ifi, err := net.InterfaceByName(bed.NIC)
-		if err != nil {
-			return err
-		}
-		ifindex = ifi.Index
-		c, err = napi.Dial()
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	list, err := c.List(ifindex)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(list) == 0 {
-		t.Fatalf("%s with GRO on has no NAPI instance", bed.NIC)
-	}
-	return bed, c, ifindex, list[0].ID
-}
 
 func needThreaded(t *testing.T, c *napi.Client) {
 	t.Helper()
@@ -85,17 +43,11 @@ func procStatus(t *testing.T, pid int, name string) string {
 
 // lastCPU is the highest CPU this process may run on.
 func lastCPU(t *testing.T) int {
-	var set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &set); err != nil {
+	allowed, err := cpulist.Allowed()
+	if err != nil {
 		t.Fatal(err)
 	}
-	last := -1
-	for i := 0; i < 1024; i++ {
-		if set.IsSet(i) {
-			last = i
-		}
-	}
-	return last
+	return allowed[len(allowed)-1]
 }
 
 // waitGone waits until pid is no longer the NAPI kthread name.
@@ -115,7 +67,7 @@ func waitGone(t *testing.T, pid int, name string) {
 }
 
 func TestKernelListAndQueues(t *testing.T) {
-	bed, c, ifindex, id := vethNAPI(t)
+	bed, c, ifindex, id := napi.VethNAPI(t)
 	list, err := c.List(ifindex)
 	if err != nil {
 		t.Fatal(err)
@@ -165,7 +117,7 @@ func TestKernelListAndQueues(t *testing.T) {
 }
 
 func TestKernelThreadedPinRestore(t *testing.T) {
-	bed, c, _, id := vethNAPI(t)
+	bed, c, _, id := napi.VethNAPI(t)
 	needThreaded(t, c)
 	ch := napi.NewChanges(c)
 	t.Cleanup(func() {
@@ -292,7 +244,7 @@ func TestKernelThreadedPinRestore(t *testing.T) {
 // A NAPI that disappears (GRO off deletes veth NAPIs) takes its kthread and
 // settings with it: Restore has nothing left to do and must not fail.
 func TestKernelRestoreAfterNAPIGone(t *testing.T) {
-	bed, c, ifindex, id := vethNAPI(t)
+	bed, c, ifindex, id := napi.VethNAPI(t)
 	needThreaded(t, c)
 	ch := napi.NewChanges(c)
 	if err := ch.Set(id, napi.Attrs{Threaded: new(napi.ThreadedEnabled)}); err != nil {

@@ -235,40 +235,37 @@ func uintAttr(typ uint16, b []byte) (uint64, error) {
 	return 0, fmt.Errorf("napi: attribute %d: integer of %d bytes, want 4 or 8", typ, len(b))
 }
 
-// parseNAPI decodes the attributes of a napi-get reply. Attributes it does
-// not know (newer kernels add them) are ignored.
-func parseNAPI(b []byte) (NAPI, error) {
-	n := NAPI{IRQ: -1}
-	err := walk(b, func(typ uint16, data []byte) error {
-		switch typ {
-		case attrNAPIIfindex, attrNAPIID, attrNAPIIRQ, attrNAPIPID, attrNAPIDeferHardIRQs,
-			attrNAPIGROFlushTimeout, attrNAPIIRQSuspendTimeout, attrNAPIThreaded:
-		default:
+// walkUints reads each attribute of b that has a setter in set as an
+// integer (uintAttr) and hands it to that setter; other attributes (newer
+// kernels add them) are skipped.
+func walkUints(b []byte, set map[uint16]func(v uint64)) error {
+	return walk(b, func(typ uint16, data []byte) error {
+		fn, ok := set[typ]
+		if !ok {
 			return nil
 		}
 		v, err := uintAttr(typ, data)
 		if err != nil {
 			return err
 		}
-		switch typ {
-		case attrNAPIIfindex:
-			n.Ifindex = int(v)
-		case attrNAPIID:
-			n.ID = uint32(v)
-		case attrNAPIIRQ:
-			n.IRQ = int(v)
-		case attrNAPIPID:
-			n.PID = int(v)
-		case attrNAPIDeferHardIRQs:
-			n.DeferHardIRQs = uint32(v)
-		case attrNAPIGROFlushTimeout:
-			n.GROFlushTimeout = time.Duration(v)
-		case attrNAPIIRQSuspendTimeout:
-			n.IRQSuspendTimeout = time.Duration(v)
-		case attrNAPIThreaded:
-			n.Threaded = Threaded(v)
-		}
+		fn(v)
 		return nil
+	})
+}
+
+// parseNAPI decodes the attributes of a napi-get reply. Attributes it does
+// not know (newer kernels add them) are ignored.
+func parseNAPI(b []byte) (NAPI, error) {
+	n := NAPI{IRQ: -1}
+	err := walkUints(b, map[uint16]func(uint64){
+		attrNAPIIfindex:           func(v uint64) { n.Ifindex = int(v) },
+		attrNAPIID:                func(v uint64) { n.ID = uint32(v) },
+		attrNAPIIRQ:               func(v uint64) { n.IRQ = int(v) },
+		attrNAPIPID:               func(v uint64) { n.PID = int(v) },
+		attrNAPIDeferHardIRQs:     func(v uint64) { n.DeferHardIRQs = uint32(v) },
+		attrNAPIGROFlushTimeout:   func(v uint64) { n.GROFlushTimeout = time.Duration(v) },
+		attrNAPIIRQSuspendTimeout: func(v uint64) { n.IRQSuspendTimeout = time.Duration(v) },
+		attrNAPIThreaded:          func(v uint64) { n.Threaded = Threaded(v) },
 	})
 	if err == nil && n.ID == 0 {
 		err = fmt.Errorf("napi: napi-get reply without an id")
@@ -281,27 +278,11 @@ func parseNAPI(b []byte) (NAPI, error) {
 func parseQueue(b []byte) (Queue, error) {
 	var q Queue
 	seen := false
-	err := walk(b, func(typ uint16, data []byte) error {
-		switch typ {
-		case attrQueueID, attrQueueIfindex, attrQueueType, attrQueueNAPIID:
-		default:
-			return nil
-		}
-		v, err := uintAttr(typ, data)
-		if err != nil {
-			return err
-		}
-		switch typ {
-		case attrQueueID:
-			q.ID, seen = int(v), true
-		case attrQueueIfindex:
-			q.Ifindex = int(v)
-		case attrQueueType:
-			q.Type = QueueType(v)
-		case attrQueueNAPIID:
-			q.NAPIID = uint32(v)
-		}
-		return nil
+	err := walkUints(b, map[uint16]func(uint64){
+		attrQueueID:      func(v uint64) { q.ID, seen = int(v), true },
+		attrQueueIfindex: func(v uint64) { q.Ifindex = int(v) },
+		attrQueueType:    func(v uint64) { q.Type = QueueType(v) },
+		attrQueueNAPIID:  func(v uint64) { q.NAPIID = uint32(v) },
 	})
 	if err == nil && (!seen || q.Ifindex == 0) {
 		err = fmt.Errorf("napi: queue-get reply without a queue id or ifindex")

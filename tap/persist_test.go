@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tapfwd/tapfwd/internal/testbed"
+	"github.com/tapfwd/tapfwd/internal/testkit"
 	"github.com/tapfwd/tapfwd/netns"
 )
 
@@ -126,7 +127,7 @@ func TestPersistRefusesOwner(t *testing.T) {
 		{"both", "user 65533 group 65534", "owner 65533 and group 65534"},
 	} {
 		name := "tfwo" + bed.ID
-		sh(t, bed, bed.LabNS, append([]string{"ip", "tuntap", "add", "dev", name, "mode", "tap", "multi_queue", "vnet_hdr"}, strings.Fields(tc.args)...)...)
+		testkit.BedRun(t, bed, bed.LabNS, append([]string{"ip", "tuntap", "add", "dev", name, "mode", "tap", "multi_queue", "vnet_hdr"}, strings.Fields(tc.args)...)...)
 		l, err := linkIn(t, bed.LabNS, name)
 		if err != nil {
 			t.Fatal(err)

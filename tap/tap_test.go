@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tapfwd/tapfwd/internal/testbed"
+	"github.com/tapfwd/tapfwd/internal/testkit"
 	"github.com/tapfwd/tapfwd/netns"
 	"github.com/tapfwd/tapfwd/vnethdr"
 )
@@ -71,17 +72,6 @@ func openIn(t *testing.T, bed *testbed.Bed, ns string, c Config) (*Device, error
 	return d, err
 }
 
-func sh(t *testing.T, bed *testbed.Bed, ns string, args ...string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	out, err := bed.Run(ctx, ns, args[0], args[1:]...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
 func TestOpenConfigures(t *testing.T) {
 	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
 	mac := net.HardwareAddr{0x02, 0x00, 0x5e, 0x10, 0x20, 0x30}
@@ -112,20 +102,20 @@ func TestOpenConfigures(t *testing.T) {
 	if d.MAC().String() != mac.String() {
 		t.Errorf("MAC %s, want %s", d.MAC(), mac)
 	}
-	link := sh(t, bed, bed.LabNS, "ip", "-o", "addr", "show", "dev", bed.LabIf)
+	link := testkit.BedRun(t, bed, bed.LabNS, "ip", "-o", "addr", "show", "dev", bed.LabIf)
 	for _, want := range []string{"mtu 1400", addr.String(), "UP"} {
-		if !strings.Contains(sh(t, bed, bed.LabNS, "ip", "-o", "link", "show", "dev", bed.LabIf)+link, want) {
+		if !strings.Contains(testkit.BedRun(t, bed, bed.LabNS, "ip", "-o", "link", "show", "dev", bed.LabIf)+link, want) {
 			t.Errorf("TAP in lab lacks %q:\n%s", want, link)
 		}
 	}
 	// The kernel's own view of the flags (drivers/net/tun.c: tun_flags_show).
-	flags := strings.TrimSpace(sh(t, bed, bed.LabNS, "cat", "/sys/class/net/"+bed.LabIf+"/tun_flags"))
+	flags := strings.TrimSpace(testkit.BedRun(t, bed, bed.LabNS, "cat", "/sys/class/net/"+bed.LabIf+"/tun_flags"))
 	if flags != "0x5112" { // TAP|NAPI|MULTI_QUEUE|NO_PI|VNET_HDR
 		t.Errorf("tun_flags %s, want 0x5112", flags)
 	}
 	// The NAPI settings, written before the move, came along.
 	for attr, want := range map[string]string{"threaded": "1", "gro_flush_timeout": "20000", "napi_defer_hard_irqs": "2"} {
-		if got := strings.TrimSpace(sh(t, bed, bed.LabNS, "cat", "/sys/class/net/"+bed.LabIf+"/"+attr)); got != want {
+		if got := strings.TrimSpace(testkit.BedRun(t, bed, bed.LabNS, "cat", "/sys/class/net/"+bed.LabIf+"/"+attr)); got != want {
 			t.Errorf("%s = %s, want %s", attr, got, want)
 		}
 	}
@@ -150,7 +140,7 @@ func TestOpenOffAndKernelName(t *testing.T) {
 	if f.NAPI || f.VnetHdr || f.Offloads != 0 {
 		t.Errorf("off features %+v", f)
 	}
-	flags := strings.TrimSpace(sh(t, bed, bed.FwdNS, "cat", "/sys/class/net/"+d.Name()+"/tun_flags"))
+	flags := strings.TrimSpace(testkit.BedRun(t, bed, bed.FwdNS, "cat", "/sys/class/net/"+d.Name()+"/tun_flags"))
 	if flags != "0x1102" { // TAP|MULTI_QUEUE|NO_PI
 		t.Errorf("tun_flags %s, want 0x1102", flags)
 	}
@@ -159,7 +149,7 @@ func TestOpenOffAndKernelName(t *testing.T) {
 func TestOpenErrorsLeaveNothing(t *testing.T) {
 	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
 	// A TAP of the name the test moves in, waiting in the lab.
-	sh(t, bed, bed.LabNS, "ip", "tuntap", "add", "dev", "tfwy"+bed.ID, "mode", "tap")
+	testkit.BedRun(t, bed, bed.LabNS, "ip", "tuntap", "add", "dev", "tfwy"+bed.ID, "mode", "tap")
 	for _, tc := range []struct {
 		c    Config
 		want string
@@ -176,7 +166,7 @@ func TestOpenErrorsLeaveNothing(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) || (tc.kind != nil && !errors.Is(err, tc.kind)) {
 			t.Errorf("Open(%+v) = %v, want an error containing %q (is %v)", tc.c, err, tc.want, tc.kind)
 		}
-		links := sh(t, bed, bed.FwdNS, "ip", "-o", "link", "show")
+		links := testkit.BedRun(t, bed, bed.FwdNS, "ip", "-o", "link", "show")
 		if strings.Count(strings.TrimSpace(links), "\n") != 1 {
 			t.Errorf("after a failed Open the namespace holds:\n%s", links)
 		}

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tapfwd/tapfwd/internal/syncbuf"
 	"github.com/tapfwd/tapfwd/internal/testpmd"
 	"github.com/tapfwd/tapfwd/vhostuser"
 	"github.com/tapfwd/tapfwd/vnethdr"
@@ -20,18 +21,6 @@ import (
 // dpdk-dev): the test is the back-end application on an in-process Port.
 
 var guestMAC = net.HardwareAddr{0x02, 0xd0, 0xd0, 0, 0, 1}
-
-// needTestpmd skips where dpdk-testpmd is not installed: scripts/deps.sh
-// installs it.
-func needTestpmd(t *testing.T) {
-	t.Helper()
-	if _, err := testpmd.Find(); err != nil {
-		t.Skipf("%v: scripts/deps.sh installs it", err)
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("dpdk-testpmd needs root here (its memory, its runtime directory)")
-	}
-}
 
 type logWriter struct{ t testing.TB }
 
@@ -128,7 +117,7 @@ func bytesEqual(a, b []byte) bool { return string(a) == string(b) }
 // negotiates again: the port runs again), and frames move intact both
 // ways through testpmd's io forwarding.
 func TestDPDKNegotiate(t *testing.T) {
-	needTestpmd(t)
+	testpmd.NeedTest(t)
 	csumTSO := uint64(1<<vhostuser.FeatureNetCsum | 1<<vhostuser.FeatureNetGuestCsum |
 		1<<vhostuser.FeatureNetHostTSO4 | 1<<vhostuser.FeatureNetHostTSO6 |
 		1<<vhostuser.FeatureNetGuestTSO4 | 1<<vhostuser.FeatureNetGuestTSO6)
@@ -167,7 +156,7 @@ func TestDPDKNegotiate(t *testing.T) {
 // DPDK's packed_vq=1, in_order=1 and mrg_rxbuf=0 fall back to what the
 // port offers (split rings; one buffer per frame) and carry them the same.
 func TestDPDKReflect(t *testing.T) {
-	needTestpmd(t)
+	testpmd.NeedTest(t)
 	for _, extra := range []string{"", "packed_vq=1", "in_order=1", "mrg_rxbuf=0", "packed_vq=1,in_order=1,mrg_rxbuf=0"} {
 		t.Run(strings.NewReplacer(",", "_", "=", "").Replace(cmp(extra, "defaults")), func(t *testing.T) {
 			p := newPort(t, vhostuser.Config{})
@@ -213,7 +202,7 @@ func cmp(s, def string) string {
 // receive buffers posted) goes in one Write, whole, with at most one
 // notification, and testpmd counts 256.
 func TestDPDKBurst(t *testing.T) {
-	needTestpmd(t)
+	testpmd.NeedTest(t)
 	p := newPort(t, vhostuser.Config{})
 	tp := startFrontEnd(t, p, 1, "queue_size=256", testpmd.Config{Forward: "rxonly", Args: []string{"--rxd=256", "--txd=256"}})
 	if err := tp.StartForwarding(); err != nil {
@@ -254,7 +243,7 @@ func TestDPDKBurst(t *testing.T) {
 // sent is one the port read (and the same bytes), and each is its 64-byte
 // UDP frame.
 func TestDPDKTxOnly(t *testing.T) {
-	needTestpmd(t)
+	testpmd.NeedTest(t)
 	p := newPort(t, vhostuser.Config{})
 	tp := startFrontEnd(t, p, 1, "", testpmd.Config{Forward: "txonly", TxPkts: 64})
 	q := p.Queues()[0]
@@ -304,7 +293,7 @@ func TestDPDKTxOnly(t *testing.T) {
 // pairs (io forwarding sends each back on the queue it came in on), and
 // testpmd's per-queue counters agree with each Queue's.
 func TestDPDKMultiqueue(t *testing.T) {
-	needTestpmd(t)
+	testpmd.NeedTest(t)
 	p := newPort(t, vhostuser.Config{QueuePairs: 2})
 	tp := startFrontEnd(t, p, 2, "", testpmd.Config{})
 	if err := tp.StartForwarding(); err != nil {
@@ -341,8 +330,8 @@ func TestDPDKMultiqueue(t *testing.T) {
 // the port refuses them, counts and logs it, and keeps the connection, and
 // frames move on the first pair.
 func TestDPDKMoreQueuesThanThePort(t *testing.T) {
-	needTestpmd(t)
-	var log lockedBuf
+	testpmd.NeedTest(t)
+	var log syncbuf.Buffer
 	p := newPort(t, vhostuser.Config{Logger: slog.New(slog.NewTextHandler(&log, nil))})
 	tp := startFrontEnd(t, p, 2, "", testpmd.Config{Queues: 1})
 	if err := tp.StartForwarding(); err != nil {
@@ -362,7 +351,7 @@ func TestDPDKMoreQueuesThanThePort(t *testing.T) {
 // testpmd is gone the process's fds (eventfds, sockets, memfds) and its
 // mappings of the guest's memory are back where they started.
 func TestDPDKKillRestart(t *testing.T) {
-	needTestpmd(t)
+	testpmd.NeedTest(t)
 	cycles := 8
 	if os.Getenv("TAPFWD_SOAK") != "" {
 		cycles = 32

@@ -141,11 +141,7 @@ func TestFrontEndBreaksProtocol(t *testing.T) {
 		t.Run(strings.ReplaceAll(c.name, " ", "_"), func(t *testing.T) {
 			p := newPort(t, vhostuser.Config{})
 			fds := fdCount(t)
-			d, err := vhostusertest.Dial(p.Path(), vhostusertest.Config{NoStart: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer d.Close()
+			d := p.dialStopped(t)
 			if err := c.send(d); err != nil {
 				t.Fatal(err)
 			}

@@ -70,6 +70,18 @@ func (tp *testPort) dial(t testing.TB, c vhostusertest.Config) *vhostusertest.Dr
 	return d
 }
 
+// dialStopped connects a driver that has set nothing up yet (NoStart): the
+// test sends the requests itself. It is closed when t ends.
+func (tp *testPort) dialStopped(t testing.TB) *vhostusertest.Driver {
+	t.Helper()
+	d, err := vhostusertest.Dial(tp.Path(), vhostusertest.Config{NoStart: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+	return d
+}
+
 // frame builds an Ethernet frame of n bytes from src with a pattern.
 func frame(n int, src byte, seed byte) []byte {
 	f := make([]byte, n)

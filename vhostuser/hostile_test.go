@@ -54,11 +54,7 @@ func TestRingFdsMustBeEventfds(t *testing.T) {
 		for kind, mk := range kinds {
 			t.Run(kind, func(t *testing.T) {
 				p := newPort(t, vhostuser.Config{})
-				d, err := vhostusertest.Dial(p.Path(), vhostusertest.Config{NoStart: true})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer d.Close()
+				d := p.dialStopped(t)
 				fd, keep := mk()
 				defer closeFds(append(keep, fd))
 				if req == vhostusertest.ReqSetVringKick {
@@ -148,11 +144,7 @@ func TestBlockingCallEventfds(t *testing.T) {
 // consumed what it had, stays quiet (it made the worker spin).
 func TestKickHungUp(t *testing.T) {
 	p := newPort(t, vhostuser.Config{})
-	d, err := vhostusertest.Dial(p.Path(), vhostusertest.Config{NoStart: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d := p.dialStopped(t)
 	var pipe [2]int
 	if err := unix.Pipe2(pipe[:], unix.O_CLOEXEC); err != nil {
 		t.Fatal(err)

@@ -41,11 +41,7 @@ func diskFile(t *testing.T, n int64) *os.File {
 // away with one line saying so; a memfd region is taken.
 func TestMemoryFileSystems(t *testing.T) {
 	p := newPort(t, vhostuser.Config{})
-	d, err := vhostusertest.Dial(p.Path(), vhostusertest.Config{NoStart: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d := p.dialStopped(t)
 	const ack = vhostusertest.FlagVersion | vhostusertest.FlagNeedReply
 	if err := d.Request(vhostusertest.ReqSetMemTable, ack, memTable(d, 4096), d.Memfd()); err != nil {
 		t.Fatal(err)

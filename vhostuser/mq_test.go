@@ -1,38 +1,19 @@
 package vhostuser_test
 
 import (
-	"bytes"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tapfwd/tapfwd/internal/syncbuf"
 	"github.com/tapfwd/tapfwd/vhostuser"
 	"github.com/tapfwd/tapfwd/vhostuser/vhostusertest"
 	"github.com/tapfwd/tapfwd/vnethdr"
 )
-
-// lockedBuf collects a port's log lines.
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // A port of two queue pairs offers VIRTIO_NET_F_MQ and says so with
 // GET_QUEUE_NUM; each pair is a Queue of its own: frames the guest sends
@@ -182,7 +163,7 @@ func TestMultiqueuePairsEnabled(t *testing.T) {
 // rings the port has run, GET_VRING_BASE is answered for every ring, and
 // the fds it sent for the others are closed.
 func TestRingsBeyondThePort(t *testing.T) {
-	var log lockedBuf
+	var log syncbuf.Buffer
 	p := newPort(t, vhostuser.Config{Logger: slog.New(slog.NewTextHandler(&log, nil))})
 	kinds0 := fdKinds(t)
 	d := p.dial(t, vhostusertest.Config{QueuePairs: 2})

@@ -25,15 +25,8 @@ func lstat(t *testing.T, path string) unix.Stat_t {
 // user and group, mode 0660; without one, root and 0600.
 func TestOwnerNode(t *testing.T) {
 	_, d := tapporttest.LabTAP(t)
-	owned, err := Add(Config{TAP: d.Name(), Netns: d.Netns(), Owner: &Owner{UID: 65534, GID: 65534}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	plain, err := Add(Config{TAP: d.Name(), Netns: d.Netns()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { Remove([]Port{owned, plain}) })
+	owned := addForTest(t, Config{TAP: d.Name(), Netns: d.Netns(), Owner: &Owner{UID: 65534, GID: 65534}})
+	plain := addForTest(t, Config{TAP: d.Name(), Netns: d.Netns()})
 	if st := lstat(t, owned.Dev); st.Uid != 65534 || st.Gid != 65534 || st.Mode&0o777 != 0o660 || st.Mode&unix.S_IFMT != unix.S_IFCHR {
 		t.Errorf("owned node %s: uid %d gid %d mode %#o", owned.Dev, st.Uid, st.Gid, st.Mode)
 	}
@@ -126,11 +119,7 @@ func devNodes(t *testing.T, major, minor uint32) []string {
 // by then, so that A's node owner cannot open B's port.
 func TestStaleNodeOfLiveLab(t *testing.T) {
 	_, a := tapporttest.LabTAP(t)
-	pa, err := Add(Config{TAP: a.Name(), Netns: a.Netns(), Owner: &Owner{UID: 65534, GID: 65534}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { Remove([]Port{pa}) })
+	pa := addForTest(t, Config{TAP: a.Name(), Netns: a.Netns(), Owner: &Owner{UID: 65534, GID: 65534}})
 	a.Close()
 	_, b := tapporttest.LabTAP(t)
 	// tapfwd run sweeps as it opens its TAP.
@@ -140,11 +129,7 @@ func TestStaleNodeOfLiveLab(t *testing.T) {
 	if _, err := os.Lstat(pa.Dev); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("lab B's sweep left lab A's node %s (%v)", pa.Dev, err)
 	}
-	pb, err := Add(Config{TAP: b.Name(), Netns: b.Netns()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { Remove([]Port{pb}) })
+	pb := addForTest(t, Config{TAP: b.Name(), Netns: b.Netns()})
 	t.Logf("lab A's port had %d:%d, lab B's has %d:%d", pa.Major, pa.Minor, pb.Major, pb.Minor)
 	if got := devNodes(t, pb.Major, pb.Minor); len(got) != 1 || got[0] != pb.Dev {
 		t.Errorf("nodes of lab B's port %d:%d: %v, want only %s", pb.Major, pb.Minor, got, pb.Dev)
@@ -158,11 +143,7 @@ func TestStaleNodeOfLiveLab(t *testing.T) {
 func TestNodeEvictsSameDevice(t *testing.T) {
 	bed, d := tapporttest.LabTAP(t)
 	c := Config{TAP: d.Name(), Netns: d.Netns()}
-	p, err := Add(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { Remove([]Port{p}) })
+	p := addForTest(t, c)
 	base := filepath.Join(DevDir, "netns-1:tfwst"+bed.ID)
 	stale, link, file := base+"n", base+"l", base+"f"
 	if err := unix.Mknod(stale, unix.S_IFCHR|0o600, int(unix.Mkdev(p.Major, p.Minor))); err != nil {
@@ -214,11 +195,7 @@ func TestSweepKeepsColonNamespace(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.Close() })
-	p, err := Add(Config{TAP: d.Name(), Netns: ns})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { Remove([]Port{p}) })
+	p := addForTest(t, Config{TAP: d.Name(), Netns: ns})
 	if p.Dev != DevDir+"/"+ns+":"+p.Name {
 		t.Errorf("node %s", p.Dev)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/tapfwd/tapfwd/hostport"
 	"github.com/tapfwd/tapfwd/internal/tapport/tapporttest"
 	"github.com/tapfwd/tapfwd/internal/testbed"
+	"github.com/tapfwd/tapfwd/internal/testkit"
 	"github.com/tapfwd/tapfwd/netns"
 )
 
@@ -109,7 +110,7 @@ func linkLocal(t *testing.T, bed *testbed.Bed, h *netns.NS, index int) netip.Add
 		if i < 0 {
 			continue
 		}
-		out := tapporttest.Run(t, bed, bed.LabNS, "ip", "-6", "-o", "addr", "show", "scope", "link")
+		out := testkit.BedRun(t, bed, bed.LabNS, "ip", "-6", "-o", "addr", "show", "scope", "link")
 		if line := grepLine(out, addrs[i].Addr().String()); line != "" && !strings.Contains(line, "tentative") {
 			return addrs[i].Addr()
 		}
@@ -232,11 +233,7 @@ func answers(frames [][]byte, addr, ll netip.Addr) (arp, na []net.HardwareAddr) 
 // guest's EUI-64 link-local address and an mDNS frame.
 func TestPortTakesMulticast(t *testing.T) {
 	_, d := tapporttest.LabTAP(t)
-	p, err := Add(Config{TAP: d.Name(), Netns: d.Netns()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { Remove([]Port{p}) })
+	p := addForTest(t, Config{TAP: d.Name(), Netns: d.Netns()})
 	fd, err := unix.Open(p.Dev, unix.O_RDWR|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)

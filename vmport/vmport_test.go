@@ -13,6 +13,7 @@ import (
 
 	"github.com/tapfwd/tapfwd/internal/tapport/tapporttest"
 	"github.com/tapfwd/tapfwd/internal/testbed"
+	"github.com/tapfwd/tapfwd/internal/testkit"
 	"github.com/tapfwd/tapfwd/netns"
 )
 
@@ -41,7 +42,7 @@ func TestNodePath(t *testing.T) {
 // namespace (ip netns exec mounts a sysfs there), and opens it.
 func checkNode(t *testing.T, bed *testbed.Bed, p Port) {
 	t.Helper()
-	want := strings.TrimSpace(tapporttest.Run(t, bed, p.Netns, "cat", fmt.Sprintf("/sys/class/net/%s/macvtap/tap%d/dev", p.Name, p.Index)))
+	want := strings.TrimSpace(testkit.BedRun(t, bed, p.Netns, "cat", fmt.Sprintf("/sys/class/net/%s/macvtap/tap%d/dev", p.Name, p.Index)))
 	if got := fmt.Sprintf("%d:%d", p.Major, p.Minor); got != want {
 		t.Errorf("%s: device %s, its sysfs in %s says %s", p.Name, got, p.Netns, want)
 	}
@@ -67,19 +68,23 @@ func checkNode(t *testing.T, bed *testbed.Bed, p Port) {
 	}
 }
 
+// addForTest adds a port with c, failing t when it cannot; the port is
+// removed when t ends.
+func addForTest(t *testing.T, c Config) Port {
+	t.Helper()
+	p, err := Add(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { Remove([]Port{p}) })
+	return p
+}
+
 func TestVMPortLifecycle(t *testing.T) {
 	bed, d := tapporttest.LabTAP(t)
 	mac := net.HardwareAddr{0x02, 0, 0x5e, 0, 0x53, 0x10}
-	a, err := Add(Config{TAP: d.Name(), Netns: bed.LabNS, Name: "vma" + bed.ID[:4], MAC: mac})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { Remove([]Port{a}) })
-	b, err := Add(Config{TAP: d.Name(), Netns: bed.LabNS})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { Remove([]Port{b}) })
+	a := addForTest(t, Config{TAP: d.Name(), Netns: bed.LabNS, Name: "vma" + bed.ID[:4], MAC: mac})
+	b := addForTest(t, Config{TAP: d.Name(), Netns: bed.LabNS})
 	if a.MAC.String() != mac.String() || a.TAP != d.Name() || a.Netns != bed.LabNS || !a.Up {
 		t.Errorf("port a = %+v", a)
 	}
@@ -88,7 +93,7 @@ func TestVMPortLifecycle(t *testing.T) {
 	}
 	checkNode(t, bed, a)
 	checkNode(t, bed, b)
-	mode := tapporttest.Run(t, bed, bed.LabNS, "ip", "-d", "-o", "link", "show", "dev", a.Name)
+	mode := testkit.BedRun(t, bed, bed.LabNS, "ip", "-d", "-o", "link", "show", "dev", a.Name)
 	if !strings.Contains(mode, "macvtap mode bridge") || !strings.Contains(mode, a.Name+"@"+d.Name()) {
 		t.Errorf("port in the lab: %s", mode)
 	}
@@ -143,7 +148,7 @@ func TestVMPortLifecycle(t *testing.T) {
 
 	// A port deleted behind tapfwd's back leaves a stale node; the next
 	// list sweeps it.
-	tapporttest.Run(t, bed, bed.LabNS, "ip", "link", "del", "dev", b.Name)
+	testkit.BedRun(t, bed, bed.LabNS, "ip", "link", "del", "dev", b.Name)
 	if ports, err := List(bed.LabNS, ""); err != nil || len(ports) != 0 {
 		t.Errorf("List after ip link del = %+v, %v", ports, err)
 	}
@@ -170,7 +175,7 @@ func TestVMPortsGoWithTAP(t *testing.T) {
 		t.Errorf("MACs not distinct: %+v", ports)
 	}
 	d.Close()
-	if out := tapporttest.Run(t, bed, bed.LabNS, "ip", "-o", "link", "show"); strings.Count(strings.TrimSpace(out), "\n") != 0 {
+	if out := testkit.BedRun(t, bed, bed.LabNS, "ip", "-o", "link", "show"); strings.Count(strings.TrimSpace(out), "\n") != 0 {
 		t.Errorf("after the TAP closed the lab holds:\n%s", out)
 	}
 	if err := Remove(ports); err != nil {
@@ -192,11 +197,7 @@ func TestVMPortNodesPerNamespace(t *testing.T) {
 	for i := 0; i < 2; i++ {
 		bed, d := tapporttest.LabTAP(t)
 		beds = append(beds, bed)
-		p, err := Add(Config{TAP: d.Name(), Netns: bed.LabNS, Name: NamePrefix + "0"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { Remove([]Port{p}) })
+		p := addForTest(t, Config{TAP: d.Name(), Netns: bed.LabNS, Name: NamePrefix + "0"})
 		ports = append(ports, p)
 	}
 	t.Logf("ports: %s ifindex %d dev %d:%d; %s ifindex %d dev %d:%d", ports[0].Dev, ports[0].Index, ports[0].Major, ports[0].Minor,

@@ -68,6 +68,24 @@ func segmentAll(tb testing.TB, h Hdr, frame []byte, hdrLen int) {
 	}
 }
 
+// addHdr adds the seed h (encoded) and frame to f.
+func addHdr(f *testing.F, h Hdr, frame []byte) {
+	var b [Len]byte
+	h.Encode(b[:])
+	f.Add(b[:], frame)
+}
+
+// fuzzHdr fuzzes fn with every header input that decodes and any frame.
+func fuzzHdr(f *testing.F, fn func(t *testing.T, h Hdr, frame []byte)) {
+	f.Fuzz(func(t *testing.T, hdr, frame []byte) {
+		var h Hdr
+		if h.Decode(hdr) != nil {
+			return
+		}
+		fn(t, h, frame)
+	})
+}
+
 func FuzzDecodeFixup(f *testing.F) {
 	// Small seeds: Go's minimizer is quadratic in the input length, and with
 	// KiB-sized inputs a 20 s run spends its time minimizing, not fuzzing.
@@ -79,16 +97,12 @@ func FuzzDecodeFixup(f *testing.F) {
 		{ipOpts: true, tcpOpts: true, payload: pattern(10, 5)},
 	} {
 		h, fr := superFrame(f, s, 64)
-		var b [Len]byte
-		h.Encode(b[:])
-		f.Add(b[:], fr)
+		addHdr(f, h, fr)
 		h.GSOType = GSONone
-		h.Encode(b[:])
-		f.Add(b[:], fr)
+		addHdr(f, h, fr)
 		h.Flags = FlagDataValid
 		h.GSOType = s.gsoType()
-		h.Encode(b[:])
-		f.Add(b[:], fr)
+		addHdr(f, h, fr)
 	}
 	f.Add(make([]byte, Len), make([]byte, 60))
 	// NEEDS_CSUM at 14..19 (the kernel's nh_min_len is 20) and TCP GSO
@@ -99,15 +113,9 @@ func FuzzDecodeFixup(f *testing.F) {
 	f.Add([]byte{FlagNeedsCsum, 0, 0, 0, 0, 0, 19, 0, 6, 0}, arp)
 	{
 		h, fr := superFrame(f, spec{payload: pattern(2000, 7)}, 87)
-		var b [Len]byte
-		h.Encode(b[:])
-		f.Add(b[:], fr)
+		addHdr(f, h, fr)
 	}
-	f.Fuzz(func(t *testing.T, hdr, frame []byte) {
-		var h Hdr
-		if h.Decode(hdr) != nil {
-			return
-		}
+	fuzzHdr(f, func(t *testing.T, h Hdr, frame []byte) {
 		in, orig := h, append([]byte(nil), frame...)
 		err := Fixup(&h, frame)
 		if err != nil {
@@ -269,16 +277,10 @@ func FuzzSegmentRaw(f *testing.F) {
 		{vlan: true, ipOpts: true, tcpOpts: true, payload: pattern(133, 3)},
 	} {
 		h, fr := superFrame(f, s, 64)
-		var b [Len]byte
-		h.Encode(b[:])
-		f.Add(b[:], fr)
+		addHdr(f, h, fr)
 	}
 	const nbuf, bufLen, guard = 16, 384, 0xee
-	f.Fuzz(func(t *testing.T, hdr, frame []byte) {
-		var h Hdr
-		if h.Decode(hdr) != nil {
-			return
-		}
+	fuzzHdr(f, func(t *testing.T, h Hdr, frame []byte) {
 		backing := bytes.Repeat([]byte{guard}, nbuf*bufLen)
 		out := make([][]byte, nbuf)
 		for i := range out {

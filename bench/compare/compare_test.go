@@ -3,8 +3,10 @@ package compare
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -13,12 +15,11 @@ import (
 	"github.com/tapfwd/tapfwd/bench/throughput"
 )
 
-// TestCompareRuns compares two saved runs made up for the purpose
-// (testdata/compare-{a,b}.json): B's napi-on is 30% faster and 30%
-// cheaper, napi-off the same, the bridge too noisy in B, napi-on with 64 B
-// writes has 3 repetitions in B, and each run has a cell the other lacks.
-func TestCompareRuns(t *testing.T) {
-	a, err := throughput.Read("testdata/compare-a.json")
+// compareWithB compares the saved run at pathA (called nameA) with
+// testdata/compare-b.json, with a fixed bootstrap seed and the default rule.
+func compareWithB(t *testing.T, pathA, nameA string) *Result {
+	t.Helper()
+	a, err := throughput.Read(pathA)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +27,15 @@ func TestCompareRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := Reports(a, b, "a.json", "b.json", stats.Bootstrap{Seed: 1}, stats.DefaultRule)
+	return Reports(a, b, nameA, "b.json", stats.Bootstrap{Seed: 1}, stats.DefaultRule)
+}
+
+// TestCompareRuns compares two saved runs made up for the purpose
+// (testdata/compare-{a,b}.json): B's napi-on is 30% faster and 30%
+// cheaper, napi-off the same, the bridge too noisy in B, napi-on with 64 B
+// writes has 3 repetitions in B, and each run has a cell the other lacks.
+func TestCompareRuns(t *testing.T) {
+	c := compareWithB(t, "testdata/compare-a.json", "a.json")
 	type key struct{ config, workload, figure string }
 	got := map[key]Row{}
 	for _, row := range c.Rows {
@@ -82,15 +91,7 @@ func TestCompareRuns(t *testing.T) {
 // schema 2 run: the cells both have, throughput only (the old run has no
 // cost).
 func TestCompareWithSchemaV1(t *testing.T) {
-	a, err := throughput.Read("../../docs/bench-throughput/first-schema/throughput.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := throughput.Read("testdata/compare-b.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := Reports(a, b, "old.json", "b.json", stats.Bootstrap{Seed: 1}, stats.DefaultRule)
+	c := compareWithB(t, "../../docs/bench-throughput/first-schema/throughput.json", "old.json")
 	if len(c.Rows) != 5 || len(c.OnlyB) != 0 || len(c.OnlyA) == 0 {
 		t.Fatalf("%d rows, only in B %v: want the 5 cells compare-b.json has", len(c.Rows), c.OnlyB)
 	}
@@ -111,7 +112,7 @@ func guardReport(ratio map[string]float64, seed uint64) *throughput.Report {
 	for _, c := range []string{throughput.Default, throughput.Bridge} {
 		r.Configs = append(r.Configs, report.Config{Name: c})
 	}
-	for w := range ratio {
+	for _, w := range slices.Sorted(maps.Keys(ratio)) { // in one order: the draws follow it
 		r.Workloads = append(r.Workloads, throughput.Workload{Name: w})
 	}
 	for _, w := range r.Workloads {

@@ -113,6 +113,25 @@ func syntheticLatency(t *testing.T) *Report {
 	return r
 }
 
+// readBack writes js to path, reads it with Read and checks that the
+// report renders as text the same as want; what names the JSON in errors.
+func readBack(t *testing.T, path string, js []byte, want, what string) *Report {
+	t.Helper()
+	if err := os.WriteFile(path, js, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var txt bytes.Buffer
+	r.WriteText(&txt)
+	if txt.String() != want {
+		t.Errorf("text from %s differs:\n%s\n---\n%s", what, txt.String(), want)
+	}
+	return r
+}
+
 func TestLatencyAnalyze(t *testing.T) {
 	r := syntheticLatency(t)
 	if len(r.Cells) != 3*2 {
@@ -209,18 +228,7 @@ func TestLatencyRender(t *testing.T) {
 		t.Errorf("point: %v", p)
 	}
 	path := filepath.Join(t.TempDir(), "latency.json")
-	if err := os.WriteFile(path, js.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	back, err := Read(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var txt2 bytes.Buffer
-	back.WriteText(&txt2)
-	if txt2.String() != txt.String() {
-		t.Errorf("text from the JSON differs:\n%s\n---\n%s", txt2.String(), txt.String())
-	}
+	readBack(t, path, js.Bytes(), txt.String(), "the JSON")
 	// The first layout: "difference_ns", no unit.
 	v1 := strings.ReplaceAll(js.String(), `"schema": "`+Schema+`"`, `"schema": "`+SchemaV1+`"`)
 	v1 = strings.ReplaceAll(v1, `"difference": {`, `"difference_ns": {`)
@@ -228,18 +236,7 @@ func TestLatencyRender(t *testing.T) {
 	if v1 == js.String() || strings.Contains(v1, `"difference":`) {
 		t.Fatal("no comparison to rewrite in the first layout")
 	}
-	if err := os.WriteFile(path, []byte(v1), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	old, err := Read(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var txt3 bytes.Buffer
-	old.WriteText(&txt3)
-	if txt3.String() != txt.String() {
-		t.Errorf("text from the first layout's JSON differs:\n%s\n---\n%s", txt3.String(), txt.String())
-	}
+	old := readBack(t, path, []byte(v1), txt.String(), "the first layout's JSON")
 	if c := old.Comparison(Busy, Block, "12K/0us", "p50"); c == nil || c.Unit != "ns" || c.Diff.Median >= 0 {
 		t.Errorf("comparison read from the first layout: %+v", c)
 	}

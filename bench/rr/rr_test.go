@@ -171,12 +171,9 @@ func TestRROptions(t *testing.T) {
 // TestRoundTripsBed runs the tool across a direct veth bed: sockets in
 // the wire and lab namespaces.
 func TestRoundTripsBed(t *testing.T) {
-	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Direct})
+	bed := testbed.NewReachableForTest(t, testbed.Config{Mode: testbed.Direct})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if err := bed.WaitLabReachable(ctx, 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
 	res, err := RoundTrips(ctx, bed, Options{Rate: 2000, Duration: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

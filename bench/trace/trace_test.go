@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tapfwd/tapfwd/internal/cpulist"
 	"github.com/tapfwd/tapfwd/internal/procfs"
 )
 
@@ -65,16 +66,11 @@ func TestMainCPU(t *testing.T) {
 // time its schedstat shows over the trace; the softirqs are counted per
 // CPU.
 func TestTraceWorker(t *testing.T) {
-	var set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &set); err != nil {
+	allowed, err := cpulist.Allowed()
+	if err != nil {
 		t.Fatal(err)
 	}
-	cpu := -1
-	for c := 0; c < 1024 && cpu < 0; c++ {
-		if set.IsSet(c) {
-			cpu = c
-		}
-	}
+	cpu := allowed[0]
 	ready := make(chan int)
 	var stop atomic.Bool
 	go func() {

@@ -17,7 +17,6 @@ import (
 	"github.com/tapfwd/tapfwd/internal/testkit/kernel"
 	"github.com/tapfwd/tapfwd/internal/testkit/prom"
 	"github.com/tapfwd/tapfwd/internal/testkit/traffic"
-	"github.com/tapfwd/tapfwd/netns"
 )
 
 // TestModes checks that ping, ARP, IPv6 neighbour discovery, UDP and TCP in
@@ -225,7 +224,7 @@ func TestL2Policy(t *testing.T) {
 		"plain":  frame(bcast, []byte{0x88, 0xb5}, "plain"),
 	}
 	before := prom.ParseCounts(prom.Scrape(t, bed), bed)
-	ifi := lookupIn(t, bed.LabNS, bed.LabIf)
+	ifi := kernel.Link(t, bed.LabNS, bed.LabIf).Index
 	for i := 0; i < 10; i++ {
 		for _, f := range kinds {
 			if err := unix.Sendto(lab, f, 0, &unix.SockaddrLinklayer{Ifindex: ifi, Halen: 6}); err != nil {
@@ -256,21 +255,4 @@ func TestL2Policy(t *testing.T) {
 	if got := d.NICTx + prom.DropSum(d.TAPDrops); got != d.TAPRx {
 		t.Errorf("from the TAP: received %v != transmitted %v + dropped %v", d.TAPRx, d.NICTx, prom.DropSum(d.TAPDrops))
 	}
-}
-
-// lookupIn is the ifindex of dev in namespace ns of the bed.
-func lookupIn(t *testing.T, ns, dev string) int {
-	t.Helper()
-	var idx int
-	err := netns.Do(ns, func() error {
-		ifi, err := net.InterfaceByName(dev)
-		if err == nil {
-			idx = ifi.Index
-		}
-		return err
-	})
-	if err != nil {
-		t.Fatal(fmt.Errorf("%s in %s: %w", dev, ns, err))
-	}
-	return idx
 }

@@ -11,8 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/tapfwd/tapfwd/internal/cpulist"
 	"github.com/tapfwd/tapfwd/internal/testbed"
 	"github.com/tapfwd/tapfwd/internal/testbed/iperf"
 	"github.com/tapfwd/tapfwd/internal/testkit"
@@ -215,16 +214,11 @@ func TestNapiCLIKernel(t *testing.T) {
 		t.Errorf("--cpu on an unthreaded NAPI: exit %d: %s", code, errs)
 	}
 
-	var set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &set); err != nil {
+	allowed, err := cpulist.Allowed()
+	if err != nil {
 		t.Fatal(err)
 	}
-	cpu := 0
-	for i := range 1024 {
-		if set.IsSet(i) {
-			cpu = i
-		}
-	}
+	cpu := allowed[len(allowed)-1]
 	code, out, errs = napiRun(t, bed, "napi", "set", "--id", sid, "--threaded", "enabled", "--cpu", strconv.Itoa(cpu), "--fifo", "5")
 	if code != 0 {
 		t.Fatalf("napi set --threaded enabled: exit %d: %s", code, errs)

@@ -19,6 +19,7 @@ import (
 	"github.com/tapfwd/tapfwd/dhcp"
 	"github.com/tapfwd/tapfwd/hostport"
 	"github.com/tapfwd/tapfwd/internal/cliflag/clitest"
+	"github.com/tapfwd/tapfwd/internal/tapport/tapporttest"
 	"github.com/tapfwd/tapfwd/internal/testbed"
 	"github.com/tapfwd/tapfwd/internal/testbed/iperf"
 	"github.com/tapfwd/tapfwd/internal/testkit"
@@ -26,7 +27,6 @@ import (
 	"github.com/tapfwd/tapfwd/internal/testkit/prom"
 	"github.com/tapfwd/tapfwd/internal/testkit/traffic"
 	"github.com/tapfwd/tapfwd/internal/testkit/vm"
-	"github.com/tapfwd/tapfwd/netns"
 )
 
 // labIP is 198.18.X.host on bed's subnet.
@@ -381,7 +381,7 @@ func TestHostPortPersist(t *testing.T) {
 	fw := testkit.StartOn(t, bed, testkit.Tapfwd(t), args...)
 	hp := hostPortOf(t, bed)
 	leases := dhcp.LeaseFile(bed.LabNS, bed.LabIf)
-	tapConf(t, bed, "arp_ignore", "8")
+	tapporttest.CheckSettings(t, bed.LabNS, bed.LabIf, map[string]string{"arp_ignore": "8"})
 	if err := fw.Stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -412,7 +412,7 @@ func TestHostPortPersist(t *testing.T) {
 	if out := testkit.BedRun(t, bed, bed.LabNS, "ip", "-o", "addr", "show", "dev", bed.LabIf); !strings.Contains(out, bed.LabAddr.String()) {
 		t.Errorf("the TAP did not get the lab address back: %s", out)
 	}
-	tapConf(t, bed, "arp_ignore", "0")
+	tapporttest.CheckSettings(t, bed.LabNS, bed.LabIf, map[string]string{"arp_ignore": "0"})
 	if !strings.Contains(fw.Output(), "removed the host port") {
 		t.Errorf("no word of the host port's removal:\n%s", fw.Output())
 	}
@@ -424,19 +424,6 @@ func TestHostPortPersist(t *testing.T) {
 	}
 	if _, err := os.Stat(leases); !os.IsNotExist(err) {
 		t.Errorf("tapfwd down left the lease file: %v", err)
-	}
-}
-
-// tapConf checks an IPv4 setting of bed's TAP.
-func tapConf(t *testing.T, bed *testbed.Bed, key, want string) {
-	t.Helper()
-	h, err := netns.Open(bed.LabNS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	if got, err := h.DevConf(netns.IPv4, bed.LabIf, key); err != nil || got != want {
-		t.Errorf("the TAP's %s = %q, %v; want %s", key, got, err, want)
 	}
 }
 

@@ -105,18 +105,6 @@ func TestSystemdUnit(t *testing.T) {
 // unitCaps are the capabilities tapfwd@.service grants.
 const unitCaps = "CAP_NET_ADMIN CAP_NET_RAW CAP_MKNOD CAP_CHOWN"
 
-// unitLine returns the value of the first "key=" line of the unit.
-func unitLine(t *testing.T, unit, key string) string {
-	t.Helper()
-	for _, l := range strings.Split(unit, "\n") {
-		if v, ok := strings.CutPrefix(l, key+"="); ok {
-			return v
-		}
-	}
-	t.Fatalf("the unit has no %s=", key)
-	return ""
-}
-
 // TestUnitCapabilities runs the template unit's ExecStart line (its config
 // file written by the test) the way systemd would: uid 0 without root's
 // implicit capabilities (SecureBits=noroot-locked), no new privileges, and
@@ -130,15 +118,10 @@ func TestUnitCapabilities(t *testing.T) {
 		t.Fatal(err)
 	}
 	unit := string(raw)
-	caps := strings.Fields(unitLine(t, unit, "AmbientCapabilities"))
-	if b := strings.Fields(unitLine(t, unit, "CapabilityBoundingSet")); strings.Join(b, " ") != strings.Join(caps, " ") {
+	caps := strings.Fields(testkit.UnitLine(t, unit, "AmbientCapabilities"))
+	if b := strings.Fields(testkit.UnitLine(t, unit, "CapabilityBoundingSet")); strings.Join(b, " ") != strings.Join(caps, " ") {
 		t.Fatalf("bounding set %v differs from the ambient set %v", b, caps)
 	}
-	var set []string
-	for _, c := range caps {
-		set = append(set, "+"+strings.ToLower(strings.TrimPrefix(c, "CAP_")))
-	}
-	capList := "-all," + strings.Join(set, ",")
 
 	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
 	// Without CAP_SYS_ADMIN the TAP stays in the fwd namespace, which
@@ -150,9 +133,8 @@ func TestUnitCapabilities(t *testing.T) {
 		"persist = true", "vm-ports = 2", "vm-port-owner = nobody", `metrics-addr = ""`,
 	}, "\n")), 0o600)
 	t.Cleanup(func() { testkit.BedRun(t, bed, bed.FwdNS, testkit.Tapfwd(t), "down", "--tap", bed.LabIf) })
-	execStart := strings.Fields(strings.ReplaceAll(unitLine(t, unit, "ExecStart"), "/etc/tapfwd/%i.conf", conf))
-	args := append([]string{"--reuid=0", "--regid=0", "--clear-groups", "--securebits=+noroot,+noroot_locked", "--no-new-privs",
-		"--bounding-set=" + capList, "--inh-caps=" + capList, "--ambient-caps=" + capList, testkit.Tapfwd(t)}, execStart[1:]...)
+	execStart := strings.Fields(strings.ReplaceAll(testkit.UnitLine(t, unit, "ExecStart"), "/etc/tapfwd/%i.conf", conf))
+	args := append(append(testkit.SetprivArgs(caps), testkit.Tapfwd(t)), execStart[1:]...)
 
 	for _, start := range []string{"first start", "restart"} {
 		fw, err := bed.StartForwarder(context.Background(), "tapfwd under the unit's capabilities", "setpriv", args...)

@@ -3,6 +3,7 @@ package cpulist
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -41,22 +42,32 @@ func ParseAllowed(s string) ([]int, error) {
 // CheckAllowed says whether this process may run on every CPU of list (its
 // affinity mask, which sched_setaffinity holds a worker to).
 func CheckAllowed(list []int) error {
-	var set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &set); err != nil {
-		return fmt.Errorf("reading this process's CPUs: %w", os.NewSyscallError("sched_getaffinity", err))
+	allowed, err := Allowed()
+	if err != nil {
+		return err
 	}
 	for _, c := range list {
-		if c < 0 || c >= Max || !set.IsSet(c) {
-			var allowed []int
-			for i := range Max {
-				if set.IsSet(i) {
-					allowed = append(allowed, i)
-				}
-			}
+		if !slices.Contains(allowed, c) {
 			return fmt.Errorf("%q is not a CPU this process may use (allowed: %s)", strconv.Itoa(c), Format(allowed))
 		}
 	}
 	return nil
+}
+
+// Allowed returns the CPUs this process may run on (its affinity mask), in
+// ascending order.
+func Allowed() ([]int, error) {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return nil, fmt.Errorf("reading this process's CPUs: %w", os.NewSyscallError("sched_getaffinity", err))
+	}
+	out := make([]int, 0, set.Count())
+	for c := range Max {
+		if set.IsSet(c) {
+			out = append(out, c)
+		}
+	}
+	return out, nil
 }
 
 // Online is the CPUs the kernel runs now (/sys/devices/system/cpu/online):

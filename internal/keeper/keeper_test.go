@@ -1,7 +1,6 @@
 package keeper
 
 import (
-	"bytes"
 	"errors"
 	"io"
 	"log/slog"
@@ -9,11 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/tapfwd/tapfwd/internal/syncbuf"
 	"github.com/tapfwd/tapfwd/vhostuser"
 )
 
@@ -63,29 +62,11 @@ func (j *testJob) done() <-chan struct{} { return nil }
 
 func (j *testJob) end(io.Writer) error { return os.WriteFile(j.File, []byte("ended"), 0o600) }
 
-// lines is a slog handler's output, safe to read while the relay writes.
-type lines struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lines) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lines) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestKeeper: the keeper gets its job, says it is ready with its detail,
 // its stderr reaches the log, and it finishes its job only once stopped.
 func TestKeeper(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "ended")
-	var out lines
+	var out syncbuf.Buffer
 	k, err := start("test keeper", testCommand, testJob{File: file}, slog.New(slog.NewTextHandler(&out, nil)), "said")
 	if err != nil {
 		t.Fatal(err)

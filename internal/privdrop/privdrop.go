@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/tapfwd/tapfwd/internal/procfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -133,7 +134,7 @@ func checkThread(tid, uid, gid int, strict bool) error {
 	if err != nil {
 		return nil // the thread ended meanwhile
 	}
-	f := fields(string(st))
+	f := procfs.ParseStatus(string(st))
 	var left []string
 	for i, d := range data {
 		if d.Permitted != 0 || d.Effective != 0 || (strict && d.Inheritable != 0) {
@@ -161,15 +162,4 @@ func checkThread(tid, uid, gid int, strict bool) error {
 		return fmt.Errorf("privdrop: thread %d still has %s", tid, strings.Join(left, "; "))
 	}
 	return nil
-}
-
-// fields parses /proc status "Key:\tvalue" lines.
-func fields(s string) map[string]string {
-	m := map[string]string{}
-	for line := range strings.SplitSeq(s, "\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok {
-			m[k] = strings.TrimSpace(v)
-		}
-	}
-	return m
 }

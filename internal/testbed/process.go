@@ -1,15 +1,15 @@
 package testbed
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
+
+	"github.com/tapfwd/tapfwd/internal/syncbuf"
 )
 
 // Process is a process started in a bed's namespace with its output
@@ -18,7 +18,7 @@ import (
 type Process struct {
 	name   string
 	cmd    *exec.Cmd
-	stderr *syncBuffer
+	stderr *syncbuf.Buffer
 	done   chan struct{}
 	err    error
 }
@@ -74,7 +74,7 @@ func (b *Bed) StartForwarder(ctx context.Context, name, exe string, args ...stri
 // running.
 func (b *Bed) Start(ns, name, exe string, args ...string) (*Process, error) {
 	cmd := b.Command(context.Background(), ns, exe, args...)
-	p := &Process{name: name, cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
+	p := &Process{name: name, cmd: cmd, stderr: &syncbuf.Buffer{}, done: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	cmd.Stdout = p.stderr
 	if err := cmd.Start(); err != nil {
@@ -147,22 +147,4 @@ func (p *Process) Stop() error {
 func (p *Process) Kill() {
 	p.cmd.Process.Kill()
 	<-p.done
-}
-
-// syncBuffer collects a process's output while tests read it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(b []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(b)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

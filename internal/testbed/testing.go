@@ -26,6 +26,19 @@ func NewForTest(t TB, cfg Config) *Bed {
 		func(b *Bed) string { return b.ID })
 }
 
+// NewReachableForTest is NewForTest for a test that needs the lab to answer
+// from the wire first (a baseline bed, Direct or Bridge: nothing forwards
+// on the others until the test starts it): it fails t when the lab is not
+// reachable within 10 s.
+func NewReachableForTest(t TB, cfg Config) *Bed {
+	t.Helper()
+	b := NewForTest(t, cfg)
+	if err := b.WaitLabReachable(context.Background(), 10*time.Second); err != nil {
+		t.Fatalf("%v", err)
+	}
+	return b
+}
+
 // NewHostsForTest builds a two-host bed for t, as NewForTest does a bed:
 // it skips t when beds cannot be built here, fails t when building fails,
 // and removes the bed when t and its subtests end, also when they fail.

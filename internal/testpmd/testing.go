@@ -2,9 +2,23 @@ package testpmd
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 )
+
+// NeedTest skips t where dpdk-testpmd cannot run: not installed
+// (scripts/deps.sh installs it) or not root (its memory, its runtime
+// directory).
+func NeedTest(t testing.TB) {
+	t.Helper()
+	if _, err := Find(); err != nil {
+		t.Skipf("%v: scripts/deps.sh installs it", err)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("dpdk-testpmd needs root here (its memory, its runtime directory)")
+	}
+}
 
 // StartTest is Start for a test: it waits up to a minute for the prompt,
 // fails t when testpmd does not start, and kills it when t ends.

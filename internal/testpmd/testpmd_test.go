@@ -14,21 +14,11 @@ import (
 	"github.com/tapfwd/tapfwd/vhostuser/vhostusertest"
 )
 
-func need(t *testing.T) {
-	t.Helper()
-	if _, err := testpmd.Find(); err != nil {
-		t.Skipf("%v: scripts/deps.sh installs it", err)
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("dpdk-testpmd needs root here")
-	}
-}
-
 // Commands and their statistics, on a null device in txonly: the port's
 // counters, the forward statistics of stop and of an exit on SIGINT, and
 // no runtime directory left behind.
 func TestCommandsAndStats(t *testing.T) {
-	need(t)
+	testpmd.NeedTest(t)
 	p := testpmd.StartTest(t, testpmd.Config{Devices: []string{"net_null0"}, Forward: "txonly", TxPkts: 128})
 	ps, err := p.PortStats(0)
 	if err != nil || ps.TxPackets != 0 {
@@ -108,7 +98,7 @@ func rxPackets(t *testing.T, ns, dev string) uint64 {
 // socket (net_vhost) and forwards to a veth (net_af_packet); a front-end
 // that connects as QEMU does gets its frames onto the wire.
 func TestVhostBackEnd(t *testing.T) {
-	need(t)
+	testpmd.NeedTest(t)
 	ns, dev, peer := vethNetns(t)
 	sock := filepath.Join(t.TempDir(), "dpdk.sock")
 	p := testpmd.StartTest(t, testpmd.Config{Netns: ns, Devices: []string{testpmd.VhostBackEnd(sock, 1), testpmd.AFPacket(dev, 1)}})

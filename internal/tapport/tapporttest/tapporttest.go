@@ -1,11 +1,9 @@
 // Package tapporttest is for the tests of the packages that stack ports on
-// a TAP (vmport, hostport): a TAP in a lab namespace, commands and settings there.
+// a TAP (vmport, hostport): a TAP in a lab namespace and settings there.
 package tapporttest
 
 import (
-	"context"
 	"testing"
-	"time"
 
 	"github.com/tapfwd/tapfwd/internal/testbed"
 	"github.com/tapfwd/tapfwd/netns"
@@ -28,19 +26,6 @@ func LabTAP(t *testing.T) (*testbed.Bed, *tap.Device) {
 	}
 	t.Cleanup(func() { d.Close() })
 	return bed, d
-}
-
-// Run runs a command in namespace ns of bed and returns its output; a
-// failure fails t.
-func Run(t *testing.T, bed *testbed.Bed, ns string, args ...string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	out, err := bed.Run(ctx, ns, args[0], args[1:]...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
 
 // CheckSettings checks per-device IP settings of dev in namespace ns:

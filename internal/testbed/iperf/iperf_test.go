@@ -184,11 +184,8 @@ func TestRun(t *testing.T) {
 	const d = 2 * time.Second
 	for _, mode := range []testbed.Mode{testbed.Direct, testbed.Bridge} {
 		t.Run(mode.String(), func(t *testing.T) {
-			b := testbed.NewForTest(t, testbed.Config{Mode: mode})
+			b := testbed.NewReachableForTest(t, testbed.Config{Mode: mode})
 			ctx := context.Background()
-			if err := b.WaitLabReachable(ctx, 10*time.Second); err != nil {
-				t.Fatal(err)
-			}
 			for _, rev := range []bool{false, true} {
 				dir := "wire->lab"
 				if rev {
@@ -254,11 +251,8 @@ func TestRunPinned(t *testing.T) {
 	if runtime.NumCPU() < 2 {
 		t.Skip("needs 2 CPUs to tell the two sides apart")
 	}
-	b := testbed.NewForTest(t, testbed.Config{Mode: testbed.Direct})
+	b := testbed.NewReachableForTest(t, testbed.Config{Mode: testbed.Direct})
 	ctx := context.Background()
-	if err := b.WaitLabReachable(ctx, 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
 	ip, err := exec.LookPath("ip")
 	if err != nil {
 		ip = "/usr/sbin/ip"
@@ -307,11 +301,8 @@ func TestRunPinned(t *testing.T) {
 // and the bytes are those of the measured second only.
 func TestRunOmit(t *testing.T) {
 	needIperf(t)
-	b := testbed.NewForTest(t, testbed.Config{Mode: testbed.Direct})
+	b := testbed.NewReachableForTest(t, testbed.Config{Mode: testbed.Direct})
 	ctx := context.Background()
-	if err := b.WaitLabReachable(ctx, 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
 	start := time.Now()
 	r, err := Run(ctx, b, Options{Duration: time.Second, Omit: 500 * time.Millisecond})
 	if err != nil {
@@ -388,11 +379,8 @@ func TestRunAddr(t *testing.T) {
 // than was sent.
 func TestRunBytes(t *testing.T) {
 	needIperf(t)
-	b := testbed.NewForTest(t, testbed.Config{Mode: testbed.Direct})
+	b := testbed.NewReachableForTest(t, testbed.Config{Mode: testbed.Direct})
 	ctx := context.Background()
-	if err := b.WaitLabReachable(ctx, 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
 	const n = 50 << 20
 	for _, rev := range []bool{false, true} {
 		r, err := Run(ctx, b, Options{Bytes: n, Reverse: rev})

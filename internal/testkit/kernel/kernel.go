@@ -22,11 +22,18 @@ import (
 // (IFLA_STATS64, what ip -s link shows).
 func Netdev(t testing.TB, ns, dev string) netns.LinkStats {
 	t.Helper()
-	st, err := openNS(t, ns).Stats(dev)
+	return ask(t, ns, dev, "counters of ", (*netns.NS).Stats)
+}
+
+// ask asks rtnetlink in namespace ns about dev with query; what names the
+// answer when it fails t.
+func ask[T any](t testing.TB, ns, dev, what string, query func(*netns.NS, string) (T, error)) T {
+	t.Helper()
+	v, err := query(openNS(t, ns), dev)
 	if err != nil {
-		t.Fatalf("counters of %s in %s: %v", dev, ns, err)
+		t.Fatalf("%s%s in %s: %v", what, dev, ns, err)
 	}
-	return st
+	return v
 }
 
 // openNS opens namespace ns until t ends.
@@ -50,14 +57,16 @@ func NetdevDelta(a, b netns.LinkStats) netns.LinkStats {
 	}
 }
 
+// Link is what rtnetlink says of dev in namespace ns.
+func Link(t testing.TB, ns, dev string) netns.Link {
+	t.Helper()
+	return ask(t, ns, dev, "", (*netns.NS).Link)
+}
+
 // LinkMAC is the Ethernet address of dev in namespace ns.
 func LinkMAC(t testing.TB, ns, dev string) net.HardwareAddr {
 	t.Helper()
-	l, err := openNS(t, ns).Link(dev)
-	if err != nil {
-		t.Fatalf("%s in %s: %v", dev, ns, err)
-	}
-	return l.MAC
+	return Link(t, ns, dev).MAC
 }
 
 var linkLocalRE = regexp.MustCompile(`inet6 (fe80::[0-9a-f:]+)/64`)
