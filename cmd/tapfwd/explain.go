@@ -53,7 +53,7 @@ var runFlag = map[daemon.Part]string{
 	daemon.PartVhostDir: "--vhost-user", daemon.PartHostPort: "--host-port", daemon.PartDHCP: "--dhcp",
 	daemon.PartTAPNAPICPU: "--tap-napi-cpu", daemon.PartNICNAPI: "--nic-napi-threaded", daemon.PartMetricsAddr: "--metrics-addr",
 	daemon.PartTAPMTU: "--tap-mtu", daemon.PartNICNAPICPU: "--nic-napi-cpu",
-	daemon.PartTAPIO: "--tap-io uring",
+	daemon.PartTAPIO:      "--tap-io uring",
 	daemon.PartNICBackend: "--nic-backend",
 }
 

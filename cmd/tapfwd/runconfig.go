@@ -28,10 +28,10 @@ import (
 // configuration; the others go straight into it.
 type runFlags struct {
 	cpus, napi, vnet, tapAddr, tapMAC, nicThreaded, vhostUser string
-	metricsAddr, logLevel, logFormat, configFile, dhcpRange         string
-	guestVLANs, l2Control, l2Allow, tapIO                           string
-	tapNapiCPU, nicNapiCPU, readyFd                                 int
-	pprof, hostPort                                                 bool
+	metricsAddr, logLevel, logFormat, configFile, dhcpRange   string
+	guestVLANs, l2Control, l2Allow, tapIO                     string
+	tapNapiCPU, nicNapiCPU, readyFd                           int
+	pprof, hostPort                                           bool
 }
 
 // tapIOModes are --tap-io's values.

@@ -17,32 +17,15 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tapfwd/tapfwd/hostport"
+	"github.com/tapfwd/tapfwd/internal/syncbuf"
 	"github.com/tapfwd/tapfwd/internal/testbed"
 	"github.com/tapfwd/tapfwd/napi"
 	"github.com/tapfwd/tapfwd/netns"
 	"github.com/tapfwd/tapfwd/tap"
 )
 
-// logBuffer collects log lines from every goroutine.
-type logBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // bedConfig is a forwarder between the bed's NIC and a TAP in its lab.
-func bedConfig(bed *testbed.Bed, log *logBuffer) Config {
+func bedConfig(bed *testbed.Bed, log *syncbuf.Buffer) Config {
 	return Config{
 		TAP:     tap.Config{Name: bed.LabIf, Netns: bed.LabNS, Addr: bed.LabAddr, NAPI: tap.Auto, VnetHdr: tap.Auto},
 		NIC:     NIC{Name: bed.NIC},
@@ -80,7 +63,7 @@ func tapGone(t *testing.T, bed *testbed.Bed) bool {
 // runs, and once Run ends Close leaves nothing behind.
 func TestDaemon(t *testing.T) {
 	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
-	var log logBuffer
+	var log syncbuf.Buffer
 	c := bedConfig(bed, &log)
 	c.VMPorts.N = 1
 	c.Metrics = &Metrics{Addr: "127.0.0.1:0"}
@@ -162,7 +145,7 @@ func fetchStatus(t *testing.T, bed *testbed.Bed, addr string) Status {
 // made.
 func TestOpenFails(t *testing.T) {
 	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
-	var log logBuffer
+	var log syncbuf.Buffer
 	c := bedConfig(bed, &log)
 	c.VMPorts.N = 1
 	// An interface where the host port goes: the start fails after the
@@ -191,7 +174,7 @@ func TestOpenFails(t *testing.T) {
 		{func(c *Config) { c.NAPI = &NAPI{TAPCPU: 1023, NICCPU: -1} }, PartTAPNAPICPU, "CPU 1023 is not online"},
 		{func(c *Config) { c.NAPI = &NAPI{TAPCPU: -1, NICMode: napi.ThreadedEnabled, NICCPU: -1} }, PartNICNAPI, "no NAPI instances"},
 	} {
-		log = logBuffer{}
+		log = syncbuf.Buffer{}
 		c := bedConfig(bed, &log)
 		c.VMPorts.N = 1
 		tc.change(&c)

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tapfwd/tapfwd/internal/syncbuf"
+
 	"github.com/tapfwd/tapfwd/forward"
 	"github.com/tapfwd/tapfwd/internal/testbed"
 )
@@ -18,7 +20,7 @@ import (
 // call per frame.
 func TestTAPIOURing(t *testing.T) {
 	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
-	var log logBuffer
+	var log syncbuf.Buffer
 	c := bedConfig(bed, &log)
 	c.Workers.TAPIO, c.Workers.GROWindow = TAPIOAuto, 50*time.Microsecond
 	d, err := open(t, bed, c)
