@@ -121,8 +121,12 @@ func TestBenchLatencyQuickJSON(t *testing.T) {
 			if !ok {
 				continue
 			}
-			if cell.Reps != r.Settings.Reps || len(cell.Samples) != cell.Reps {
-				t.Errorf("%s: %d repetitions, %d samples, want %d", c, cell.Reps, len(cell.Samples), r.Settings.Reps)
+			// Every repetition gives a value or a reason (a loaded machine
+			// can lose one to a run without replies); none goes missing.
+			if cell.Reps+len(cell.Failures) != r.Settings.Reps || len(cell.Samples) != cell.Reps {
+				t.Errorf("%s: %d repetitions, %d samples, failures %q, want %d", c, cell.Reps, len(cell.Samples), cell.Failures, r.Settings.Reps)
+			} else if len(cell.Failures) > 0 {
+				t.Logf("%s: %d of %d repetitions gave no value: %q", c, len(cell.Failures), r.Settings.Reps, cell.Failures)
 			}
 			prev := 0.0
 			for _, st := range latency.Stats {
