@@ -16,15 +16,9 @@ import (
 // time it spent, busiest first; every CPU's split adds up to the whole
 // window; the kernel's softirq threads are followed.
 func TestMachine(t *testing.T) {
-	a, err := takeSnapshot([]int{os.Getpid()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ksoftirqd := false
-	for _, th := range a.threads {
-		ksoftirqd = ksoftirqd || strings.HasPrefix(th.role, "ksoftirqd/")
-	}
-	done, release := make(chan int), make(chan struct{})
+	// The thread exists, pinned, before the first snapshot (the window
+	// follows threads that are in both), and spins after it.
+	ready, spin, done, release := make(chan int), make(chan struct{}), make(chan struct{}), make(chan struct{})
 	defer close(release)
 	go func() {
 		runtime.LockOSThread()
@@ -33,14 +27,26 @@ func TestMachine(t *testing.T) {
 		if err := unix.SchedSetaffinity(0, &set); err != nil {
 			t.Error(err)
 		}
+		ready <- unix.Gettid()
+		<-spin
 		// 200 ms of CPU, however long a busy machine takes to give it.
-		until := time.Now().Add(time.Minute)
-		for time.Now().Before(until) && threadCPU() < 200*time.Millisecond {
+		start, until := threadCPU(), time.Now().Add(time.Minute)
+		for time.Now().Before(until) && threadCPU()-start < 200*time.Millisecond {
 		}
-		done <- unix.Gettid()
+		close(done)
 		<-release // the thread lives on until the second snapshot
 	}()
-	tid := <-done
+	tid := <-ready
+	a, err := takeSnapshot([]int{os.Getpid()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ksoftirqd := false
+	for _, th := range a.threads {
+		ksoftirqd = ksoftirqd || strings.HasPrefix(th.role, "ksoftirqd/")
+	}
+	close(spin)
+	<-done
 	b, err := takeSnapshot([]int{os.Getpid()})
 	if err != nil {
 		t.Fatal(err)

@@ -380,7 +380,7 @@ func TestVhostUserPorts(t *testing.T) {
 		}
 	}
 	// down --vhost-user removes what --persist kept.
-	if code, out, errs := testkit.CLI(t, "down", "--tap", bed.LabIf, "--tap-netns", bed.LabNS, "--vhost-user", dir); code != 0 || !strings.Contains(out, "1 vhost-user sockets") {
+	if code, out, errs := testkit.CLI(t, "down", "--tap", bed.LabIf, "--tap-netns", bed.LabNS, "--vhost-user", dir); code != 0 || !strings.Contains(out, "with 1 vhost-user socket in") {
 		t.Fatalf("down: %d %s %s", code, out, errs)
 	}
 	if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
@@ -493,7 +493,7 @@ func TestVhostUserErrors(t *testing.T) {
 		{"a file in the way", taken, nil, "exists and is a regular file (remove it, or choose another directory)"},
 		{"a file for the directory", file, nil, "--vhost-user: " + file + " is not a directory"},
 		{"a read-only directory", ro, roMount, "read-only file system (the directory must be writable to tapfwd as it starts"},
-		{"a directory others may write to", shared, nil, shared + " has mode 0777: group or others may write to it: unsafe directory (make it root's"},
+		{"a directory others may write to", shared, nil, shared + " has mode 0777: group or others may write to it: unsafe directory (the directory must be root's"},
 		{"a link to the directory", link, nil, link + " is not a directory (a link or a file is there): unsafe directory"},
 	} {
 		clitest.OneLineError(t, tc.what, start(tc.prefix, tc.dir), tc.want)
