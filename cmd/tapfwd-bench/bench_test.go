@@ -402,7 +402,6 @@ func interruptBench(t *testing.T, cmdName string, args []string, midRun time.Dur
 
 	// The lines are kept by whoever reads them: the loop below until
 	// SIGINT, then the drain, which ends when Wait closes the pipe.
-	var got []string
 	lines := make(chan string, 100)
 	go func() {
 		sc := bufio.NewScanner(stderrR)
@@ -411,30 +410,8 @@ func interruptBench(t *testing.T, cmdName string, args []string, midRun time.Dur
 		}
 		close(lines)
 	}()
+	got, ids, seen := waitRunning(t, pid, lines, running)
 	logText := func() string { return strings.Join(got, "\n") }
-	ids := map[string]bool{} // the beds, from the log
-	seen := map[int]procID{}
-	deadline := time.After(60 * time.Second)
-	for up := false; !up; {
-		line := ""
-		select {
-		case l, ok := <-lines:
-			if !ok {
-				t.Fatalf("bench ended before it was interrupted:\n%s", logText())
-			}
-			got = append(got, l)
-			if m := bedIDRE.FindStringSubmatch(l); m != nil {
-				ids[m[2]] = true
-			}
-			line = l
-		case <-time.After(20 * time.Millisecond):
-		case <-deadline:
-			t.Fatalf("no run through tapfwd within 60 s:\n%s", logText())
-		}
-		procs := descendants(pid)
-		maps.Copy(seen, procs)
-		up = len(ids) > 0 && running(line, procs)
-	}
 	time.Sleep(midRun)
 	maps.Copy(seen, descendants(pid))
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
@@ -452,6 +429,47 @@ func interruptBench(t *testing.T, cmdName string, args []string, midRun time.Dur
 	err = cmd.Wait()
 	took := time.Since(sent)
 	got = append(got, <-rest...)
+	checkInterrupted(t, err, took, logText(), ids, seen)
+	return seen
+}
+
+// waitRunning reads the bench's stderr lines until running says a run
+// through tapfwd is under way, and returns the lines, the beds named in
+// them and the processes seen below pid meanwhile.
+func waitRunning(t *testing.T, pid int, lines <-chan string, running func(line string, procs map[int]procID) bool) ([]string, map[string]bool, map[int]procID) {
+	t.Helper()
+	var got []string
+	ids := map[string]bool{} // the beds, from the log
+	seen := map[int]procID{}
+	deadline := time.After(60 * time.Second)
+	for up := false; !up; {
+		line := ""
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("bench ended before it was interrupted:\n%s", strings.Join(got, "\n"))
+			}
+			got = append(got, l)
+			if m := bedIDRE.FindStringSubmatch(l); m != nil {
+				ids[m[2]] = true
+			}
+			line = l
+		case <-time.After(20 * time.Millisecond):
+		case <-deadline:
+			t.Fatalf("no run through tapfwd within 60 s:\n%s", strings.Join(got, "\n"))
+		}
+		procs := descendants(pid)
+		maps.Copy(seen, procs)
+		up = len(ids) > 0 && running(line, procs)
+	}
+	return got, ids, seen
+}
+
+// checkInterrupted checks how an interrupted bench ended (err from Wait,
+// took after SIGINT, its log) and that nothing of its beds ids or its
+// processes seen is left.
+func checkInterrupted(t *testing.T, err error, took time.Duration, log string, ids map[string]bool, seen map[int]procID) {
+	t.Helper()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
 		t.Errorf("exit after SIGINT: %v, want status 1", err)
@@ -459,8 +477,8 @@ func interruptBench(t *testing.T, cmdName string, args []string, midRun time.Dur
 	if took > 10*time.Second {
 		t.Errorf("took %v to exit after SIGINT", took)
 	}
-	if !strings.Contains(logText(), "bench interrupted") {
-		t.Errorf("no interruption message:\n%s", logText())
+	if !strings.Contains(log, "bench interrupted") {
+		t.Errorf("no interruption message:\n%s", log)
 	}
 	t.Logf("exited %v after SIGINT; beds %v; processes seen %v", took.Round(time.Millisecond), ids, seen)
 	for p, id := range seen {
@@ -488,7 +506,6 @@ func interruptBench(t *testing.T, cmdName string, args []string, midRun time.Dur
 			t.Errorf("an interface of bed %s is in the root namespace:\n%s", id, links)
 		}
 	}
-	return seen
 }
 
 // procID names a process across pid reuse: its command and start time.

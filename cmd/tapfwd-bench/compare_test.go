@@ -72,45 +72,14 @@ func TestThroughputOptions(t *testing.T) {
 		}
 		return o
 	}
-	names := func(o throughput.Options) string {
-		var n []string
-		for _, c := range o.Configs {
-			n = append(n, c.Name)
-		}
-		return strings.Join(n, ",")
-	}
-	workloads := func(o throughput.Options) string {
-		var n []string
-		for _, w := range o.Workloads {
-			n = append(n, w.Name)
-		}
-		return strings.Join(n, ",")
-	}
+	names, workloads := configNames, workloadNames
 	o := opts()
 	if names(o) != "napi-off,napi-on,napi-threaded,bridge,direct" || o.Reps != 6 || o.Budget != 25*time.Minute || o.Duration != 2*time.Second ||
 		o.Omit != time.Second || o.Rule != stats.DefaultRule ||
 		workloads(o) != "tcp-64B-P1-w2l,tcp-128B-P1-w2l,tcp-4KB-P1-w2l,tcp-64B-P4-w2l,tcp-128B-P4-w2l,tcp-4KB-P4-w2l" {
 		t.Errorf("default run: %s; %s; %d reps then to %v, runs of %v after %v; rule %+v", names(o), workloads(o), o.Reps, o.Budget, o.Duration, o.Omit, o.Rule)
 	}
-	// auto: one stream pinned to the first two CPUs this process may use
-	// (the client on the first, beside tapfwd's worker), several streams
-	// by the scheduler; the scheduler everywhere with one CPU.
-	want := throughput.DefaultPin()
-	switch {
-	case want == nil && !singleAffinity():
-		t.Error("auto placement: none, with two CPUs or more")
-	case want != nil && want.Wire >= want.Lab:
-		t.Errorf("auto placement %+v: want the client on the lower CPU", want)
-	}
-	for _, w := range o.Workloads {
-		name, pin := throughput.Pinned, want
-		if w.Streams > 1 || want == nil {
-			name, pin = throughput.Scheduler, nil
-		}
-		if w.Placement == nil || w.Placement.Name != name || !reflect.DeepEqual(w.Placement.Iperf, pin) {
-			t.Errorf("default run, %s: placement %+v, want %s %+v", w.Name, w.Placement, name, pin)
-		}
-	}
+	checkAutoPlacement(t, o)
 	if o = opts("--placement", "scheduler"); o.Workloads[0].Placement.Name != throughput.Scheduler || o.Workloads[0].Placement.Iperf != nil {
 		t.Errorf("--placement scheduler: %+v", o.Workloads[0].Placement)
 	}
@@ -142,6 +111,49 @@ func TestThroughputOptions(t *testing.T) {
 		t.Errorf("default topology %q", o.Lab.Topology)
 	}
 	checkVXLANOptions(t, opts, names, workloads)
+}
+
+// configNames and workloadNames list a run's configurations and
+// workloads by name, comma-separated.
+func configNames(o throughput.Options) string {
+	var n []string
+	for _, c := range o.Configs {
+		n = append(n, c.Name)
+	}
+	return strings.Join(n, ",")
+}
+
+func workloadNames(o throughput.Options) string {
+	var n []string
+	for _, w := range o.Workloads {
+		n = append(n, w.Name)
+	}
+	return strings.Join(n, ",")
+}
+
+// checkAutoPlacement checks the default run's placement (auto): one
+// stream pinned, several by the scheduler.
+func checkAutoPlacement(t *testing.T, o throughput.Options) {
+	t.Helper()
+	// auto: one stream pinned to the first two CPUs this process may use
+	// (the client on the first, beside tapfwd's worker), several streams
+	// by the scheduler; the scheduler everywhere with one CPU.
+	want := throughput.DefaultPin()
+	switch {
+	case want == nil && !singleAffinity():
+		t.Error("auto placement: none, with two CPUs or more")
+	case want != nil && want.Wire >= want.Lab:
+		t.Errorf("auto placement %+v: want the client on the lower CPU", want)
+	}
+	for _, w := range o.Workloads {
+		name, pin := throughput.Pinned, want
+		if w.Streams > 1 || want == nil {
+			name, pin = throughput.Scheduler, nil
+		}
+		if w.Placement == nil || w.Placement.Name != name || !reflect.DeepEqual(w.Placement.Iperf, pin) {
+			t.Errorf("default run, %s: placement %+v, want %s %+v", w.Name, w.Placement, name, pin)
+		}
+	}
 }
 
 // checkVXLANOptions checks what --topology vxlan measures by default, with

@@ -115,6 +115,27 @@ func TestBenchLatencyQuickJSON(t *testing.T) {
 	if !slices.ContainsFunc(r.Configs, func(c latencyConfigJSON) bool { return c.Name == latency.Busy }) {
 		t.Errorf("%s not in the quick run", latency.Busy)
 	}
+	checkLatencyCells(t, &r, ran)
+	n := 0
+	for _, c := range r.Comparisons {
+		if c.A == latency.Block && c.B == latency.Bridge {
+			n++
+			if c.Verdict != stats.TooFewSamples {
+				t.Errorf("tapfwd-block against the bridge with 2 repetitions: verdict %q, want %q", c.Verdict, stats.TooFewSamples)
+			}
+		}
+	}
+	if n != 2 {
+		t.Errorf("%d block/bridge comparisons, want p50 and p99", n)
+	}
+
+	checkLatencyFrom(t, stdout.Bytes())
+}
+
+// checkLatencyCells checks every cell of the configurations that ran:
+// each repetition accounted for, percentiles in order, a rate and a loss.
+func checkLatencyCells(t *testing.T, r *latencyJSON, ran []string) {
+	t.Helper()
 	for _, c := range ran {
 		for _, p := range r.Points {
 			cell, ok := cellFor(t, r.Cells, c+" / "+p.Name, func(x latencyCellJSON) bool { return x.Config == c && x.Point == p.Name })
@@ -152,22 +173,15 @@ func TestBenchLatencyQuickJSON(t *testing.T) {
 				*cell.RTT["p50"]["median"]/1e3, *cell.RTT["p99"]["median"]/1e3, *cell.Rate["median"], *cell.LossPercent["median"])
 		}
 	}
-	n := 0
-	for _, c := range r.Comparisons {
-		if c.A == latency.Block && c.B == latency.Bridge {
-			n++
-			if c.Verdict != stats.TooFewSamples {
-				t.Errorf("tapfwd-block against the bridge with 2 repetitions: verdict %q, want %q", c.Verdict, stats.TooFewSamples)
-			}
-		}
-	}
-	if n != 2 {
-		t.Errorf("%d block/bridge comparisons, want p50 and p99", n)
-	}
+}
 
+// checkLatencyFrom renders a saved report again with --from, and checks
+// that --out writes every format.
+func checkLatencyFrom(t *testing.T, report []byte) {
+	t.Helper()
 	// --from renders the saved report again; --out writes every format.
 	saved := filepath.Join(t.TempDir(), "latency.json")
-	if err := os.WriteFile(saved, stdout.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(saved, report, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	out := t.TempDir()

@@ -125,6 +125,17 @@ func throughputFlagSet(stdout io.Writer) (*flag.FlagSet, *throughputFlags) {
 	}
 }
 
+// printConfigs lists the configurations --configs takes, the levers last.
+func printConfigs(w io.Writer) {
+	for _, c := range throughput.Configs(throughput.DefaultTAPNAPI) {
+		fmt.Fprintf(w, "  %-15s %s\n", c.Name, c.Description)
+	}
+	fmt.Fprintf(w, "tapfwd as it ships, and its levers (not in --full; a tapfwd binary without a lever's flag skips it):\n")
+	for _, c := range throughput.LeverConfigs(throughput.DefaultLevers()) {
+		fmt.Fprintf(w, "  %-15s %s\n", c.Name, c.Description)
+	}
+}
+
 func throughputUsage(fs *flag.FlagSet, w io.Writer) {
 	fmt.Fprintf(w, `Usage: tapfwd-bench throughput [flags]
        tapfwd-bench compare [flags] A.json B.json
@@ -140,13 +151,7 @@ traced (--trace shows it). Needs root, iperf3 and a tapfwd binary
 
 Configurations (--configs):
 `)
-	for _, c := range throughput.Configs(throughput.DefaultTAPNAPI) {
-		fmt.Fprintf(w, "  %-15s %s\n", c.Name, c.Description)
-	}
-	fmt.Fprintf(w, "tapfwd as it ships, and its levers (not in --full; a tapfwd binary without a lever's flag skips it):\n")
-	for _, c := range throughput.LeverConfigs(throughput.DefaultLevers()) {
-		fmt.Fprintf(w, "  %-15s %s\n", c.Name, c.Description)
-	}
+	printConfigs(w)
 	fmt.Fprintf(w, `
 Default run: configurations %s;
 TCP -l 64, 128, 4096 x -P 1, 4, wire->lab (the QEMU patch's table, where
