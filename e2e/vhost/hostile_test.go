@@ -32,7 +32,8 @@ func TestHelperHostile(t *testing.T) { vhostusertest.HostileChild(t, hostileEnv)
 // front-end on port 1 exchanges frames with the wire (its broadcast
 // reaches port 0's guest too, whose call tapfwd must signal), and the lab
 // answers ping through the TAP, before and after 5 idle seconds in which
-// tapfwd uses under 0.3 CPU-seconds; SIGTERM then ends it within 3 s.
+// tapfwd uses under 0.3 CPU-seconds; SIGTERM then ends it within
+// testbed.StopGrace, the systemd unit's limit.
 func TestHostileFrontEnd(t *testing.T) {
 	testkit.NeedRoot(t)
 	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
