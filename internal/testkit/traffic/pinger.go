@@ -73,3 +73,15 @@ func (p *Pinger) Ping(tries int, wait time.Duration) int {
 	}
 	return 0
 }
+
+// Answered waits up to wait for the reply to the request Send sent and,
+// when none comes (a request may be lost in a burst), pings up to twice
+// more: it returns how many more requests that took, and false when none
+// of them was answered either.
+func (p *Pinger) Answered(wait time.Duration) (retries int, ok bool) {
+	if _, ok := p.Await(wait); ok {
+		return 0, true
+	}
+	n := p.Ping(2, wait)
+	return n, n > 0
+}
