@@ -59,7 +59,7 @@ func TestCostCells(t *testing.T) {
 	}
 
 	var txt bytes.Buffer
-	if err := r.WriteText(&txt); err != nil {
+	if err := r.Document().WriteText(&txt); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(txt.String(), "Cost: CPU seconds of the whole machine per unit delivered") {
@@ -167,7 +167,7 @@ func TestVerdictRule(t *testing.T) {
 			continue
 		}
 		var txt bytes.Buffer
-		if err := r.WriteText(&txt); err != nil {
+		if err := r.Document().WriteText(&txt); err != nil {
 			t.Fatal(err)
 		}
 		want := tc.want
@@ -194,10 +194,10 @@ func TestReadSchemaV1(t *testing.T) {
 		t.Errorf("schema %q, rule %+v, paired %v", r.Schema, r.Settings.Rule(), r.Settings.Paired)
 	}
 	var txt, md bytes.Buffer
-	if err := r.WriteText(&txt); err != nil {
+	if err := r.Document().WriteText(&txt); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.WriteMarkdown(&md); err != nil {
+	if err := r.Document().WriteMarkdown(&md); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"at least 3 repetitions each", "IFF_NAPI off -> on: TCP wire->lab, 1 stream", "4.27 [3.12, 4.76]", "Forwarder CPU per gigabit delivered", "no significant difference"} {

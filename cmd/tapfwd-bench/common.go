@@ -222,22 +222,15 @@ func (e *benchEnv) skipped(cs []report.Config) {
 	}
 }
 
-// renderings are what every report and the comparison can be written as.
-type renderings interface {
-	WriteText(io.Writer) error
-	WriteMarkdown(io.Writer) error
-	WriteJSON(io.Writer) error
-}
-
 // printReport writes r to w as JSON or Markdown when asked, else as text.
-func printReport(w io.Writer, r renderings, asJSON, asMD bool) error {
+func printReport(w io.Writer, r report.Documented, asJSON, asMD bool) error {
 	switch {
 	case asJSON:
-		return r.WriteJSON(w)
+		return report.WriteJSON(w, r)
 	case asMD:
-		return r.WriteMarkdown(w)
+		return r.Document().WriteMarkdown(w)
 	}
-	return r.WriteText(w)
+	return r.Document().WriteText(w)
 }
 
 // writeOut writes each rendering into dir under its file name.

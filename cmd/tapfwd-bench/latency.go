@@ -178,10 +178,7 @@ func cmdLatency(args []string, stdout, stderr io.Writer) error {
 // chosen format to stdout.
 func renderLatency(rep *latency.Report, f *latencyFlags, stdout io.Writer) error {
 	if *f.outDir != "" {
-		err := writeOut(*f.outDir, map[string]func(io.Writer) error{
-			"latency.txt": rep.WriteText, "latency.md": rep.WriteMarkdown, "latency.json": rep.WriteJSON,
-		})
-		if err != nil {
+		if err := writeOut(*f.outDir, report.Files("latency", rep)); err != nil {
 			return err
 		}
 	}

@@ -196,9 +196,7 @@ func cmdProfile(args []string, stdout, stderr io.Writer) error {
 // chosen format to stdout.
 func renderProfile(rep *profile.Report, f *profileFlags, stdout io.Writer) error {
 	if dir := *f.bench.outDir; dir != "" && *f.bench.from == "" {
-		if err := writeOut(dir, map[string]func(io.Writer) error{
-			"profile.txt": rep.WriteText, "profile.md": rep.WriteMarkdown, "profile.json": rep.WriteJSON,
-		}); err != nil {
+		if err := writeOut(dir, report.Files("profile", rep)); err != nil {
 			return err
 		}
 	}

@@ -444,11 +444,9 @@ func cmdThroughput(args []string, stdout, stderr io.Writer) error {
 func renderThroughput(rep *throughput.Report, f *throughputFlags, stdout io.Writer) error {
 	rep.Trace = *f.showTrace
 	if *f.outDir != "" {
-		err := writeOut(*f.outDir, map[string]func(io.Writer) error{
-			"throughput.txt": rep.WriteText, "throughput.md": rep.WriteMarkdown,
-			"throughput.json": rep.WriteJSON, "throughput.csv": rep.WriteCSV,
-		})
-		if err != nil {
+		files := report.Files("throughput", rep)
+		files["throughput.csv"] = rep.WriteCSV
+		if err := writeOut(*f.outDir, files); err != nil {
 			return err
 		}
 		if err := rep.WriteCharts(*f.outDir); err != nil {
