@@ -22,6 +22,7 @@ import (
 	"github.com/tapfwd/tapfwd/bench/matrix"
 	"github.com/tapfwd/tapfwd/bench/report"
 	"github.com/tapfwd/tapfwd/bench/stats"
+	"github.com/tapfwd/tapfwd/internal/cliflag"
 	"github.com/tapfwd/tapfwd/internal/testbed"
 	"github.com/tapfwd/tapfwd/tap"
 )
@@ -220,6 +221,30 @@ func (e *benchEnv) skipped(cs []report.Config) {
 			fmt.Fprintf(e.stderr, "tapfwd-bench: skipped %s: %s\n", c.Name, c.Skipped)
 		}
 	}
+}
+
+// parseOptions parses args into fs and makes a bench's options from the
+// flags with options; an error there is a misuse.
+func parseOptions[O any](fs *flag.FlagSet, args []string, options func() (O, error)) (O, error) {
+	if err := parse(fs, args); err != nil {
+		var zero O
+		return zero, err
+	}
+	o, err := options()
+	if err != nil {
+		return o, cliflag.Misuse(fs, "%w", err)
+	}
+	return o, nil
+}
+
+// reread renders the report saved at path (--from) instead of running the
+// bench.
+func reread[R any](path string, read func(string) (R, error), render func(R) error) error {
+	rep, err := read(path)
+	if err != nil {
+		return err
+	}
+	return render(rep)
 }
 
 // printReport writes r to w as JSON or Markdown when asked, else as text.

@@ -140,19 +140,12 @@ func (f *latencyFlags) options(fs *flag.FlagSet) (latency.Options, error) {
 
 func cmdLatency(args []string, stdout, stderr io.Writer) error {
 	fs, f := latencyFlagSet(stdout)
-	if err := parse(fs, args); err != nil {
+	o, err := parseOptions(fs, args, func() (latency.Options, error) { return f.options(fs) })
+	if err != nil {
 		return err
 	}
-	o, err := f.options(fs)
-	if err != nil {
-		return cliflag.Misuse(fs, "%w", err)
-	}
 	if *f.from != "" {
-		rep, err := latency.Read(*f.from)
-		if err != nil {
-			return err
-		}
-		return renderLatency(rep, f, stdout)
+		return reread(*f.from, latency.Read, func(rep *latency.Report) error { return renderLatency(rep, f, stdout) })
 	}
 	env, err := startBench("latency", f.benchFlags, o.Configs, stderr)
 	if err != nil {

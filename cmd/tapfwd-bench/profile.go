@@ -157,19 +157,12 @@ func selectWorkloads(s string) ([]throughput.Workload, error) {
 
 func cmdProfile(args []string, stdout, stderr io.Writer) error {
 	fs, f := profileFlagSet(stdout)
-	if err := parse(fs, args); err != nil {
+	o, err := parseOptions(fs, args, f.options)
+	if err != nil {
 		return err
 	}
-	o, err := f.options()
-	if err != nil {
-		return cliflag.Misuse(fs, "%w", err)
-	}
 	if *f.bench.from != "" {
-		rep, err := profile.Read(*f.bench.from)
-		if err != nil {
-			return err
-		}
-		return renderProfile(rep, f, stdout)
+		return reread(*f.bench.from, profile.Read, func(rep *profile.Report) error { return renderProfile(rep, f, stdout) })
 	}
 	env, err := startBench("profile", f.bench, o.Configs, stderr, "iperf3")
 	if err != nil {

@@ -409,19 +409,12 @@ func parseIperfCPUs(s string) (*iperf.Pinning, error) {
 
 func cmdThroughput(args []string, stdout, stderr io.Writer) error {
 	fs, f := throughputFlagSet(stdout)
-	if err := parse(fs, args); err != nil {
+	o, err := parseOptions(fs, args, func() (throughput.Options, error) { return f.options(fs) })
+	if err != nil {
 		return err
 	}
-	o, err := f.options(fs)
-	if err != nil {
-		return cliflag.Misuse(fs, "%w", err)
-	}
 	if *f.from != "" {
-		rep, err := throughput.Read(*f.from)
-		if err != nil {
-			return err
-		}
-		return renderThroughput(rep, f, stdout)
+		return reread(*f.from, throughput.Read, func(rep *throughput.Report) error { return renderThroughput(rep, f, stdout) })
 	}
 	env, err := startBench("throughput", f.benchFlags, o.Configs, stderr, "iperf3")
 	if err != nil {

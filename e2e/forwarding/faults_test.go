@@ -54,16 +54,13 @@ func testMalformed(t *testing.T, vnet string) {
 		rounds = 100 // a ping per round
 	)
 	bed, fw := testkit.Start(t, testkit.Tapfwd(t), "--vnet-hdr", vnet)
-	tapHW := kernel.LinkMAC(t, bed.LabNS, bed.LabIf)
 	plain := traffic.WireSocket(t, bed, false)
 	withHdr := traffic.WireSocket(t, bed, true)
 	p := traffic.NewPinger(t, bed)
 	if p.Ping(3, time.Second) == 0 {
 		t.Fatal("no ping reply before the test")
 	}
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	g := traffic.NewGarbler(seed, bed, tapHW)
+	g := traffic.NewGarbler(t, bed)
 
 	w0Before := kernel.Netdev(t, bed.WireNS, bed.WireIf)
 	w1Before := kernel.Netdev(t, bed.FwdNS, bed.NIC)

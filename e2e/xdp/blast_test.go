@@ -26,15 +26,12 @@ func TestMalformedBlast(t *testing.T) {
 		rounds = 100
 	)
 	bed, fw := start(t)
-	tapHW := kernel.LinkMAC(t, bed.LabNS, bed.LabIf)
 	raw := traffic.WireSocket(t, bed, false)
 	p := traffic.NewPinger(t, bed)
 	if p.Ping(3, time.Second) == 0 {
 		t.Fatal("no ping reply before the test")
 	}
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	g := traffic.NewGarbler(seed, bed, tapHW)
+	g := traffic.NewGarbler(t, bed)
 	w1Before := kernel.Netdev(t, bed.FwdNS, bed.NIC)
 	before := prom.ParseCounts(prom.Scrape(t, bed), bed)
 	buf := make([]byte, bed.MTU+64)
