@@ -35,15 +35,24 @@ func newURingQueue(t *testing.T, fd, batch int) *tap.URingQueue {
 	return q
 }
 
-// TestURingQueueSocketpair: the Queue semantics over a socketpair, batches
-// longer than the ring included.
-func TestURingQueueSocketpair(t *testing.T) {
+// seqpacketPair is a non-blocking SOCK_SEQPACKET socketpair, closed when
+// t ends.
+func seqpacketPair(t *testing.T) [2]int {
 	p, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer unix.Close(p[0])
-	defer unix.Close(p[1])
+	t.Cleanup(func() {
+		unix.Close(p[0])
+		unix.Close(p[1])
+	})
+	return p
+}
+
+// TestURingQueueSocketpair: the Queue semantics over a socketpair, batches
+// longer than the ring included.
+func TestURingQueueSocketpair(t *testing.T) {
+	p := seqpacketPair(t)
 	w, r := newURingQueue(t, p[0], 4), newURingQueue(t, p[1], 4)
 	out := make([][]byte, 11)
 	for i := range out {
@@ -85,12 +94,7 @@ func TestURingQueueSocketpair(t *testing.T) {
 // thread ended with its goroutine, still locked) goes on writing and
 // reading there, through a ring of that thread's.
 func TestURingQueueNextThread(t *testing.T) {
-	p, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(p[0])
-	defer unix.Close(p[1])
+	p := seqpacketPair(t)
 	w, err := tap.NewURingQueue(p[0], 4)
 	if err != nil {
 		t.Fatal(err)
