@@ -207,14 +207,7 @@ func TestFormats(t *testing.T) {
 		}
 	}
 
-	var cb bytes.Buffer
-	if err := r.WriteCSV(&cb); err != nil {
-		t.Fatal(err)
-	}
-	recs, err := csv.NewReader(&cb).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
+	recs := csvRecords(t, r)
 	if len(recs) != len(r.Cells)+1 || strings.Join(recs[0], ",") != strings.Join(CSVHeader, ",") {
 		t.Fatalf("CSV: %d records, header %v", len(recs), recs[0])
 	}
@@ -261,6 +254,20 @@ func TestFormats(t *testing.T) {
 			t.Errorf("text report lacks %q:\n%s", want, txt.String())
 		}
 	}
+}
+
+// csvRecords are r's WriteCSV, read back.
+func csvRecords(t *testing.T, r *Report) [][]string {
+	t.Helper()
+	var cb bytes.Buffer
+	if err := r.WriteCSV(&cb); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := csv.NewReader(&cb).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs
 }
 
 // roundTrip writes r as JSON to a file, reads it back with Read and

@@ -2,7 +2,6 @@ package throughput
 
 import (
 	"bytes"
-	"encoding/csv"
 	"math"
 	"strings"
 	"testing"
@@ -77,14 +76,7 @@ func TestCostCells(t *testing.T) {
 	if strings.Contains(txt.String(), "Forwarder CPU per gigabit delivered") {
 		t.Error("text report has the schema 1 forwarder-only table beside the cost table")
 	}
-	var cb bytes.Buffer
-	if err := r.WriteCSV(&cb); err != nil {
-		t.Fatal(err)
-	}
-	recs, err := csv.NewReader(&cb).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
+	recs := csvRecords(t, r)
 	col := map[string]int{}
 	for i, h := range recs[0] {
 		col[h] = i

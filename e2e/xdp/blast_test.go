@@ -27,10 +27,7 @@ func TestMalformedBlast(t *testing.T) {
 	)
 	bed, fw := start(t)
 	raw := traffic.WireSocket(t, bed, false)
-	p := traffic.NewPinger(t, bed)
-	if p.Ping(3, time.Second) == 0 {
-		t.Fatal("no ping reply before the test")
-	}
+	p := traffic.Answering(t, bed)
 	g := traffic.NewGarbler(t, bed)
 	w1Before := kernel.Netdev(t, bed.FwdNS, bed.NIC)
 	before := prom.ParseCounts(prom.Scrape(t, bed), bed)

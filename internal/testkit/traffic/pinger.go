@@ -36,6 +36,17 @@ func NewPinger(t testing.TB, bed *testbed.Bed) *Pinger {
 	return &Pinger{conn: conn, dst: &net.IPAddr{IP: bed.LabAddr.Addr().AsSlice()}, id: uint16(mrand.Uint32()), buf: make([]byte, 1500)}
 }
 
+// Answering is NewPinger's Pinger once the lab has answered it (one of
+// three requests, a second each); t fails when it does not.
+func Answering(t testing.TB, bed *testbed.Bed) *Pinger {
+	t.Helper()
+	p := NewPinger(t, bed)
+	if p.Ping(3, time.Second) == 0 {
+		t.Fatal("no ping reply before the test")
+	}
+	return p
+}
+
 // Send sends the next echo request.
 func (p *Pinger) Send() error {
 	p.seq++
