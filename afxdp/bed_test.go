@@ -128,6 +128,19 @@ func readFrames(t testing.TB, s *Socket, want int, timeout time.Duration, keep f
 	return got
 }
 
+// fromWire sends l2Frames for mtu from w0 to w1 on the wire and returns
+// them and what s read from w0 in up to 3 s.
+func (b *bed) fromWire(s *Socket, w0, w1 net.HardwareAddr, mtu int) (in [][]byte, got []frame) {
+	in = l2Frames(b.t, w0, w1, mtu)
+	wire := traffic.WireSocket(b.t, b.Bed, false)
+	for _, f := range in {
+		if _, err := unix.Write(wire, f); err != nil {
+			b.t.Fatal(err)
+		}
+	}
+	return in, readFrames(b.t, s, len(in), 3*time.Second, from(w0))
+}
+
 // wireFrames collects the frames from src that w0 receives on fd (an
 // OpenRaw socket), for up to timeout or until want came, with any VLAN tag
 // the kernel stripped put back where it was. IPv6 frames (the veth's own
