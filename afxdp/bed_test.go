@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tapfwd/tapfwd/internal/testbed"
+	"github.com/tapfwd/tapfwd/internal/testkit/traffic"
 	"github.com/tapfwd/tapfwd/vnethdr"
 )
 
@@ -127,6 +128,19 @@ func readFrames(t testing.TB, s *Socket, want int, timeout time.Duration, keep f
 	return got
 }
 
+// fromWire sends l2Frames for mtu from w0 to w1 on the wire and returns
+// them and what s read from w0 in up to 3 s.
+func (b *bed) fromWire(s *Socket, w0, w1 net.HardwareAddr, mtu int) (in [][]byte, got []frame) {
+	in = l2Frames(b.t, w0, w1, mtu)
+	wire := traffic.WireSocket(b.t, b.Bed, false)
+	for _, f := range in {
+		if _, err := unix.Write(wire, f); err != nil {
+			b.t.Fatal(err)
+		}
+	}
+	return in, readFrames(b.t, s, len(in), 3*time.Second, from(w0))
+}
+
 // wireFrames collects the frames from src that w0 receives on fd (an
 // OpenRaw socket), for up to timeout or until want came, with any VLAN tag
 // the kernel stripped put back where it was. IPv6 frames (the veth's own
@@ -149,31 +163,9 @@ func wireFrames(t testing.TB, fd int, src net.HardwareAddr, want int, timeout ti
 		if !from(src)(f) {
 			continue
 		}
-		if tpid, tci, ok := auxVLAN(oob[:oobn]); ok {
-			f = append(f[:12:12], append([]byte{byte(tpid >> 8), byte(tpid), byte(tci >> 8), byte(tci)}, f[12:]...)...)
-		}
-		got = append(got, f)
+		got = append(got, traffic.Retag(f, oob[:oobn]))
 	}
 	return got
-}
-
-func auxVLAN(oob []byte) (tpid, tci uint16, ok bool) {
-	msgs, _ := unix.ParseSocketControlMessage(oob)
-	for _, m := range msgs {
-		if m.Header.Level != unix.SOL_PACKET || m.Header.Type != unix.PACKET_AUXDATA || len(m.Data) < 20 {
-			continue
-		}
-		status := uint32(m.Data[0]) | uint32(m.Data[1])<<8 | uint32(m.Data[2])<<16 | uint32(m.Data[3])<<24
-		tci, tpid = uint16(m.Data[16])|uint16(m.Data[17])<<8, uint16(m.Data[18])|uint16(m.Data[19])<<8
-		if status&unix.TP_STATUS_VLAN_VALID == 0 {
-			return 0, 0, false
-		}
-		if status&unix.TP_STATUS_VLAN_TPID_VALID == 0 {
-			tpid = unix.ETH_P_8021Q
-		}
-		return tpid, tci, true
-	}
-	return 0, 0, false
 }
 
 // writeAll writes frames (each behind a vnet header) to s, waiting for

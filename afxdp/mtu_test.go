@@ -25,14 +25,7 @@ func TestVethMTU9000(t *testing.T) {
 	}
 	s := n.Sockets()[0]
 	w0, w1 := b.mac(b.WireNS, b.WireIf), b.mac(b.FwdNS, b.NIC)
-	in := l2Frames(t, w0, w1, 9000)
-	wire := traffic.WireSocket(t, b.Bed, false)
-	for _, f := range in {
-		if _, err := unix.Write(wire, f); err != nil {
-			t.Fatal(err)
-		}
-	}
-	got := readFrames(t, s, len(in), 3*time.Second, from(w0))
+	in, got := b.fromWire(s, w0, w1, 9000)
 	if len(got) != len(in) || !bytes.Equal(got[0].data, in[0]) || len(got[0].data) != 9014 {
 		t.Fatalf("socket got %d of %d frames; the first intact at 9014 bytes: %v", len(got), len(in), len(got) > 0 && bytes.Equal(got[0].data, in[0]))
 	}

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/tapfwd/tapfwd/internal/testkit/traffic"
 	"github.com/tapfwd/tapfwd/vnethdr"
 )
@@ -15,7 +13,7 @@ import (
 // l2Frames are the L2 transparency frames, addressed from src to dst:
 // UDP and TCP at 1514 bytes, the 60-byte minimum, 802.1Q, QinQ, an odd
 // EtherType and an IPv4 fragment.
-func l2Frames(t *testing.T, src, dst net.HardwareAddr, mtu int) [][]byte {
+func l2Frames(t testing.TB, src, dst net.HardwareAddr, mtu int) [][]byte {
 	var out [][]byte
 	for _, s := range []frameSpec{
 		{payload: mtu - 28},
@@ -55,14 +53,7 @@ func TestVethRXTX(t *testing.T) {
 			}
 			s := n.Sockets()[0]
 			w0, w1 := b.mac(b.WireNS, b.WireIf), b.mac(b.FwdNS, b.NIC)
-			in := l2Frames(t, w0, w1, 1500)
-			wire := traffic.WireSocket(t, b.Bed, false)
-			for _, f := range in {
-				if _, err := unix.Write(wire, f); err != nil {
-					t.Fatal(err)
-				}
-			}
-			got := readFrames(t, s, len(in), 3*time.Second, from(w0))
+			in, got := b.fromWire(s, w0, w1, 1500)
 			if len(got) != len(in) {
 				t.Fatalf("socket got %d of %d frames", len(got), len(in))
 			}

@@ -11,14 +11,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/tapfwd/tapfwd/internal/procfs"
 	"github.com/tapfwd/tapfwd/internal/testbed"
 	"github.com/tapfwd/tapfwd/internal/testkit"
+	"github.com/tapfwd/tapfwd/internal/testkit/kernel"
 )
 
 const unitFile = "systemd/tapfwd@.service"
@@ -191,11 +190,7 @@ func TestDropInCapabilities(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			raw, err := os.ReadFile("/proc/" + strconv.Itoa(fw.Pid()) + "/status")
-			if err != nil {
-				t.Fatal(err)
-			}
-			tc.check(t, bed, procfs.ParseStatus(string(raw)))
+			tc.check(t, bed, kernel.Status(t, fw.Pid()))
 			if err := fw.Stop(); err != nil {
 				t.Errorf("stop: %v\n%s", err, fw.Output())
 			}

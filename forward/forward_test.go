@@ -175,6 +175,20 @@ func drain(fd int, sink []byte) {
 	}
 }
 
+// nicToTAPAllocs is the allocations of a nicToTAP batch of frames, written
+// to p's NIC peer, the TAP peer (made non-blocking) drained after it.
+func nicToTAPAllocs(t *testing.T, p *pair, frames ...[]byte) float64 {
+	setNonblock(t, p.tapPeer)
+	sink := make([]byte, 70000)
+	return testing.AllocsPerRun(100, func() {
+		for _, f := range frames {
+			unix.Write(p.nicPeer, f)
+		}
+		p.q.nicToTAP()
+		drain(p.tapPeer, sink)
+	})
+}
+
 func setNonblock(t testing.TB, fd int) {
 	if err := unix.SetNonblock(fd, true); err != nil {
 		t.Fatal(err)
@@ -519,16 +533,7 @@ func TestZeroAllocsGRO(t *testing.T) {
 	for _, window := range []time.Duration{0, 500 * time.Microsecond} {
 		p := newGROPair(t, 16)
 		p.q.groWindow = window
-		setNonblock(t, p.tapPeer)
-		segs := mtuSegments(t, 8)
-		sink := make([]byte, 70000)
-		allocs := testing.AllocsPerRun(100, func() {
-			for _, s := range segs {
-				unix.Write(p.nicPeer, s)
-			}
-			p.q.nicToTAP()
-			drain(p.tapPeer, sink)
-		})
+		allocs := nicToTAPAllocs(t, p, mtuSegments(t, 8)...)
 		if allocs != 0 {
 			t.Errorf("%v allocations per batch with GRO (window %v), want 0", allocs, window)
 		}

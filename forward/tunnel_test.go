@@ -7,7 +7,6 @@ import (
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
-	"golang.org/x/sys/unix"
 
 	"github.com/tapfwd/tapfwd/forward/forwardtest"
 	"github.com/tapfwd/tapfwd/vnethdr"
@@ -158,15 +157,8 @@ func TestNICToTAPTunnelRefused(t *testing.T) {
 func TestZeroAllocsTunnel(t *testing.T) {
 	for _, vnet := range []bool{true, false} {
 		p := newPair(t, vnet, 16)
-		setNonblock(t, p.tapPeer)
 		h, f := tunnelFrame(t, 20000, 1348, 0)
-		in := withHdr(h, f)
-		sink := make([]byte, 70000)
-		allocs := testing.AllocsPerRun(100, func() {
-			unix.Write(p.nicPeer, in)
-			p.q.nicToTAP()
-			drain(p.tapPeer, sink)
-		})
+		allocs := nicToTAPAllocs(t, p, withHdr(h, f))
 		if allocs != 0 {
 			t.Errorf("vnet %v: %v allocations per tunnel frame, want 0", vnet, allocs)
 		}

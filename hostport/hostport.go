@@ -68,15 +68,9 @@ func Name(tapName string) string {
 // port, and brings the port up. A port it made is removed again when a
 // later step fails. The kernel deletes the port with the TAP.
 func Ensure(c Config) (Port, error) {
-	if c.TAP == "" {
-		return Port{}, errors.New("hostport: no TAP given")
-	}
-	if err := tapport.CheckMAC(c.MAC); err != nil {
-		return Port{}, fmt.Errorf("hostport: %w", err)
-	}
-	h, err := netns.Open(c.Netns)
+	h, err := tapport.Open(c.TAP, c.MAC, c.Netns)
 	if err != nil {
-		return Port{}, err
+		return Port{}, fmt.Errorf("hostport: %w", err)
 	}
 	defer h.Close()
 	p, err := ensure(h, c)

@@ -144,22 +144,31 @@ type Features struct {
 
 // OffloadNames lists the accepted offloads, e.g. "csum,tso4,tso6".
 func (f Features) OffloadNames() string {
-	var s []string
-	for _, o := range offloadNames {
-		if f.Offloads&o.bit != 0 {
-			s = append(s, o.name)
-		}
-	}
+	s := offloadNames.of(f.Offloads)
 	if len(s) == 0 {
 		return "none"
 	}
 	return strings.Join(s, ",")
 }
 
-var offloadNames = []struct {
+// bitNames names the bits of a set of flags.
+type bitNames []struct {
 	bit  uint32
 	name string
-}{
+}
+
+// of names the bits of bits that n knows, in n's order.
+func (n bitNames) of(bits uint32) []string {
+	var s []string
+	for _, b := range n {
+		if bits&b.bit != 0 {
+			s = append(s, b.name)
+		}
+	}
+	return s
+}
+
+var offloadNames = bitNames{
 	{unix.TUN_F_CSUM, "csum"},
 	{unix.TUN_F_TSO4, "tso4"},
 	{unix.TUN_F_TSO6, "tso6"},
@@ -169,10 +178,7 @@ var offloadNames = []struct {
 	{unix.TUN_F_USO6, "uso6"},
 }
 
-var flagNames = []struct {
-	bit  uint32
-	name string
-}{
+var flagNames = bitNames{
 	{unix.IFF_TUN, "TUN"},
 	{unix.IFF_TAP, "TAP"},
 	{unix.IFF_NAPI, "NAPI"},
@@ -187,15 +193,7 @@ var flagNames = []struct {
 }
 
 // FlagNames names the IFF_* bits in a TUNGETFEATURES value.
-func FlagNames(flags uint32) []string {
-	var s []string
-	for _, f := range flagNames {
-		if flags&f.bit != 0 {
-			s = append(s, f.name)
-		}
-	}
-	return s
-}
+func FlagNames(flags uint32) []string { return flagNames.of(flags) }
 
 const tunPath = "/dev/net/tun"
 

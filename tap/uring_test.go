@@ -35,15 +35,24 @@ func newURingQueue(t *testing.T, fd, batch int) *tap.URingQueue {
 	return q
 }
 
-// TestURingQueueSocketpair: the Queue semantics over a socketpair, batches
-// longer than the ring included.
-func TestURingQueueSocketpair(t *testing.T) {
+// seqpacketPair is a non-blocking SOCK_SEQPACKET socketpair, closed when
+// t ends.
+func seqpacketPair(t *testing.T) [2]int {
 	p, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer unix.Close(p[0])
-	defer unix.Close(p[1])
+	t.Cleanup(func() {
+		unix.Close(p[0])
+		unix.Close(p[1])
+	})
+	return p
+}
+
+// TestURingQueueSocketpair: the Queue semantics over a socketpair, batches
+// longer than the ring included.
+func TestURingQueueSocketpair(t *testing.T) {
+	p := seqpacketPair(t)
 	w, r := newURingQueue(t, p[0], 4), newURingQueue(t, p[1], 4)
 	out := make([][]byte, 11)
 	for i := range out {
@@ -85,12 +94,7 @@ func TestURingQueueSocketpair(t *testing.T) {
 // thread ended with its goroutine, still locked) goes on writing and
 // reading there, through a ring of that thread's.
 func TestURingQueueNextThread(t *testing.T) {
-	p, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(p[0])
-	defer unix.Close(p[1])
+	p := seqpacketPair(t)
 	w, err := tap.NewURingQueue(p[0], 4)
 	if err != nil {
 		t.Fatal(err)
@@ -131,10 +135,7 @@ func TestURingQueueTAP(t *testing.T) {
 	q := newURingQueue(t, d.Fds()[0], 8)
 	const port = 7777
 	sock := udpSocket(t, bed, bed.LabNS, net.IP(bed.LabAddr.Addr().AsSlice()), port, false)
-	frames := make([][]byte, 20)
-	for i := range frames {
-		frames[i] = udpFrame(d.MAC(), bed.WireAddr.Addr(), bed.LabAddr.Addr(), port, byte(i), 100, false)
-	}
+	frames := labFrames(bed, d, 20, port, 100)
 	if n, err := q.Write(frames, 0); n != len(frames) || err != nil {
 		t.Fatalf("Write = %d, %v; want %d, nil", n, err, len(frames))
 	}
@@ -224,10 +225,7 @@ func ascending(s []int) bool {
 func TestURingQueueDownAndGone(t *testing.T) {
 	bed, d := labTAP(t)
 	q := newURingQueue(t, d.Fds()[0], 8)
-	frames := make([][]byte, 4)
-	for i := range frames {
-		frames[i] = udpFrame(d.MAC(), bed.WireAddr.Addr(), bed.LabAddr.Addr(), 9, byte(i), 100, false)
-	}
+	frames := labFrames(bed, d, 4, 9, 100)
 	ip(t, bed, "link", "set", "dev", d.Name(), "down")
 	if n, err := q.Write(frames, 0); n != 0 || err != unix.EIO {
 		t.Errorf("Write while down = %d, %v; want 0, EIO", n, err)
@@ -246,6 +244,16 @@ func TestURingQueueDownAndGone(t *testing.T) {
 	}
 }
 
+// labFrames are n frames of ipLen-byte UDP datagrams (no GSO) from bed's
+// wire to port in its lab, through d, numbered 0 to n-1.
+func labFrames(bed *testbed.Bed, d *tap.Device, n int, port uint16, ipLen int) [][]byte {
+	frames := make([][]byte, n)
+	for i := range frames {
+		frames[i] = udpFrame(d.MAC(), bed.WireAddr.Addr(), bed.LabAddr.Addr(), port, byte(i), ipLen, false)
+	}
+	return frames
+}
+
 func ip(t *testing.T, bed *testbed.Bed, args ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -261,10 +269,7 @@ func ip(t *testing.T, bed *testbed.Bed, args ...string) {
 func TestURingQueueInline(t *testing.T) {
 	bed, d := labTAP(t)
 	q := newURingQueue(t, d.Fds()[0], 64)
-	frames := make([][]byte, 64)
-	for i := range frames {
-		frames[i] = udpFrame(d.MAC(), bed.WireAddr.Addr(), bed.LabAddr.Addr(), 9, byte(i), 1500, false)
-	}
+	frames := labFrames(bed, d, 64, 9, 1500)
 	bufs, sizes := make([][]byte, 64), make([]int, 64)
 	for i := range bufs {
 		bufs[i] = make([]byte, 2048)

@@ -65,20 +65,14 @@ type Config struct {
 // Add creates a macvtap in bridge mode on the TAP, brings it up, and makes
 // its character device node under DevDir. On error nothing is left behind.
 func Add(c Config) (Port, error) {
-	if c.TAP == "" {
-		return Port{}, errors.New("vmport: no TAP given")
-	}
 	if c.Name != "" {
 		if err := checkIfName(c.Name); err != nil {
 			return Port{}, err
 		}
 	}
-	if err := tapport.CheckMAC(c.MAC); err != nil {
-		return Port{}, fmt.Errorf("vmport: %w", err)
-	}
-	h, err := netns.Open(c.Netns)
+	h, err := tapport.Open(c.TAP, c.MAC, c.Netns)
 	if err != nil {
-		return Port{}, err
+		return Port{}, fmt.Errorf("vmport: %w", err)
 	}
 	defer h.Close()
 	label := h.Label()

@@ -2,7 +2,6 @@ package compare
 
 import (
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
@@ -234,12 +233,3 @@ func (c *Result) verdictText(r Row) string {
 	}
 	return r.Verdict
 }
-
-// WriteText writes the comparison as aligned plain-text tables.
-func (c *Result) WriteText(w io.Writer) error { return c.Document().WriteText(w) }
-
-// WriteMarkdown writes the comparison as Markdown.
-func (c *Result) WriteMarkdown(w io.Writer) error { return c.Document().WriteMarkdown(w) }
-
-// WriteJSON writes the comparison as indented JSON.
-func (c *Result) WriteJSON(w io.Writer) error { return report.WriteJSON(w, c) }

@@ -67,13 +67,13 @@ func TestCompareRuns(t *testing.T) {
 	}
 
 	var txt, md, js bytes.Buffer
-	if err := c.WriteText(&txt); err != nil {
+	if err := c.Document().WriteText(&txt); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.WriteMarkdown(&md); err != nil {
+	if err := c.Document().WriteMarkdown(&md); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.WriteJSON(&js); err != nil {
+	if err := report.WriteJSON(&js, c); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"kernel 6.18.0-a", "kernel 6.18.0-b", "1.300 [", "interval +-", "too few repetitions", "costs less", "Only in A"} {
@@ -155,7 +155,7 @@ func TestCompareBridgeRatio(t *testing.T) {
 		}
 	}
 	var txt bytes.Buffer
-	if err := c.WriteText(&txt); err != nil {
+	if err := c.Document().WriteText(&txt); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"Moved beyond their intervals: 1 of", "Ratio to the bridge", "bridge-ratio"} {
@@ -165,7 +165,7 @@ func TestCompareBridgeRatio(t *testing.T) {
 	}
 	c = Reports(a, a, "a.json", "a.json", stats.Bootstrap{Seed: 1, Resamples: 1000}, stats.DefaultRule)
 	txt.Reset()
-	c.WriteText(&txt)
+	c.Document().WriteText(&txt)
 	if len(c.Moved()) != 0 || !strings.Contains(txt.String(), "No row moved") {
 		t.Errorf("a run against itself moved: %v\n%s", c.Moved(), txt.String())
 	}

@@ -125,7 +125,7 @@ func readBack(t *testing.T, path string, js []byte, want, what string) *Report {
 		t.Fatal(err)
 	}
 	var txt bytes.Buffer
-	r.WriteText(&txt)
+	r.Document().WriteText(&txt)
 	if txt.String() != want {
 		t.Errorf("text from %s differs:\n%s\n---\n%s", what, txt.String(), want)
 	}
@@ -171,7 +171,7 @@ func TestLatencyAnalyze(t *testing.T) {
 func TestLatencyRender(t *testing.T) {
 	r := syntheticLatency(t)
 	var txt bytes.Buffer
-	if err := r.WriteText(&txt); err != nil {
+	if err := r.Document().WriteText(&txt); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
@@ -194,7 +194,7 @@ func TestLatencyRender(t *testing.T) {
 		t.Errorf("main table head %q", head)
 	}
 	var md bytes.Buffer
-	if err := r.WriteMarkdown(&md); err != nil {
+	if err := r.Document().WriteMarkdown(&md); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(md.String(), "| rate + delay | tapfwd-block | tapfwd-busy | bridge |") || !strings.Contains(md.String(), "\n- 125K/6us: 125K not reachable") {
@@ -203,7 +203,7 @@ func TestLatencyRender(t *testing.T) {
 
 	// JSON: the documented layout, and it reads back to the same tables.
 	var js bytes.Buffer
-	if err := r.WriteJSON(&js); err != nil {
+	if err := report.WriteJSON(&js, r); err != nil {
 		t.Fatal(err)
 	}
 	var m map[string]any

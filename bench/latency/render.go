@@ -2,7 +2,6 @@ package latency
 
 import (
 	"fmt"
-	"io"
 	"math"
 	"strconv"
 	"strings"
@@ -19,15 +18,6 @@ const Title = "tapfwd-bench latency"
 func (r *Report) Document() report.Document {
 	return report.Document{Title: Title, Summary: r.summary(), Sections: r.sections()}
 }
-
-// WriteText writes the report as aligned plain-text tables.
-func (r *Report) WriteText(w io.Writer) error { return r.Document().WriteText(w) }
-
-// WriteMarkdown writes the report as Markdown.
-func (r *Report) WriteMarkdown(w io.Writer) error { return r.Document().WriteMarkdown(w) }
-
-// WriteJSON writes the report as indented JSON.
-func (r *Report) WriteJSON(w io.Writer) error { return report.WriteJSON(w, r) }
 
 func (r *Report) summary() []string {
 	ran := len(r.ranConfigs())

@@ -118,23 +118,7 @@ type Estimates struct {
 }
 
 func (e *Estimates) get(stat string) *stats.Estimate {
-	switch stat {
-	case "min":
-		return &e.Min
-	case "p5":
-		return &e.P5
-	case "p50":
-		return &e.P50
-	case "p95":
-		return &e.P95
-	case "p99":
-		return &e.P99
-	case "p99.9":
-		return &e.P999
-	case "max":
-		return &e.Max
-	}
-	return nil
+	return map[string]*stats.Estimate{"min": &e.Min, "p5": &e.P5, "p50": &e.P50, "p95": &e.P95, "p99": &e.P99, "p99.9": &e.P999, "max": &e.Max}[stat]
 }
 
 // Cell summarises one configuration at one point.
@@ -167,34 +151,17 @@ var comparedStats = []string{"p50", "p99"}
 
 // Read reads a report written as JSON (in this layout or SchemaV1's), for
 // rendering again. It holds the cells and comparisons, not the single runs.
-func Read(path string) (*Report, error) {
-	var r Report
-	if err := report.ReadJSON(path, &r, Schema, SchemaV1); err != nil {
-		return nil, err
-	}
-	return &r, nil
-}
+func Read(path string) (*Report, error) { return report.ReadJSON[Report](path, Schema, SchemaV1) }
 
 // Cell returns the cell of config at point, or nil.
 func (r *Report) Cell(config, point string) *Cell {
-	for i := range r.Cells {
-		if r.Cells[i].Config == config && r.Cells[i].Point == point {
-			return &r.Cells[i]
-		}
-	}
-	return nil
+	return report.Find(r.Cells, func(c *Cell) bool { return c.Config == config && c.Point == point })
 }
 
 // Comparison returns the comparison of a against b at point on stat, or
 // nil.
 func (r *Report) Comparison(a, b, point, stat string) *report.Comparison {
-	for i := range r.Comparisons {
-		c := &r.Comparisons[i]
-		if c.A == a && c.B == b && c.Point == point && c.Stat == stat {
-			return c
-		}
-	}
-	return nil
+	return report.Find(r.Comparisons, func(c *report.Comparison) bool { return c.A == a && c.B == b && c.Point == point && c.Stat == stat })
 }
 
 // Config returns the configuration named name, or nil.

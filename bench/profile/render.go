@@ -2,7 +2,6 @@ package profile
 
 import (
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
 
@@ -11,15 +10,6 @@ import (
 
 // Title heads the text and Markdown renderings.
 const Title = "tapfwd-bench profile"
-
-// WriteText writes the report as aligned plain-text tables.
-func (r *Report) WriteText(w io.Writer) error { return r.Document().WriteText(w) }
-
-// WriteMarkdown writes the report as Markdown, to paste into the docs.
-func (r *Report) WriteMarkdown(w io.Writer) error { return r.Document().WriteMarkdown(w) }
-
-// WriteJSON writes the report as indented JSON.
-func (r *Report) WriteJSON(w io.Writer) error { return report.WriteJSON(w, r) }
 
 // Document lays the report out for reading.
 func (r *Report) Document() report.Document {
@@ -77,19 +67,20 @@ func (r *Report) goSection() report.Section {
 			}
 		}
 	}
-	row := []string{"CPU the profile sampled (cores)"}
-	for _, res := range cols {
-		row = append(row, report.Num(res.Go.CPUSeconds/res.WindowSeconds))
-	}
-	s.Rows = append(s.Rows, row)
+	s.Rows = append(s.Rows, rowOf("CPU the profile sampled (cores)", cols, func(res *Result) string { return report.Num(res.Go.CPUSeconds / res.WindowSeconds) }))
 	for i, name := range GoShareNames {
-		row := []string{name}
-		for _, res := range cols {
-			row = append(row, pctText(res.Go.Shares[i].Percent))
-		}
-		s.Rows = append(s.Rows, row)
+		s.Rows = append(s.Rows, rowOf(name, cols, func(res *Result) string { return pctText(res.Go.Shares[i].Percent) }))
 	}
 	return s
+}
+
+// rowOf is a table row: label, then cell of each result of cols.
+func rowOf(label string, cols []*Result, cell func(*Result) string) []string {
+	row := []string{label}
+	for _, res := range cols {
+		row = append(row, cell(res))
+	}
+	return row
 }
 
 // column names a result's column: its workload, and its configuration
@@ -184,17 +175,9 @@ func (r *Report) kernelSection(workload string) (report.Section, bool) {
 	cols := r.kernelResults(workload)
 	s := report.Section{Title: "Kernel side, " + workload + " (perf on every CPU): % of the samples of the run's own tasks (tapfwd, iperf3, ksoftirqd, NAPI kthreads, idle), each by the first path on its call chain",
 		Head: append([]string{"path"}, configsOf(cols)...)}
-	row := []string{"CPU used by these tasks (cores)"}
-	for _, res := range cols {
-		row = append(row, report.Num(res.Kernel.OwnCores))
-	}
-	s.Rows = append(s.Rows, row)
+	s.Rows = append(s.Rows, rowOf("CPU used by these tasks (cores)", cols, func(res *Result) string { return report.Num(res.Kernel.OwnCores) }))
 	for i, name := range KernelPathNames {
-		row := []string{name}
-		for _, res := range cols {
-			row = append(row, pctText(res.Kernel.Paths[i].Percent))
-		}
-		s.Rows = append(s.Rows, row)
+		s.Rows = append(s.Rows, rowOf(name, cols, func(res *Result) string { return pctText(res.Kernel.Paths[i].Percent) }))
 	}
 	return s, len(cols) > 0
 }
@@ -206,12 +189,10 @@ func (r *Report) taskSection(workload string) report.Section {
 	s := report.Section{Title: "Kernel side, " + workload + ": % of all samples on every CPU by task, kernel + user",
 		Head: append([]string{"task"}, configsOf(cols)...)}
 	for i, name := range TaskNames {
-		row := []string{name}
-		for _, res := range cols {
+		s.Rows = append(s.Rows, rowOf(name, cols, func(res *Result) string {
 			t := res.Kernel.Tasks[i]
-			row = append(row, pctText(t.Kernel)+" + "+pctText(t.User))
-		}
-		s.Rows = append(s.Rows, row)
+			return pctText(t.Kernel) + " + " + pctText(t.User)
+		}))
 	}
 	return s
 }

@@ -84,20 +84,9 @@ type KernelView struct {
 }
 
 // Read reads a report saved as JSON.
-func Read(path string) (*Report, error) {
-	var r Report
-	if err := report.ReadJSON(path, &r, Schema); err != nil {
-		return nil, err
-	}
-	return &r, nil
-}
+func Read(path string) (*Report, error) { return report.ReadJSON[Report](path, Schema) }
 
 // Result returns the result of config on workload, or nil.
 func (r *Report) Result(config, workload string) *Result {
-	for i := range r.Results {
-		if r.Results[i].Config == config && r.Results[i].Workload == workload {
-			return &r.Results[i]
-		}
-	}
-	return nil
+	return report.Find(r.Results, func(x *Result) bool { return x.Config == config && x.Workload == workload })
 }

@@ -17,26 +17,27 @@ func WriteJSON(w io.Writer, report any) error {
 	return e.Encode(report)
 }
 
-// ReadJSON reads a report written by WriteJSON into report, for rendering
-// again; its schema must be one of schemas.
-func ReadJSON(path string, report any, schemas ...string) error {
+// ReadJSON reads a report written by WriteJSON, for rendering again; its
+// schema must be one of schemas.
+func ReadJSON[T any](path string, schemas ...string) (*T, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var h struct {
 		Schema string `json:"schema"`
 	}
 	if err := json.Unmarshal(b, &h); err != nil {
-		return fmt.Errorf("reading report %s: %w", path, err)
+		return nil, fmt.Errorf("reading report %s: %w", path, err)
 	}
 	if !slices.Contains(schemas, h.Schema) {
-		return fmt.Errorf("reading report %s: schema %q, want %s", path, h.Schema, quoteAll(schemas))
+		return nil, fmt.Errorf("reading report %s: schema %q, want %s", path, h.Schema, quoteAll(schemas))
 	}
-	if err := json.Unmarshal(b, report); err != nil {
-		return fmt.Errorf("reading report %s: %w", path, err)
+	var report T
+	if err := json.Unmarshal(b, &report); err != nil {
+		return nil, fmt.Errorf("reading report %s: %w", path, err)
 	}
-	return nil
+	return &report, nil
 }
 
 func quoteAll(s []string) string {

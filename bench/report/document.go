@@ -83,6 +83,19 @@ func FailedRuns(what string, rows [][]string) []Section {
 	return []Section{{Title: "Failed runs (left out of the figures)", Head: []string{"config", what, "failure"}, Rows: rows}}
 }
 
+// Documented is a report that lays itself out as a Document.
+type Documented interface{ Document() Document }
+
+// Files are r's renderings as the files of a directory, by name: the
+// text (name.txt), the Markdown (name.md) and the JSON (name.json).
+func Files(name string, r Documented) map[string]func(io.Writer) error {
+	return map[string]func(io.Writer) error{
+		name + ".txt":  func(w io.Writer) error { return r.Document().WriteText(w) },
+		name + ".md":   func(w io.Writer) error { return r.Document().WriteMarkdown(w) },
+		name + ".json": func(w io.Writer) error { return WriteJSON(w, r) },
+	}
+}
+
 // WriteText writes d as aligned plain-text tables.
 func (d Document) WriteText(w io.Writer) error {
 	bw := &errWriter{w: w}

@@ -112,9 +112,14 @@ func SelectConfigs(all []Config, names []string) ([]Config, error) {
 
 // FindConfig returns the configuration of cs named name, or nil.
 func FindConfig(cs []Config, name string) *Config {
-	for i := range cs {
-		if cs[i].Name == name {
-			return &cs[i]
+	return Find(cs, func(c *Config) bool { return c.Name == name })
+}
+
+// Find returns the first element of s that match takes, or nil.
+func Find[T any](s []T, match func(*T) bool) *T {
+	for i := range s {
+		if match(&s[i]) {
+			return &s[i]
 		}
 	}
 	return nil

@@ -111,11 +111,10 @@ func TestJSON(t *testing.T) {
 	}
 	path := filepath.Join(t.TempDir(), "r.json")
 	os.WriteFile(path, b.Bytes(), 0o644)
-	var out doc
-	if err := ReadJSON(path, &out, "s/1", "s/2"); err != nil || out.Comparisons[0].Diff.High != 2 || out.Host.Kernel != "6.18" {
+	if out, err := ReadJSON[doc](path, "s/1", "s/2"); err != nil || out.Comparisons[0].Diff.High != 2 || out.Host.Kernel != "6.18" {
 		t.Errorf("ReadJSON: %+v, %v", out, err)
 	}
-	if err := ReadJSON(path, &out, "s/3"); err == nil || !strings.Contains(err.Error(), `schema "s/2", want "s/3"`) {
+	if _, err := ReadJSON[doc](path, "s/3"); err == nil || !strings.Contains(err.Error(), `schema "s/2", want "s/3"`) {
 		t.Errorf("wrong schema: %v", err)
 	}
 	var c Comparison

@@ -82,7 +82,7 @@ func TestGuard(t *testing.T) {
 		}
 	}
 	var txt bytes.Buffer
-	if err := r.WriteText(&txt); err != nil {
+	if err := r.Document().WriteText(&txt); err != nil {
 		t.Fatal(err)
 	}
 	for w, want := range map[string][]string{

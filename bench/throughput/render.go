@@ -22,15 +22,6 @@ func (r *Report) Document() report.Document {
 	return report.Document{Title: Title, Summary: r.summary(), Sections: r.sections()}
 }
 
-// WriteText writes the report as aligned plain-text tables.
-func (r *Report) WriteText(w io.Writer) error { return r.Document().WriteText(w) }
-
-// WriteMarkdown writes the report as Markdown (GitHub tables).
-func (r *Report) WriteMarkdown(w io.Writer) error { return r.Document().WriteMarkdown(w) }
-
-// WriteJSON writes the report as indented JSON.
-func (r *Report) WriteJSON(w io.Writer) error { return report.WriteJSON(w, r) }
-
 // summary is the report's opening: where, when, how.
 func (r *Report) summary() []string {
 	s := r.Settings

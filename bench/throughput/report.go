@@ -209,11 +209,7 @@ var comparisons = [][2]string{{NAPIOn, NAPIOff}, {NAPIThreaded, NAPIOff}, {NAPIG
 // again. It holds the cells, the comparisons and, from schema 3, the runs
 // with their traces.
 func Read(path string) (*Report, error) {
-	var r Report
-	if err := report.ReadJSON(path, &r, Schema, SchemaV2, SchemaV1); err != nil {
-		return nil, err
-	}
-	return &r, nil
+	return report.ReadJSON[Report](path, Schema, SchemaV2, SchemaV1)
 }
 
 // Rule is the verdict rule the report's comparisons were made under.
@@ -236,23 +232,12 @@ func (s Settings) stage1() int {
 
 // Cell returns the cell of config on workload, or nil.
 func (r *Report) Cell(config, workload string) *Cell {
-	for i := range r.Cells {
-		if r.Cells[i].Config == config && r.Cells[i].Workload == workload {
-			return &r.Cells[i]
-		}
-	}
-	return nil
+	return report.Find(r.Cells, func(c *Cell) bool { return c.Config == config && c.Workload == workload })
 }
 
 // Comparison returns the comparison of a against b on workload, or nil.
 func (r *Report) Comparison(a, b, workload string) *report.Comparison {
-	for i := range r.Comparisons {
-		c := &r.Comparisons[i]
-		if c.A == a && c.B == b && c.Workload == workload {
-			return c
-		}
-	}
-	return nil
+	return report.Find(r.Comparisons, func(c *report.Comparison) bool { return c.A == a && c.B == b && c.Workload == workload })
 }
 
 // Config returns the configuration named name, or nil.

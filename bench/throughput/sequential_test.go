@@ -89,7 +89,7 @@ func TestSequentialRun(t *testing.T) {
 			r.Settings.Reps, r.Settings.Sequential.Stopped, c)
 	}
 	var txt bytes.Buffer
-	if err := r.WriteText(&txt); err != nil {
+	if err := r.Document().WriteText(&txt); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"sequential: a first stage of 6", "stopped as the next would have overrun the budget",
@@ -190,7 +190,7 @@ func TestTwoModes(t *testing.T) {
 		t.Fatalf("modes %+v", c.Modes)
 	}
 	var txt bytes.Buffer
-	if err := r.WriteText(&txt); err != nil {
+	if err := r.Document().WriteText(&txt); err != nil {
 		t.Fatal(err)
 	}
 	out := txt.String()
@@ -220,7 +220,7 @@ func TestTwoModes(t *testing.T) {
 	}
 	r.Trace = true
 	txt.Reset()
-	r.WriteText(&txt)
+	r.Document().WriteText(&txt)
 	_, tr, _ := strings.Cut(txt.String(), "Trace of every run")
 	tr, _, _ = strings.Cut(tr, "Configurations")
 	if n := strings.Count(tr, "\nnapi-on   tcp-128B-P1-w2l"); n != 8 {
@@ -236,7 +236,7 @@ func TestPackingSection(t *testing.T) {
 	r := bimodalReport(t)
 	r.Trace = true
 	var txt bytes.Buffer
-	if err := r.WriteText(&txt); err != nil {
+	if err := r.Document().WriteText(&txt); err != nil {
 		t.Fatal(err)
 	}
 	_, sec, ok := strings.Cut(txt.String(), "Runs by how the sender's TCP packed its data")
@@ -278,8 +278,8 @@ func TestRunsRoundTrip(t *testing.T) {
 	back.Trace = true
 	var a, b bytes.Buffer
 	r.Trace = true
-	r.WriteText(&a)
-	back.WriteText(&b)
+	r.Document().WriteText(&a)
+	back.Document().WriteText(&b)
 	if a.String() != b.String() {
 		t.Errorf("rendered from JSON:\n%s\nwant:\n%s", b.String(), a.String())
 	}
@@ -298,10 +298,10 @@ func TestReadSchemaV2(t *testing.T) {
 			t.Errorf("%s: schema %q, settings %+v", path, r.Schema, r.Settings)
 		}
 		var txt, md bytes.Buffer
-		if err := r.WriteText(&txt); err != nil {
+		if err := r.Document().WriteText(&txt); err != nil {
 			t.Fatal(err)
 		}
-		if err := r.WriteMarkdown(&md); err != nil {
+		if err := r.Document().WriteMarkdown(&md); err != nil {
 			t.Fatal(err)
 		}
 		for _, want := range []string{"the median of the per-repetition differences", "9 repetitions interleaved", "iperf3 pinned: the wire side (client) to CPU 0"} {
@@ -315,7 +315,7 @@ func TestReadSchemaV2(t *testing.T) {
 	}
 	r, _ := Read("../../docs/bench-throughput/schema-2/throughput.json")
 	var txt bytes.Buffer
-	r.WriteText(&txt)
+	r.Document().WriteText(&txt)
 	if !strings.Contains(txt.String(), "+0.015 [-0.085, +0.122] (+2.7%)  18%   9      interval +-18%: too wide for a verdict at the +-7.5% target") {
 		t.Errorf("the committed 128 B row is not as committed:\n%s", txt.String())
 	}

@@ -150,7 +150,7 @@ func TestThroughputSkipsWhatTheKernelLacks(t *testing.T) {
 		t.Errorf("skipped configurations produced %d cells, %d runs", len(r.Cells), len(r.runs))
 	}
 	var out bytes.Buffer
-	if err := r.WriteText(&out); err != nil || !strings.Contains(out.String(), "SKIPPED: the kernel lacks IFF_NAPI") {
+	if err := r.Document().WriteText(&out); err != nil || !strings.Contains(out.String(), "SKIPPED: the kernel lacks IFF_NAPI") {
 		t.Errorf("text report does not show the skip (%v):\n%s", err, out.String())
 	}
 	if _, err := report.SelectConfigs(all, []string{"napi-maybe"}); err == nil || !strings.Contains(err.Error(), "known: napi-off") {
@@ -179,7 +179,7 @@ func TestThroughputVXLANSkips(t *testing.T) {
 		}
 	}
 	var out bytes.Buffer
-	if err := r.WriteText(&out); err != nil || !strings.Contains(out.String(), "Topology vxlan: two hosts") ||
+	if err := r.Document().WriteText(&out); err != nil || !strings.Contains(out.String(), "Topology vxlan: two hosts") ||
 		!strings.Contains(out.String(), "SKIPPED: no direct path across the two hosts") {
 		t.Errorf("text report (%v):\n%s", err, out.String())
 	}
@@ -207,14 +207,7 @@ func TestFormats(t *testing.T) {
 		}
 	}
 
-	var cb bytes.Buffer
-	if err := r.WriteCSV(&cb); err != nil {
-		t.Fatal(err)
-	}
-	recs, err := csv.NewReader(&cb).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
+	recs := csvRecords(t, r)
 	if len(recs) != len(r.Cells)+1 || strings.Join(recs[0], ",") != strings.Join(CSVHeader, ",") {
 		t.Fatalf("CSV: %d records, header %v", len(recs), recs[0])
 	}
@@ -228,7 +221,7 @@ func TestFormats(t *testing.T) {
 	}
 
 	var md bytes.Buffer
-	if err := r.WriteMarkdown(&md); err != nil {
+	if err := r.Document().WriteMarkdown(&md); err != nil {
 		t.Fatal(err)
 	}
 	m := md.String()
@@ -253,7 +246,7 @@ func TestFormats(t *testing.T) {
 	}
 
 	var txt bytes.Buffer
-	if err := r.WriteText(&txt); err != nil {
+	if err := r.Document().WriteText(&txt); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"IFF_NAPI off -> on: UDP 64B, wire->lab", "All configurations: TCP lab->wire", "no significant difference", "rep 2: iperf3: unable to connect"} {
@@ -263,12 +256,26 @@ func TestFormats(t *testing.T) {
 	}
 }
 
+// csvRecords are r's WriteCSV, read back.
+func csvRecords(t *testing.T, r *Report) [][]string {
+	t.Helper()
+	var cb bytes.Buffer
+	if err := r.WriteCSV(&cb); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := csv.NewReader(&cb).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs
+}
+
 // roundTrip writes r as JSON to a file, reads it back with Read and
 // returns what it read and the JSON.
 func roundTrip(t *testing.T, r *Report) (*Report, *bytes.Buffer) {
 	t.Helper()
 	var js bytes.Buffer
-	if err := r.WriteJSON(&js); err != nil {
+	if err := report.WriteJSON(&js, r); err != nil {
 		t.Fatal(err)
 	}
 	p := filepath.Join(t.TempDir(), "r.json")

@@ -2,7 +2,6 @@ package throughput
 
 import (
 	"bytes"
-	"encoding/csv"
 	"math"
 	"strings"
 	"testing"
@@ -59,7 +58,7 @@ func TestCostCells(t *testing.T) {
 	}
 
 	var txt bytes.Buffer
-	if err := r.WriteText(&txt); err != nil {
+	if err := r.Document().WriteText(&txt); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(txt.String(), "Cost: CPU seconds of the whole machine per unit delivered") {
@@ -77,14 +76,7 @@ func TestCostCells(t *testing.T) {
 	if strings.Contains(txt.String(), "Forwarder CPU per gigabit delivered") {
 		t.Error("text report has the schema 1 forwarder-only table beside the cost table")
 	}
-	var cb bytes.Buffer
-	if err := r.WriteCSV(&cb); err != nil {
-		t.Fatal(err)
-	}
-	recs, err := csv.NewReader(&cb).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
+	recs := csvRecords(t, r)
 	col := map[string]int{}
 	for i, h := range recs[0] {
 		col[h] = i
@@ -167,7 +159,7 @@ func TestVerdictRule(t *testing.T) {
 			continue
 		}
 		var txt bytes.Buffer
-		if err := r.WriteText(&txt); err != nil {
+		if err := r.Document().WriteText(&txt); err != nil {
 			t.Fatal(err)
 		}
 		want := tc.want
@@ -194,10 +186,10 @@ func TestReadSchemaV1(t *testing.T) {
 		t.Errorf("schema %q, rule %+v, paired %v", r.Schema, r.Settings.Rule(), r.Settings.Paired)
 	}
 	var txt, md bytes.Buffer
-	if err := r.WriteText(&txt); err != nil {
+	if err := r.Document().WriteText(&txt); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.WriteMarkdown(&md); err != nil {
+	if err := r.Document().WriteMarkdown(&md); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"at least 3 repetitions each", "IFF_NAPI off -> on: TCP wire->lab, 1 stream", "4.27 [3.12, 4.76]", "Forwarder CPU per gigabit delivered", "no significant difference"} {

@@ -40,6 +40,23 @@ func benchCmd(t *testing.T, ctx context.Context, cmd string, args ...string) *ex
 	return exec.CommandContext(ctx, exe(t), append([]string{cmd, "--tapfwd", testkit.Tapfwd(t)}, args...)...)
 }
 
+// runBench runs `tapfwd-bench CMD ARGS...` (benchCmd) for at most limit
+// and returns its stdout and stderr; t fails when it does.
+func runBench(t *testing.T, limit time.Duration, cmd string, args ...string) (stdout []byte, stderr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	var out, errs bytes.Buffer
+	c := benchCmd(t, ctx, cmd, args...)
+	c.Stdout, c.Stderr = &out, &errs
+	start := time.Now()
+	if err := c.Run(); err != nil {
+		t.Fatalf("tapfwd-bench %s %s: %v\nstderr:\n%s", cmd, strings.Join(args, " "), err, errs.String())
+	}
+	t.Logf("%s %s took %v", cmd, strings.Join(args, " "), time.Since(start).Round(time.Second))
+	return out.Bytes(), errs.String()
+}
+
 // TestBenchQuickJSON runs `tapfwd-bench throughput --quick --json`, as CI
 // does, and checks that every configuration and workload has its median,
 // interval, ratio to the bridge and repetition count, and that the bridge
@@ -129,22 +146,13 @@ func runQuick(t *testing.T, args ...string) quickReport {
 	t.Helper()
 	testkit.NeedRoot(t)
 	testkit.NeedTools(t, "iperf3")
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	var stdout, stderr bytes.Buffer
-	cmd := benchCmd(t, ctx, "throughput", append([]string{"--quick", "--json"}, args...)...)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	start := time.Now()
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("bench throughput --quick --json %s: %v\nstderr:\n%s", strings.Join(args, " "), err, stderr.String())
-	}
-	t.Logf("%s took %v", strings.Join(append([]string{"--quick"}, args...), " "), time.Since(start).Round(time.Second))
-	if !strings.Contains(stderr.String(), "left") {
-		t.Errorf("no progress line on stderr:\n%s", stderr.String())
+	stdout, stderr := runBench(t, 3*time.Minute, "throughput", append([]string{"--quick", "--json"}, args...)...)
+	if !strings.Contains(stderr, "left") {
+		t.Errorf("no progress line on stderr:\n%s", stderr)
 	}
 	var r quickReport
-	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
-		t.Fatalf("output is not JSON: %v\n%s", err, stdout.String())
+	if err := json.Unmarshal(stdout, &r); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, stdout)
 	}
 	if r.Schema != throughput.Schema || !r.Settings.Quick || r.Settings.Reps < 2 || r.Host.Kernel == "" {
 		t.Errorf("schema %q, settings %+v, kernel %q", r.Schema, r.Settings, r.Host.Kernel)

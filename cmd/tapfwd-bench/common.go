@@ -22,6 +22,7 @@ import (
 	"github.com/tapfwd/tapfwd/bench/matrix"
 	"github.com/tapfwd/tapfwd/bench/report"
 	"github.com/tapfwd/tapfwd/bench/stats"
+	"github.com/tapfwd/tapfwd/internal/cliflag"
 	"github.com/tapfwd/tapfwd/internal/testbed"
 	"github.com/tapfwd/tapfwd/tap"
 )
@@ -222,22 +223,39 @@ func (e *benchEnv) skipped(cs []report.Config) {
 	}
 }
 
-// renderings are what every report and the comparison can be written as.
-type renderings interface {
-	WriteText(io.Writer) error
-	WriteMarkdown(io.Writer) error
-	WriteJSON(io.Writer) error
+// parseOptions parses args into fs and makes a bench's options from the
+// flags with options; an error there is a misuse.
+func parseOptions[O any](fs *flag.FlagSet, args []string, options func() (O, error)) (O, error) {
+	if err := parse(fs, args); err != nil {
+		var zero O
+		return zero, err
+	}
+	o, err := options()
+	if err != nil {
+		return o, cliflag.Misuse(fs, "%w", err)
+	}
+	return o, nil
+}
+
+// reread renders the report saved at path (--from) instead of running the
+// bench.
+func reread[R any](path string, read func(string) (R, error), render func(R) error) error {
+	rep, err := read(path)
+	if err != nil {
+		return err
+	}
+	return render(rep)
 }
 
 // printReport writes r to w as JSON or Markdown when asked, else as text.
-func printReport(w io.Writer, r renderings, asJSON, asMD bool) error {
+func printReport(w io.Writer, r report.Documented, asJSON, asMD bool) error {
 	switch {
 	case asJSON:
-		return r.WriteJSON(w)
+		return report.WriteJSON(w, r)
 	case asMD:
-		return r.WriteMarkdown(w)
+		return r.Document().WriteMarkdown(w)
 	}
-	return r.WriteText(w)
+	return r.Document().WriteText(w)
 }
 
 // writeOut writes each rendering into dir under its file name.

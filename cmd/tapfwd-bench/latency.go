@@ -140,19 +140,12 @@ func (f *latencyFlags) options(fs *flag.FlagSet) (latency.Options, error) {
 
 func cmdLatency(args []string, stdout, stderr io.Writer) error {
 	fs, f := latencyFlagSet(stdout)
-	if err := parse(fs, args); err != nil {
+	o, err := parseOptions(fs, args, func() (latency.Options, error) { return f.options(fs) })
+	if err != nil {
 		return err
 	}
-	o, err := f.options(fs)
-	if err != nil {
-		return cliflag.Misuse(fs, "%w", err)
-	}
 	if *f.from != "" {
-		rep, err := latency.Read(*f.from)
-		if err != nil {
-			return err
-		}
-		return renderLatency(rep, f, stdout)
+		return reread(*f.from, latency.Read, func(rep *latency.Report) error { return renderLatency(rep, f, stdout) })
 	}
 	env, err := startBench("latency", f.benchFlags, o.Configs, stderr)
 	if err != nil {
@@ -178,10 +171,7 @@ func cmdLatency(args []string, stdout, stderr io.Writer) error {
 // chosen format to stdout.
 func renderLatency(rep *latency.Report, f *latencyFlags, stdout io.Writer) error {
 	if *f.outDir != "" {
-		err := writeOut(*f.outDir, map[string]func(io.Writer) error{
-			"latency.txt": rep.WriteText, "latency.md": rep.WriteMarkdown, "latency.json": rep.WriteJSON,
-		})
-		if err != nil {
+		if err := writeOut(*f.outDir, report.Files("latency", rep)); err != nil {
 			return err
 		}
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -73,22 +72,13 @@ type latencyCellJSON struct {
 // a rate and a loss.
 func TestBenchLatencyQuickJSON(t *testing.T) {
 	testkit.NeedRoot(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	var stdout, stderr bytes.Buffer
-	cmd := benchCmd(t, ctx, "latency", "--quick", "--json")
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	start := time.Now()
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("bench latency --quick --json: %v\nstderr:\n%s", err, stderr.String())
-	}
-	t.Logf("--quick took %v", time.Since(start).Round(time.Second))
-	if !strings.Contains(stderr.String(), "left") {
-		t.Errorf("no progress line on stderr:\n%s", stderr.String())
+	stdout, stderr := runBench(t, 3*time.Minute, "latency", "--quick", "--json")
+	if !strings.Contains(stderr, "left") {
+		t.Errorf("no progress line on stderr:\n%s", stderr)
 	}
 	var r latencyJSON
-	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
-		t.Fatalf("output is not JSON: %v\n%s", err, stdout.String())
+	if err := json.Unmarshal(stdout, &r); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, stdout)
 	}
 	if r.Schema != latency.Schema || !r.Settings.Quick || r.Settings.Reps != 2 || r.Settings.RunSeconds != 2 || r.Host.Kernel == "" || r.Host.CPUs == 0 {
 		t.Errorf("schema %q, settings %+v, host %+v", r.Schema, r.Settings, r.Host)
@@ -129,7 +119,7 @@ func TestBenchLatencyQuickJSON(t *testing.T) {
 		t.Errorf("%d block/bridge comparisons, want p50 and p99", n)
 	}
 
-	checkLatencyFrom(t, stdout.Bytes())
+	checkLatencyFrom(t, stdout)
 }
 
 // checkLatencyCells checks every cell of the configurations that ran:

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -77,17 +76,10 @@ func TestBenchPerf(t *testing.T) {
 	testkit.NeedRoot(t)
 	testkit.NeedTools(t, "iperf3")
 	out := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	cmd := benchCmd(t, ctx, "throughput", "--perf", "--configs", "tapfwd,tap-io-uring,bridge", "--reps", "2", "--budget", "0",
+	_, stderr := runBench(t, 4*time.Minute, "throughput", "--perf", "--configs", "tapfwd,tap-io-uring,bridge", "--reps", "2", "--budget", "0",
 		"--duration", "1s", "--omit", "0", "--out", out)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("%v: %s", err, stderr.String())
-	}
-	if strings.Contains(stderr.String(), "skipped tap-io-uring") {
-		t.Errorf("the lever was skipped:\n%s", stderr.String())
+	if strings.Contains(stderr, "skipped tap-io-uring") {
+		t.Errorf("the lever was skipped:\n%s", stderr)
 	}
 	r, err := throughput.Read(filepath.Join(out, "throughput.json"))
 	if err != nil {

@@ -157,19 +157,12 @@ func selectWorkloads(s string) ([]throughput.Workload, error) {
 
 func cmdProfile(args []string, stdout, stderr io.Writer) error {
 	fs, f := profileFlagSet(stdout)
-	if err := parse(fs, args); err != nil {
+	o, err := parseOptions(fs, args, f.options)
+	if err != nil {
 		return err
 	}
-	o, err := f.options()
-	if err != nil {
-		return cliflag.Misuse(fs, "%w", err)
-	}
 	if *f.bench.from != "" {
-		rep, err := profile.Read(*f.bench.from)
-		if err != nil {
-			return err
-		}
-		return renderProfile(rep, f, stdout)
+		return reread(*f.bench.from, profile.Read, func(rep *profile.Report) error { return renderProfile(rep, f, stdout) })
 	}
 	env, err := startBench("profile", f.bench, o.Configs, stderr, "iperf3")
 	if err != nil {
@@ -196,9 +189,7 @@ func cmdProfile(args []string, stdout, stderr io.Writer) error {
 // chosen format to stdout.
 func renderProfile(rep *profile.Report, f *profileFlags, stdout io.Writer) error {
 	if dir := *f.bench.outDir; dir != "" && *f.bench.from == "" {
-		if err := writeOut(dir, map[string]func(io.Writer) error{
-			"profile.txt": rep.WriteText, "profile.md": rep.WriteMarkdown, "profile.json": rep.WriteJSON,
-		}); err != nil {
+		if err := writeOut(dir, report.Files("profile", rep)); err != nil {
 			return err
 		}
 	}

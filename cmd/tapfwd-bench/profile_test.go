@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"math"
 	"os"
@@ -31,15 +30,7 @@ func TestBenchProfile(t *testing.T) {
 	testkit.NeedRoot(t)
 	testkit.NeedTools(t, "iperf3")
 	out := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := benchCmd(t, ctx, "profile", "--workload", "udp-64B-w2l", "--seconds", "2", "--warmup", "1s", "--json", "--out", out)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	js, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("%v: %s", err, stderr.String())
-	}
+	js, _ := runBench(t, 3*time.Minute, "profile", "--workload", "udp-64B-w2l", "--seconds", "2", "--warmup", "1s", "--json", "--out", out)
 	var r profile.Report
 	if err := json.Unmarshal(js, &r); err != nil {
 		t.Fatal(err)

@@ -409,19 +409,12 @@ func parseIperfCPUs(s string) (*iperf.Pinning, error) {
 
 func cmdThroughput(args []string, stdout, stderr io.Writer) error {
 	fs, f := throughputFlagSet(stdout)
-	if err := parse(fs, args); err != nil {
+	o, err := parseOptions(fs, args, func() (throughput.Options, error) { return f.options(fs) })
+	if err != nil {
 		return err
 	}
-	o, err := f.options(fs)
-	if err != nil {
-		return cliflag.Misuse(fs, "%w", err)
-	}
 	if *f.from != "" {
-		rep, err := throughput.Read(*f.from)
-		if err != nil {
-			return err
-		}
-		return renderThroughput(rep, f, stdout)
+		return reread(*f.from, throughput.Read, func(rep *throughput.Report) error { return renderThroughput(rep, f, stdout) })
 	}
 	env, err := startBench("throughput", f.benchFlags, o.Configs, stderr, "iperf3")
 	if err != nil {
@@ -444,11 +437,9 @@ func cmdThroughput(args []string, stdout, stderr io.Writer) error {
 func renderThroughput(rep *throughput.Report, f *throughputFlags, stdout io.Writer) error {
 	rep.Trace = *f.showTrace
 	if *f.outDir != "" {
-		err := writeOut(*f.outDir, map[string]func(io.Writer) error{
-			"throughput.txt": rep.WriteText, "throughput.md": rep.WriteMarkdown,
-			"throughput.json": rep.WriteJSON, "throughput.csv": rep.WriteCSV,
-		})
-		if err != nil {
+		files := report.Files("throughput", rep)
+		files["throughput.csv"] = rep.WriteCSV
+		if err := writeOut(*f.outDir, files); err != nil {
 			return err
 		}
 		if err := rep.WriteCharts(*f.outDir); err != nil {

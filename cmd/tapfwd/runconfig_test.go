@@ -214,10 +214,7 @@ func TestParseRunHostPort(t *testing.T) {
 		{"--nic x --tap lab,eth0 --host-port --tap-addr 198.18.1.2/24 --dhcp 198.18.1.100-198.18.1.150",
 			`--dhcp: dhcp: interface name "lab,eth0h": a name dnsmasq cannot take (it splits its interface list at commas and reads '*' as a wildcard): want ASCII letters, digits, '.', '-' and '_' (the host port is named after --tap lab,eth0: choose another)`},
 	} {
-		c, err := parseRun(strings.Fields(tc.args), io.Discard, io.Discard)
-		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
-			t.Errorf("%q: %v (%+v), want one line containing %q", tc.args, err, c, tc.want)
-		}
+		wantRunError(t, tc.args, tc.want)
 	}
 }
 
@@ -249,14 +246,21 @@ func TestParseRunVhostUser(t *testing.T) {
 		{"--nic x --tap lab0 --vm-ports 1 --vhost-user /run/v --vm-port-queues 65", "--vm-port-queues 65: want 1 to 64"},
 		{"--nic x --tap lab0 --vm-ports 1 --vhost-user /run/v --vm-port-queues -1", "--vm-port-queues -1: want 1 to 64"},
 	} {
-		c, err := parseRun(strings.Fields(tc.args), io.Discard, io.Discard)
-		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
-			t.Errorf("%q: %v (%+v), want one line containing %q", tc.args, err, c, tc.want)
-		}
+		wantRunError(t, tc.args, tc.want)
 	}
 	var help strings.Builder
 	parseRun([]string{"-h"}, &help, io.Discard)
 	if !strings.Contains(help.String(), "-vhost-user") || !strings.Contains(help.String(), "vhost-user sockets") {
 		t.Errorf("run -h lacks --vhost-user:\n%s", help.String())
+	}
+}
+
+// wantRunError checks that parseRun refuses args with an error of one line
+// containing want.
+func wantRunError(t *testing.T, args, want string) {
+	t.Helper()
+	c, err := parseRun(strings.Fields(args), io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+		t.Errorf("%q: %v (%+v), want one line containing %q", args, err, c, want)
 	}
 }

@@ -54,92 +54,49 @@ func testMalformed(t *testing.T, vnet string) {
 		rounds = 100 // a ping per round
 	)
 	bed, fw := testkit.Start(t, testkit.Tapfwd(t), "--vnet-hdr", vnet)
-	tapHW := kernel.LinkMAC(t, bed.LabNS, bed.LabIf)
 	plain := traffic.WireSocket(t, bed, false)
 	withHdr := traffic.WireSocket(t, bed, true)
-	p := traffic.NewPinger(t, bed)
-	if p.Ping(3, time.Second) == 0 {
-		t.Fatal("no ping reply before the test")
-	}
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	g := traffic.NewGarbler(seed, bed, tapHW)
+	p := traffic.Answering(t, bed)
+	g := traffic.NewGarbler(t, bed)
 
 	w0Before := kernel.Netdev(t, bed.WireNS, bed.WireIf)
 	w1Before := kernel.Netdev(t, bed.FwdNS, bed.NIC)
 	before := prom.ParseCounts(prom.Scrape(t, bed), bed)
 	buf := make([]byte, 16+bed.MTU+64)
-	var sent, refused, retries int
-	refusedBy := map[string]int{}
 	start := time.Now()
-	for r := 0; r < rounds; r++ {
-		for i := 0; sent < (r+1)*frames/rounds; i++ {
-			if i == frames/rounds/2 {
-				p.Send() // mid-burst; awaited below
-			}
-			f := g.Frame(buf[10:])
-			fd := plain
-			if g.IntN(4) == 0 {
-				// A virtio_net_hdr with NEEDS_CSUM in front; the
-				// kernel wants csum_start+csum_offset+2 within the
-				// frame (net/core/skbuff.c: skb_partial_csum_set).
-				h := buf[:10]
-				clear(h)
-				h[0] = 1
-				start := g.IntN(len(f) - 1)
-				off := g.IntN(len(f) - start - 1)
-				binary.LittleEndian.PutUint16(h[6:], uint16(start))
-				binary.LittleEndian.PutUint16(h[8:], uint16(off))
-				f = buf[:10+len(f)]
-				fd = withHdr
-			}
-			if _, err := unix.Write(fd, f); err != nil {
-				refused++
-				refusedBy[err.Error()]++
-				continue
-			}
-			sent++
+	sent, refusedBy, retries := traffic.Blast(t, p, fw, frames, rounds, func() error {
+		f := g.Frame(buf[10:])
+		fd := plain
+		if g.IntN(4) == 0 {
+			// A virtio_net_hdr with NEEDS_CSUM in front; the kernel
+			// wants csum_start+csum_offset+2 within the frame
+			// (net/core/skbuff.c: skb_partial_csum_set).
+			h := buf[:10]
+			clear(h)
+			h[0] = 1
+			start := g.IntN(len(f) - 1)
+			off := g.IntN(len(f) - start - 1)
+			binary.LittleEndian.PutUint16(h[6:], uint16(start))
+			binary.LittleEndian.PutUint16(h[8:], uint16(off))
+			f = buf[:10+len(f)]
+			fd = withHdr
 		}
-		// The ping must keep answering: a request sent in the middle of
-		// the burst may be lost with it, so allow two more.
-		if _, ok := p.Await(time.Second); !ok {
-			n := p.Ping(2, time.Second)
-			if n == 0 {
-				t.Fatalf("round %d: no ping reply (3 requests, 1 s each); tapfwd exited: %v\n%s", r, fw.Exited(), fw.Output())
-			}
-			retries += n
-		}
-		if fw.Exited() {
-			t.Fatalf("tapfwd exited after round %d:\n%s", r, fw.Output())
-		}
-	}
+		_, err := unix.Write(fd, f)
+		return err
+	})
 	took := time.Since(start)
 	after := prom.SettledCounts(t, bed, 5*time.Second)
 	w0 := kernel.NetdevDelta(kernel.Netdev(t, bed.WireNS, bed.WireIf), w0Before)
 	w1 := kernel.NetdevDelta(kernel.Netdev(t, bed.FwdNS, bed.NIC), w1Before)
 	d := after.Sub(before)
-	t.Logf("%d frames sent in %v (and %d refused by the sending kernel: %v), %d pings answered (%d retries); kinds %v",
-		sent, took.Round(time.Millisecond), refused, refusedBy, rounds, retries, g.Kinds())
+	t.Logf("%d frames sent in %v (and %v refused by the sending kernel), %d pings answered (%d retries); kinds %v",
+		sent, took.Round(time.Millisecond), refusedBy, rounds, retries, g.Kinds())
 	t.Logf("w0 tx %d (dropped %d); w1 rx %d (dropped %d); tapfwd: NIC rx %.0f, TAP tx %.0f, NIC drops %s, errors %.0f; TAP rx %.0f, NIC tx %.0f, TAP drops %s; netdev drops: NIC rx %.0f tx %.0f, TAP rx %.0f tx %.0f",
 		w0.TxPackets, w0.TxDropped, w1.RxPackets, w1.RxDropped, d.NICRx, d.TAPTx, prom.NonZero(d.NICDrops), d.NICErrors,
 		d.TAPRx, d.NICTx, prom.NonZero(d.TAPDrops), d.NICNetdevRxDrop, d.NICNetdevTxDrop, d.TAPNetdevRxDrop, d.TAPNetdevTxDrop)
 
-	// Every frame tapfwd took from the NIC went to the TAP or is a drop
-	// under a reason. kernel_ring frames never reached tapfwd (the
-	// socket's queue was full), so they are not among those received.
+	d.CheckBalance(t, sent, rounds+retries)
 	kr := d.NICDrops[metrics.KernelRing]
-	if got := d.TAPTx + prom.DropSum(d.NICDrops, metrics.KernelRing); d.NICRx != got {
-		t.Errorf("NIC -> TAP: received %.0f != transmitted %.0f + drops %.0f (%s)", d.NICRx, d.TAPTx, got-d.TAPTx, prom.NonZero(d.NICDrops))
-	}
-	if got := d.NICTx + prom.DropSum(d.TAPDrops); d.TAPRx != got {
-		t.Errorf("TAP -> NIC: received %.0f != transmitted %.0f + drops %.0f (%s)", d.TAPRx, d.NICTx, got-d.NICTx, prom.NonZero(d.TAPDrops))
-	}
-	// What reached the NIC's packet socket covers what was sent: the
-	// rest is the ping, ARP and neighbour discovery.
-	chatter := d.NICRx + kr - float64(sent)
-	if chatter < 0 || chatter > float64(4*(rounds+retries)+100) {
-		t.Errorf("tapfwd received %.0f frames (+%.0f kernel_ring drops) from the NIC, the raw sockets sent %d", d.NICRx, kr, sent)
-	}
 	// Every frame w1 took reached the packet socket (a chatter frame may
 	// slip between the reads: allow 2).
 	if diff := float64(w1.RxPackets) - (d.NICRx + kr); diff < -2 || diff > 2 {

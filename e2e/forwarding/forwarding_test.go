@@ -12,7 +12,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/tapfwd/tapfwd/internal/testbed/iperf"
 	"github.com/tapfwd/tapfwd/internal/testkit"
 	"github.com/tapfwd/tapfwd/internal/testkit/kernel"
 	"github.com/tapfwd/tapfwd/internal/testkit/prom"
@@ -47,44 +46,7 @@ func TestModes(t *testing.T) {
 				if !strings.Contains(neigh6, mac) {
 					t.Errorf("IPv6 ND: wire's neighbour entry %q lacks the TAP's MAC %s", neigh6, mac)
 				}
-				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				defer cancel()
-				for _, rev := range []bool{false, true} {
-					dir := map[bool]string{false: "wire->lab", true: "lab->wire"}[rev]
-					r, err := iperf.Run(ctx, bed, iperf.Options{Duration: 2 * time.Second, Reverse: rev})
-					if err != nil {
-						t.Fatalf("TCP %s: %v", dir, err)
-					}
-					// A stalled forwarder (broken partial checksums or GSO
-					// handling) moves almost nothing.
-					if r.Bytes < 20<<20 {
-						t.Errorf("TCP %s: only %d bytes in 2 s", dir, r.Bytes)
-					}
-					t.Logf("TCP %s: %.2f Gbit/s, %d retransmits", dir, r.BitsPerSecond/1e9, r.Retransmits)
-					// UDP: every datagram the sender sent must reach the
-					// receiving stack. A busy 2-core machine can overflow the
-					// receiving iperf3's socket buffer; those count as
-					// RcvbufErrors there, after tapfwd delivered them.
-					rxNS := map[bool]string{false: bed.LabNS, true: bed.WireNS}[rev]
-					before := kernel.UDPArrived(t, bed, rxNS)
-					dropsBefore := prom.CountedDrops(t, bed)
-					u, err := iperf.Run(ctx, bed, iperf.Options{Duration: 2 * time.Second, Reverse: rev, UDP: true, Bitrate: "20M", Len: 1200})
-					if err != nil {
-						t.Fatalf("UDP %s: %v", dir, err)
-					}
-					arrived := kernel.UDPArrived(t, bed, rxNS) - before
-					// A datagram either arrives or is counted as dropped:
-					// when the machine is busy, the TAP's queue or the
-					// packet socket's can overflow while tapfwd waits for a
-					// CPU, and the kernel counts that.
-					dropped := prom.CountedDrops(t, bed) - dropsBefore
-					if dropped > 0 {
-						t.Logf("UDP %s: %d datagrams arrived, %d counted as dropped", dir, arrived, dropped)
-					}
-					if u.Packets < 1000 || float64(arrived+dropped) < 0.99*float64(u.Packets) {
-						t.Errorf("UDP %s: %d datagrams sent, %d reached the receiver's stack (iperf3: %.1f%% lost)", dir, u.Packets, arrived, u.LostPercent)
-					}
-				}
+				traffic.CheckTCPUDP(t, bed, fw, 20<<20)
 				if err := fw.Stop(); err != nil {
 					t.Errorf("tapfwd did not exit 0 on SIGTERM: %v\n%s", err, fw.Output())
 				}
@@ -127,22 +89,7 @@ func TestTwoQueues(t *testing.T) {
 		t.Errorf("want 2 packet sockets, /proc/%d/net/packet has %d:\n%s", pid, n, pk)
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	for _, rev := range []bool{false, true} {
-		if _, err := iperf.Run(ctx, bed, iperf.Options{Duration: 2 * time.Second, Streams: 16, Reverse: rev}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := fw.Stop(); err != nil {
-		t.Fatalf("tapfwd exit: %v\n%s", err, fw.Output())
-	}
-	tot := testkit.Totals(t, fw.Output())
-	for q := 0; q < 2; q++ {
-		if tot[q].NICRx == 0 || tot[q].TAPRx == 0 {
-			t.Errorf("queue %d carried no traffic in one direction: %+v (16 flows hash onto both queues)", q, tot[q])
-		}
-	}
+	traffic.CheckQueues(t, bed, fw, 2)
 }
 
 // TestTAPNAPISettings checks that the TAP's NAPI sysfs settings, written
@@ -171,27 +118,16 @@ func TestVLAN(t *testing.T) {
 	for _, vnet := range []string{"on", "off"} {
 		t.Run("vnet-"+vnet, func(t *testing.T) {
 			bed, fw := testkit.Start(t, testkit.Tapfwd(t), "--vnet-hdr", vnet)
-			tapHW := kernel.LinkMAC(t, bed.LabNS, bed.LabIf)
-			wireHW := kernel.LinkMAC(t, bed.WireNS, bed.WireIf)
-			wire := traffic.OpenRaw(t, bed, bed.WireNS, bed.WireIf)
-			lab := traffic.OpenRaw(t, bed, bed.LabNS, bed.LabIf)
-
-			for _, tc := range []struct {
-				name     string
-				from, to int
-				src, dst net.HardwareAddr
-				tci      uint16
-			}{
-				{"wire->lab", wire, lab, wireHW, tapHW, 100},
-				{"lab->wire", lab, wire, tapHW, wireHW, 0x2000 | 200}, // priority 1, VLAN 200
-			} {
+			// wire->lab, then lab->wire with priority 1, VLAN 200.
+			for i, dir := range traffic.Directions(t, bed) {
+				want := []uint16{100, 0x2000 | 200}[i]
 				inner := traffic.UDPPacket(t, bed)
-				frame := traffic.Tagged(t, tc.src, tc.dst, tc.tci, inner)
-				if _, err := unix.Write(tc.from, frame); err != nil {
-					t.Fatalf("%s: send: %v", tc.name, err)
+				frame := traffic.Tagged(t, dir.Src, dir.Dst, want, inner)
+				if _, err := unix.Write(dir.From, frame); err != nil {
+					t.Fatalf("%s: send: %v", dir.Name, err)
 				}
-				if tci := traffic.RecvTagged(t, tc.to, tc.src, inner); tci != tc.tci {
-					t.Errorf("%s: VLAN TCI %#x, want %#x", tc.name, tci, tc.tci)
+				if tci := traffic.RecvTagged(t, dir.To, dir.Src, inner); tci != want {
+					t.Errorf("%s: VLAN TCI %#x, want %#x", dir.Name, tci, want)
 				}
 			}
 			if err := fw.Stop(); err != nil {

@@ -37,37 +37,25 @@ func TestLinkFlap(t *testing.T) {
 	testkit.NeedRoot(t)
 	testkit.NeedTools(t, "iperf3")
 	bed, fw := testkit.Start(t, testkit.Tapfwd(t))
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		_, err := iperf.Run(ctx, bed, iperf.Options{Duration: 10 * time.Second, Streams: 2})
-		done <- err
-	}()
-	time.Sleep(1500 * time.Millisecond)
+	wait := traffic.StartIperf(t, bed, iperf.Options{Duration: 10 * time.Second, Streams: 2})
 	for _, link := range []struct{ ns, dev, log string }{
 		{bed.FwdNS, bed.NIC, "NIC link is down"},
 		{bed.LabNS, bed.LabIf, "TAP is down"},
 	} {
-		testkit.BedRun(t, bed, link.ns, "ip", "link", "set", link.dev, "down")
-		before := kernel.CPUTime(t, fw.Pid())
-		time.Sleep(time.Second)
-		// A spinning worker burns a CPU second a second.
-		if d := kernel.CPUTime(t, fw.Pid()) - before; d > 300*time.Millisecond {
-			t.Errorf("%s down: tapfwd used %v of CPU in 1 s (spinning?)", link.dev, d)
-		}
-		testkit.BedRun(t, bed, link.ns, "ip", "link", "set", link.dev, "up")
-		took := testkit.ReachableWithin(t, bed, 2*time.Second)
-		t.Logf("%s: lab reachable %v after the link came back", link.dev, took.Round(time.Millisecond))
-		if fw.Exited() {
-			t.Fatalf("tapfwd exited on a link flap:\n%s", fw.Output())
-		}
+		traffic.FlapLink(t, bed, fw, link.ns, link.dev, func() {
+			before := kernel.CPUTime(t, fw.Pid())
+			time.Sleep(time.Second)
+			// A spinning worker burns a CPU second a second.
+			if d := kernel.CPUTime(t, fw.Pid()) - before; d > 300*time.Millisecond {
+				t.Errorf("%s down: tapfwd used %v of CPU in 1 s (spinning?)", link.dev, d)
+			}
+		})
 		if n := strings.Count(fw.Output(), link.log); n != 1 {
 			t.Errorf("%q logged %d times, want once:\n%s", link.log, n, fw.Output())
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	if err := <-done; err != nil {
+	if err := wait(); err != nil {
 		t.Errorf("iperf3 across the flaps: %v", err)
 	}
 	if err := fw.Stop(); err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/tapfwd/tapfwd/internal/testbed"
 	"github.com/tapfwd/tapfwd/internal/testbed/iperf"
 	"github.com/tapfwd/tapfwd/internal/testkit"
+	"github.com/tapfwd/tapfwd/internal/testkit/traffic"
 )
 
 // TestProgramGoneAfterKill: SIGKILL runs none of tapfwd's clean-up, yet
@@ -87,22 +88,7 @@ func TestTwoQueues(t *testing.T) {
 		testkit.BedRun(t, bed, bed.WireNS, append([]string{"ip"}, a...)...)
 	}
 	fw := testkit.StartOn(t, bed, testkit.Tapfwd(t), append(xdpArgs, "--queues", "2", "--cpus", "0,1")...)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	for _, rev := range []bool{false, true} {
-		if _, err := iperf.Run(ctx, bed, iperf.Options{Duration: 2 * time.Second, Streams: 16, Reverse: rev}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := fw.Stop(); err != nil {
-		t.Fatalf("tapfwd exit: %v\n%s", err, fw.Output())
-	}
-	tot := testkit.Totals(t, fw.Output())
-	for q := 0; q < 2; q++ {
-		if tot[q].NICRx == 0 || tot[q].TAPRx == 0 {
-			t.Errorf("queue %d carried no traffic in one direction: %+v (16 flows hash onto both queues)", q, tot[q])
-		}
-	}
+	traffic.CheckQueues(t, bed, fw, 2)
 }
 
 // TestLinkFlap takes the NIC down and up during an iperf3 run: tapfwd
@@ -110,25 +96,11 @@ func TestTwoQueues(t *testing.T) {
 func TestLinkFlap(t *testing.T) {
 	testkit.NeedTools(t, "iperf3")
 	bed, fw := start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		_, err := iperf.Run(ctx, bed, iperf.Options{Duration: 8 * time.Second, Streams: 2})
-		done <- err
-	}()
-	time.Sleep(1500 * time.Millisecond)
+	wait := traffic.StartIperf(t, bed, iperf.Options{Duration: 8 * time.Second, Streams: 2})
 	for range 2 {
-		testkit.BedRun(t, bed, bed.FwdNS, "ip", "link", "set", bed.NIC, "down")
-		time.Sleep(time.Second)
-		testkit.BedRun(t, bed, bed.FwdNS, "ip", "link", "set", bed.NIC, "up")
-		took := testkit.ReachableWithin(t, bed, 2*time.Second)
-		t.Logf("lab reachable %v after the link came back", took.Round(time.Millisecond))
-		if fw.Exited() {
-			t.Fatalf("tapfwd exited on a link flap:\n%s", fw.Output())
-		}
+		traffic.FlapLink(t, bed, fw, bed.FwdNS, bed.NIC, func() { time.Sleep(time.Second) })
 	}
-	if err := <-done; err != nil {
+	if err := wait(); err != nil {
 		t.Errorf("iperf3 across the flaps: %v", err)
 	}
 	if err := fw.Stop(); err != nil {

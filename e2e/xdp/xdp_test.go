@@ -1,16 +1,13 @@
 package xdp
 
 import (
-	"context"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/tapfwd/tapfwd/internal/testbed"
-	"github.com/tapfwd/tapfwd/internal/testbed/iperf"
 	"github.com/tapfwd/tapfwd/internal/testkit"
 	"github.com/tapfwd/tapfwd/internal/testkit/kernel"
-	"github.com/tapfwd/tapfwd/internal/testkit/prom"
+	"github.com/tapfwd/tapfwd/internal/testkit/traffic"
 )
 
 // xdpArgs are the flags of every run here.
@@ -42,29 +39,7 @@ func TestTraffic(t *testing.T) {
 			if !strings.Contains(neigh, mac) {
 				t.Errorf("ARP: wire's neighbour entry %q lacks the TAP's MAC %s", neigh, mac)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			for _, rev := range []bool{false, true} {
-				dir := map[bool]string{false: "wire->lab", true: "lab->wire"}[rev]
-				r, err := iperf.Run(ctx, bed, iperf.Options{Duration: 2 * time.Second, Reverse: rev})
-				if err != nil {
-					t.Fatalf("TCP %s: %v\n%s", dir, err, fw.Output())
-				}
-				if r.Bytes < 10<<20 {
-					t.Errorf("TCP %s: only %d bytes in 2 s", dir, r.Bytes)
-				}
-				t.Logf("TCP %s: %.2f Gbit/s, %d retransmits", dir, r.BitsPerSecond/1e9, r.Retransmits)
-				rxNS := map[bool]string{false: bed.LabNS, true: bed.WireNS}[rev]
-				before, dropsBefore := kernel.UDPArrived(t, bed, rxNS), prom.CountedDrops(t, bed)
-				u, err := iperf.Run(ctx, bed, iperf.Options{Duration: 2 * time.Second, Reverse: rev, UDP: true, Bitrate: "20M", Len: 1200})
-				if err != nil {
-					t.Fatalf("UDP %s: %v", dir, err)
-				}
-				arrived, dropped := kernel.UDPArrived(t, bed, rxNS)-before, prom.CountedDrops(t, bed)-dropsBefore
-				if u.Packets < 1000 || float64(arrived+dropped) < 0.99*float64(u.Packets) {
-					t.Errorf("UDP %s: %d datagrams sent, %d arrived, %d counted as dropped", dir, u.Packets, arrived, dropped)
-				}
-			}
+			traffic.CheckTCPUDP(t, bed, fw, 10<<20)
 			if err := fw.Stop(); err != nil {
 				t.Errorf("tapfwd did not exit 0 on SIGTERM: %v\n%s", err, fw.Output())
 			}

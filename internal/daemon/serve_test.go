@@ -158,32 +158,33 @@ func TestPprofBound(t *testing.T) {
 	}
 }
 
+// send connects to addr and writes req; the connection is closed when t
+// ends.
+func send(t *testing.T, addr, req string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := io.WriteString(c, req); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // TestServerTimeouts: a client that sends part of a request header and
 // stalls is disconnected after ReadHeader, and a keep-alive connection
 // left idle after a request is closed after Idle.
 func TestServerTimeouts(t *testing.T) {
 	addr := serveOn(t, metrics.Source{TAP: "tap0", NIC: "eth1"}, false, testLimits)
 	t.Run("partial header", func(t *testing.T) {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		if _, err := io.WriteString(c, "GET /metrics HTTP/1.1\r\nHost: tapfwd\r\n"); err != nil {
-			t.Fatal(err)
-		}
+		c := send(t, addr, "GET /metrics HTTP/1.1\r\nHost: tapfwd\r\n")
 		start := time.Now()
 		waitClosed(t, c, start, testLimits.ReadHeader)
 	})
 	t.Run("idle keep-alive", func(t *testing.T) {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: tapfwd\r\n\r\n"); err != nil {
-			t.Fatal(err)
-		}
+		c := send(t, addr, "GET / HTTP/1.1\r\nHost: tapfwd\r\n\r\n")
 		br := bufio.NewReader(c)
 		c.SetReadDeadline(time.Now().Add(5 * time.Second))
 		resp, err := http.ReadResponse(br, nil)

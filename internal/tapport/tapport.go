@@ -15,6 +15,19 @@ import (
 // Messages here name no package: the TAP, port and namespace they name say
 // where, and the caller adds what it was doing.
 
+// Open checks what a port on TAP tap with MAC mac (nil: one picked) needs
+// before the kernel is asked, and opens namespace ns, the TAP's, for it;
+// the caller closes it.
+func Open(tap string, mac net.HardwareAddr, ns string) (*netns.NS, error) {
+	if tap == "" {
+		return nil, errors.New("no TAP given")
+	}
+	if err := CheckMAC(mac); err != nil {
+		return nil, err
+	}
+	return netns.Open(ns)
+}
+
 // CheckMAC refuses a MAC given (not nil) that is no unicast Ethernet
 // address.
 func CheckMAC(mac net.HardwareAddr) error {

@@ -163,3 +163,24 @@ func CountedDrops(t testing.TB, bed *testbed.Bed) int {
 	m := Scrape(t, bed)
 	return int(Sample(m, "tapfwd_drops_total") + Sample(m, "tapfwd_netdev_drops_total"))
 }
+
+// CheckBalance checks d, tapfwd's counters over a burst of sent frames
+// from the wire with pings echo requests among them: every frame received
+// from the NIC, and from the TAP, was transmitted on the other side or
+// dropped under a reason (kernel_ring frames never reached tapfwd, so
+// they are not among those received), and what reached the NIC's socket
+// covers what was sent, the rest being the pings, ARP and neighbour
+// discovery.
+func (d Counts) CheckBalance(t testing.TB, sent, pings int) {
+	t.Helper()
+	kr := d.NICDrops[metrics.KernelRing]
+	if got := d.TAPTx + DropSum(d.NICDrops, metrics.KernelRing); d.NICRx != got {
+		t.Errorf("NIC -> TAP: received %.0f != transmitted %.0f + drops %.0f (%s)", d.NICRx, d.TAPTx, got-d.TAPTx, NonZero(d.NICDrops))
+	}
+	if got := d.NICTx + DropSum(d.TAPDrops); d.TAPRx != got {
+		t.Errorf("TAP -> NIC: received %.0f != transmitted %.0f + drops %.0f (%s)", d.TAPRx, d.NICTx, got-d.NICTx, NonZero(d.TAPDrops))
+	}
+	if chatter := d.NICRx + kr - float64(sent); chatter < 0 || chatter > float64(4*pings+100) {
+		t.Errorf("tapfwd received %.0f frames (+%.0f kernel_ring drops) from the NIC, the wire sent %d", d.NICRx, kr, sent)
+	}
+}

@@ -4,8 +4,11 @@ import (
 	"encoding/binary"
 	mrand "math/rand/v2"
 	"net"
+	"testing"
+	"time"
 
 	"github.com/tapfwd/tapfwd/internal/testbed"
+	"github.com/tapfwd/tapfwd/internal/testkit/kernel"
 )
 
 // Garbler makes malformed frames: 14 bytes up to MTU+14 (a packet socket
@@ -38,11 +41,15 @@ var garbleKinds = []string{
 	"zero-ethertype", // EtherType 0 (an 802.3 length) and random LLC bytes
 }
 
-// NewGarbler makes frames from the wire of bed to tap (the TAP's address)
-// or broadcast, from a fixed source MAC, with IPv4 addresses from the wire
-// to the lab where a kind has them, drawn from a generator seeded with
-// seed.
-func NewGarbler(seed uint64, bed *testbed.Bed, tap net.HardwareAddr) *Garbler {
+// NewGarbler makes frames from the wire of bed to its TAP's MAC or
+// broadcast, from a fixed source MAC, with IPv4 addresses from the wire to
+// the lab where a kind has them, drawn from a generator seeded from the
+// clock (the seed goes to t's log).
+func NewGarbler(t testing.TB, bed *testbed.Bed) *Garbler {
+	t.Helper()
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	tap := kernel.LinkMAC(t, bed.LabNS, bed.LabIf)
 	return &Garbler{
 		rng:    mrand.New(mrand.NewPCG(seed, 7)),
 		dst:    [2]net.HardwareAddr{tap, {0xff, 0xff, 0xff, 0xff, 0xff, 0xff}},

@@ -36,6 +36,17 @@ func NewPinger(t testing.TB, bed *testbed.Bed) *Pinger {
 	return &Pinger{conn: conn, dst: &net.IPAddr{IP: bed.LabAddr.Addr().AsSlice()}, id: uint16(mrand.Uint32()), buf: make([]byte, 1500)}
 }
 
+// Answering is NewPinger's Pinger once the lab has answered it (one of
+// three requests, a second each); t fails when it does not.
+func Answering(t testing.TB, bed *testbed.Bed) *Pinger {
+	t.Helper()
+	p := NewPinger(t, bed)
+	if p.Ping(3, time.Second) == 0 {
+		t.Fatal("no ping reply before the test")
+	}
+	return p
+}
+
 // Send sends the next echo request.
 func (p *Pinger) Send() error {
 	p.seq++
@@ -72,4 +83,16 @@ func (p *Pinger) Ping(tries int, wait time.Duration) int {
 		}
 	}
 	return 0
+}
+
+// Answered waits up to wait for the reply to the request Send sent and,
+// when none comes (a request may be lost in a burst), pings up to twice
+// more: it returns how many more requests that took, and false when none
+// of them was answered either.
+func (p *Pinger) Answered(wait time.Duration) (retries int, ok bool) {
+	if _, ok := p.Await(wait); ok {
+		return 0, true
+	}
+	n := p.Ping(2, wait)
+	return n, n > 0
 }

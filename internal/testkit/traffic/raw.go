@@ -143,7 +143,8 @@ func RecvTagged(t testing.TB, fd int, src net.HardwareAddr, inner []byte) uint16
 		if !bytes.Equal(f[14:], inner) {
 			continue // other traffic from src (ARP, IPv6 router solicitations)
 		}
-		return auxTCI(oob[:oobn])
+		_, tci, _ := AuxTag(oob[:oobn])
+		return tci
 	}
 	t.Fatal("the frame did not arrive within 3 s")
 	return 0
