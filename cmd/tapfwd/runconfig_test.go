@@ -97,6 +97,18 @@ func TestParseRunValues(t *testing.T) {
 	if err != nil || *c.NAPI != (daemon.NAPI{TAPCPU: -1, NICMode: napi.ThreadedBusyPoll, NICCPU: -1}) {
 		t.Errorf("--nic-napi-threaded alone: %+v, %v", c.NAPI, err)
 	}
+	c, err = parseRun(strings.Fields("--nic x --nic-backend xdp --poll kernel"), io.Discard, io.Discard)
+	if err != nil || c.Workers.KernelPoll != (daemon.KernelPoll{DeferHardIRQs: 2, GROFlushTimeout: 200 * time.Microsecond, BusyPoll: 200 * time.Microsecond}) {
+		t.Errorf("--poll kernel's defaults: %+v, %v", c.Workers.KernelPoll, err)
+	}
+	c, err = parseRun(strings.Fields("--nic x --nic-backend xdp --poll kernel --nic-napi-defer-hard-irqs 0 --nic-gro-flush-timeout 0 --busy-poll-time 1us"), io.Discard, io.Discard)
+	if err != nil || c.Workers.KernelPoll != (daemon.KernelPoll{BusyPoll: time.Microsecond}) {
+		t.Errorf("--poll kernel deferring nothing: %+v, %v", c.Workers.KernelPoll, err)
+	}
+	c, err = parseRun(strings.Fields("--nic x --nic-backend xdp --poll kernel --nic-napi-defer-hard-irqs 10 --nic-gro-flush-timeout 1ms"), io.Discard, io.Discard)
+	if err != nil || c.Workers.KernelPoll != (daemon.KernelPoll{DeferHardIRQs: 10, GROFlushTimeout: time.Millisecond, BusyPoll: 200 * time.Microsecond}) {
+		t.Errorf("--poll kernel with its deferral: %+v, %v", c.Workers.KernelPoll, err)
+	}
 	c, err = parseRun(strings.Fields("--nic x --guest-vlans deny --l2-control drop --l2-control-allow 0e,0x02"), io.Discard, io.Discard)
 	if err != nil || c.Workers.L2 != (forward.L2Policy{DenyVLANs: true, DropControl: true, ControlAllow: 1<<0x0e | 1<<0x02}) {
 		t.Errorf("L2 policy: %+v, %v", c.Workers.L2, err)
@@ -132,6 +144,17 @@ var runRules = []struct {
 	{"--nic x --nic-backend dpdk", "--nic-backend dpdk: want"},
 	{"--nic x --xdp-mode offload", "--xdp-mode offload: want"},
 	{"--nic x --poll kernel", "--poll kernel busy-polls the NIC queue's NAPI from AF_XDP sockets"},
+	{"--nic x --nic-backend xdp --poll kernel --nic-napi-defer-hard-irqs -1", "--nic-napi-defer-hard-irqs -1: want 0 to 2147483647 polls"},
+	{"--nic x --nic-backend xdp --poll kernel --nic-napi-defer-hard-irqs 2147483648", "--nic-napi-defer-hard-irqs 2147483648: want 0 to"},
+	{"--nic x --nic-backend xdp --poll kernel --nic-gro-flush-timeout -1us", "--nic-gro-flush-timeout -1µs: want 0 to 10ms"},
+	{"--nic x --nic-backend xdp --poll kernel --nic-gro-flush-timeout 11ms", "--nic-gro-flush-timeout 11ms: want 0 to 10ms"},
+	{"--nic x --nic-backend xdp --poll kernel --nic-gro-flush-timeout 0", "--nic-napi-defer-hard-irqs 2 needs a --nic-gro-flush-timeout above 0"},
+	{"--nic x --nic-backend xdp --nic-gro-flush-timeout 100us", "tune --poll kernel: give --poll kernel too"},
+	{"--nic x --nic-napi-defer-hard-irqs 2", "tune --poll kernel: give --poll kernel too"},
+	{"--nic x --busy-poll-time 1ms", "tune --poll kernel: give --poll kernel too"},
+	{"--nic x --nic-backend xdp --poll kernel --busy-poll-time 0", "--busy-poll-time 0s: want 1µs to 10ms"},
+	{"--nic x --nic-backend xdp --poll kernel --busy-poll-time 20ms", "--busy-poll-time 20ms: want 1µs to 10ms"},
+	{"--nic x --nic-backend xdp --poll kernel --user nobody", "--poll kernel sets the NIC's NAPI instances"},
 	{"--nic x --tap-io mmap", "--tap-io mmap: want syscall, uring or auto"},
 	{"--nic x --gro-window 2ms", "--gro-window 2ms: want 0 to 1ms"},
 	{"--nic x --gro-window -1us", "--gro-window -1µs: want 0 to 1ms"},

@@ -49,6 +49,7 @@ func (d *Daemon) openNIC() error {
 	if d.nic.xdp != nil {
 		d.log.Info("AF_XDP on the NIC", "nic", d.c.NIC.Name, "xdp_mode", d.nic.xdp.nic.Mode().String(),
 			"prog_id", d.nic.xdp.progID(), "multi_buffer", d.nic.xdp.nic.MultiBuffer(), "napi_ids", fmt.Sprint(d.nic.xdp.napis))
+		d.nic.xdp.logNAPIs(d.log, d.c.Workers.KernelPoll)
 	}
 	return d.openGuestSenders()
 }
@@ -60,7 +61,11 @@ func (d *Daemon) openSockets(rc afpacket.Config) (nicSockets, error) {
 		if rc.FilterMACs != nil {
 			return n, fail(PartNICBackend, BackendXDP.String(), errors.New("the strict MAC filter is a packet socket's: AF_XDP has none"))
 		}
-		x, err := openXDP(rc.Ifname, rc.Queues, d.c.NIC.XDPMode, d.c.Workers.Poll == PollKernel)
+		var kp *KernelPoll
+		if d.c.Workers.Poll == PollKernel {
+			kp = &d.c.Workers.KernelPoll
+		}
+		x, err := openXDP(rc.Ifname, rc.Queues, d.c.NIC.XDPMode, kp)
 		if err != nil {
 			return n, fail(PartNICBackend, BackendXDP.String(), err)
 		}
