@@ -44,6 +44,7 @@ func (d *Daemon) openNIC() error {
 		if d.nic.xdp != nil {
 			d.nic.xdp.logCounters(d.log)
 		}
+		d.rings.retire()
 		return d.nic.close()
 	})
 	if d.nic.xdp != nil {
@@ -70,6 +71,7 @@ func (d *Daemon) openSockets(rc afpacket.Config) (nicSockets, error) {
 			return n, fail(PartNICBackend, BackendXDP.String(), err)
 		}
 		n.xdp, n.nics = x, x.nics
+		d.rings.use(x.nic.Sockets())
 		return n, nil
 	}
 	socks, err := afpacket.Open(rc)
@@ -108,6 +110,7 @@ func (n *nicSockets) close() error {
 // sockets on it.
 func (d *Daemon) reattach(ctx context.Context) error {
 	d.log.Warn("NIC went away: waiting for it to come back (--wait-nic)", "nic", d.c.NIC.Name)
+	d.rings.retire()
 	if err := d.nic.close(); err != nil {
 		d.log.Warn("closing the old sockets", "err", err)
 	}
