@@ -30,7 +30,7 @@ type runFlags struct {
 	cpus, napi, vnet, tapAddr, tapMAC, nicThreaded, vhostUser string
 	metricsAddr, logLevel, logFormat, configFile, dhcpRange   string
 	guestVLANs, l2Control, l2Allow, tapIO                     string
-	tapNapiCPU, nicNapiCPU, readyFd, nicDefer                 int
+	tapNapiCPU, nicNapiCPU, readyFd, nicDefer, busyPollCPU    int
 	nicGROFlush, busyPollTime                                 time.Duration
 	pprof, hostPort                                           bool
 	given                                                     map[string]bool // the flags given, on the command line or in --config
@@ -87,6 +87,7 @@ func (f *runFlags) register(fs *flag.FlagSet, c *daemon.Config) {
 	fs.IntVar(&f.nicDefer, "nic-napi-defer-hard-irqs", defaultNICDefer, "with --poll kernel, the NIC NAPI instances' defer-hard-irqs (netdev napi-set, restored at exit): how many polls that find nothing keep a NAPI masked, so that its frames wait for the worker's busy poll instead of being polled at once in the sender's softirq (0 to 2147483647 polls; 0 defers nothing)")
 	fs.DurationVar(&f.nicGROFlush, "nic-gro-flush-timeout", defaultNICGROFlush, "with --poll kernel, the NIC NAPI instances' gro-flush-timeout (netdev napi-set, restored at exit): the timer that polls a masked NAPI when no busy poll came, so the longest a frame waits while the worker is busy (a duration such as 200us, 0 to 10ms; 0 defers nothing)")
 	fs.DurationVar(&f.busyPollTime, "busy-poll-time", defaultBusyPollTime, "with --poll kernel, how long each wait of a worker busy-polls its NIC queue's NAPI (io_uring's busy-poll timeout) before it sleeps: CPU spent for latency (a duration such as 200us, 1us to 10ms)")
+	fs.IntVar(&f.busyPollCPU, "busy-poll-cpu", -1, "with --poll kernel, busy-poll the NIC queues' NAPI instances from a thread of tapfwd's pinned to this CPU, without pause (it keeps that CPU busy), while the workers sleep in ppoll; give the workers other CPUs (--cpus); -1 busy-polls in each worker's wait (--busy-poll-time)")
 	fs.TextVar(&c.NIC.Backend, "nic-backend", daemon.BackendPacket, "sockets on the NIC: packet (AF_PACKET, fanout over the queues) or xdp (an AF_XDP socket bound to each NIC queue 0..--queues-1, fed by an XDP program attached while tapfwd runs; the NIC's RX queue count should equal --queues)")
 	fs.TextVar(&c.NIC.XDPMode, "xdp-mode", afxdp.ModeAuto, "with --nic-backend xdp, how the XDP program attaches: auto (native, else generic), native (in the driver) or generic (on the skb)")
 	fs.BoolVar(&c.Workers.GRO, "gro", true, "userspace GRO: merge consecutive TCP segments of a flow from the NIC into one GSO frame per TAP write, and same-size UDP datagrams into one USO frame when the TAP takes USO (needs the TAP's vnet header)")
@@ -265,8 +266,8 @@ func (f *runFlags) nicNAPI(c *daemon.Config) error {
 	return nil
 }
 
-// kernelPoll takes --nic-napi-defer-hard-irqs, --nic-gro-flush-timeout and
-// --busy-poll-time, which tune --poll kernel.
+// kernelPoll takes --nic-napi-defer-hard-irqs, --nic-gro-flush-timeout,
+// --busy-poll-time and --busy-poll-cpu, which tune --poll kernel.
 func (f *runFlags) kernelPoll(c *daemon.Config) error {
 	switch d, g := f.nicDefer, f.nicGROFlush; {
 	case d < 0 || d > maxNICDefer:
@@ -277,10 +278,18 @@ func (f *runFlags) kernelPoll(c *daemon.Config) error {
 		return fmt.Errorf("--nic-napi-defer-hard-irqs %d needs a --nic-gro-flush-timeout above 0: the kernel defers only with that timer armed", d)
 	case f.busyPollTime < time.Microsecond || f.busyPollTime > maxBusyPollTime:
 		return fmt.Errorf("--busy-poll-time %v: want 1µs to %v", f.busyPollTime, maxBusyPollTime)
-	case c.Workers.Poll != daemon.PollKernel && (f.given["nic-napi-defer-hard-irqs"] || f.given["nic-gro-flush-timeout"] || f.given["busy-poll-time"]):
-		return errors.New("--nic-napi-defer-hard-irqs, --nic-gro-flush-timeout and --busy-poll-time tune --poll kernel: give --poll kernel too")
+	case f.busyPollCPU < -1 || f.busyPollCPU >= cpulist.Max:
+		return fmt.Errorf("--busy-poll-cpu %d: want a CPU number, 0 to %d, or -1 for none", f.busyPollCPU, cpulist.Max-1)
+	case c.Workers.Poll != daemon.PollKernel && (f.given["nic-napi-defer-hard-irqs"] || f.given["nic-gro-flush-timeout"] || f.given["busy-poll-time"] || f.given["busy-poll-cpu"]):
+		return errors.New("--nic-napi-defer-hard-irqs, --nic-gro-flush-timeout, --busy-poll-time and --busy-poll-cpu tune --poll kernel: give --poll kernel too")
+	case f.busyPollCPU >= 0 && f.given["busy-poll-time"]:
+		return errors.New("--busy-poll-time is how long each worker's wait busy-polls: with --busy-poll-cpu the workers do not busy-poll")
 	case c.Workers.Poll == daemon.PollKernel:
 		c.Workers.KernelPoll = daemon.KernelPoll{DeferHardIRQs: uint32(d), GROFlushTimeout: g, BusyPoll: f.busyPollTime}
+		if f.busyPollCPU >= 0 {
+			kp := &c.Workers.KernelPoll
+			kp.BusyPoll, kp.OwnCPU, kp.CPU = 0, true, f.busyPollCPU
+		}
 	}
 	return nil
 }

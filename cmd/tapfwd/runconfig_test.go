@@ -109,6 +109,10 @@ func TestParseRunValues(t *testing.T) {
 	if err != nil || c.Workers.KernelPoll != (daemon.KernelPoll{DeferHardIRQs: 10, GROFlushTimeout: time.Millisecond, BusyPoll: 200 * time.Microsecond}) {
 		t.Errorf("--poll kernel with its deferral: %+v, %v", c.Workers.KernelPoll, err)
 	}
+	c, err = parseRun(strings.Fields("--nic x --nic-backend xdp --poll kernel --busy-poll-cpu 1"), io.Discard, io.Discard)
+	if err != nil || c.Workers.KernelPoll != (daemon.KernelPoll{DeferHardIRQs: 2, GROFlushTimeout: 200 * time.Microsecond, OwnCPU: true, CPU: 1}) {
+		t.Errorf("--busy-poll-cpu 1: %+v, %v", c.Workers.KernelPoll, err)
+	}
 	c, err = parseRun(strings.Fields("--nic x --guest-vlans deny --l2-control drop --l2-control-allow 0e,0x02"), io.Discard, io.Discard)
 	if err != nil || c.Workers.L2 != (forward.L2Policy{DenyVLANs: true, DropControl: true, ControlAllow: 1<<0x0e | 1<<0x02}) {
 		t.Errorf("L2 policy: %+v, %v", c.Workers.L2, err)
@@ -152,6 +156,10 @@ var runRules = []struct {
 	{"--nic x --nic-backend xdp --nic-gro-flush-timeout 100us", "tune --poll kernel: give --poll kernel too"},
 	{"--nic x --nic-napi-defer-hard-irqs 2", "tune --poll kernel: give --poll kernel too"},
 	{"--nic x --busy-poll-time 1ms", "tune --poll kernel: give --poll kernel too"},
+	{"--nic x --busy-poll-cpu 1", "tune --poll kernel: give --poll kernel too"},
+	{"--nic x --nic-backend xdp --poll kernel --busy-poll-cpu -2", "--busy-poll-cpu -2: want a CPU number, 0 to 1023, or -1 for none"},
+	{"--nic x --nic-backend xdp --poll kernel --busy-poll-cpu 1024", "--busy-poll-cpu 1024: want a CPU number"},
+	{"--nic x --nic-backend xdp --poll kernel --busy-poll-cpu 1 --busy-poll-time 1ms", "with --busy-poll-cpu the workers do not busy-poll"},
 	{"--nic x --nic-backend xdp --poll kernel --busy-poll-time 0", "--busy-poll-time 0s: want 1µs to 10ms"},
 	{"--nic x --nic-backend xdp --poll kernel --busy-poll-time 20ms", "--busy-poll-time 20ms: want 1µs to 10ms"},
 	{"--nic x --nic-backend xdp --poll kernel --user nobody", "--poll kernel sets the NIC's NAPI instances"},

@@ -103,6 +103,11 @@ type KernelPoll struct {
 	// BusyPoll is how long each wait of a worker busy-polls its queue's
 	// NAPI before it sleeps; 0: 50µs.
 	BusyPoll time.Duration
+	// OwnCPU moves the busy poll onto a thread of its own pinned to CPU,
+	// which busy-polls every queue's NAPI without pause while the workers
+	// sleep in ppoll (BusyPoll is then unused).
+	OwnCPU bool
+	CPU    int
 }
 
 // TAPIO is how the queue workers read and write the TAP.

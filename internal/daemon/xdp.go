@@ -33,6 +33,7 @@ type xdpSockets struct {
 	was     []napi.NAPI // the NAPI instances as they were before the settings
 	napiC   *napi.Client
 	napiCh  *napi.Changes // the settings, undone at close
+	spinner *cpuPoller    // KernelPoll.OwnCPU's poller
 	nics    []forward.NIC
 }
 
@@ -48,8 +49,9 @@ func (s polledSocket) Wait(pfd []unix.PollFd, timeout *unix.Timespec) error {
 }
 
 // openXDP attaches the XDP program to ifname and binds one socket to each
-// of its first queues; a non-nil kp (PollKernel) gives each a NAPI poller
-// and sets kp on the NAPI instances.
+// of its first queues; a non-nil kp (PollKernel) sets kp on the NAPI
+// instances and gives each socket a NAPI poller, or with OwnCPU starts one
+// poller for them all on a CPU of its own.
 func openXDP(ifname string, queues int, mode afxdp.Mode, kp *KernelPoll) (_ *xdpSockets, err error) {
 	n, err := afxdp.Open(afxdp.Config{Ifname: ifname, Queues: queues, Mode: mode})
 	if err != nil {
@@ -61,14 +63,24 @@ func openXDP(ifname string, queues int, mode afxdp.Mode, kp *KernelPoll) (_ *xdp
 			x.close()
 		}
 	}()
-	if kp == nil {
+	if kp != nil {
+		if err := x.tuneNAPIs(ifname, queues, *kp); err != nil {
+			return nil, err
+		}
+	}
+	if kp == nil || kp.OwnCPU {
 		for _, s := range n.Sockets() {
 			x.nics = append(x.nics, s)
 		}
+	}
+	if kp == nil {
 		return x, nil
 	}
-	if err := x.tuneNAPIs(ifname, queues, *kp); err != nil {
-		return nil, err
+	if kp.OwnCPU {
+		if x.spinner, err = startCPUPoller(queueNAPIs(x.was, 1)[0], kp.CPU); err != nil {
+			return nil, err
+		}
+		return x, nil
 	}
 	busy := cmp.Or(kp.BusyPoll, defaultBusyPoll)
 	for i, s := range n.Sockets() {
@@ -146,6 +158,9 @@ func (x *xdpSockets) logNAPIs(log *slog.Logger, kp KernelPoll) {
 	}
 	log.Info("NIC NAPI instances deferred for kernel busy polling, restored at exit", "defer_hard_irqs", kp.DeferHardIRQs,
 		"gro_flush_timeout", kp.GROFlushTimeout.String(), "were", strings.Join(was, " "))
+	if x.spinner != nil {
+		log.Info("busy-polling the NIC's NAPI instances from a thread of its own", "thread", cpuPollerName, "cpu", x.spinner.cpu)
+	}
 }
 
 // progID is the attached program's kernel id, 0 when unknown.
@@ -177,6 +192,9 @@ func (x *xdpSockets) logCounters(log *slog.Logger) {
 // sockets and detaches the program.
 func (x *xdpSockets) close() error {
 	var errs []error
+	if x.spinner != nil {
+		errs = append(errs, x.spinner.close())
+	}
 	if x.napiCh != nil {
 		errs = append(errs, x.napiCh.Restore())
 	}
