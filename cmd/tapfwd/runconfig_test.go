@@ -97,25 +97,28 @@ func TestParseRunValues(t *testing.T) {
 	if err != nil || *c.NAPI != (daemon.NAPI{TAPCPU: -1, NICMode: napi.ThreadedBusyPoll, NICCPU: -1}) {
 		t.Errorf("--nic-napi-threaded alone: %+v, %v", c.NAPI, err)
 	}
-	c, err = parseRun(strings.Fields("--nic x --nic-backend xdp --poll kernel"), io.Discard, io.Discard)
-	if err != nil || c.Workers.KernelPoll != (daemon.KernelPoll{DeferHardIRQs: 2, GROFlushTimeout: 200 * time.Microsecond, BusyPoll: 200 * time.Microsecond}) {
-		t.Errorf("--poll kernel's defaults: %+v, %v", c.Workers.KernelPoll, err)
-	}
-	c, err = parseRun(strings.Fields("--nic x --nic-backend xdp --poll kernel --nic-napi-defer-hard-irqs 0 --nic-gro-flush-timeout 0 --busy-poll-time 1us"), io.Discard, io.Discard)
-	if err != nil || c.Workers.KernelPoll != (daemon.KernelPoll{BusyPoll: time.Microsecond}) {
-		t.Errorf("--poll kernel deferring nothing: %+v, %v", c.Workers.KernelPoll, err)
-	}
-	c, err = parseRun(strings.Fields("--nic x --nic-backend xdp --poll kernel --nic-napi-defer-hard-irqs 10 --nic-gro-flush-timeout 1ms"), io.Discard, io.Discard)
-	if err != nil || c.Workers.KernelPoll != (daemon.KernelPoll{DeferHardIRQs: 10, GROFlushTimeout: time.Millisecond, BusyPoll: 200 * time.Microsecond}) {
-		t.Errorf("--poll kernel with its deferral: %+v, %v", c.Workers.KernelPoll, err)
-	}
-	c, err = parseRun(strings.Fields("--nic x --nic-backend xdp --poll kernel --busy-poll-cpu 1"), io.Discard, io.Discard)
-	if err != nil || c.Workers.KernelPoll != (daemon.KernelPoll{DeferHardIRQs: 2, GROFlushTimeout: 200 * time.Microsecond, OwnCPU: true, CPU: 1}) {
-		t.Errorf("--busy-poll-cpu 1: %+v, %v", c.Workers.KernelPoll, err)
-	}
 	c, err = parseRun(strings.Fields("--nic x --guest-vlans deny --l2-control drop --l2-control-allow 0e,0x02"), io.Discard, io.Discard)
 	if err != nil || c.Workers.L2 != (forward.L2Policy{DenyVLANs: true, DropControl: true, ControlAllow: 1<<0x0e | 1<<0x02}) {
 		t.Errorf("L2 policy: %+v, %v", c.Workers.L2, err)
+	}
+}
+
+// TestParseRunKernelPoll: --poll kernel's defaults, and its tuning flags
+// landing in Workers.KernelPoll.
+func TestParseRunKernelPoll(t *testing.T) {
+	for _, tc := range []struct {
+		args string
+		want daemon.KernelPoll
+	}{
+		{"", daemon.KernelPoll{DeferHardIRQs: 2, GROFlushTimeout: 200 * time.Microsecond, BusyPoll: 200 * time.Microsecond}},
+		{"--nic-napi-defer-hard-irqs 0 --nic-gro-flush-timeout 0 --busy-poll-time 1us", daemon.KernelPoll{BusyPoll: time.Microsecond}},
+		{"--nic-napi-defer-hard-irqs 10 --nic-gro-flush-timeout 1ms", daemon.KernelPoll{DeferHardIRQs: 10, GROFlushTimeout: time.Millisecond, BusyPoll: 200 * time.Microsecond}},
+		{"--busy-poll-cpu 1", daemon.KernelPoll{DeferHardIRQs: 2, GROFlushTimeout: 200 * time.Microsecond, OwnCPU: true, CPU: 1}},
+	} {
+		c, err := parseRun(strings.Fields("--nic x --nic-backend xdp --poll kernel "+tc.args), io.Discard, io.Discard)
+		if err != nil || c.Workers.KernelPoll != tc.want {
+			t.Errorf("--poll kernel %s: %+v, %v; want %+v", tc.args, c.Workers.KernelPoll, err, tc.want)
+		}
 	}
 }
 
