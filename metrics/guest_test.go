@@ -26,7 +26,7 @@ func guestSource(t *testing.T) (Source, *forward.GuestWorker) {
 		VMPorts:   func() ([]string, error) { return []string{"tfwvm0"}, nil },
 		GuestPorts: []GuestPort{{Name: "tap0-0", State: func() vhostuser.State { return vhostuser.StateRunning }, Guest: g,
 			Stats: func() vhostuser.Stats {
-				return vhostuser.Stats{Connects: 3, Disconnects: 2, ProtocolErrors: 4, TurnedAway: 1, Resets: 5, RxFrames: 99}
+				return vhostuser.Stats{Connects: 3, Disconnects: 2, ProtocolErrors: 4, TurnedAway: 1, Resets: 5, RxFrames: 99, TxDropped: 11}
 			}}}}
 	return src, g
 }
@@ -44,6 +44,9 @@ func TestGuestPortMetrics(t *testing.T) {
 	g.Counters.To.Drops[forward.DropGuestBusy].Add(4)
 	g.Counters.To.Drops[forward.DropGuestRefused].Add(1)
 	g.Counters.From.Drops[forward.DropNICBusy].Add(2)
+	q := &src.Forwarder.QueueWorkers()[0].Counters
+	q.NICToTAP.ToGuests.Add(6)
+	q.TAPToNIC.ToGuests.Add(8)
 	c := NewCollector(src)
 	want := `
 # HELP tapfwd_vm_port_gso_frames_total GSO super-frames a vhost-user port's guest sent.
@@ -76,6 +79,9 @@ tapfwd_vm_port_state{device="tap0",port="tap0-0",state="running"} 1
 		`tapfwd_vm_port_events_total{device="tap0",event="protocol_error",port="tap0-0"} 4`,
 		`tapfwd_vm_port_events_total{device="tap0",event="turned_away",port="tap0-0"} 1`,
 		`tapfwd_vm_port_events_total{device="tap0",event="reset",port="tap0-0"} 5`,
+		`tapfwd_vm_port_drops_total{device="tap0",direction="tx",port="tap0-0",reason="port"} 11`,
+		`tapfwd_to_guests_frames_total{device="eth1",queue="0"} 6`,
+		`tapfwd_to_guests_frames_total{device="tap0",queue="0"} 8`,
 	} {
 		if !strings.Contains(page, line+"\n") {
 			t.Errorf("the page lacks %s", line)

@@ -65,6 +65,12 @@ type GuestPort struct {
 // kernel's own counters of its netdev (rx_dropped, tx_dropped).
 const NetdevReason = "netdev"
 
+// PortReason is the drop reason of the frames a vhost-user port dropped
+// itself, before its worker saw them (vhostuser.Stats.TxDropped): chains
+// shorter than the virtio-net header or longer than a 64 KiB frame, too
+// long a chain, or sent while the ring was disabled.
+const PortReason = "port"
+
 // KernelRing is the drop reason for frames the kernel dropped because a
 // packet socket's receive queue was full (PACKET_STATISTICS tp_drops).
 const KernelRing = "kernel_ring"
@@ -98,6 +104,7 @@ var (
 	gso       = prometheus.NewDesc(ns+"_gso_frames_total", "GSO super-frames received from the device.", dq, nil)
 	segments  = prometheus.NewDesc(ns+"_segments_total", "Frames made by userspace GSO segmentation and written to the TAP: of every GSO frame for a TAP without vnet header, and of GSO frames from inside a tunnel (which a vnet header cannot describe) for any TAP.", dq, nil)
 	merged    = prometheus.NewDesc(ns+"_gro_merged_frames_total", "Frames received from the device that userspace GRO folded into an earlier frame of their flow (only with GRO on).", dq, nil)
+	toGuests  = prometheus.NewDesc(ns+"_to_guests_frames_total", "Frames received from the device that went to vhost-user guest ports alone, not to the other device (only with vhost-user ports).", dq, nil)
 	batch     = prometheus.NewDesc(ns+"_batch_frames", "Frames read from the device per wake-up of the queue's worker.", dq, nil)
 	nicInfo   = prometheus.NewDesc(ns+"_nic_info", "The sockets on the NIC: backend packet (AF_PACKET) or xdp (AF_XDP), and how the XDP program is attached.", []string{"device", "backend", "xdp_mode"}, nil)
 	tapInfo   = prometheus.NewDesc(ns+"_tap_info", "What was negotiated with the kernel for the TAP.", []string{"device", "napi", "vnet_hdr", "multi_queue", "offloads"}, nil)
@@ -107,7 +114,7 @@ var (
 	dpd       = []string{"device", "port", "direction"}
 	vmPackets = prometheus.NewDesc(ns+"_vm_port_packets_total", "Frames of a VM port: rx handed to its guest, tx the guest sent (a macvtap's netdev counters; a vhost-user port's worker).", dpd, nil)
 	vmBytes   = prometheus.NewDesc(ns+"_vm_port_bytes_total", "Bytes of those frames.", dpd, nil)
-	vmDrops   = prometheus.NewDesc(ns+"_vm_port_drops_total", "Frames of a VM port dropped, by reason: rx toward the guest, tx from it (reason netdev: a macvtap's rx_dropped and tx_dropped; a vhost-user port's by tapfwd_drops_total's reasons).", []string{"device", "port", "direction", "reason"}, nil)
+	vmDrops   = prometheus.NewDesc(ns+"_vm_port_drops_total", "Frames of a VM port dropped, by reason: rx toward the guest, tx from it (reason netdev: a macvtap's rx_dropped and tx_dropped; a vhost-user port's by tapfwd_drops_total's reasons, and port: frames the port dropped itself before its worker saw them).", []string{"device", "port", "direction", "reason"}, nil)
 	vmGSO     = prometheus.NewDesc(ns+"_vm_port_gso_frames_total", "GSO super-frames a vhost-user port's guest sent.", []string{"device", "port"}, nil)
 	vmEvents  = prometheus.NewDesc(ns+"_vm_port_events_total", "What happened to a vhost-user port's connection: connect and disconnect of a front-end, protocol_error (a front-end sent away for breaking the vhost-user protocol, or a ring beyond the port's refused), turned_away (a front-end that came while another was served), reset (the guest's driver reset the device).", []string{"device", "port", "event"}, nil)
 	vmState   = prometheus.NewDesc(ns+"_vm_port_state", "1 for the state a vhost-user port is in, 0 for the others: listening (no front-end), connected, running (frames move), broken (the guest broke the virtqueue rules).", []string{"device", "port", "state"}, nil)
@@ -131,7 +138,7 @@ func NewCollector(src Source) *Collector {
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{packets, bytes, drops, errs, gso, segments,
-		batch, merged, tapInfo, nicInfo, queueInfo, buildInfo, ndDrops, vmPackets, vmBytes, vmDrops, vmGSO, vmEvents, vmState, xdpRing, scrapeErr} {
+		batch, merged, toGuests, tapInfo, nicInfo, queueInfo, buildInfo, ndDrops, vmPackets, vmBytes, vmDrops, vmGSO, vmEvents, vmState, xdpRing, scrapeErr} {
 		ch <- d
 	}
 }
@@ -258,6 +265,9 @@ func (c *Collector) collectQueue(sc *scrape, q *forward.QueueWorker, fromNIC, fr
 		sc.counter(bytes, d.dir.Tx.Bytes.Load(), d.to, qs, tx)
 		sc.counter(gso, d.dir.GSO.Load(), d.from, qs)
 		sc.counter(errs, d.dir.Errors.Load(), d.from, qs)
+		if len(s.GuestPorts) > 0 {
+			sc.counter(toGuests, d.dir.ToGuests.Load(), d.from, qs)
+		}
 		for _, r := range d.reasons {
 			sc.counter(drops, d.dir.Drops[r].Load(), d.from, qs, r.String())
 		}
@@ -341,6 +351,7 @@ func (c *Collector) collectGuestPorts(sc *scrape) {
 				{"turned_away", st.TurnedAway}, {"reset", st.Resets}} {
 				sc.counter(vmEvents, e.n, s.TAP, p.Name, e.name)
 			}
+			sc.counter(vmDrops, st.TxDropped, s.TAP, p.Name, tx, PortReason)
 		}
 		now := p.State()
 		for _, st := range guestStates {

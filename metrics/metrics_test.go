@@ -53,6 +53,9 @@ func TestCollectorLint(t *testing.T) {
 	if want := 1 + len(fromNIC) + len(fromTAP); n != want || want != 11 {
 		t.Errorf("%d drop series, want %d (kernel_ring, %v from the NIC, %v from the TAP), and that 11", n, want, fromNIC, fromTAP)
 	}
+	if n := testutil.CollectAndCount(c, "tapfwd_to_guests_frames_total"); n != 0 {
+		t.Errorf("%d tapfwd_to_guests_frames_total series without a vhost-user port, want none", n)
+	}
 	want := `
 # HELP tapfwd_tap_info What was negotiated with the kernel for the TAP.
 # TYPE tapfwd_tap_info gauge

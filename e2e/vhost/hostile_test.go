@@ -27,11 +27,13 @@ func TestHelperHostile(t *testing.T) { vhostusertest.HostileChild(t, hostileEnv)
 // away; saturates its kick eventfd, which stops the port; then runs its
 // rings with call and error eventfds in blocking mode, their counters a
 // step from full, and sends four frames from an address not its own
-// (dropped as spoofed_mac) while staying connected. A well-behaved
+// (dropped as spoofed_mac) and a chain shorter than its virtio-net header
+// (dropped by the port: reason port) while staying connected. A well-behaved
 // front-end on port 1 exchanges frames with the wire (its broadcast
 // reaches port 0's guest too, whose call tapfwd must signal), and the lab
 // answers ping through the TAP, before and after 5 idle seconds in which
-// tapfwd uses under 0.3 CPU-seconds; SIGTERM then ends it within 3 s.
+// tapfwd uses under 0.3 CPU-seconds; SIGTERM then ends it within
+// testbed.StopGrace, the systemd unit's limit.
 func TestHostileFrontEnd(t *testing.T) {
 	testkit.NeedRoot(t)
 	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
@@ -53,7 +55,8 @@ func TestHostileFrontEnd(t *testing.T) {
 	}
 	exchange(t, bed, ports[1].Socket, mac)
 	testkit.ReachableWithin(t, bed, 5*time.Second)
-	waitSpoofed(t, bed, ports[0].Name, 4)
+	waitVMPortDrops(t, bed, ports[0].Name, "spoofed_mac", 4)
+	waitVMPortDrops(t, bed, ports[0].Name, "port", 1)
 
 	time.Sleep(500 * time.Millisecond) // the metrics server's connections close
 	cpu := func() time.Duration {
@@ -80,16 +83,16 @@ func TestHostileFrontEnd(t *testing.T) {
 	t.Logf("SIGTERM ended tapfwd in %v", time.Since(start).Round(time.Millisecond))
 }
 
-// waitSpoofed waits up to 5 s for /metrics to count n frames from port's
-// guest dropped as spoofed_mac.
-func waitSpoofed(t *testing.T, bed *testbed.Bed, port string, n float64) {
+// waitVMPortDrops waits up to 5 s for /metrics to count n frames from
+// port's guest dropped for reason.
+func waitVMPortDrops(t *testing.T, bed *testbed.Bed, port, reason string, n float64) {
 	t.Helper()
 	var got float64
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		got = prom.Sample(prom.Scrape(t, bed), "tapfwd_vm_port_drops_total", `port="`+port+`"`, `direction="tx"`, `reason="spoofed_mac"`)
+		got = prom.Sample(prom.Scrape(t, bed), "tapfwd_vm_port_drops_total", `port="`+port+`"`, `direction="tx"`, `reason="`+reason+`"`)
 		if got == n {
 			return
 		}
 	}
-	t.Errorf("port %s: %v frames from the guest dropped as spoofed_mac, want %v", port, got, n)
+	t.Errorf("port %s: %v frames from the guest dropped as %s, want %v", port, got, reason, n)
 }

@@ -2,7 +2,6 @@ package testbed
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os/exec"
 	"strings"
@@ -122,9 +121,13 @@ func (p *Process) Tail(n int) string {
 	return strings.Join(l, " | ")
 }
 
-// Stop sends SIGTERM, waits up to 3 s (then kills), and returns the exit
-// error: nil for a clean exit 0. It may be called again, and after the
-// process ended on its own.
+// StopGrace is how long Stop waits after SIGTERM: what tapfwd's systemd
+// unit gives it (TimeoutStopSec) before systemd kills it.
+const StopGrace = 5 * time.Second
+
+// Stop sends SIGTERM, waits up to StopGrace (then kills), and returns the
+// exit error: nil for a clean exit 0. It may be called again, and after
+// the process ended on its own.
 func (p *Process) Stop() error {
 	select {
 	case <-p.done:
@@ -135,10 +138,10 @@ func (p *Process) Stop() error {
 	select {
 	case <-p.done:
 		return p.err
-	case <-time.After(3 * time.Second):
+	case <-time.After(StopGrace):
 		p.cmd.Process.Kill()
 		<-p.done
-		return errors.New("testbed: " + p.name + " did not exit within 3 s of SIGTERM")
+		return fmt.Errorf("testbed: %s did not exit within %v of SIGTERM", p.name, StopGrace)
 	}
 }
 

@@ -159,7 +159,8 @@ func kickOf(a Attack) (int, []int, error) {
 
 // blockingCalls sets the rings up, then turns every call and error
 // eventfd into one a write(2) waits on, and has the guest post its
-// receive buffers and send four frames.
+// receive buffers, send four frames and then a 4-byte chain, shorter than
+// its virtio-net header.
 func blockingCalls(path string) (*Driver, string, error) {
 	d, err := redial(path, Config{})
 	if err != nil {
@@ -181,6 +182,10 @@ func blockingCalls(path string) (*Driver, string, error) {
 			d.Close()
 			return nil, "", err
 		}
+	}
+	if err := d.Pair(0).SendRunt(4); err != nil {
+		d.Close()
+		return nil, "", err
 	}
 	return d, "running", nil
 }

@@ -108,24 +108,19 @@ func (d *Driver) FillRx() int { return d.Pair(0).FillRx() }
 // slot is in flight even after reclaiming.
 func (q Pair) Send(hdr, frame []byte, l Layout) error {
 	d, ring := q.d, 2*q.k+TX
-	r := &d.r[ring]
-	if len(r.free) == 0 {
-		q.ReclaimTx()
-		if len(r.free) == 0 {
-			return ErrFull
-		}
-	}
 	if d.HdrLen+len(frame) > d.txSlot-indirectRoom {
 		return fmt.Errorf("vhostusertest: frame of %d bytes does not fit a slot", len(frame))
 	}
-	s := int(r.free[len(r.free)-1])
-	r.free = r.free[:len(r.free)-1]
+	s, err := q.takeSlot()
+	if err != nil {
+		return err
+	}
 	slot := d.txOff[q.k] + s*d.txSlot
 	data := slot + indirectRoom
 	n := copy(d.mem[data:data+d.HdrLen], hdr)
 	clear(d.mem[data+n : data+d.HdrLen])
 	copy(d.mem[data+d.HdrLen:], frame)
-	head := uint16(s * txDescs)
+	head, r := uint16(s*txDescs), &d.r[ring]
 	switch l {
 	case Flat:
 		d.putDesc(r.desc, int(head), d.GPA(data), uint32(d.HdrLen+len(frame)), 0, 0)
@@ -137,6 +132,40 @@ func (q Pair) Send(hdr, frame []byte, l Layout) error {
 	}
 	d.PushAvail(ring, head)
 	return nil
+}
+
+// SendRunt transmits a chain of n zero bytes, fewer than the header's
+// HdrLen: a frame the back-end must drop without passing it on.
+func (q Pair) SendRunt(n int) error {
+	d, ring := q.d, 2*q.k+TX
+	if n >= d.HdrLen {
+		return fmt.Errorf("vhostusertest: a runt of %d bytes is no shorter than the %d-byte header", n, d.HdrLen)
+	}
+	s, err := q.takeSlot()
+	if err != nil {
+		return err
+	}
+	data := d.txOff[q.k] + s*d.txSlot + indirectRoom
+	clear(d.mem[data : data+n])
+	head := uint16(s * txDescs)
+	d.putDesc(d.r[ring].desc, int(head), d.GPA(data), uint32(n), 0, 0)
+	d.PushAvail(ring, head)
+	return nil
+}
+
+// takeSlot takes a free transmit slot, reclaiming used ones when none is
+// free; ErrFull when every one is in flight.
+func (q Pair) takeSlot() (int, error) {
+	r := &q.d.r[2*q.k+TX]
+	if len(r.free) == 0 {
+		q.ReclaimTx()
+		if len(r.free) == 0 {
+			return 0, ErrFull
+		}
+	}
+	s := int(r.free[len(r.free)-1])
+	r.free = r.free[:len(r.free)-1]
+	return s, nil
 }
 
 // chain writes the header and up to three frame pieces as a descriptor
