@@ -50,7 +50,8 @@ func exported(t *testing.T) map[string]bool {
 		fw, _, _ := fakeForwarderWith(t, c)
 		src = Source{TAP: "tap0", NIC: "eth1", Forwarder: fw, Features: tap.Features{Offloads: unix.TUN_F_CSUM},
 			LinkStats: func(string) (netns.LinkStats, error) { return netns.LinkStats{}, nil },
-			VMPorts:   func() ([]string, error) { return []string{"tfwvm0"}, nil }}
+			VMPorts:   func() ([]string, error) { return []string{"tfwvm0"}, nil },
+			XDPRings:  func() ([]XDPRing, error) { return []XDPRing{{}}, nil }}
 		got, err := NewRegistry(NewCollector(src)).Gather()
 		if err != nil {
 			t.Fatal(err)

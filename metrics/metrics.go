@@ -38,6 +38,17 @@ type Source struct {
 	// workers' (Forwarder.Guests); exported in the tapfwd_vm_port_*
 	// families beside the macvtaps'.
 	GuestPorts []GuestPort
+	// XDPRings reads the ring counters of the NIC's AF_XDP sockets, once
+	// per scrape; nil leaves out tapfwd_xdp_ring_events_total.
+	XDPRings func() ([]XDPRing, error)
+}
+
+// XDPRing is the kernel's counters of one NIC queue's AF_XDP socket
+// (XDP_STATISTICS), as struct xdp_statistics names them.
+type XDPRing struct {
+	Queue                                                 int
+	RxDropped, RxInvalidDescs, TxInvalidDescs, RxRingFull uint64
+	RxFillRingEmptyDescs, TxRingEmptyDescs                uint64
 }
 
 // GuestPort is one vhost-user VM port.
@@ -107,6 +118,7 @@ var (
 	vmGSO     = prometheus.NewDesc(ns+"_vm_port_gso_frames_total", "GSO super-frames a vhost-user port's guest sent.", []string{"device", "port"}, nil)
 	vmEvents  = prometheus.NewDesc(ns+"_vm_port_events_total", "What happened to a vhost-user port's connection: connect and disconnect of a front-end, protocol_error (a front-end sent away for breaking the vhost-user protocol, or a ring beyond the port's refused), turned_away (a front-end that came while another was served), reset (the guest's driver reset the device).", []string{"device", "port", "event"}, nil)
 	vmState   = prometheus.NewDesc(ns+"_vm_port_state", "1 for the state a vhost-user port is in, 0 for the others: listening (no front-end), connected, running (frames move), broken (the guest broke the virtqueue rules).", []string{"device", "port", "state"}, nil)
+	xdpRing   = prometheus.NewDesc(ns+"_xdp_ring_events_total", "The kernel's counters of the AF_XDP socket on a NIC queue (XDP_STATISTICS), by event: rx_dropped (frames dropped on the way in: no fill ring entry, or too large) and rx_ring_full (frames dropped for a full RX ring), both also in tapfwd_drops_total's kernel_ring; rx_invalid_descs and tx_invalid_descs (descriptors the kernel refused); rx_fill_ring_empty_descs and tx_ring_empty_descs (times the kernel found the fill or TX ring empty).", []string{"device", "queue", "event"}, nil)
 	scrapeErr = prometheus.NewDesc(ns+"_scrape_errors", "Kernel counters that could not be read, and series that could not be built, during this scrape.", nil, nil)
 )
 
@@ -126,7 +138,7 @@ func NewCollector(src Source) *Collector {
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{packets, bytes, drops, errs, gso, segments,
-		batch, merged, toGuests, tapInfo, nicInfo, queueInfo, buildInfo, ndDrops, vmPackets, vmBytes, vmDrops, vmGSO, vmEvents, vmState, scrapeErr} {
+		batch, merged, toGuests, tapInfo, nicInfo, queueInfo, buildInfo, ndDrops, vmPackets, vmBytes, vmDrops, vmGSO, vmEvents, vmState, xdpRing, scrapeErr} {
 		ch <- d
 	}
 }
@@ -223,6 +235,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	if s.Forwarder != nil && len(s.GuestPorts) > 0 {
 		c.collectGuestPorts(sc)
 	}
+	if s.XDPRings != nil {
+		c.collectXDPRings(sc)
+	}
 	sc.gauge(scrapeErr, float64(sc.failed))
 }
 
@@ -261,6 +276,25 @@ func (c *Collector) collectQueue(sc *scrape, q *forward.QueueWorker, fromNIC, fr
 	sc.counter(segments, q.Counters.Segments.Load(), s.TAP, qs)
 	if s.Forwarder.Merging() {
 		sc.counter(merged, q.Counters.Merged.Load(), s.NIC, qs)
+	}
+}
+
+// collectXDPRings sends the ring counters of each AF_XDP socket; a read
+// that failed counts as a scrape error, and what it did read is sent.
+func (c *Collector) collectXDPRings(sc *scrape) {
+	rings, err := c.src.XDPRings()
+	if err != nil {
+		sc.failed++
+	}
+	for _, r := range rings {
+		q := strconv.Itoa(r.Queue)
+		for _, e := range []struct {
+			name string
+			v    uint64
+		}{{"rx_dropped", r.RxDropped}, {"rx_invalid_descs", r.RxInvalidDescs}, {"tx_invalid_descs", r.TxInvalidDescs},
+			{"rx_ring_full", r.RxRingFull}, {"rx_fill_ring_empty_descs", r.RxFillRingEmptyDescs}, {"tx_ring_empty_descs", r.TxRingEmptyDescs}} {
+			sc.counter(xdpRing, e.v, c.src.NIC, q, e.name)
+		}
 	}
 }
 

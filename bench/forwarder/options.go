@@ -67,6 +67,9 @@ type Options struct {
 	// NICNAPICPU, when set, pins the NIC's NAPI kthreads to a CPU
 	// (--nic-napi-cpu); it needs NICNAPIThreaded.
 	NICNAPICPU *int
+	// BusyPollCPU, when set, moves Poll Kernel's busy poll onto a thread
+	// pinned to this CPU (--busy-poll-cpu).
+	BusyPollCPU *int
 	// NoGRO turns tapfwd's userspace GRO off (--gro=false).
 	NoGRO bool
 	// GROWindow is how long userspace GRO may wait for more frames of a
@@ -96,7 +99,8 @@ type Options struct {
 // metrics and profiler, in the namespace it runs in.
 const MetricsAddr = "127.0.0.1:9310"
 
-// CPU returns a pointer to n, for Options.NICNAPICPU and TAPNAPICPU.
+// CPU returns a pointer to n, for Options.NICNAPICPU, TAPNAPICPU and
+// BusyPollCPU.
 func CPU(n int) *int { return &n }
 
 // Args are the `tapfwd run` flags for o, in a fixed order, without the
@@ -135,6 +139,9 @@ func (o Options) Args() []string {
 	}
 	if o.NICNAPICPU != nil {
 		a = append(a, "--nic-napi-cpu", strconv.Itoa(*o.NICNAPICPU))
+	}
+	if o.BusyPollCPU != nil {
+		a = append(a, "--busy-poll-cpu", strconv.Itoa(*o.BusyPollCPU))
 	}
 	if o.NoGRO {
 		a = append(a, "--gro=false")

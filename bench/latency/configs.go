@@ -17,17 +17,18 @@ import (
 
 // Configuration names.
 const (
-	Block       = "tapfwd-block"
-	Busy        = "tapfwd-busy"
-	TAPThreaded = "tap-napi-threaded"
-	NICGRO      = "nic-gro"
-	NICThreaded = "nic-napi-threaded"
-	NICBusyPoll = "nic-napi-busy-poll"
-	XDPBlock    = "xdp-block"
-	XDPKernel   = "xdp-kernel"
-	XDPThreaded = "xdp-threaded"
-	Bridge      = report.Bridge
-	Direct      = report.Direct
+	Block        = "tapfwd-block"
+	Busy         = "tapfwd-busy"
+	TAPThreaded  = "tap-napi-threaded"
+	NICGRO       = "nic-gro"
+	NICThreaded  = "nic-napi-threaded"
+	NICBusyPoll  = "nic-napi-busy-poll"
+	XDPBlock     = "xdp-block"
+	XDPKernel    = "xdp-kernel"
+	XDPKernelCPU = "xdp-kernel-cpu"
+	XDPThreaded  = "xdp-threaded"
+	Bridge       = report.Bridge
+	Direct       = report.Direct
 )
 
 // nicUDPGRO makes UDP from the wire go through the NIC veth's NAPI: a veth
@@ -65,6 +66,8 @@ func Configs() []report.Config {
 			forwarder.Options{NAPI: auto, Poll: block, NICBackend: forwarder.XDP}),
 		report.Tapfwd(XDPKernel, "tapfwd with AF_XDP, --poll kernel: the worker waits in io_uring, which busy-polls the veth's NAPI by its id (the XSK's own NAPI id is 0 on a veth)",
 			forwarder.Options{NAPI: auto, Poll: forwarder.Kernel, NICBackend: forwarder.XDP}),
+		report.Tapfwd(XDPKernelCPU, fmt.Sprintf("as %s, the busy poll on a thread of its own pinned to CPU %d (--busy-poll-cpu), the worker sleeping in ppoll", XDPKernel, cpu),
+			forwarder.Options{NAPI: auto, Poll: forwarder.Kernel, NICBackend: forwarder.XDP, BusyPollCPU: forwarder.CPU(cpu)}),
 		report.Tapfwd(XDPThreaded, fmt.Sprintf("tapfwd with AF_XDP, --poll block, the veth's NAPI threaded (--nic-napi-threaded enabled), its kthread pinned to CPU %d", cpu),
 			forwarder.Options{NAPI: auto, Poll: block, NICBackend: forwarder.XDP, NICNAPIThreaded: napi.ThreadedEnabled, NICNAPICPU: forwarder.CPU(cpu)}),
 		{Name: Bridge, Kind: report.KindBridge, Description: "Linux bridge in the fwd namespace (in-kernel reference)"},

@@ -2,6 +2,7 @@ package throughput
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 	"strconv"
 	"time"
@@ -20,6 +21,7 @@ const (
 	Queues2      = "queues-2"
 	XDPBlock     = "xdp-block"
 	XDPKernel    = "xdp-kernel"
+	XDPKernelCPU = "xdp-kernel-cpu"
 	XDPThreaded  = "xdp-threaded"
 	PacketBusy   = "packet-busy"
 	Naive        = "naive"
@@ -106,6 +108,9 @@ var DefaultTAPNAPI = TAPNAPI{GROFlushTimeout: 20 * time.Microsecond, DeferHardIR
 // tapfwd variants first, then the baselines.
 func Configs(n TAPNAPI) []report.Config {
 	on, off, auto := forwarder.On, forwarder.Off, forwarder.Auto
+	// XDPKernelCPU's poller takes the last CPU, away from the worker on
+	// the first.
+	pollerCPU := max(runtime.NumCPU()-1, 0)
 	return []report.Config{
 		report.Tapfwd(NAPIOff, "tapfwd, IFF_NAPI off, vnet headers on",
 			forwarder.Options{NAPI: off, VnetHdr: on}),
@@ -125,6 +130,8 @@ func Configs(n TAPNAPI) []report.Config {
 			forwarder.Options{NAPI: auto, VnetHdr: auto, NICBackend: forwarder.XDP, Poll: forwarder.Block}),
 		report.Tapfwd(XDPKernel, "tapfwd with AF_XDP, --poll kernel (io_uring busy-polls the veth's NAPI)",
 			forwarder.Options{NAPI: auto, VnetHdr: auto, NICBackend: forwarder.XDP, Poll: forwarder.Kernel}),
+		report.Tapfwd(XDPKernelCPU, fmt.Sprintf("tapfwd with AF_XDP, --poll kernel with the busy poll on a thread pinned to CPU %d (--busy-poll-cpu), the worker sleeping in ppoll", pollerCPU),
+			forwarder.Options{NAPI: auto, VnetHdr: auto, NICBackend: forwarder.XDP, Poll: forwarder.Kernel, BusyPollCPU: forwarder.CPU(pollerCPU)}),
 		report.Tapfwd(XDPThreaded, "tapfwd with AF_XDP, --poll threaded (the veth's NAPI in a kthread)",
 			forwarder.Options{NAPI: auto, VnetHdr: auto, NICBackend: forwarder.XDP, Poll: forwarder.Threaded}),
 		{Name: Naive, Kind: report.KindNaive,

@@ -34,7 +34,7 @@ func synthetic(t *testing.T) *Report {
 			OmitSeconds: 1, Paired: true, Interval: SteinInterval, MinReps: stats.MinReps, TargetHalfWidth: stats.TargetHalfWidth},
 	}
 	r.Config(Queues2).Skipped = "the kernel lacks IFF_MULTI_QUEUE (TUNGETFEATURES 0x7073)"
-	for _, n := range []string{PacketBusy, XDPBlock, XDPKernel, XDPThreaded} {
+	for _, n := range []string{PacketBusy, XDPBlock, XDPKernel, XDPKernelCPU, XDPThreaded} {
 		r.Config(n).Skipped = "not in this synthetic run"
 	}
 	base := map[string]float64{NAPIOff: 2, NAPIOn: 3, NAPIThreaded: 2.05, NAPIGRO: 1, VnetOff: 1.5, Naive: 1, Bridge: 4, Direct: 5}

@@ -53,8 +53,9 @@ var runFlag = map[daemon.Part]string{
 	daemon.PartVhostDir: "--vhost-user", daemon.PartHostPort: "--host-port", daemon.PartDHCP: "--dhcp",
 	daemon.PartTAPNAPICPU: "--tap-napi-cpu", daemon.PartNICNAPI: "--nic-napi-threaded", daemon.PartMetricsAddr: "--metrics-addr",
 	daemon.PartTAPMTU: "--tap-mtu", daemon.PartNICNAPICPU: "--nic-napi-cpu",
-	daemon.PartTAPIO:      "--tap-io uring",
-	daemon.PartNICBackend: "--nic-backend",
+	daemon.PartTAPIO:       "--tap-io uring",
+	daemon.PartNICBackend:  "--nic-backend",
+	daemon.PartBusyPollCPU: "--busy-poll-cpu",
 }
 
 // explainRun says which flag of `tapfwd run` c to change when the daemon

@@ -30,8 +30,10 @@ type runFlags struct {
 	cpus, napi, vnet, tapAddr, tapMAC, nicThreaded, vhostUser string
 	metricsAddr, logLevel, logFormat, configFile, dhcpRange   string
 	guestVLANs, l2Control, l2Allow, tapIO                     string
-	tapNapiCPU, nicNapiCPU, readyFd                           int
+	tapNapiCPU, nicNapiCPU, readyFd, nicDefer, busyPollCPU    int
+	nicGROFlush, busyPollTime                                 time.Duration
 	pprof, hostPort                                           bool
+	given                                                     map[string]bool // the flags given, on the command line or in --config
 }
 
 // tapIOModes are --tap-io's values.
@@ -46,6 +48,22 @@ const (
 	maxBatch     = 1024
 	// maxBufferBytes caps the workers' frame buffers.
 	maxBufferBytes = 4 << 30
+	// maxNICDefer is napi-set's limit on defer-hard-irqs.
+	maxNICDefer = 1<<31 - 1
+	// maxNICGROFlush caps --nic-gro-flush-timeout: a masked NAPI's frames
+	// wait up to that long when the worker does not busy-poll.
+	maxNICGROFlush = 10 * time.Millisecond
+)
+
+// The NAPI deferral --poll kernel sets unless told otherwise (the kernel's
+// own example for busy polling, Documentation/networking/napi.rst).
+const (
+	defaultNICDefer    = 2
+	defaultNICGROFlush = 200 * time.Microsecond
+	// defaultBusyPollTime covers one gro-flush-timeout: a frame that comes
+	// while the worker busy-polls is taken by it.
+	defaultBusyPollTime = 200 * time.Microsecond
+	maxBusyPollTime     = 10 * time.Millisecond
 )
 
 func (f *runFlags) register(fs *flag.FlagSet, c *daemon.Config) {
@@ -66,6 +84,10 @@ func (f *runFlags) register(fs *flag.FlagSet, c *daemon.Config) {
 	fs.StringVar(&f.nicThreaded, "nic-napi-threaded", "", "set the NIC's NAPI instances threaded over netlink: enabled (a kthread polls on demand) or busy-poll (Linux 6.19+, polls continuously); empty leaves them; restored on exit. A veth has NAPI instances only with GRO on")
 	fs.IntVar(&f.nicNapiCPU, "nic-napi-cpu", -1, "pin the NIC's NAPI kthreads (with --nic-napi-threaded) to this CPU; -1 leaves them")
 	fs.TextVar(&c.Workers.Poll, "poll", daemon.PollBlock, "how workers wait: block (sleep in ppoll until a fd is ready), busy (spin on non-blocking reads: lowest latency, one full CPU per queue), kernel (with --nic-backend xdp: the kernel busy-polls the NIC queue's NAPI while the worker waits, through io_uring) or threaded (block, with the NIC's NAPI threaded: --nic-napi-threaded enabled unless given)")
+	fs.IntVar(&f.nicDefer, "nic-napi-defer-hard-irqs", defaultNICDefer, "with --poll kernel, the NIC NAPI instances' defer-hard-irqs (netdev napi-set, restored at exit): how many polls that find nothing keep a NAPI masked, so that its frames wait for the worker's busy poll instead of being polled at once in the sender's softirq (0 to 2147483647 polls; 0 defers nothing)")
+	fs.DurationVar(&f.nicGROFlush, "nic-gro-flush-timeout", defaultNICGROFlush, "with --poll kernel, the NIC NAPI instances' gro-flush-timeout (netdev napi-set, restored at exit): the timer that polls a masked NAPI when no busy poll came, so the longest a frame waits while the worker is busy (a duration such as 200us, 0 to 10ms; 0 defers nothing)")
+	fs.DurationVar(&f.busyPollTime, "busy-poll-time", defaultBusyPollTime, "with --poll kernel, how long each wait of a worker busy-polls its NIC queue's NAPI (io_uring's busy-poll timeout) before it sleeps: CPU spent for latency (a duration such as 200us, 1us to 10ms)")
+	fs.IntVar(&f.busyPollCPU, "busy-poll-cpu", -1, "with --poll kernel, busy-poll the NIC queues' NAPI instances from a thread of tapfwd's pinned to this CPU, without pause (it keeps that CPU busy), while the workers sleep in ppoll; give the workers other CPUs (--cpus); -1 busy-polls in each worker's wait (--busy-poll-time)")
 	fs.TextVar(&c.NIC.Backend, "nic-backend", daemon.BackendPacket, "sockets on the NIC: packet (AF_PACKET, fanout over the queues) or xdp (an AF_XDP socket bound to each NIC queue 0..--queues-1, fed by an XDP program attached while tapfwd runs; the NIC's RX queue count should equal --queues)")
 	fs.TextVar(&c.NIC.XDPMode, "xdp-mode", afxdp.ModeAuto, "with --nic-backend xdp, how the XDP program attaches: auto (native, else generic), native (in the driver) or generic (on the skb)")
 	fs.BoolVar(&c.Workers.GRO, "gro", true, "userspace GRO: merge consecutive TCP segments of a flow from the NIC into one GSO frame per TAP write, and same-size UDP datagrams into one USO frame when the TAP takes USO (needs the TAP's vnet header)")
@@ -117,6 +139,8 @@ func parseRun(args []string, stdout, stderr io.Writer) (*daemon.Config, error) {
 	if c.NIC.Name == "" {
 		return nil, cliflag.Misuse(fs, "--nic is required")
 	}
+	f.given = map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { f.given[fl.Name] = true })
 	if err := f.check(c, stderr); err != nil {
 		return nil, cliflag.Misuse(fs, "%w", err)
 	}
@@ -136,7 +160,7 @@ func (f *runFlags) check(c *daemon.Config, stderr io.Writer) error {
 	if c.Log.Logger, err = cliflag.Logger(f.logLevel, f.logFormat, stderr); err != nil {
 		return err
 	}
-	for _, check := range []func(*daemon.Config) error{sizes, f.tapConfig, f.tapNAPI, f.nicNAPI, f.exclusions, f.workers, f.l2Policy, f.hostSide, f.vhostSide} {
+	for _, check := range []func(*daemon.Config) error{sizes, f.tapConfig, f.tapNAPI, f.nicNAPI, f.kernelPoll, f.exclusions, f.workers, f.l2Policy, f.hostSide, f.vhostSide} {
 		if err := check(c); err != nil {
 			return err
 		}
@@ -242,6 +266,34 @@ func (f *runFlags) nicNAPI(c *daemon.Config) error {
 	return nil
 }
 
+// kernelPoll takes --nic-napi-defer-hard-irqs, --nic-gro-flush-timeout,
+// --busy-poll-time and --busy-poll-cpu, which tune --poll kernel.
+func (f *runFlags) kernelPoll(c *daemon.Config) error {
+	switch d, g := f.nicDefer, f.nicGROFlush; {
+	case d < 0 || d > maxNICDefer:
+		return fmt.Errorf("--nic-napi-defer-hard-irqs %d: want 0 to %d polls", d, maxNICDefer)
+	case g < 0 || g > maxNICGROFlush:
+		return fmt.Errorf("--nic-gro-flush-timeout %v: want 0 to %v", g, maxNICGROFlush)
+	case d > 0 && g == 0:
+		return fmt.Errorf("--nic-napi-defer-hard-irqs %d needs a --nic-gro-flush-timeout above 0: the kernel defers only with that timer armed", d)
+	case f.busyPollTime < time.Microsecond || f.busyPollTime > maxBusyPollTime:
+		return fmt.Errorf("--busy-poll-time %v: want 1µs to %v", f.busyPollTime, maxBusyPollTime)
+	case f.busyPollCPU < -1 || f.busyPollCPU >= cpulist.Max:
+		return fmt.Errorf("--busy-poll-cpu %d: want a CPU number, 0 to %d, or -1 for none", f.busyPollCPU, cpulist.Max-1)
+	case c.Workers.Poll != daemon.PollKernel && (f.given["nic-napi-defer-hard-irqs"] || f.given["nic-gro-flush-timeout"] || f.given["busy-poll-time"] || f.given["busy-poll-cpu"]):
+		return errors.New("--nic-napi-defer-hard-irqs, --nic-gro-flush-timeout, --busy-poll-time and --busy-poll-cpu tune --poll kernel: give --poll kernel too")
+	case f.busyPollCPU >= 0 && f.given["busy-poll-time"]:
+		return errors.New("--busy-poll-time is how long each worker's wait busy-polls: with --busy-poll-cpu the workers do not busy-poll")
+	case c.Workers.Poll == daemon.PollKernel:
+		c.Workers.KernelPoll = daemon.KernelPoll{DeferHardIRQs: uint32(d), GROFlushTimeout: g, BusyPoll: f.busyPollTime}
+		if f.busyPollCPU >= 0 {
+			kp := &c.Workers.KernelPoll
+			kp.BusyPoll, kp.OwnCPU, kp.CPU = 0, true, f.busyPollCPU
+		}
+	}
+	return nil
+}
+
 // exclusions refuses flags that cannot work together.
 func (f *runFlags) exclusions(c *daemon.Config) error {
 	user, tapName := c.Privileges.User, c.TAP.Name
@@ -250,6 +302,8 @@ func (f *runFlags) exclusions(c *daemon.Config) error {
 		return errors.New("--poll kernel busy-polls the NIC queue's NAPI from AF_XDP sockets: it needs --nic-backend xdp")
 	case user != "" && c.NIC.Wait:
 		return errors.New("--wait-nic reopens packet sockets, which needs CAP_NET_RAW: it cannot be combined with --user")
+	case user != "" && c.Workers.Poll == daemon.PollKernel:
+		return errors.New("--poll kernel sets the NIC's NAPI instances and restores them at exit, which needs CAP_NET_ADMIN: it cannot be combined with --user")
 	case user != "" && f.nicThreaded != "":
 		return errors.New("--nic-napi-threaded is restored at exit, which needs CAP_NET_ADMIN: it cannot be combined with --user")
 	case tapName != "" && tapName == c.NIC.Name:

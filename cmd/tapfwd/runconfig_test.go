@@ -103,6 +103,25 @@ func TestParseRunValues(t *testing.T) {
 	}
 }
 
+// TestParseRunKernelPoll: --poll kernel's defaults, and its tuning flags
+// landing in Workers.KernelPoll.
+func TestParseRunKernelPoll(t *testing.T) {
+	for _, tc := range []struct {
+		args string
+		want daemon.KernelPoll
+	}{
+		{"", daemon.KernelPoll{DeferHardIRQs: 2, GROFlushTimeout: 200 * time.Microsecond, BusyPoll: 200 * time.Microsecond}},
+		{"--nic-napi-defer-hard-irqs 0 --nic-gro-flush-timeout 0 --busy-poll-time 1us", daemon.KernelPoll{BusyPoll: time.Microsecond}},
+		{"--nic-napi-defer-hard-irqs 10 --nic-gro-flush-timeout 1ms", daemon.KernelPoll{DeferHardIRQs: 10, GROFlushTimeout: time.Millisecond, BusyPoll: 200 * time.Microsecond}},
+		{"--busy-poll-cpu 1", daemon.KernelPoll{DeferHardIRQs: 2, GROFlushTimeout: 200 * time.Microsecond, OwnCPU: true, CPU: 1}},
+	} {
+		c, err := parseRun(strings.Fields("--nic x --nic-backend xdp --poll kernel "+tc.args), io.Discard, io.Discard)
+		if err != nil || c.Workers.KernelPoll != tc.want {
+			t.Errorf("--poll kernel %s: %+v, %v; want %+v", tc.args, c.Workers.KernelPoll, err, tc.want)
+		}
+	}
+}
+
 // runRules are command lines parseRun refuses, each with what its error
 // says ("usage" for a usage error without more).
 var runRules = []struct {
@@ -132,6 +151,21 @@ var runRules = []struct {
 	{"--nic x --nic-backend dpdk", "--nic-backend dpdk: want"},
 	{"--nic x --xdp-mode offload", "--xdp-mode offload: want"},
 	{"--nic x --poll kernel", "--poll kernel busy-polls the NIC queue's NAPI from AF_XDP sockets"},
+	{"--nic x --nic-backend xdp --poll kernel --nic-napi-defer-hard-irqs -1", "--nic-napi-defer-hard-irqs -1: want 0 to 2147483647 polls"},
+	{"--nic x --nic-backend xdp --poll kernel --nic-napi-defer-hard-irqs 2147483648", "--nic-napi-defer-hard-irqs 2147483648: want 0 to"},
+	{"--nic x --nic-backend xdp --poll kernel --nic-gro-flush-timeout -1us", "--nic-gro-flush-timeout -1µs: want 0 to 10ms"},
+	{"--nic x --nic-backend xdp --poll kernel --nic-gro-flush-timeout 11ms", "--nic-gro-flush-timeout 11ms: want 0 to 10ms"},
+	{"--nic x --nic-backend xdp --poll kernel --nic-gro-flush-timeout 0", "--nic-napi-defer-hard-irqs 2 needs a --nic-gro-flush-timeout above 0"},
+	{"--nic x --nic-backend xdp --nic-gro-flush-timeout 100us", "tune --poll kernel: give --poll kernel too"},
+	{"--nic x --nic-napi-defer-hard-irqs 2", "tune --poll kernel: give --poll kernel too"},
+	{"--nic x --busy-poll-time 1ms", "tune --poll kernel: give --poll kernel too"},
+	{"--nic x --busy-poll-cpu 1", "tune --poll kernel: give --poll kernel too"},
+	{"--nic x --nic-backend xdp --poll kernel --busy-poll-cpu -2", "--busy-poll-cpu -2: want a CPU number, 0 to 1023, or -1 for none"},
+	{"--nic x --nic-backend xdp --poll kernel --busy-poll-cpu 1024", "--busy-poll-cpu 1024: want a CPU number"},
+	{"--nic x --nic-backend xdp --poll kernel --busy-poll-cpu 1 --busy-poll-time 1ms", "with --busy-poll-cpu the workers do not busy-poll"},
+	{"--nic x --nic-backend xdp --poll kernel --busy-poll-time 0", "--busy-poll-time 0s: want 1µs to 10ms"},
+	{"--nic x --nic-backend xdp --poll kernel --busy-poll-time 20ms", "--busy-poll-time 20ms: want 1µs to 10ms"},
+	{"--nic x --nic-backend xdp --poll kernel --user nobody", "--poll kernel sets the NIC's NAPI instances"},
 	{"--nic x --tap-io mmap", "--tap-io mmap: want syscall, uring or auto"},
 	{"--nic x --gro-window 2ms", "--gro-window 2ms: want 0 to 1ms"},
 	{"--nic x --gro-window -1us", "--gro-window -1µs: want 0 to 1ms"},

@@ -30,6 +30,11 @@ func (d *Daemon) check() error {
 	if err := d.checkNAPI(); err != nil {
 		return err
 	}
+	if kp := d.c.Workers.KernelPoll; d.c.Workers.Poll == PollKernel && kp.OwnCPU {
+		if err := cpulist.CheckAllowed([]int{kp.CPU}); err != nil {
+			return fail(PartBusyPollCPU, fmt.Sprint(kp.CPU), err)
+		}
+	}
 	if d.c.Host != nil && d.c.Host.DHCP != nil {
 		if _, err := dhcp.Find(); err != nil {
 			return fail(PartDHCP, "", err)

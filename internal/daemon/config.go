@@ -66,6 +66,8 @@ type Workers struct {
 	Batch int
 	// Poll is how the workers wait for frames.
 	Poll Poll
+	// KernelPoll tunes PollKernel; the zero value defers nothing.
+	KernelPoll KernelPoll
 	// GRO merges TCP segments (and UDP datagrams, when the TAP takes USO)
 	// of a flow from the NIC into one GSO frame per TAP write.
 	GRO bool
@@ -83,6 +85,29 @@ type Workers struct {
 	// batch from the NIC may wait for more segments to merge
 	// (forward.Config.GROWindow); 0 never waits.
 	GROWindow time.Duration
+}
+
+// KernelPoll is what PollKernel sets on each NIC NAPI instance it
+// busy-polls (netdev napi-set), while the sockets are open; the previous
+// values are put back when they close.
+type KernelPoll struct {
+	// DeferHardIRQs is how many polls that find nothing the NAPI stays
+	// masked for (defer-hard-irqs): a veth's peer then only queues its
+	// frames instead of running the NAPI in its own softirq, and the
+	// worker's busy poll takes them. It needs GROFlushTimeout.
+	DeferHardIRQs uint32
+	// GROFlushTimeout is the timer (gro-flush-timeout) that polls a masked
+	// NAPI when no busy poll came: the longest a frame waits while the
+	// worker is busy elsewhere.
+	GROFlushTimeout time.Duration
+	// BusyPoll is how long each wait of a worker busy-polls its queue's
+	// NAPI before it sleeps; 0: 50µs.
+	BusyPoll time.Duration
+	// OwnCPU moves the busy poll onto a thread of its own pinned to CPU,
+	// which busy-polls every queue's NAPI without pause while the workers
+	// sleep in ppoll (BusyPoll is then unused).
+	OwnCPU bool
+	CPU    int
 }
 
 // TAPIO is how the queue workers read and write the TAP.

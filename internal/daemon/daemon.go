@@ -24,6 +24,7 @@ type Daemon struct {
 	ports vmPorts        // the VM ports
 	host  *hostport.Port // Config.Host's port; nil without
 	nic   nicSockets     // the queues' packet sockets
+	rings xdpRings       // their ring counters, with BackendXDP
 	fw    *forward.Forwarder
 	// http is the metrics listener, bound before the privilege drop and
 	// serving from after it; nil without Config.Metrics.

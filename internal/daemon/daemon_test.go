@@ -173,6 +173,9 @@ func TestOpenFails(t *testing.T) {
 		{func(c *Config) { c.Workers.CPUs = []int{1023} }, PartCPUs, `worker CPUs 1023: "1023" is not a CPU this process may use`},
 		{func(c *Config) { c.NAPI = &NAPI{TAPCPU: 1023, NICCPU: -1} }, PartTAPNAPICPU, "CPU 1023 is not online"},
 		{func(c *Config) { c.NAPI = &NAPI{TAPCPU: -1, NICMode: napi.ThreadedEnabled, NICCPU: -1} }, PartNICNAPI, "no NAPI instances"},
+		{func(c *Config) {
+			c.NIC.Backend, c.Workers.Poll, c.Workers.KernelPoll = BackendXDP, PollKernel, KernelPoll{OwnCPU: true, CPU: 1023}
+		}, PartBusyPollCPU, `busy poll CPU 1023: "1023" is not a CPU this process may use`},
 	} {
 		log = syncbuf.Buffer{}
 		c := bedConfig(bed, &log)

@@ -44,11 +44,13 @@ func (d *Daemon) openNIC() error {
 		if d.nic.xdp != nil {
 			d.nic.xdp.logCounters(d.log)
 		}
+		d.rings.retire()
 		return d.nic.close()
 	})
 	if d.nic.xdp != nil {
 		d.log.Info("AF_XDP on the NIC", "nic", d.c.NIC.Name, "xdp_mode", d.nic.xdp.nic.Mode().String(),
 			"prog_id", d.nic.xdp.progID(), "multi_buffer", d.nic.xdp.nic.MultiBuffer(), "napi_ids", fmt.Sprint(d.nic.xdp.napis))
+		d.nic.xdp.logNAPIs(d.log, d.c.Workers.KernelPoll)
 	}
 	return d.openGuestSenders()
 }
@@ -60,11 +62,16 @@ func (d *Daemon) openSockets(rc afpacket.Config) (nicSockets, error) {
 		if rc.FilterMACs != nil {
 			return n, fail(PartNICBackend, BackendXDP.String(), errors.New("the strict MAC filter is a packet socket's: AF_XDP has none"))
 		}
-		x, err := openXDP(rc.Ifname, rc.Queues, d.c.NIC.XDPMode, d.c.Workers.Poll == PollKernel)
+		var kp *KernelPoll
+		if d.c.Workers.Poll == PollKernel {
+			kp = &d.c.Workers.KernelPoll
+		}
+		x, err := openXDP(rc.Ifname, rc.Queues, d.c.NIC.XDPMode, kp)
 		if err != nil {
 			return n, fail(PartNICBackend, BackendXDP.String(), err)
 		}
 		n.xdp, n.nics = x, x.nics
+		d.rings.use(x.nic.Sockets())
 		return n, nil
 	}
 	socks, err := afpacket.Open(rc)
@@ -103,6 +110,7 @@ func (n *nicSockets) close() error {
 // sockets on it.
 func (d *Daemon) reattach(ctx context.Context) error {
 	d.log.Warn("NIC went away: waiting for it to come back (--wait-nic)", "nic", d.c.NIC.Name)
+	d.rings.retire()
 	if err := d.nic.close(); err != nil {
 		d.log.Warn("closing the old sockets", "err", err)
 	}

@@ -159,7 +159,11 @@ func (d *Daemon) metricsSource() (metrics.Source, error) {
 		p := d.ports.vhost[i]
 		guests = append(guests, metrics.GuestPort{Name: p.Name, State: p.port.State, Guest: g, Stats: p.port.Stats})
 	}
-	return metrics.Source{TAP: tapName, NIC: nic, NICBackend: d.c.NIC.Backend.String(), XDPMode: d.nic.xdpMode(), Features: d.dev.Features(), Forwarder: d.fw, GuestPorts: guests,
+	var rings func() ([]metrics.XDPRing, error)
+	if d.c.NIC.Backend == BackendXDP {
+		rings = d.rings.read
+	}
+	return metrics.Source{TAP: tapName, XDPRings: rings, NIC: nic, NICBackend: d.c.NIC.Backend.String(), XDPMode: d.nic.xdpMode(), Features: d.dev.Features(), Forwarder: d.fw, GuestPorts: guests,
 		LinkStats: func(name string) (netns.LinkStats, error) {
 			if name == nic {
 				return nicNS.Stats(name)

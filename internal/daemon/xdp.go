@@ -1,11 +1,13 @@
 package daemon
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"slices"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -16,16 +18,22 @@ import (
 	"github.com/tapfwd/tapfwd/napi"
 )
 
-// kernelBusyPoll is how long one wait of a PollKernel worker has the
-// kernel busy-poll its queue's NAPI before it sleeps.
-const kernelBusyPoll = 50 * time.Microsecond
+// defaultBusyPoll is how long one wait of a PollKernel worker has the
+// kernel busy-poll its queue's NAPI before it sleeps, unless
+// KernelPoll.BusyPoll says.
+const defaultBusyPoll = 50 * time.Microsecond
 
 // xdpSockets are the AF_XDP side of the NIC: the program, one socket per
-// queue and, with PollKernel, each queue's NAPI poller.
+// queue and, with PollKernel, each queue's NAPI poller and the NAPI
+// settings made for them.
 type xdpSockets struct {
 	nic     *afxdp.NIC
 	pollers []*uring.Poller
-	napis   [][]uint32 // the NAPI ids queue i's poller busy-polls
+	napis   [][]uint32  // the NAPI ids queue i's poller busy-polls
+	was     []napi.NAPI // the NAPI instances as they were before the settings
+	napiC   *napi.Client
+	napiCh  *napi.Changes // the settings, undone at close
+	spinner *cpuPoller    // KernelPoll.OwnCPU's poller
 	nics    []forward.NIC
 }
 
@@ -41,8 +49,10 @@ func (s polledSocket) Wait(pfd []unix.PollFd, timeout *unix.Timespec) error {
 }
 
 // openXDP attaches the XDP program to ifname and binds one socket to each
-// of its first queues; kernel gives each a NAPI poller.
-func openXDP(ifname string, queues int, mode afxdp.Mode, kernel bool) (_ *xdpSockets, err error) {
+// of its first queues; a non-nil kp (PollKernel) sets kp on the NAPI
+// instances and gives each socket a NAPI poller, or with OwnCPU starts one
+// poller for them all on a CPU of its own.
+func openXDP(ifname string, queues int, mode afxdp.Mode, kp *KernelPoll) (_ *xdpSockets, err error) {
 	n, err := afxdp.Open(afxdp.Config{Ifname: ifname, Queues: queues, Mode: mode})
 	if err != nil {
 		return nil, err
@@ -53,17 +63,28 @@ func openXDP(ifname string, queues int, mode afxdp.Mode, kernel bool) (_ *xdpSoc
 			x.close()
 		}
 	}()
-	if kernel {
-		if x.napis, err = queueNAPIs(ifname, queues); err != nil {
+	if kp != nil {
+		if err := x.tuneNAPIs(ifname, queues, *kp); err != nil {
 			return nil, err
 		}
 	}
-	for i, s := range n.Sockets() {
-		if !kernel {
+	if kp == nil || kp.OwnCPU {
+		for _, s := range n.Sockets() {
 			x.nics = append(x.nics, s)
-			continue
 		}
-		p, err := uring.NewPoller(uring.NAPI{IDs: x.napis[i], BusyPoll: kernelBusyPoll, Prefer: true})
+	}
+	if kp == nil {
+		return x, nil
+	}
+	if kp.OwnCPU {
+		if x.spinner, err = startCPUPoller(queueNAPIs(x.was, 1)[0], kp.CPU); err != nil {
+			return nil, err
+		}
+		return x, nil
+	}
+	busy := cmp.Or(kp.BusyPoll, defaultBusyPoll)
+	for i, s := range n.Sockets() {
+		p, err := uring.NewPoller(uring.NAPI{IDs: x.napis[i], BusyPoll: busy, Prefer: true})
 		if err != nil {
 			return nil, fmt.Errorf("kernel busy polling of queue %d: %w", i, err)
 		}
@@ -73,27 +94,42 @@ func openXDP(ifname string, queues int, mode afxdp.Mode, kernel bool) (_ *xdpSoc
 	return x, nil
 }
 
+// tuneNAPIs finds ifname's NAPI instances, which exist once the XDP program
+// is attached (a veth makes them for XDP), gives each queue its ids, and
+// sets kp's defer-hard-irqs and gro-flush-timeout on every instance,
+// recorded in x.napiCh. The netdev family has napi-set since 6.13, as
+// io_uring has the static NAPI ids the pollers need, so there is no older
+// way (sysfs) to fall back on.
+func (x *xdpSockets) tuneNAPIs(ifname string, queues int, kp KernelPoll) error {
+	ifi, err := net.InterfaceByName(ifname)
+	if err != nil {
+		return err
+	}
+	if x.napiC, err = napi.Dial(); err != nil {
+		return err
+	}
+	x.napiCh = napi.NewChanges(x.napiC)
+	if x.was, err = x.napiC.List(ifi.Index); err != nil {
+		return err
+	}
+	if len(x.was) == 0 {
+		return fmt.Errorf("%s: %w to busy-poll", ifname, napi.ErrNoInstances)
+	}
+	x.napis = queueNAPIs(x.was, queues)
+	for _, in := range x.was {
+		a := napi.Attrs{DeferHardIRQs: new(kp.DeferHardIRQs), GROFlushTimeout: new(kp.GROFlushTimeout)}
+		if err := x.napiCh.Set(in.ID, a); err != nil {
+			return fmt.Errorf("setting defer-hard-irqs and gro-flush-timeout of NAPI %d: %w", in.ID, err)
+		}
+	}
+	return nil
+}
+
 // queueNAPIs are the NAPI ids each queue's poller busy-polls. A veth links
 // no queue to its NAPI (netdev queue-get reports id 0), but makes one
 // instance per RX queue, in queue order, so the ids sorted are the queues';
 // a device with fewer instances than queues has each poller poll them all.
-func queueNAPIs(ifname string, queues int) ([][]uint32, error) {
-	ifi, err := net.InterfaceByName(ifname)
-	if err != nil {
-		return nil, err
-	}
-	c, err := napi.Dial()
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	list, err := c.List(ifi.Index)
-	if err != nil {
-		return nil, err
-	}
-	if len(list) == 0 {
-		return nil, fmt.Errorf("%s: %w to busy-poll", ifname, napi.ErrNoInstances)
-	}
+func queueNAPIs(list []napi.NAPI, queues int) [][]uint32 {
 	var ids []uint32
 	for _, in := range list {
 		ids = append(ids, in.ID)
@@ -107,7 +143,24 @@ func queueNAPIs(ifname string, queues int) ([][]uint32, error) {
 			out[i] = ids
 		}
 	}
-	return out, nil
+	return out
+}
+
+// logNAPIs says what tuneNAPIs set, and what each instance had before (to
+// set back by hand should tapfwd be killed while the instances outlive it).
+func (x *xdpSockets) logNAPIs(log *slog.Logger, kp KernelPoll) {
+	if x.napiCh == nil {
+		return
+	}
+	var was []string
+	for _, in := range x.was {
+		was = append(was, fmt.Sprintf("%d:%d/%v", in.ID, in.DeferHardIRQs, in.GROFlushTimeout))
+	}
+	log.Info("NIC NAPI instances deferred for kernel busy polling, restored at exit", "defer_hard_irqs", kp.DeferHardIRQs,
+		"gro_flush_timeout", kp.GROFlushTimeout.String(), "were", strings.Join(was, " "))
+	if x.spinner != nil {
+		log.Info("busy-polling the NIC's NAPI instances from a thread of its own", "thread", cpuPollerName, "cpu", x.spinner.cpu)
+	}
 }
 
 // progID is the attached program's kernel id, 0 when unknown.
@@ -134,9 +187,20 @@ func (x *xdpSockets) logCounters(log *slog.Logger) {
 	}
 }
 
-// close closes the pollers, the sockets, and detaches the program.
+// close puts the NAPI settings back while the instances still exist (a
+// veth drops them with the program), then closes the pollers and the
+// sockets and detaches the program.
 func (x *xdpSockets) close() error {
 	var errs []error
+	if x.spinner != nil {
+		errs = append(errs, x.spinner.close())
+	}
+	if x.napiCh != nil {
+		errs = append(errs, x.napiCh.Restore())
+	}
+	if x.napiC != nil {
+		errs = append(errs, x.napiC.Close())
+	}
 	for _, p := range x.pollers {
 		errs = append(errs, p.Close())
 	}

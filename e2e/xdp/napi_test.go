@@ -1,0 +1,145 @@
+package xdp
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tapfwd/tapfwd/internal/testbed"
+	"github.com/tapfwd/tapfwd/internal/testbed/iperf"
+	"github.com/tapfwd/tapfwd/internal/testkit"
+	"github.com/tapfwd/tapfwd/internal/testkit/kernel"
+	"github.com/tapfwd/tapfwd/napi"
+)
+
+// TestKernelPollDefers: --poll kernel sets the NIC's NAPI instances'
+// defer-hard-irqs and gro-flush-timeout (napi-set), so that a frame from the
+// veth's peer waits for the worker's io_uring busy poll instead of being
+// polled at once in the sender's softirq: BusyPollRxPackets carries most of
+// the frames the NIC received over a flood ping, and some of a UDP stream. At SIGTERM
+// each instance has its own values back. GRO is turned on for the NIC
+// first, the one offload changed here: a veth then has its NAPI instances
+// before tapfwd's XDP program comes and after it goes, so there are values
+// to restore (without GRO the instances come and go with the program, and
+// their settings with them).
+func TestKernelPollDefers(t *testing.T) {
+	testkit.NeedRoot(t)
+	testkit.NeedTools(t, "iperf3", "ping", "ethtool")
+	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
+	testkit.BedRun(t, bed, bed.FwdNS, "ethtool", "-K", bed.NIC, "gro", "on")
+	c := napiClient(t, bed)
+	ifindex := nicIndex(t, bed)
+	// Values of their own, which the restore must bring back.
+	was := napi.Attrs{DeferHardIRQs: new(uint32(5)), GROFlushTimeout: new(3 * time.Millisecond)}
+	for _, n := range napiList(t, c, ifindex) {
+		if _, err := c.Set(n.ID, was); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fw := testkit.StartOn(t, bed, testkit.Tapfwd(t), append(append([]string(nil), xdpArgs...), "--poll", "kernel")...)
+	checkNAPIs(t, c, ifindex, 2, 200*time.Microsecond, "while tapfwd --poll kernel runs")
+
+	busyPolled := func() int64 { return kernel.SNMP(t, bed, bed.FwdNS)["TcpExt.BusyPollRxPackets"] }
+	share := func(what string, run func()) (polled, rx int64) {
+		polled0, rx0 := busyPolled(), rxPackets(t, bed)
+		run()
+		polled, rx = busyPolled()-polled0, rxPackets(t, bed)-rx0
+		t.Logf("%s: the NIC received %d frames, BusyPollRxPackets +%d (%.0f%%)", what, rx, polled, 100*float64(polled)/float64(max(rx, 1)))
+		return polled, rx
+	}
+	// A flood ping: each request comes while the worker, done with the
+	// previous reply, busy-polls.
+	polled, rx := share("ping -f", func() {
+		testkit.BedRun(t, bed, bed.WireNS, "ping", "-f", "-c", "2000", "-q", bed.LabAddr.Addr().String())
+	})
+	if rx < 2000 || 2*polled < rx {
+		t.Errorf("ping -f: the worker's busy poll took %d of the %d frames the NIC received, want most", polled, rx)
+	}
+	// A UDP stream: on a loaded machine the scheduler ends the busy polls
+	// (need_resched), and the timer takes a share that varies from run to
+	// run; that the busy poll takes some is what holds everywhere.
+	polled, _ = share("UDP 100 Mbit/s", func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := iperf.Run(ctx, bed, iperf.Options{Duration: 2 * time.Second, UDP: true, Bitrate: "100M", Len: 1200}); err != nil {
+			t.Fatalf("UDP: %v\n%s", err, fw.Output())
+		}
+	})
+	if polled == 0 {
+		t.Errorf("UDP: the worker's busy poll took no frame")
+	}
+	if err := fw.Stop(); err != nil {
+		t.Fatalf("exit: %v\n%s", err, fw.Output())
+	}
+	checkNAPIs(t, c, ifindex, *was.DeferHardIRQs, *was.GROFlushTimeout, "after tapfwd exited")
+}
+
+// napiClient is a netdev client in the bed's fwd namespace, closed when t
+// ends.
+func napiClient(t *testing.T, bed *testbed.Bed) *napi.Client {
+	t.Helper()
+	var c *napi.Client
+	err := bed.Do(bed.FwdNS, func() (err error) {
+		c, err = napi.Dial()
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// nicIndex is the NIC's ifindex in the fwd namespace.
+func nicIndex(t *testing.T, bed *testbed.Bed) int {
+	t.Helper()
+	var index int
+	err := bed.Do(bed.FwdNS, func() error {
+		ifi, err := net.InterfaceByName(bed.NIC)
+		if err == nil {
+			index = ifi.Index
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return index
+}
+
+// napiList lists the NAPI instances of ifindex, failing t when there are
+// none.
+func napiList(t *testing.T, c *napi.Client, ifindex int) []napi.NAPI {
+	t.Helper()
+	list, err := c.List(ifindex)
+	if err != nil || len(list) == 0 {
+		t.Fatalf("NAPI instances of ifindex %d: %v, %v", ifindex, list, err)
+	}
+	return list
+}
+
+// checkNAPIs fails t unless every NAPI instance of ifindex has these
+// settings.
+func checkNAPIs(t *testing.T, c *napi.Client, ifindex int, deferIRQs uint32, groFlush time.Duration, when string) {
+	t.Helper()
+	for _, n := range napiList(t, c, ifindex) {
+		if n.DeferHardIRQs != deferIRQs || n.GROFlushTimeout != groFlush {
+			t.Errorf("%s: NAPI %d has defer-hard-irqs %d, gro-flush-timeout %v; want %d, %v",
+				when, n.ID, n.DeferHardIRQs, n.GROFlushTimeout, deferIRQs, groFlush)
+		}
+	}
+}
+
+// rxPackets is the NIC's rx_packets.
+func rxPackets(t *testing.T, bed *testbed.Bed) int64 {
+	t.Helper()
+	out := testkit.BedRun(t, bed, bed.FwdNS, "cat", "/sys/class/net/"+bed.NIC+"/statistics/rx_packets")
+	v, err := strconv.ParseInt(strings.TrimSpace(out), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
