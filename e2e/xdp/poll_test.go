@@ -19,12 +19,19 @@ import (
 // kernel: the kernel busy-polled the veth's NAPI for tapfwd's worker
 // (TcpExt BusyPollRxPackets in the NIC's namespace moves, which no other
 // mode makes it do: SO_BUSY_POLL on an XSK with NAPI id 0 polls nothing).
-// threaded: the NIC's NAPI runs in a kthread while tapfwd runs.
+// threaded: the NIC's NAPI runs in a kthread while tapfwd runs, and so
+// with --poll block and --nic-napi-threaded enabled.
 func TestPollModes(t *testing.T) {
 	testkit.NeedTools(t, "iperf3", "ping")
-	for _, mode := range []string{"block", "busy", "kernel", "threaded"} {
+	for _, mode := range []string{"block", "busy", "kernel", "threaded", "block-nic-napi-threaded"} {
 		t.Run(mode, func(t *testing.T) {
-			bed, fw := start(t, "--poll", mode)
+			args := []string{"--poll", mode}
+			if mode == "block-nic-napi-threaded" {
+				// Threaded by its own flag: the instances it needs come with
+				// the XDP program, after the flags are checked.
+				args = []string{"--poll", "block", "--nic-napi-threaded", "enabled"}
+			}
+			bed, fw := start(t, args...)
 			busyPolled := func() int64 { return kernel.SNMP(t, bed, bed.FwdNS)["TcpExt.BusyPollRxPackets"] }
 			before := busyPolled()
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -46,9 +53,9 @@ func TestPollModes(t *testing.T) {
 				if polled == 0 {
 					t.Errorf("--poll kernel: BusyPollRxPackets moved by %d: the NAPI was not busy-polled", polled)
 				}
-			case "threaded":
+			case "threaded", "block-nic-napi-threaded":
 				if pids, err := napi.Kthreads(bed.NIC); err != nil || len(pids) == 0 {
-					t.Errorf("--poll threaded: no napi/%s-* kthread (%v)", bed.NIC, err)
+					t.Errorf("%v: no napi/%s-* kthread (%v)", args, bed.NIC, err)
 				}
 			}
 			if mode != "kernel" && polled != 0 {

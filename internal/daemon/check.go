@@ -50,7 +50,9 @@ func (d *Daemon) check() error {
 }
 
 // checkNAPI checks that the NAPI kthreads' CPUs are online, and that the
-// NIC has NAPI instances to make threaded.
+// NIC has NAPI instances to make threaded. With the xdp backend that
+// waits for tuneNAPI: a veth without GRO has instances only once the XDP
+// program is attached.
 func (d *Daemon) checkNAPI() error {
 	t := d.c.NAPI
 	if t == nil {
@@ -65,7 +67,7 @@ func (d *Daemon) checkNAPI() error {
 			return fail(c.part, fmt.Sprint(c.cpu), fmt.Errorf("CPU %d is not online (online: %s)", c.cpu, cpulist.Format(online)))
 		}
 	}
-	if t.NICMode == napi.ThreadedDisabled {
+	if t.NICMode == napi.ThreadedDisabled || d.c.NIC.Backend == BackendXDP {
 		return nil
 	}
 	c, err := napi.Dial()
