@@ -32,9 +32,9 @@ type Options struct {
 	Calibrate string
 }
 
-// senderFIFO is the SCHED_FIFO priority of the request sender's thread
+// SenderFIFO is the SCHED_FIFO priority of the request sender's thread
 // (rr.Options.SenderFIFO): the reference ran its client with chrt -f 50.
-const senderFIFO = 50
+const SenderFIFO = 50
 
 type record = matrix.Record[Sample]
 
@@ -79,7 +79,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	r := &Report{
 		Header: report.Header{Schema: Schema, Started: time.Now().UTC(), Host: matrix.ProbeHost(o.TUNFeatures, false)},
 		Settings: Settings{Method: report.NewMethod(o.Reps, o.Bootstrap), RunSeconds: o.Duration.Seconds(),
-			WarmupSeconds: o.Warmup.Seconds(), PayloadBytes: o.Payload, SenderFIFO: senderFIFO},
+			WarmupSeconds: o.Warmup.Seconds(), PayloadBytes: o.Payload, SenderFIFO: SenderFIFO},
 		Configs: append([]report.Config(nil), o.Configs...),
 		Points:  append([]Point(nil), o.Points...),
 	}
@@ -218,7 +218,7 @@ func visit(ctx context.Context, o Options, c *report.Config, points []Point, rep
 
 func rrOptions(o Options, rate int, delay, length time.Duration) rr.Options {
 	return rr.Options{Rate: float64(rate), Delay: delay, Duration: length,
-		Warmup: o.Warmup, Payload: o.Payload, Drain: drainTime, SenderFIFO: senderFIFO}
+		Warmup: o.Warmup, Payload: o.Payload, Drain: drainTime, SenderFIFO: SenderFIFO}
 }
 
 func sampleOf(rep int, res *rr.Result) Sample {

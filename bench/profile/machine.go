@@ -82,18 +82,26 @@ func readTask(pid, tid int) (procfs.Stat, error) {
 	return procfs.ParseStat(string(b))
 }
 
-// tapfwdRole names a thread of tapfwd: a worker when pinned to one CPU.
+// tapfwdRole names a thread of tapfwd: a worker when pinned to one CPU,
+// unless it is the busy-poll thread of --busy-poll-cpu (tapfwd-busypoll).
 func tapfwdRole(pid, tid int) string {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/status", pid, tid))
 	if err != nil {
 		return "tapfwd"
 	}
-	allowed := procfs.ParseStatus(string(b))["Cpus_allowed_list"]
-	if allowed != "" && !strings.ContainsAny(allowed, ",-") {
-		return "tapfwd worker (pinned to CPU " + allowed + ")"
+	st := procfs.ParseStatus(string(b))
+	allowed := st["Cpus_allowed_list"]
+	if allowed == "" || strings.ContainsAny(allowed, ",-") {
+		return "tapfwd"
 	}
-	return "tapfwd"
+	if st["Name"] == busyPollThread {
+		return "tapfwd busy poll (pinned to CPU " + allowed + ")"
+	}
+	return "tapfwd worker (pinned to CPU " + allowed + ")"
 }
+
+// busyPollThread is the name (comm) of tapfwd's --busy-poll-cpu thread.
+const busyPollThread = "tapfwd-busypoll"
 
 // kernelThreads are the softirq and NAPI kthreads: children of kthreadd
 // (pid 2) named ksoftirqd/N or napi/....

@@ -74,3 +74,30 @@ func threadCPU() time.Duration {
 	}
 	return time.Duration(ts.Nano())
 }
+
+// TestBusyPollRole: a pinned thread named as tapfwd names its
+// --busy-poll-cpu thread is the busy poll, not a worker; an unpinned one
+// is plain tapfwd.
+func TestBusyPollRole(t *testing.T) {
+	roles := make(chan string, 2)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine, its name and pinning with it
+		before := tapfwdRole(os.Getpid(), unix.Gettid())
+		var set unix.CPUSet
+		set.Set(0)
+		if err := unix.SchedSetaffinity(0, &set); err != nil {
+			t.Error(err)
+		}
+		if err := os.WriteFile("/proc/thread-self/comm", []byte(busyPollThread), 0); err != nil {
+			t.Error(err)
+		}
+		roles <- before
+		roles <- tapfwdRole(os.Getpid(), unix.Gettid())
+	}()
+	if got := <-roles; got != "tapfwd" && !strings.HasPrefix(got, "tapfwd worker") {
+		t.Errorf("before naming: %q", got)
+	}
+	if got := <-roles; got != "tapfwd busy poll (pinned to CPU 0)" {
+		t.Errorf("the named, pinned thread: %q, want the busy poll", got)
+	}
+}

@@ -14,10 +14,10 @@ import (
 	"github.com/tapfwd/tapfwd/bench/forwarder"
 	"github.com/tapfwd/tapfwd/bench/matrix"
 	"github.com/tapfwd/tapfwd/bench/report"
+	"github.com/tapfwd/tapfwd/bench/rr"
 	"github.com/tapfwd/tapfwd/bench/throughput"
 	"github.com/tapfwd/tapfwd/bench/trace"
 	"github.com/tapfwd/tapfwd/internal/testbed"
-	"github.com/tapfwd/tapfwd/internal/testbed/iperf"
 )
 
 // Options configure Run.
@@ -28,7 +28,7 @@ type Options struct {
 	// (forwarder.Options.PProf).
 	Configs []report.Config
 	// Workloads, each profiled under every configuration.
-	Workloads []throughput.Workload
+	Workloads []Workload
 	// Window is how long each profile samples; Warmup how long iperf3
 	// runs before it (slow start, the first scheduling of a fresh path).
 	Window, Warmup time.Duration
@@ -98,7 +98,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 }
 
 // one profiles w under c on a fresh bed.
-func (o Options) one(ctx context.Context, c *report.Config, w throughput.Workload) Result {
+func (o Options) one(ctx context.Context, c *report.Config, w Workload) Result {
 	res := Result{Config: c.Name, Workload: w.Name, Unit: w.Unit}
 	err := o.Lab.Visit(ctx, c, 1, func(bed *testbed.Bed, fws matrix.Forwarders) error {
 		undo, err := w.Prepare(ctx, bed)
@@ -107,23 +107,17 @@ func (o Options) one(ctx context.Context, c *report.Config, w throughput.Workloa
 		}
 		defer undo()
 		done := make(chan error, 1)
-		go func() {
-			ir, err := iperf.Run(ctx, bed, w.Iperf(o.Warmup+o.Window+tail, 0))
-			res.Figure = ir.BitsPerSecond / 1e9
-			if w.Unit == throughput.Kpps && w.Len > 0 {
-				res.Figure = ir.BitsPerSecond / 8 / float64(w.Len) / 1e3
-			}
-			done <- err
-		}()
+		own := new(rrThreads)
+		go func() { done <- load(ctx, bed, w, o.Warmup+o.Window+tail, &res, own) }()
 		select {
 		case err := <-done:
-			return fmt.Errorf("iperf3 ended before the window: %v", err)
+			return fmt.Errorf("the load ended before the window: %v", err)
 		case <-ctx.Done():
 			<-done
 			return ctx.Err()
 		case <-time.After(o.Warmup):
 		}
-		o.window(ctx, &res, c, w, bed, fws)
+		o.window(ctx, &res, c, w, bed, fws, own.get())
 		return <-done
 	})
 	if err != nil {
@@ -137,7 +131,7 @@ func (o Options) one(ctx context.Context, c *report.Config, w throughput.Workloa
 // the machine and tapfwd's counters did over it: from the snapshot
 // before the profilers start to the one o.Window later (the profilers'
 // answers come after).
-func (o Options) window(ctx context.Context, res *Result, c *report.Config, w throughput.Workload, bed *testbed.Bed, fws matrix.Forwarders) {
+func (o Options) window(ctx context.Context, res *Result, c *report.Config, w Workload, bed *testbed.Bed, fws matrix.Forwarders, own map[int]string) {
 	tapfwd := c.Kind == report.KindTapfwd
 	snd, rcv := bed.WireNS, bed.LabNS
 	if w.Direction == throughput.LabToWire {
@@ -151,7 +145,7 @@ func (o Options) window(ctx context.Context, res *Result, c *report.Config, w th
 		m0 = res.scrape(ctx, client)
 	}
 	s0, err0 := takeSnapshot(fws.Pids())
-	tr := trace.Start(ctx, trace.Targets{Bed: bed, Forwarders: fws.Pids(), TAP: tap, Sender: snd, Receiver: rcv})
+	tr := trace.Start(ctx, trace.Targets{Bed: bed, Forwarders: fws.Pids(), TAP: tap, Sender: snd, Receiver: rcv, Own: own})
 	end := time.After(o.Window)
 	// The Go profile and perf sample the same window, side by side.
 	var goErr, perfErr error
@@ -201,7 +195,8 @@ func (o Options) window(ctx context.Context, res *Result, c *report.Config, w th
 	}
 }
 
-// ownThreads are the threads of the run's tapfwd and iperf3.
+// ownThreads are the threads of the run's tapfwd and of its load
+// (iperf3, or rr's threads in this process).
 func ownThreads(s snapshot, run trace.Run) map[int]bool {
 	own := map[int]bool{}
 	for tid, t := range s.threads {
@@ -210,7 +205,8 @@ func ownThreads(s snapshot, run trace.Run) map[int]bool {
 		}
 	}
 	for _, t := range run.Threads {
-		if t.Role == trace.Client || t.Role == trace.Server {
+		switch t.Role {
+		case trace.Client, trace.Server, rr.Sender, rr.Receiver, rr.Echo:
 			own[t.TID] = true
 		}
 	}
@@ -237,7 +233,7 @@ func (res *Result) note(format string, a ...any) {
 
 // rawPath is where the raw profile of c on w is kept, with ext; empty
 // without a Dir.
-func (o Options) rawPath(c *report.Config, w throughput.Workload, ext string) string {
+func (o Options) rawPath(c *report.Config, w Workload, ext string) string {
 	if o.Dir == "" {
 		return ""
 	}
@@ -246,7 +242,7 @@ func (o Options) rawPath(c *report.Config, w throughput.Workload, ext string) st
 
 // goProfile fetches tapfwd's CPU profile over the window; with an
 // error, what it has (the view, when only keeping the file failed).
-func (o Options) goProfile(ctx context.Context, client *http.Client, c *report.Config, w throughput.Workload) (*GoView, error) {
+func (o Options) goProfile(ctx context.Context, client *http.Client, c *report.Config, w Workload) (*GoView, error) {
 	secs := int(o.Window.Round(time.Second).Seconds())
 	b, err := get(ctx, client, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", forwarder.MetricsAddr, secs), o.Window+20*time.Second)
 	if err != nil {
@@ -269,7 +265,7 @@ func (o Options) goProfile(ctx context.Context, client *http.Client, c *report.C
 // perfFile is where perf records c on w: in Dir, else in a temporary
 // directory that cleanup removes; empty without perf, or when it cannot
 // be made.
-func (o Options) perfFile(c *report.Config, w throughput.Workload) (path string, cleanup func()) {
+func (o Options) perfFile(c *report.Config, w Workload) (path string, cleanup func()) {
 	if o.Perf == nil {
 		return "", func() {}
 	}

@@ -20,6 +20,9 @@ func (r *Report) Document() report.Document {
 			report.Num(r.WindowSeconds), report.Num(r.WarmupSeconds)),
 		"Kernel side: " + r.Perf,
 	}}
+	if rt, ok := r.rttSection(); ok {
+		d.Sections = append(d.Sections, rt)
+	}
 	d.Sections = append(d.Sections, r.goSection(), r.batchSection(), r.cpuSection(), r.threadSection(), r.placementSection())
 	for _, w := range r.Workloads {
 		if s, ok := r.kernelSection(w.Name); ok {
@@ -245,4 +248,17 @@ func (res *Result) topSections() []report.Section {
 		out = append(out, s)
 	}
 	return out
+}
+
+// rttSection is the request/response workloads' round trips, when there
+// are any.
+func (r *Report) rttSection() (report.Section, bool) {
+	s := report.Section{Title: "Round trips of the request/response workloads over the whole run (warm-up and the profilers' cost included: context for the shares; tapfwd-bench latency measures these)",
+		Head: []string{"workload", "config", "requests/s", "loss", "p50 µs", "p99 µs"}}
+	for _, res := range r.Results {
+		if t := res.RTT; t != nil {
+			s.Rows = append(s.Rows, []string{res.Workload, res.Config, report.Num(t.Rate), pctText(t.LossPercent), report.Num(t.P50), report.Num(t.P99)})
+		}
+	}
+	return s, len(s.Rows) > 0
 }

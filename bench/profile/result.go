@@ -2,7 +2,6 @@ package profile
 
 import (
 	"github.com/tapfwd/tapfwd/bench/report"
-	"github.com/tapfwd/tapfwd/bench/throughput"
 	"github.com/tapfwd/tapfwd/bench/trace"
 )
 
@@ -17,10 +16,10 @@ type Report struct {
 	WindowSeconds float64 `json:"window_seconds"`
 	WarmupSeconds float64 `json:"warmup_seconds"`
 	// Perf says how the kernel side was sampled, or why it was not.
-	Perf      string                `json:"perf"`
-	Configs   []report.Config       `json:"configs"`
-	Skipped   []report.Config       `json:"skipped,omitempty"`
-	Workloads []throughput.Workload `json:"workloads"`
+	Perf      string          `json:"perf"`
+	Configs   []report.Config `json:"configs"`
+	Skipped   []report.Config `json:"skipped,omitempty"`
+	Workloads []Workload      `json:"workloads"`
 	// Results are one per workload and configuration, in the order run.
 	Results []Result `json:"results"`
 }
@@ -35,6 +34,9 @@ type Result struct {
 	// cost included), in Unit: context, not a measurement.
 	Figure float64 `json:"figure"`
 	Unit   string  `json:"unit"`
+	// RTT is a request/response workload's round trips; Figure is their
+	// median.
+	RTT *RTT `json:"rtt,omitempty"`
 	// WindowSeconds is the window as it ran.
 	WindowSeconds float64 `json:"window_seconds"`
 	// CPUs and Threads are the machine over the window: each CPU's split

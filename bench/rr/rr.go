@@ -61,6 +61,25 @@ type Options struct {
 	// requests, so it takes little. Without the privilege it stays an
 	// ordinary thread (Result.SenderFIFO says which).
 	SenderFIFO int
+	// Thread, when set, is told each of the run's three threads as it
+	// starts (role: Sender, Receiver or Echo; tid: its thread id), so
+	// that a profile can follow where they ran and how long they waited.
+	Thread func(role string, tid int)
+}
+
+// The roles of a run's threads (Options.Thread).
+const (
+	Sender   = "rr sender"   // the client's thread that sends the requests (wire)
+	Receiver = "rr receiver" // the client's thread that reads the replies and applies the delay (wire)
+	Echo     = "rr echo"     // the server's thread that echoes every request (lab)
+)
+
+// started tells o.Thread that the calling goroutine, locked to its
+// thread, runs role.
+func (o Options) started(role string) {
+	if o.Thread != nil {
+		o.Thread(role, unix.Gettid())
+	}
 }
 
 // DefaultPayload is the request size: small, like xsk_rr's.
@@ -343,6 +362,7 @@ func temporary(err error) bool {
 func (r *rrRun) serve() error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	r.o.started(Echo)
 	buf := make([]byte, 2048)
 	for !r.stop.Load() {
 		n, err := unix.Read(r.server, buf)
@@ -367,6 +387,7 @@ func (r *rrRun) serve() error {
 func (r *rrRun) receive() error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	r.o.started(Receiver)
 	buf := make([]byte, 2048)
 	meas := r.run | 1
 	var last uint64
@@ -459,6 +480,7 @@ func (r *rrRun) send() error {
 // share of a CPU the thread used.
 func (r *rrRun) senderThread() (done func()) {
 	runtime.LockOSThread()
+	r.o.started(Sender)
 	unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
 	if p := r.o.SenderFIFO; p > 0 {
 		attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: uint32(p)}

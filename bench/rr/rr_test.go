@@ -3,8 +3,11 @@ package rr
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"net/netip"
+	"os"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -181,5 +184,40 @@ func TestRoundTripsBed(t *testing.T) {
 	t.Logf("sent %d received %d; RTT p50 %v p99 %v", res.Sent, res.Received, res.RTT.Quantile(0.5), res.RTT.Quantile(0.99))
 	if res.Received == 0 || res.LossPercent() > 5 {
 		t.Errorf("sent %d, received %d", res.Sent, res.Received)
+	}
+}
+
+// TestRRThreads: Options.Thread hears of the sender, the receiver and the
+// echo server once each, with the ids of three distinct threads of this
+// process.
+func TestRRThreads(t *testing.T) {
+	c, s := loopPair(t)
+	var mu sync.Mutex
+	got := map[string]int{}
+	o := Options{Rate: 2000, Duration: 200 * time.Millisecond, Thread: func(role string, tid int) {
+		mu.Lock()
+		defer mu.Unlock()
+		if _, dup := got[role]; dup {
+			t.Errorf("role %q told twice", role)
+		}
+		if _, err := os.Stat(fmt.Sprintf("/proc/self/task/%d", tid)); err != nil {
+			t.Errorf("%s: thread %d is not this process's: %v", role, tid, err)
+		}
+		got[role] = tid
+	}}
+	if _, err := runRR(context.Background(), c, s, o); err != nil {
+		t.Fatal(err)
+	}
+	tids := map[int]bool{}
+	for _, role := range []string{Sender, Receiver, Echo} {
+		tid, ok := got[role]
+		if !ok {
+			t.Errorf("no thread told for %q (got %v)", role, got)
+			continue
+		}
+		tids[tid] = true
+	}
+	if len(got) != 3 || len(tids) != 3 {
+		t.Errorf("threads %v: want three roles on three threads", got)
 	}
 }

@@ -259,9 +259,13 @@ func (tr *Tracer) result() []Thread {
 		}
 	}
 	order := []string{Worker, Forwarder, Client, Server, Kthread}
-	slices.SortStableFunc(keep, func(a, b *watched) int {
-		return slices.Index(order, a.role) - slices.Index(order, b.role)
-	})
+	rank := func(role string) int {
+		if i := slices.Index(order, role); i >= 0 {
+			return i
+		}
+		return len(order) // Targets.Own's roles, last
+	}
+	slices.SortStableFunc(keep, func(a, b *watched) int { return rank(a.role) - rank(b.role) })
 	out := make([]Thread, len(keep))
 	for i, w := range keep {
 		out[i] = w.thread()

@@ -3,6 +3,7 @@ package trace
 import (
 	"context"
 	"fmt"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -92,6 +93,9 @@ type Targets struct {
 	// Sender and Receiver are the namespaces that send and receive the
 	// run's data, whose TCP counters to read.
 	Sender, Receiver string
+	// Own are threads of this process to follow too, by thread id, with
+	// their roles: the load a bench generates itself (rr's threads).
+	Own map[int]string
 }
 
 // Tracer traces one run, from Start to Stop.
@@ -124,6 +128,11 @@ func Start(ctx context.Context, t Targets) *Tracer {
 		tr.tap = tr.tapState(ctx)
 	}
 	tr.watchForwarders()
+	for tid, role := range t.Own {
+		if w := newWatched(role, os.Getpid(), tid, tr.cpus); w != nil {
+			tr.threads = append(tr.threads, w)
+		}
+	}
 	if t.TAP != "" {
 		tr.watchKthreads()
 	}

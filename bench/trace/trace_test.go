@@ -147,3 +147,27 @@ func TestPacking(t *testing.T) {
 		}
 	}
 }
+
+// TestTraceOwn: a thread of this process named in Targets.Own is followed
+// in its role, after the forwarders' roles, with the CPU time it spun.
+func TestTraceOwn(t *testing.T) {
+	ready := make(chan int)
+	var stop atomic.Bool
+	go func() {
+		runtime.LockOSThread()
+		ready <- unix.Gettid()
+		for !stop.Load() {
+		}
+	}()
+	tid := <-ready
+	tr := Start(context.Background(), Targets{Own: map[int]string{tid: "load"}})
+	time.Sleep(200 * time.Millisecond)
+	run := tr.Stop(nil)
+	stop.Store(true)
+	if len(run.Threads) != 1 || run.Threads[0].Role != "load" || run.Threads[0].TID != tid {
+		t.Fatalf("threads %+v: want the one spinning thread %d as \"load\"", run.Threads, tid)
+	}
+	if th := run.Threads[0]; th.RunSeconds < 0.01 || th.RunSeconds > 0.5 {
+		t.Errorf("the spinning thread ran %.3f s of a 0.2 s trace", th.RunSeconds)
+	}
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tapfwd/tapfwd/bench/latency"
 	"github.com/tapfwd/tapfwd/bench/profile"
 	"github.com/tapfwd/tapfwd/bench/report"
 	"github.com/tapfwd/tapfwd/bench/throughput"
@@ -15,12 +17,15 @@ import (
 )
 
 // The profile command's defaults: the guard's rows, tapfwd as it ships
-// and the bridge, a 10 s window after 2 s of warm-up.
+// and the bridge (for request/response workloads: the packet socket and
+// the AF_XDP configurations that block and busy-poll, and the bridge), a
+// 10 s window after 2 s of warm-up.
 var (
-	profileConfigs = []string{throughput.Default, throughput.Bridge}
-	profileWindow  = 10 * time.Second
-	profileWarmup  = 2 * time.Second
-	profileTop     = 15
+	profileConfigs   = []string{throughput.Default, throughput.Bridge}
+	profileRRConfigs = []string{latency.Block, latency.XDPBlock, latency.XDPKernel, latency.XDPKernelCPU, latency.Bridge}
+	profileWindow    = 10 * time.Second
+	profileWarmup    = 2 * time.Second
+	profileTop       = 15
 )
 
 // profileFlags are the profile command's flags.
@@ -44,8 +49,8 @@ func profileFlagSet(stdout io.Writer) (*flag.FlagSet, *profileFlags) {
 			tapfwd:  fs.String("tapfwd", "", "the tapfwd binary to profile; empty takes the tapfwd next to tapfwd-bench, else the one on $PATH"),
 			verbose: fs.Bool("verbose", false, "log each test bed and every failure to stderr"),
 		},
-		workloads: fs.String("workload", "all", "comma-separated workloads of the guard to profile (see above), or all"),
-		configs:   fs.String("configs", strings.Join(profileConfigs, ","), "comma-separated configurations (tapfwd-bench throughput -h lists them)"),
+		workloads: fs.String("workload", "all", "comma-separated workloads to profile (see above): the guard's, all of them, or request/response points rr-RATE-DELAY"),
+		configs:   fs.String("configs", "", "comma-separated configurations (tapfwd-bench throughput -h lists them; for rr workloads, tapfwd-bench latency -h); empty: "+strings.Join(profileConfigs, ",")+", or for rr workloads "+strings.Join(profileRRConfigs, ",")),
 		seconds:   fs.Int("seconds", int(profileWindow/time.Second), "how long each profile samples, in seconds"),
 		warmup:    fs.Duration("warmup", profileWarmup, "how long iperf3 runs before the profile starts"),
 		top:       fs.Int("top", profileTop, "functions in each top list"),
@@ -76,7 +81,16 @@ Workloads (--workload):
 		for _, w := range throughput.PerfWorkloads() {
 			fmt.Fprintf(stdout, "  %s\n", w.Name)
 		}
-		fmt.Fprintf(stdout, "\nAll of them under tapfwd and the bridge: about %s on a 2-CPU VM.\n\nFlags:\n", profileTime)
+		fmt.Fprintf(stdout, `  rr-RATE-DELAY, e.g. rr-5K-0us: the latency bench's request/response
+    load at RATE requests per second (K = 1000) with DELAY after each
+    reply (tapfwd-bench latency --points), for why a configuration's
+    round trips take what they take; its threads are followed as rr
+    sender, receiver and echo
+
+All of the guard's under tapfwd and the bridge: about %s on a 2-CPU VM.
+
+Flags:
+`, profileTime)
 		cliflag.PrintDefaults(stdout, fs)
 	}
 	return fs, f
@@ -104,13 +118,11 @@ func (f *profileFlags) options() (profile.Options, error) {
 	case *f.groWindow <= 0:
 		return o, errors.New("--gro-window must be positive")
 	}
-	levers := throughput.DefaultLevers()
-	levers.GROWindow = *f.groWindow
-	var err error
-	if o.Configs, err = report.SelectConfigs(throughput.KnownConfigs(throughput.DefaultTAPNAPI, levers), splitList(*f.configs)); err != nil {
-		return o, fmt.Errorf("--configs: %w", err)
+	iperfs, rrs, err := selectWorkloads(*f.workloads)
+	if err != nil {
+		return o, err
 	}
-	if o.Workloads, err = selectWorkloads(*f.workloads); err != nil {
+	if o.Configs, err = f.selectConfigs(len(rrs) > 0); err != nil {
 		return o, err
 	}
 	pin, err := parseIperfCPUs(*f.iperfCPUs)
@@ -120,21 +132,68 @@ func (f *profileFlags) options() (profile.Options, error) {
 	if *f.placement == throughput.PlaceBoth {
 		return o, errors.New("--placement both: profile one placement at a time")
 	}
-	if o.Workloads, err = throughput.Place(o.Workloads, *f.placement, pin); err != nil {
+	if iperfs, err = throughput.Place(iperfs, *f.placement, pin); err != nil {
 		return o, fmt.Errorf("--placement: %w", err)
 	}
+	o.Workloads = append(profile.IperfWorkloads(iperfs), rrs...)
 	o.Window, o.Warmup, o.Top, o.Dir = time.Duration(*f.seconds)*time.Second, *f.warmup, *f.top, *f.bench.outDir
 	return o, nil
 }
 
-// selectWorkloads are the guard's workloads named in s, or all of them.
-func selectWorkloads(s string) ([]throughput.Workload, error) {
-	all := throughput.PerfWorkloads()
-	if s == "all" {
-		return all, nil
+// selectConfigs are the configurations of --configs: the throughput
+// bench's, or with request/response workloads the latency bench's.
+func (f *profileFlags) selectConfigs(rr bool) ([]report.Config, error) {
+	levers := throughput.DefaultLevers()
+	levers.GROWindow = *f.groWindow
+	known, names := throughput.KnownConfigs(throughput.DefaultTAPNAPI, levers), profileConfigs
+	if rr {
+		known, names = latency.Configs(), profileRRConfigs
 	}
+	if *f.configs != "" {
+		names = splitList(*f.configs)
+	}
+	cs, err := report.SelectConfigs(known, names)
+	if err != nil {
+		return nil, fmt.Errorf("--configs: %w", err)
+	}
+	return cs, nil
+}
+
+// selectWorkloads are the workloads named in s: the guard's (all of
+// them for "all") and request/response points, not both in one run (their
+// configurations are the throughput and the latency bench's).
+func selectWorkloads(s string) (iperfs []throughput.Workload, rrs []profile.Workload, err error) {
+	if s == "all" {
+		return throughput.PerfWorkloads(), nil, nil
+	}
+	for _, name := range splitList(s) {
+		if !strings.HasPrefix(name, profile.RRPrefix) {
+			continue
+		}
+		w, err := profile.ParseRRWorkload(name)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--workload: %w", err)
+		}
+		rrs = append(rrs, w)
+	}
+	if iperfs, err = guardWorkloads(s); err != nil || len(iperfs)+len(rrs) == 0 {
+		return nil, nil, cmp.Or(err, errors.New("--workload: none given"))
+	}
+	if len(iperfs) > 0 && len(rrs) > 0 {
+		return nil, nil, errors.New("--workload: profile the guard's workloads and rr workloads in separate runs (they run under different configurations)")
+	}
+	return iperfs, rrs, nil
+}
+
+// guardWorkloads are the guard's workloads named in s (rr workloads
+// left out).
+func guardWorkloads(s string) ([]throughput.Workload, error) {
+	all := throughput.PerfWorkloads()
 	var out []throughput.Workload
 	for _, name := range splitList(s) {
+		if strings.HasPrefix(name, profile.RRPrefix) {
+			continue
+		}
 		found := false
 		for _, w := range all {
 			if w.Name == name {
@@ -146,11 +205,8 @@ func selectWorkloads(s string) ([]throughput.Workload, error) {
 			for _, w := range all {
 				names = append(names, w.Name)
 			}
-			return nil, fmt.Errorf("--workload %q: unknown (known: %s, all)", name, strings.Join(names, ", "))
+			return nil, fmt.Errorf("--workload %q: unknown (known: %s, all, rr-RATE-DELAY)", name, strings.Join(names, ", "))
 		}
-	}
-	if len(out) == 0 {
-		return nil, errors.New("--workload: none given")
 	}
 	return out, nil
 }
@@ -164,7 +220,11 @@ func cmdProfile(args []string, stdout, stderr io.Writer) error {
 	if *f.bench.from != "" {
 		return reread(*f.bench.from, profile.Read, func(rep *profile.Report) error { return renderProfile(rep, f, stdout) })
 	}
-	env, err := startBench("profile", f.bench, o.Configs, stderr, "iperf3")
+	var tools []string
+	if o.Workloads[0].RR == nil {
+		tools = append(tools, "iperf3") // rr's load is tapfwd-bench's own
+	}
+	env, err := startBench("profile", f.bench, o.Configs, stderr, tools...)
 	if err != nil {
 		return err
 	}

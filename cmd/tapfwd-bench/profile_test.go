@@ -69,6 +69,41 @@ func TestBenchProfile(t *testing.T) {
 	}
 }
 
+// TestBenchProfileRR profiles a request/response point under the AF_XDP
+// backend and the bridge: the round trips are there, rr's three threads
+// are followed with the CPU they used, tapfwd's Go profile is there and
+// the bridge has none.
+func TestBenchProfileRR(t *testing.T) {
+	testkit.NeedRoot(t)
+	js, _ := runBench(t, 3*time.Minute, "profile", "--workload", "rr-2K-0us", "--configs", "xdp-block,bridge",
+		"--seconds", "2", "--warmup", "1s", "--perf", "off", "--json")
+	var r profile.Report
+	if err := json.Unmarshal(js, &r); err != nil {
+		t.Fatal(err)
+	}
+	fw, br := r.Result("xdp-block", "rr-2K-0us"), r.Result("bridge", "rr-2K-0us")
+	if len(r.Results) != 2 || fw == nil || br == nil || fw.Err != "" || br.Err != "" {
+		t.Fatalf("results: %+v", r.Results)
+	}
+	for _, res := range []*profile.Result{fw, br} {
+		if rt := res.RTT; rt == nil || rt.Rate < 1000 || rt.P50 <= 0 || rt.P99 < rt.P50 || res.Figure != rt.P50 || res.Unit != profile.RRUnit {
+			t.Errorf("%s: round trips %+v, figure %v %s", res.Config, res.RTT, res.Figure, res.Unit)
+		}
+		roles := map[string]float64{}
+		for _, th := range res.Trace.Threads {
+			roles[th.Role] += th.RunSeconds
+		}
+		for _, role := range []string{"rr sender", "rr receiver", "rr echo"} {
+			if roles[role] <= 0 {
+				t.Errorf("%s: thread %q not followed or never ran: %v", res.Config, role, roles)
+			}
+		}
+	}
+	if fw.Go == nil || fw.Go.CPUSeconds <= 0 || br.Go != nil {
+		t.Errorf("Go profiles: xdp-block %+v, bridge %+v", fw.Go, br.Go)
+	}
+}
+
 // checkGoView checks tapfwd's Go profile: CPU sampled, shares that add
 // up with the TAP write among them, and the raw profile kept in dir.
 func checkGoView(t *testing.T, g *profile.GoView, dir string) {
@@ -135,7 +170,10 @@ func TestProfileErrors(t *testing.T) {
 		{[]string{"profile", "--perf", "on"}, 2, `--perf "on": want auto or off`},
 		{[]string{"profile", "--placement", "both"}, 2, "profile one placement at a time"},
 		{[]string{"profile", "--json", "--markdown"}, 2, "pick one"},
-		{[]string{"profile", "-h"}, 0, "All of them under tapfwd and the bridge: about"},
+		{[]string{"profile", "-h"}, 0, "All of the guard's under tapfwd and the bridge: about"},
+		{[]string{"profile", "--workload", "rr-5K"}, 2, `--workload: workload "rr-5K": want rr-RATE-DELAY`},
+		{[]string{"profile", "--workload", "rr-5K-0us,udp-64B-w2l"}, 2, "in separate runs"},
+		{[]string{"profile", "--workload", "rr-5K-0us", "--configs", "napi-on"}, 2, `unknown configuration "napi-on"`},
 		{[]string{"-h"}, 0, "profile: where the time goes"},
 	})
 }
