@@ -10,7 +10,7 @@ import (
 // delivers batch frames, receive copies them out; put queues batch frames,
 // the fake kernel completes them and reclaim takes the chunks back.
 type turn struct {
-	m     *model
+	m     *MemKernel
 	in    []byte
 	out   [][]byte
 	bufs  [][]byte
@@ -30,7 +30,7 @@ func newTurn(tb testing.TB, batch, payload int) *turn {
 func (tr *turn) run(tb testing.TB) {
 	q := tr.m.q
 	for range tr.bufs {
-		tr.m.deliver(tr.in)
+		tr.m.Deliver(tr.in)
 	}
 	if n, _ := q.receive(tr.bufs, tr.sizes, testOffset); n != len(tr.bufs) {
 		tb.Fatalf("received %d of %d", n, len(tr.bufs))
@@ -43,20 +43,7 @@ func (tr *turn) run(tb testing.TB) {
 		}
 	}
 	q.submitTX()
-	tr.m.consumeTX()
-}
-
-// consumeTX is transmit without building frames: the fake kernel takes
-// the TX ring and completes every descriptor.
-func (m *model) consumeTX() {
-	q := m.q
-	cons, prod, cp := q.tx.cons.Load(), q.tx.prod.Load(), q.comp.prod.Load()
-	for ; cons != prod; cons++ {
-		q.comp.addrs[cp&q.comp.mask] = q.tx.descs[cons&q.tx.mask].Addr
-		cp++
-	}
-	q.tx.cons.Store(cons)
-	q.comp.prod.Store(cp)
+	tr.m.Complete()
 }
 
 // TestZeroAllocs: a batch each way through the rings allocates nothing.
@@ -91,17 +78,6 @@ func BenchmarkQueue(b *testing.B) {
 	}
 }
 
-// memSocket is a Socket over the in-memory model, as forward's worker
-// drives it (Read, Write); its TX ring asks for no wake-up, so no system
-// call is made.
-func memSocket() (*Socket, *model) {
-	m := newModel(256, 4096, true)
-	m.q.tx.flags.Store(0)
-	s := &Socket{fd: -1, q: *m.q}
-	m.q = &s.q
-	return s, m
-}
-
 // BenchmarkSocket is a forward.NIC's work on the AF_XDP path as the
 // worker calls it, with an in-memory UMEM: one op is a 32-frame batch
 // read (Read: checks, copy out, vnet header, refill) and one written
@@ -114,7 +90,7 @@ func BenchmarkSocket(b *testing.B) {
 		payload int
 	}{{"64B", 18}, {"1514B", 1472}} {
 		b.Run(c.name, func(b *testing.B) {
-			s, m := memSocket()
+			s, m := NewMemSocket(256, 4096, true)
 			f := buildFrame(b, frameSpec{payload: c.payload})
 			bufs, sizes := testBufs(batch, 32+65536)
 			out := make([][]byte, batch)
@@ -125,7 +101,7 @@ func BenchmarkSocket(b *testing.B) {
 			b.ResetTimer()
 			for range b.N {
 				for range batch {
-					m.deliver(f)
+					m.Deliver(f)
 				}
 				if n, err := s.Read(bufs, sizes, testOffset); n != batch || err != nil {
 					b.Fatalf("Read = %d, %v", n, err)
@@ -133,7 +109,7 @@ func BenchmarkSocket(b *testing.B) {
 				if n, err := s.Write(out, 0); n != batch || err != nil {
 					b.Fatalf("Write = %d, %v", n, err)
 				}
-				m.consumeTX()
+				m.Complete()
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/frame")
 		})
@@ -142,7 +118,7 @@ func BenchmarkSocket(b *testing.B) {
 
 // TestSocketZeroAllocs: Read and Write of a batch allocate nothing.
 func TestSocketZeroAllocs(t *testing.T) {
-	s, m := memSocket()
+	s, m := NewMemSocket(256, 4096, true)
 	f := buildFrame(t, frameSpec{payload: 18})
 	bufs, sizes := testBufs(32, 2048)
 	out := make([][]byte, 32)
@@ -151,7 +127,7 @@ func TestSocketZeroAllocs(t *testing.T) {
 	}
 	a := testing.AllocsPerRun(100, func() {
 		for range 32 {
-			m.deliver(f)
+			m.Deliver(f)
 		}
 		if n, err := s.Read(bufs, sizes, testOffset); n != 32 || err != nil {
 			t.Fatalf("Read = %d, %v", n, err)
@@ -159,7 +135,7 @@ func TestSocketZeroAllocs(t *testing.T) {
 		if n, err := s.Write(out, 0); n != 32 || err != nil {
 			t.Fatalf("Write = %d, %v", n, err)
 		}
-		m.consumeTX()
+		m.Complete()
 	})
 	if a != 0 {
 		t.Errorf("%v allocations per batch, want 0", a)

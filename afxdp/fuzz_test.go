@@ -121,7 +121,7 @@ func FuzzTransmit(f *testing.F) {
 			q.submitTX()
 			checkTX(t, q)
 			if round%2 == 0 {
-				m.transmit()
+				m.Transmit()
 			}
 			// A broken kernel completes addresses of its choosing.
 			cp := q.comp.prod.Load()

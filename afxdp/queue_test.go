@@ -40,7 +40,7 @@ func TestQueueReceive(t *testing.T) {
 	}
 	in[2][12], in[2][13] = 0x88, 0xb5 // an experimental EtherType
 	for _, f := range in {
-		if !m.deliver(f) {
+		if !m.Deliver(f) {
 			t.Fatalf("the fake kernel could not deliver %d bytes", len(f))
 		}
 	}
@@ -78,7 +78,7 @@ func TestQueueReceiveBatchAndOversize(t *testing.T) {
 	m := newModel(16, 2048, true)
 	big := buildFrame(t, frameSpec{payload: 5000})
 	for i := 0; i < 3; i++ {
-		m.deliver(big)
+		m.Deliver(big)
 	}
 	bufs, sizes := testBufs(2, testOffset+vnethdr.Len+len(big))
 	n, more := m.q.receive(bufs, sizes, testOffset)
@@ -169,7 +169,7 @@ func TestQueueTransmit(t *testing.T) {
 		}
 	}
 	m.q.submitTX()
-	out := m.transmit()
+	out := m.Transmit()
 	if len(out) != 3 || !bytes.Equal(out[0], plain) || !csumOK(out[1]) || !bytes.Equal(out[2], jumbo) {
 		t.Fatalf("sent %d frames; plain intact %v, checksum completed %v, jumbo intact %v",
 			len(out), len(out) > 0 && bytes.Equal(out[0], plain), len(out) > 1 && csumOK(out[1]), len(out) > 2 && bytes.Equal(out[2], jumbo))
@@ -181,7 +181,7 @@ func TestQueueTransmit(t *testing.T) {
 			t.Fatalf("GSO %d/%d: %v", c.payload, c.mss, err)
 		}
 		m.q.submitTX()
-		checkSegments(t, m.transmit(), c.payload, c.mss)
+		checkSegments(t, m.Transmit(), c.payload, c.mss)
 	}
 	m.q.reclaim()
 	if len(m.q.free) != 128 || m.q.refused != (Refused{}) {
@@ -253,7 +253,7 @@ func TestQueueLazyFillConsumer(t *testing.T) {
 	got := 0
 	for round := range 200 {
 		for range 1 + round%5 {
-			if !m.deliver(frame) {
+			if !m.Deliver(frame) {
 				break
 			}
 		}
