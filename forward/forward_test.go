@@ -13,30 +13,59 @@ import (
 	"github.com/google/gopacket/layers"
 	"golang.org/x/sys/unix"
 
+	"github.com/tapfwd/tapfwd/afxdp"
 	"github.com/tapfwd/tapfwd/forward/forwardtest"
 	"github.com/tapfwd/tapfwd/vnethdr"
 )
 
 // pair is a queue whose TAP and NIC endpoints are the real tap and ring
 // code over socketpairs; the test holds the other ends (gVisor's fdbased
-// tests do the same).
+// tests do the same). With wire set the NIC is instead an AF_XDP socket
+// over an in-memory UMEM (forwardtest.XDP) and wire plays its kernel.
 type pair struct {
 	q       *QueueWorker
-	nicPeer int // what the wire writes to / reads from, vnet header first
+	nicPeer int // what the wire writes to / reads from, vnet header first (-1 with wire)
 	tapPeer int // what the lab side sees
+	wire    *afxdp.MemKernel
 }
 
-// toTAP writes frames on the wire side, runs one NIC -> TAP batch, which
+// toTAP puts frames on the wire side, runs one NIC -> TAP batch, which
 // must take them all, and returns what the lab side got.
 func (p *pair) toTAP(t testing.TB, frames ...[]byte) [][]byte {
 	t.Helper()
-	for _, f := range frames {
-		mustWrite(t, p.nicPeer, f)
+	if !p.fromWire(frames...) {
+		t.Fatal("the wire side did not take every frame")
 	}
 	if n, err := p.q.nicToTAP(); err != nil || n != len(frames) {
 		t.Fatalf("nicToTAP = %d, %v; want %d, nil", n, err, len(frames))
 	}
 	return readAll(t, p.tapPeer)
+}
+
+// fromWire puts frames (each a vnet header and an Ethernet frame) where
+// the NIC reads them: written to the packet socket's peer, or delivered
+// to the AF_XDP socket's RX ring without their header, as the wire has
+// none. It reports whether every frame was taken.
+func (p *pair) fromWire(frames ...[]byte) bool {
+	ok := true
+	for _, f := range frames {
+		if p.wire != nil {
+			ok = p.wire.Deliver(f[vnethdr.Len:]) && ok
+		} else if _, err := unix.Write(p.nicPeer, f); err != nil {
+			ok = false
+		}
+	}
+	return ok
+}
+
+// drainWire takes everything the NIC sent: reads the packet socket's peer
+// (non-blocking) into sink, or completes the AF_XDP socket's TX ring.
+func (p *pair) drainWire(sink []byte) {
+	if p.wire != nil {
+		p.wire.Complete()
+		return
+	}
+	drain(p.nicPeer, sink)
 }
 
 func newPair(t testing.TB, tapVnet bool, batch int) *pair {
@@ -49,12 +78,30 @@ func newPair(t testing.TB, tapVnet bool, batch int) *pair {
 func newPairOn(t testing.TB, tq Endpoint, tapPeer int, tapVnet bool, batch int) *pair {
 	t.Helper()
 	nic, nicPeer := forwardtest.NIC(t, batch)
+	p := newPairOver(t, tq, nic, tapVnet, batch)
+	p.nicPeer, p.tapPeer = nicPeer, tapPeer
+	return p
+}
+
+// newXDPPair is newPair with an AF_XDP NIC over an in-memory UMEM.
+func newXDPPair(t testing.TB, tapVnet bool, batch int) *pair {
+	t.Helper()
+	tq, tapPeer := forwardtest.TAP(t)
+	nic, wire := forwardtest.XDP()
+	p := newPairOver(t, tq, nic, tapVnet, batch)
+	p.nicPeer, p.tapPeer, p.wire = -1, tapPeer, wire
+	return p
+}
+
+// newPairOver is a forwarder of one queue over tq and nic.
+func newPairOver(t testing.TB, tq Endpoint, nic NIC, tapVnet bool, batch int) *pair {
+	t.Helper()
 	f, err := New([]Endpoint{tq}, []NIC{nic}, Config{Batch: batch, TAPVnetHdr: tapVnet, MTU: 1500, CPUs: []int{-1}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
-	return &pair{q: f.queues[0], nicPeer: nicPeer, tapPeer: tapPeer}
+	return &pair{q: f.queues[0]}
 }
 
 var (
@@ -175,15 +222,13 @@ func drain(fd int, sink []byte) {
 	}
 }
 
-// nicToTAPAllocs is the allocations of a nicToTAP batch of frames, written
-// to p's NIC peer, the TAP peer (made non-blocking) drained after it.
+// nicToTAPAllocs is the allocations of a nicToTAP batch of frames, put on
+// p's wire side, the TAP peer (made non-blocking) drained after it.
 func nicToTAPAllocs(t *testing.T, p *pair, frames ...[]byte) float64 {
 	setNonblock(t, p.tapPeer)
 	sink := make([]byte, 70000)
 	return testing.AllocsPerRun(100, func() {
-		for _, f := range frames {
-			unix.Write(p.nicPeer, f)
-		}
+		p.fromWire(frames...)
 		p.q.nicToTAP()
 		drain(p.tapPeer, sink)
 	})
@@ -369,69 +414,103 @@ func TestRunStops(t *testing.T) {
 	}
 }
 
-// BenchmarkForward measures one worker moving MTU-sized frames from the
-// wire side to the TAP side over socketpairs, a batch per iteration.
+// fwdBench is one row of BenchmarkForward.
+type fwdBench struct {
+	name              string
+	tapVnet, gso, gro bool
+	uring             bool          // TAP writes batched through io_uring (--tap-io uring)
+	window            time.Duration // --gro-window (full batches: it never waits)
+	xdp               bool          // the NIC is an AF_XDP socket over an in-memory UMEM (--nic-backend xdp)
+	tx                bool          // TAP to wire (tapToNIC) instead of wire to TAP
+}
+
+// BenchmarkForward measures one worker moving frames a batch per
+// iteration: MTU-sized segments of one flow (32, the batch) or 64 KiB GSO
+// frames (2, within the socketpair's buffer), from the wire side to the
+// TAP side, or with tx from the TAP to the wire. The TAP is tap's code
+// over a socketpair; the NIC a packet socket's code over a socketpair
+// (the wire side writes each frame and reads what is sent: system calls
+// inside the timing), or with xdp an AF_XDP socket's over an in-memory
+// UMEM (the fake kernel copies each frame into a chunk and completes the
+// TX ring: no system call on the NIC side). ns/frame is per frame read.
 func BenchmarkForward(b *testing.B) {
-	for _, tc := range []struct {
-		name              string
-		tapVnet, gso, gro bool
-		uring             bool          // TAP writes batched through io_uring (--tap-io uring)
-		window            time.Duration // --gro-window (full batches: it never waits)
-	}{
+	for _, tc := range []fwdBench{
 		{name: "mtu-vnet", tapVnet: true}, {name: "mtu-vnet-gro", tapVnet: true, gro: true},
 		{name: "gso64k-vnet", tapVnet: true, gso: true}, {name: "gso64k-segment", gso: true},
 		{name: "mtu-vnet-uring", tapVnet: true, uring: true}, {name: "gso64k-segment-uring", gso: true, uring: true},
 		{name: "mtu-vnet-gro-window", tapVnet: true, gro: true, window: 50 * time.Microsecond},
+		{name: "tx-gso64k-vnet", tapVnet: true, gso: true, tx: true},
+		{name: "xdp-mtu", tapVnet: true, xdp: true}, {name: "xdp-mtu-gro", tapVnet: true, gro: true, xdp: true},
+		{name: "xdp-tx-gso64k-segment", tapVnet: true, gso: true, xdp: true, tx: true},
 	} {
-		b.Run(tc.name, func(b *testing.B) {
-			const batch = 32
-			var p *pair
-			if tc.uring {
-				runtime.LockOSThread()
-				defer runtime.UnlockOSThread()
-				tq, peer := forwardtest.URingTAP(b, batch)
-				p = newPairOn(b, tq, peer, tc.tapVnet, batch)
-			} else {
-				p = newPair(b, tc.tapVnet, batch)
-			}
-			if tc.gro {
-				p.q.gro = vnethdr.NewGRO(batch)
-				p.q.groWindow = tc.window
-			}
-			setNonblock(b, p.tapPeer)
-			var in []byte
-			var payload int
-			segs := mtuSegments(b, batch)
-			if tc.gso {
-				h, f := gsoFrame(b, 65000, 1448)
-				in, payload = withHdr(h, f), len(f)
-			} else {
-				in, payload = segs[0], len(segs[0])-vnethdr.Len
-			}
-			sink := make([]byte, 70000)
-			per := batch
-			if tc.gso {
-				per = 2 // 64 KiB frames: keep within the socketpair buffer
-			}
-			b.SetBytes(int64(payload * per))
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				for j := 0; j < per; j++ {
-					if tc.gso {
-						unix.Write(p.nicPeer, in)
-					} else {
-						unix.Write(p.nicPeer, segs[j]) // one flow, in sequence
-					}
-				}
-				if n, _ := p.q.nicToTAP(); n != per {
-					b.Fatalf("a batch of %d frames took %d", per, n)
-				}
-				drain(p.tapPeer, sink)
-			}
-			b.ReportMetric(float64(b.N*per)/b.Elapsed().Seconds(), "pps")
-		})
+		b.Run(tc.name, func(b *testing.B) { benchForward(b, tc) })
 	}
+}
+
+func benchForward(b *testing.B, tc fwdBench) {
+	const batch = 32
+	p := tc.pair(b, batch)
+	setNonblock(b, p.tapPeer)
+	if p.wire == nil {
+		setNonblock(b, p.nicPeer)
+	}
+	in := mtuSegments(b, batch) // one flow, in sequence
+	if tc.gso {
+		h, f := gsoFrame(b, 65000, 1448)
+		in = [][]byte{withHdr(h, f), withHdr(h, f)}
+	}
+	payload := len(in[0]) - vnethdr.Len
+	if tc.tx && !tc.tapVnet {
+		for i := range in {
+			in[i] = in[i][vnethdr.Len:]
+		}
+	}
+	per := len(in)
+	sink := make([]byte, 70000)
+	b.SetBytes(int64(payload * per))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		var n int
+		if tc.tx {
+			for _, f := range in {
+				unix.Write(p.tapPeer, f)
+			}
+			n, _ = p.q.tapToNIC()
+			p.drainWire(sink)
+		} else {
+			p.fromWire(in...)
+			n, _ = p.q.nicToTAP()
+			drain(p.tapPeer, sink)
+		}
+		if n != per {
+			b.Fatalf("a batch of %d frames took %d", per, n)
+		}
+	}
+	b.ReportMetric(float64(b.N*per)/b.Elapsed().Seconds(), "pps")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*per), "ns/frame")
+}
+
+// pair makes the row's queue: its NIC, its TAP (io_uring's on a locked
+// thread, unlocked when b ends) and GRO.
+func (tc fwdBench) pair(b *testing.B, batch int) *pair {
+	var p *pair
+	switch {
+	case tc.uring:
+		runtime.LockOSThread()
+		b.Cleanup(runtime.UnlockOSThread)
+		tq, peer := forwardtest.URingTAP(b, batch)
+		p = newPairOn(b, tq, peer, tc.tapVnet, batch)
+	case tc.xdp:
+		p = newXDPPair(b, tc.tapVnet, batch)
+	default:
+		p = newPair(b, tc.tapVnet, batch)
+	}
+	if tc.gro {
+		p.q.gro = vnethdr.NewGRO(batch)
+		p.q.groWindow = tc.window
+	}
+	return p
 }
 
 // mtuSegments builds n consecutive MTU-sized TCPv4 segments of one flow,
@@ -497,33 +576,41 @@ func TestNICToTAPUDPGRO(t *testing.T) {
 }
 
 // TestNICToTAPGRO: eight MTU segments in one batch reach the TAP as one
-// GSO frame that segments back into the same eight.
+// GSO frame that segments back into the same eight, from a packet socket
+// (DATA_VALID) and from an AF_XDP socket (no vnet header from the wire:
+// GRO verifies the checksums).
 func TestNICToTAPGRO(t *testing.T) {
-	p := newGROPair(t, 16)
-	segs := mtuSegments(t, 8)
-	got := p.toTAP(t, segs...)
-	if len(got) != 1 {
-		t.Fatalf("TAP got %d frames, want 1 merged GSO frame", len(got))
-	}
-	var h vnethdr.Hdr
-	h.Decode(got[0])
-	if h.GSOType != vnethdr.GSOTCPv4 || h.GSOSize != 1448 {
-		t.Fatalf("merged frame header %+v", h)
-	}
-	out := makeBufs(16, 1600)
-	sizes := make([]int, 16)
-	k, err := vnethdr.Segment(h, got[0][vnethdr.Len:], out, sizes)
-	if err != nil || k != 8 {
-		t.Fatalf("Segment = %d, %v", k, err)
-	}
-	for i := 0; i < k; i++ {
-		if !bytes.Equal(out[i][:sizes[i]], segs[i][vnethdr.Len:]) {
-			t.Errorf("segment %d differs from the original", i)
+	for _, xdp := range []bool{false, true} {
+		p := newGROPair(t, 16)
+		if xdp {
+			p = newXDPPair(t, true, 16)
+			p.q.gro = vnethdr.NewGRO(16)
 		}
-	}
-	c := &p.q.Counters
-	if c.Merged.Load() != 7 || c.NICToTAP.Rx.Packets.Load() != 8 || c.NICToTAP.Tx.Packets.Load() != 1 {
-		t.Errorf("merged %d rx %d tx %d", c.Merged.Load(), c.NICToTAP.Rx.Packets.Load(), c.NICToTAP.Tx.Packets.Load())
+		segs := mtuSegments(t, 8)
+		got := p.toTAP(t, segs...)
+		if len(got) != 1 {
+			t.Fatalf("xdp %v: TAP got %d frames, want 1 merged GSO frame", xdp, len(got))
+		}
+		var h vnethdr.Hdr
+		h.Decode(got[0])
+		if h.GSOType != vnethdr.GSOTCPv4 || h.GSOSize != 1448 {
+			t.Fatalf("xdp %v: merged frame header %+v", xdp, h)
+		}
+		out := makeBufs(16, 1600)
+		sizes := make([]int, 16)
+		k, err := vnethdr.Segment(h, got[0][vnethdr.Len:], out, sizes)
+		if err != nil || k != 8 {
+			t.Fatalf("xdp %v: Segment = %d, %v", xdp, k, err)
+		}
+		for i := 0; i < k; i++ {
+			if !bytes.Equal(out[i][:sizes[i]], segs[i][vnethdr.Len:]) {
+				t.Errorf("xdp %v: segment %d differs from the original", xdp, i)
+			}
+		}
+		c := &p.q.Counters
+		if c.Merged.Load() != 7 || c.NICToTAP.Rx.Packets.Load() != 8 || c.NICToTAP.Tx.Packets.Load() != 1 {
+			t.Errorf("xdp %v: merged %d rx %d tx %d", xdp, c.Merged.Load(), c.NICToTAP.Rx.Packets.Load(), c.NICToTAP.Tx.Packets.Load())
+		}
 	}
 }
 

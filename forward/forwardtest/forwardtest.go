@@ -1,7 +1,8 @@
 // Package forwardtest provides stand-ins for forward's endpoints, so the
 // workers can be tested without a TAP, a NIC or privileges: socketpairs
-// behind the real tap.Queue and afpacket.Socket code, and a scripted fake that
-// replays frames, VLAN tags and errors.
+// behind the real tap.Queue and afpacket.Socket code, the real afxdp.Socket
+// code over an in-memory UMEM, and a scripted fake that replays frames, VLAN
+// tags and errors.
 package forwardtest
 
 import (
@@ -10,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tapfwd/tapfwd/afpacket"
+	"github.com/tapfwd/tapfwd/afxdp"
 	"github.com/tapfwd/tapfwd/tap"
 )
 
@@ -40,6 +42,16 @@ func NIC(t testing.TB, batch int) (*afpacket.Socket, int) {
 		unix.Close(p[1])
 	})
 	return s, p[1]
+}
+
+// XDP returns a NIC endpoint that is afxdp's socket code (Read and Write:
+// the descriptor checks, the vnet header it builds, segmentation into the
+// UMEM) over an in-memory UMEM of the daemon's sizes, multi-buffer on, and
+// the afxdp.MemKernel that plays the kernel and the wire: Deliver puts a
+// frame (no vnet header: the wire has none) on the RX ring, Complete or
+// Transmit takes the TX ring. No system call is made on either side.
+func XDP() (*afxdp.Socket, *afxdp.MemKernel) {
+	return afxdp.NewMemSocket(afxdp.DefaultFrames, afxdp.DefaultChunkSize, true)
 }
 
 // TAP returns a TAP endpoint that is tap's queue code over one end of a
