@@ -439,8 +439,9 @@ func BenchmarkForward(b *testing.B) {
 		{name: "gso64k-vnet", tapVnet: true, gso: true}, {name: "gso64k-segment", gso: true},
 		{name: "mtu-vnet-uring", tapVnet: true, uring: true}, {name: "gso64k-segment-uring", gso: true, uring: true},
 		{name: "mtu-vnet-gro-window", tapVnet: true, gro: true, window: 50 * time.Microsecond},
-		{name: "tx-gso64k-vnet", tapVnet: true, gso: true, tx: true},
+		{name: "tx-mtu-vnet", tapVnet: true, tx: true}, {name: "tx-gso64k-vnet", tapVnet: true, gso: true, tx: true},
 		{name: "xdp-mtu", tapVnet: true, xdp: true}, {name: "xdp-mtu-gro", tapVnet: true, gro: true, xdp: true},
+		{name: "xdp-tx-mtu", tapVnet: true, xdp: true, tx: true},
 		{name: "xdp-tx-gso64k-segment", tapVnet: true, gso: true, xdp: true, tx: true},
 	} {
 		b.Run(tc.name, func(b *testing.B) { benchForward(b, tc) })
