@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tapfwd/tapfwd/afxdp"
 	"github.com/tapfwd/tapfwd/hostport"
 	"github.com/tapfwd/tapfwd/internal/daemon"
 	"github.com/tapfwd/tapfwd/napi"
@@ -90,6 +91,8 @@ func explainRun(err error, c *daemon.Config) error {
 		advice = " (the directory must be root's and writable by no one else, or others could take the guests' connections: chown root and chmod go-w it, or choose another)"
 	case de.Part == daemon.PartHostPort && errors.Is(err, hostport.ErrNameInUse):
 		advice = " (rename or remove that interface)"
+	case errors.Is(err, afxdp.ErrNotSupported):
+		advice = " (use --nic-backend packet, or a kernel built with CONFIG_XDP_SOCKETS and no seccomp filter, such as systemd's RestrictAddressFamilies=, denying AF_XDP)"
 	case errors.Is(err, tap.ErrNoURing):
 		advice = " (--tap-io auto falls back to a system call per frame)"
 	case errors.Is(err, vhostuser.ErrPathTooLong):

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tapfwd/tapfwd/afxdp"
 	"github.com/tapfwd/tapfwd/hostport"
 	"github.com/tapfwd/tapfwd/internal/daemon"
 	"github.com/tapfwd/tapfwd/napi"
@@ -103,6 +104,7 @@ func TestExplainRun(t *testing.T) {
 		{&daemon.Error{Part: daemon.PartTAPMTU, Err: errors.New("the TAP would take the NIC's MTU, 65536")}, "--tap-mtu: the TAP would take the NIC's MTU, 65536 (give --tap-mtu 65521 or less)"},
 		{&daemon.Error{Part: daemon.PartCPUs, Value: "7", Err: errors.New(`"7" is not a CPU this process may use (allowed: 0-1)`)}, `--cpus 7: "7" is not a CPU this process may use (allowed: 0-1)`},
 		{&daemon.Error{Part: daemon.PartVhostDir, Err: fmt.Errorf("vhostuser: socket directory: /x has mode 0777: %w", vhostuser.ErrUnsafeDir)}, "--vhost-user: vhostuser: socket directory: /x has mode 0777: unsafe directory (the directory must be root's and writable by no one else"},
+		{&daemon.Error{Part: daemon.PartNICBackend, Value: "xdp", Err: fmt.Errorf("afxdp: XDP socket: %w: socket: EAFNOSUPPORT", afxdp.ErrNotSupported)}, "--nic-backend xdp: afxdp: XDP socket: AF_XDP sockets are not available in this kernel: socket: EAFNOSUPPORT (use --nic-backend packet, or a kernel built with CONFIG_XDP_SOCKETS"},
 		{&daemon.Error{Part: daemon.PartTAPIO, Err: fmt.Errorf("tap: batched I/O on a queue: %w: EPERM", tap.ErrNoURing)}, "--tap-io uring: tap: batched I/O on a queue: io_uring is unavailable: EPERM (--tap-io auto falls back to a system call per frame)"},
 		{fmt.Errorf("tap: %w (%w)", tap.ErrPersistent, tap.ErrNameInUse), "(add --persist to attach to it, or remove it with: tapfwd down --tap lab0 --tap-netns lab)"},
 		{fmt.Errorf("tap: %w", tap.ErrMismatch), "(start with the settings it was made with, or remove it with: tapfwd down --tap lab0 --tap-netns lab)"},

@@ -77,8 +77,16 @@ func (b *build) get(t testing.TB, name string, flags, env []string) string {
 }
 
 // Main runs the tests of m and then removes the binaries Tapfwd and
-// PlainTapfwd built; a TestMain is os.Exit(testkit.Main(m)).
+// PlainTapfwd built; a TestMain is os.Exit(testkit.Main(m)). Run again by
+// WithoutXDPSockets, the test binary installs its filter and execs the
+// command instead.
 func Main(m *testing.M) int {
+	if os.Getenv(noXDPEnv) != "" {
+		err := execWithoutXDPSockets(os.Args[1:])
+		fmt.Fprintln(os.Stderr, err)
+		return 127
+	}
+	mainRan = true
 	code := m.Run()
 	if buildDir.path != "" {
 		os.RemoveAll(buildDir.path)

@@ -1,7 +1,8 @@
 // Package testkit runs tapfwd for the end-to-end tests: its binary built
 // once per test binary, started on a test bed and read back (its log, its
 // HTTP endpoints, a command's exit and output, a service manager's notify
-// socket, a unit's lines and setpriv's flags for its capabilities), and
+// socket, a unit's lines and setpriv's flags for its capabilities), a command
+// run as on a kernel without AF_XDP sockets (WithoutXDPSockets), and
 // the guards that skip or fail a test that lacks root or a
 // tool.
 //
