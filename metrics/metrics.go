@@ -43,12 +43,20 @@ type Source struct {
 	XDPRings func() ([]XDPRing, error)
 }
 
-// XDPRing is the kernel's counters of one NIC queue's AF_XDP socket
-// (XDP_STATISTICS), as struct xdp_statistics names them.
+// XDPRing is the counters of one NIC queue's AF_XDP socket: the kernel's
+// (XDP_STATISTICS), as struct xdp_statistics names them, and what afxdp's
+// own checks refused (afxdp.Refused).
 type XDPRing struct {
 	Queue                                                 int
 	RxDropped, RxInvalidDescs, TxInvalidDescs, RxRingFull uint64
 	RxFillRingEmptyDescs, TxRingEmptyDescs                uint64
+	// RefusedRxDescs: RX descriptors outside the UMEM's RX chunks, not
+	// the kernel's, past a chunk or in a broken chain; RefusedCompletions:
+	// completion addresses outside the TX chunks or not the kernel's;
+	// RefusedRingIndex: ring indexes claiming more entries than the ring
+	// has; FillRingFull: RX chunks the fill ring had no room for;
+	// Oversize: frames longer than the worker's buffer.
+	RefusedRxDescs, RefusedCompletions, RefusedRingIndex, FillRingFull, Oversize uint64
 }
 
 // GuestPort is one vhost-user VM port.
@@ -118,7 +126,7 @@ var (
 	vmGSO     = prometheus.NewDesc(ns+"_vm_port_gso_frames_total", "GSO super-frames a vhost-user port's guest sent.", []string{"device", "port"}, nil)
 	vmEvents  = prometheus.NewDesc(ns+"_vm_port_events_total", "What happened to a vhost-user port's connection: connect and disconnect of a front-end, protocol_error (a front-end sent away for breaking the vhost-user protocol, or a ring beyond the port's refused), turned_away (a front-end that came while another was served), reset (the guest's driver reset the device).", []string{"device", "port", "event"}, nil)
 	vmState   = prometheus.NewDesc(ns+"_vm_port_state", "1 for the state a vhost-user port is in, 0 for the others: listening (no front-end), connected, running (frames move), broken (the guest broke the virtqueue rules).", []string{"device", "port", "state"}, nil)
-	xdpRing   = prometheus.NewDesc(ns+"_xdp_ring_events_total", "The kernel's counters of the AF_XDP socket on a NIC queue (XDP_STATISTICS), by event: rx_dropped (frames dropped on the way in: no fill ring entry, or too large) and rx_ring_full (frames dropped for a full RX ring), both also in tapfwd_drops_total's kernel_ring; rx_invalid_descs and tx_invalid_descs (descriptors the kernel refused); rx_fill_ring_empty_descs and tx_ring_empty_descs (times the kernel found the fill or TX ring empty).", []string{"device", "queue", "event"}, nil)
+	xdpRing   = prometheus.NewDesc(ns+"_xdp_ring_events_total", "The counters of the AF_XDP socket on a NIC queue, by event. First the kernel's (XDP_STATISTICS): rx_dropped (frames dropped on the way in: no fill ring entry, or too large) and rx_ring_full (frames dropped for a full RX ring), both also in tapfwd_drops_total's kernel_ring; rx_invalid_descs and tx_invalid_descs (descriptors the kernel refused); rx_fill_ring_empty_descs and tx_ring_empty_descs (times the kernel found the fill or TX ring empty). Then what tapfwd's own checks of the rings refused: refused_rx_descs (RX descriptors outside the RX chunks, not the kernel's, past a chunk or in a broken multi-buffer chain: dropped, in no other of tapfwd's counters), refused_completions (completion addresses outside the TX chunks or not the kernel's), refused_ring_index (ring indexes claiming more entries than the ring has), fill_ring_full (RX chunks the fill ring had no room for, lost to the socket) and oversize (frames longer than a worker's buffer, also in tapfwd_drops_total's oversize).", []string{"device", "queue", "event"}, nil)
 	scrapeErr = prometheus.NewDesc(ns+"_scrape_errors", "Kernel counters that could not be read, and series that could not be built, during this scrape.", nil, nil)
 )
 
@@ -292,7 +300,9 @@ func (c *Collector) collectXDPRings(sc *scrape) {
 			name string
 			v    uint64
 		}{{"rx_dropped", r.RxDropped}, {"rx_invalid_descs", r.RxInvalidDescs}, {"tx_invalid_descs", r.TxInvalidDescs},
-			{"rx_ring_full", r.RxRingFull}, {"rx_fill_ring_empty_descs", r.RxFillRingEmptyDescs}, {"tx_ring_empty_descs", r.TxRingEmptyDescs}} {
+			{"rx_ring_full", r.RxRingFull}, {"rx_fill_ring_empty_descs", r.RxFillRingEmptyDescs}, {"tx_ring_empty_descs", r.TxRingEmptyDescs},
+			{"refused_rx_descs", r.RefusedRxDescs}, {"refused_completions", r.RefusedCompletions}, {"refused_ring_index", r.RefusedRingIndex},
+			{"fill_ring_full", r.FillRingFull}, {"oversize", r.Oversize}} {
 			sc.counter(xdpRing, e.v, c.src.NIC, q, e.name)
 		}
 	}

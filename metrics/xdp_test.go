@@ -8,13 +8,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
-// TestXDPRingMetrics: each AF_XDP socket's XDP_STATISTICS become one
-// counter per queue and event, linted; a failed read counts as a scrape
+// TestXDPRingMetrics: each AF_XDP socket's XDP_STATISTICS and afxdp's
+// refusals become one counter per queue and event, linted; a failed read counts as a scrape
 // error and keeps what was read.
 func TestXDPRingMetrics(t *testing.T) {
 	var readErr error
 	c := NewCollector(Source{TAP: "tap0", NIC: "eth1", XDPRings: func() ([]XDPRing, error) {
-		return []XDPRing{{Queue: 0, RxDropped: 1, RxInvalidDescs: 2, TxInvalidDescs: 3, RxRingFull: 4, RxFillRingEmptyDescs: 5, TxRingEmptyDescs: 6},
+		return []XDPRing{{Queue: 0, RxDropped: 1, RxInvalidDescs: 2, TxInvalidDescs: 3, RxRingFull: 4, RxFillRingEmptyDescs: 5, TxRingEmptyDescs: 6,
+			RefusedRxDescs: 8, RefusedCompletions: 9, RefusedRingIndex: 10, FillRingFull: 11, Oversize: 12},
 			{Queue: 1, RxRingFull: 7}}, readErr
 	}})
 	problems, err := testutil.CollectAndLint(c, "tapfwd_xdp_ring_events_total")
@@ -23,6 +24,8 @@ func TestXDPRingMetrics(t *testing.T) {
 	}
 	want := map[string]float64{
 		"0 rx_dropped": 1, "0 rx_invalid_descs": 2, "0 tx_invalid_descs": 3, "0 rx_ring_full": 4, "0 rx_fill_ring_empty_descs": 5, "0 tx_ring_empty_descs": 6,
+		"0 refused_rx_descs": 8, "0 refused_completions": 9, "0 refused_ring_index": 10, "0 fill_ring_full": 11, "0 oversize": 12,
+		"1 refused_rx_descs": 0, "1 refused_completions": 0, "1 refused_ring_index": 0, "1 fill_ring_full": 0, "1 oversize": 0,
 		"1 rx_dropped": 0, "1 rx_invalid_descs": 0, "1 tx_invalid_descs": 0, "1 rx_ring_full": 7, "1 rx_fill_ring_empty_descs": 0, "1 tx_ring_empty_descs": 0,
 	}
 	for _, fail := range []bool{false, true} {

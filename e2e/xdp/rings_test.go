@@ -18,7 +18,9 @@ import (
 // AF_XDP socket's RX ring (2048 entries) and drain its fill ring, so the
 // kernel drops the rest; once it runs again, /metrics shows each
 // XDP_STATISTICS counter of queue 0, the drops among them, and they are
-// what tapfwd_drops_total's kernel_ring counts.
+// what tapfwd_drops_total's kernel_ring counts. afxdp's own checks
+// (refused_*, fill_ring_full, oversize) are on the page too, and refuse
+// nothing the real kernel hands back.
 func TestRingMetrics(t *testing.T) {
 	const frames = 10_000
 	bed, fw := start(t)
@@ -26,7 +28,8 @@ func TestRingMetrics(t *testing.T) {
 		return prom.Sample(prom.Scrape(t, bed), "tapfwd_xdp_ring_events_total", `device="`+bed.NIC+`"`, `queue="0"`, `event="`+event+`"`)
 	}
 	page := prom.Scrape(t, bed)
-	for _, e := range []string{"rx_dropped", "rx_invalid_descs", "tx_invalid_descs", "rx_ring_full", "rx_fill_ring_empty_descs", "tx_ring_empty_descs"} {
+	checks := []string{"refused_rx_descs", "refused_completions", "refused_ring_index", "fill_ring_full", "oversize"}
+	for _, e := range append([]string{"rx_dropped", "rx_invalid_descs", "tx_invalid_descs", "rx_ring_full", "rx_fill_ring_empty_descs", "tx_ring_empty_descs"}, checks...) {
 		if !strings.Contains(page, `tapfwd_xdp_ring_events_total{device="`+bed.NIC+`",event="`+e+`",queue="0"} `) {
 			t.Errorf("/metrics lacks tapfwd_xdp_ring_events_total{queue=0,event=%s}", e)
 		}
@@ -61,6 +64,11 @@ func TestRingMetrics(t *testing.T) {
 	}
 	if kr := d.NICDrops[metrics.KernelRing]; kr != dropped {
 		t.Errorf("kernel_ring moved by %v, the ring counters by %v", kr, dropped)
+	}
+	for _, e := range checks {
+		if v := ring(e); v != 0 {
+			t.Errorf("%s = %v after the kernel's rings overflowed, want 0: afxdp refused what the kernel handed back", e, v)
+		}
 	}
 	if err := fw.Stop(); err != nil {
 		t.Fatalf("exit: %v\n%s", err, fw.Output())

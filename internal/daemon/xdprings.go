@@ -12,20 +12,48 @@ import (
 	"github.com/tapfwd/tapfwd/metrics"
 )
 
-// xdpRings reads the ring counters (XDP_STATISTICS) of the NIC's AF_XDP
-// sockets for /metrics, a getsockopt per socket per scrape and none on the
-// workers' path, keeping what the sockets a reattach closed had counted.
+// xdpRings reads the ring counters of the NIC's AF_XDP sockets for
+// /metrics: the kernel's (XDP_STATISTICS), a getsockopt per socket per
+// scrape and none on the workers' path, and what afxdp's checks refused;
+// it keeps what the sockets a reattach closed had counted.
 type xdpRings struct {
 	mu    sync.Mutex
-	socks []*afxdp.Socket
-	gone  map[int]unix.XDPStatistics // by queue, of closed sockets
+	socks []ringSocket
+	gone  map[int]ringCounts // by queue, of closed sockets
+}
+
+// ringSocket is what xdpRings reads of an *afxdp.Socket.
+type ringSocket interface {
+	Counters() (afxdp.Counters, error)
+	Queue() int
+}
+
+// ringCounts is what metrics.XDPRing reports of a queue's sockets.
+type ringCounts struct {
+	kernel  unix.XDPStatistics
+	refused afxdp.Refused
+}
+
+// add is r plus what c counted; the kernel's part only when ok (a closed
+// socket's read fails, and its own counts stay readable).
+func (r ringCounts) add(c afxdp.Counters, ok bool) ringCounts {
+	if ok {
+		r.kernel = addStats(r.kernel, c.Kernel)
+	}
+	a, b := r.refused, c.Refused
+	r.refused = afxdp.Refused{RXDescs: a.RXDescs + b.RXDescs, CompAddrs: a.CompAddrs + b.CompAddrs,
+		RingIndex: a.RingIndex + b.RingIndex, FillFull: a.FillFull + b.FillFull, Oversize: a.Oversize + b.Oversize}
+	return r
 }
 
 // use reads socks from now on.
 func (r *xdpRings) use(socks []*afxdp.Socket) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.socks = socks
+	r.socks = make([]ringSocket, len(socks))
+	for i, s := range socks {
+		r.socks[i] = s
+	}
 }
 
 // retire keeps what the sockets counted and stops reading them, before
@@ -35,13 +63,10 @@ func (r *xdpRings) retire() {
 	defer r.mu.Unlock()
 	for _, s := range r.socks {
 		c, err := s.Counters()
-		if err != nil {
-			continue
-		}
 		if r.gone == nil {
-			r.gone = map[int]unix.XDPStatistics{}
+			r.gone = map[int]ringCounts{}
 		}
-		r.gone[s.Queue()] = addStats(r.gone[s.Queue()], c.Kernel)
+		r.gone[s.Queue()] = r.gone[s.Queue()].add(c, err == nil)
 	}
 	r.socks = nil
 }
@@ -50,25 +75,26 @@ func (r *xdpRings) retire() {
 func (r *xdpRings) read() ([]metrics.XDPRing, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	total := map[int]unix.XDPStatistics{}
-	for q, k := range r.gone {
-		total[q] = k
+	total := maps.Clone(r.gone)
+	if total == nil {
+		total = map[int]ringCounts{}
 	}
 	var errs []error
 	for _, s := range r.socks {
 		c, err := s.Counters()
 		if err != nil {
 			errs = append(errs, err)
-			continue
 		}
-		total[s.Queue()] = addStats(total[s.Queue()], c.Kernel)
+		total[s.Queue()] = total[s.Queue()].add(c, err == nil)
 	}
 	out := make([]metrics.XDPRing, 0, len(total))
 	for _, q := range slices.Sorted(maps.Keys(total)) {
-		k := total[q]
+		k, f := total[q].kernel, total[q].refused
 		out = append(out, metrics.XDPRing{Queue: q, RxDropped: k.Rx_dropped, RxInvalidDescs: k.Rx_invalid_descs,
 			TxInvalidDescs: k.Tx_invalid_descs, RxRingFull: k.Rx_ring_full,
-			RxFillRingEmptyDescs: k.Rx_fill_ring_empty_descs, TxRingEmptyDescs: k.Tx_ring_empty_descs})
+			RxFillRingEmptyDescs: k.Rx_fill_ring_empty_descs, TxRingEmptyDescs: k.Tx_ring_empty_descs,
+			RefusedRxDescs: f.RXDescs, RefusedCompletions: f.CompAddrs, RefusedRingIndex: f.RingIndex,
+			FillRingFull: f.FillFull, Oversize: f.Oversize})
 	}
 	return out, errors.Join(errs...)
 }
