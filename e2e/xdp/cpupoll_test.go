@@ -53,8 +53,51 @@ func TestBusyPollCPU(t *testing.T) {
 	if err := fw.Stop(); err != nil {
 		t.Fatalf("exit: %v\n%s", err, fw.Output())
 	}
+	if strings.Contains(fw.Output(), sharedWarning) {
+		t.Errorf("warned of a shared CPU with the worker on CPU %d and the poller on %d:\n%s", worker, poller, fw.Output())
+	}
 	if left := pollerThreads(t, "/proc/*"); len(left) > 0 {
 		t.Errorf("busy poller threads left after tapfwd exited: %v", left)
+	}
+}
+
+// sharedWarning is what tapfwd warns when a worker is pinned to the busy
+// poller's CPU.
+const sharedWarning = "workers are pinned to the busy poller's CPU"
+
+// TestBusyPollCPUShared: --busy-poll-cpu on the worker's CPU (given with
+// --cpus, and by the default placement, which pins queue 0 to the first
+// CPU tapfwd may use) starts, forwards, and logs one warning naming the
+// CPU and the queue.
+func TestBusyPollCPUShared(t *testing.T) {
+	allowed, err := cpulist.Allowed()
+	if err != nil || len(allowed) == 0 {
+		t.Fatalf("allowed CPUs: %v %v", allowed, err)
+	}
+	cpu := strconv.Itoa(allowed[0])
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"--cpus", []string{"--cpus", cpu}},
+		{"default placement", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, fw := start(t, append([]string{"--poll", "kernel", "--busy-poll-cpu", cpu}, tc.args...)...)
+			if err := fw.Stop(); err != nil {
+				t.Fatalf("exit: %v\n%s", err, fw.Output())
+			}
+			var warned []string
+			for l := range strings.Lines(fw.Output()) {
+				if strings.Contains(l, sharedWarning) {
+					warned = append(warned, strings.TrimSpace(l))
+				}
+			}
+			if len(warned) != 1 || !strings.Contains(warned[0], "busy_poll_cpu="+cpu) || !strings.Contains(warned[0], "queues=[0]") {
+				t.Fatalf("warnings %q, want one naming CPU %s and queue 0\n%s", warned, cpu, fw.Output())
+			}
+			t.Log(warned[0])
+		})
 	}
 }
 

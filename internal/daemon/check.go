@@ -34,6 +34,7 @@ func (d *Daemon) check() error {
 		if err := cpulist.CheckAllowed([]int{kp.CPU}); err != nil {
 			return fail(PartBusyPollCPU, fmt.Sprint(kp.CPU), err)
 		}
+		d.warnSharedPollerCPU(kp.CPU)
 	}
 	if d.c.Host != nil && d.c.Host.DHCP != nil {
 		if _, err := dhcp.Find(); err != nil {
@@ -98,6 +99,23 @@ func machineKey() ([]byte, error) {
 		errs = append(errs, err)
 	}
 	return nil, errors.Join(errs...)
+}
+
+// warnSharedPollerCPU warns, once, when queue workers are pinned to the
+// busy poller's CPU: the poller spins there without pause, so they get
+// what the scheduler leaves them. A warning, not a refusal: it forwards
+// (on a machine of one CPU it is the only placement), only slower.
+func (d *Daemon) warnSharedPollerCPU(cpu int) {
+	var queues []int
+	for q, c := range d.m.cpus {
+		if c == cpu {
+			queues = append(queues, q)
+		}
+	}
+	if len(queues) > 0 {
+		d.log.Warn("workers are pinned to the busy poller's CPU, which it keeps busy without pause: they get what is left of it; give the workers other CPUs (--cpus)",
+			"busy_poll_cpu", cpu, "queues", queues, "worker_cpus", d.m.cpus)
+	}
 }
 
 // warnOthers warns of each other daemon whose packet sockets are on this
