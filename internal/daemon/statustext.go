@@ -1,0 +1,104 @@
+package daemon
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// WriteText writes st for a person, as tapfwd status prints it: the
+// build and uptime, the TAP and the NIC, a table of each queue's rates,
+// counts and drops both ways, and the VM ports.
+func (st *Status) WriteText(w io.Writer) error {
+	t := st.TAP
+	fmt.Fprintf(w, "tapfwd %s, up %v\n", st.Build, time.Duration(st.UptimeSeconds*float64(time.Second)).Round(time.Second))
+	where := ""
+	if t.Netns != "" {
+		where = " in network namespace " + t.Netns
+	}
+	persist := "goes away when tapfwd exits"
+	if t.Persistent {
+		persist = "persistent"
+		if t.Attached {
+			persist += " (attached to the TAP an earlier run left)"
+		}
+	}
+	fmt.Fprintf(w, "TAP %s%s: MAC %s, MTU %d, napi %s, vnet-hdr %s, multi-queue %s, offloads %s; %s\n",
+		t.Name, where, t.MAC, t.MTU, onOff(t.NAPI), onOff(t.VnetHdr), onOff(t.MultiQueue), t.Offloads, persist)
+	fmt.Fprintf(w, "NIC %s\n\n", st.NIC)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	rates := "rates over the last " + fmt.Sprintf("%.0f s", st.RateSeconds)
+	if st.RateSeconds == 0 {
+		rates = "rates after the first 5 s"
+	}
+	fmt.Fprintf(tw, "QUEUE\tCPU\tDIRECTION\tFRAMES/S\tMBIT/S\tRECEIVED\tSENT\tDROPS (%s)\n", rates)
+	for _, q := range st.Queues {
+		for _, d := range []struct {
+			name string
+			s    DirStatus
+		}{{"nic->tap", q.NICToTAP}, {"tap->nic", q.TAPToNIC}} {
+			drops := dropText(d.s.Drops)
+			if d.name == "nic->tap" && q.KernelDrops > 0 {
+				drops = fmt.Sprintf("kernel_ring=%d %s", q.KernelDrops, drops)
+			}
+			fmt.Fprintf(tw, "%d\t%d\t%s\t%.0f\t%.1f\t%d\t%d\t%s\n", q.ID, q.CPU, d.name, d.s.RxPacketsPerSecond,
+				d.s.RxBytesPerSecond*8/1e6, d.s.RxPackets, d.s.TxPackets, drops)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	writeVMPorts(w, st.VMPorts)
+	return nil
+}
+
+// writeVMPorts lists the VM ports: a macvtap's device node; a vhost-user
+// port's socket, state, counters and how to attach a guest.
+func writeVMPorts(w io.Writer, ports []PortStatus) {
+	if len(ports) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nVM ports:")
+	for _, p := range ports {
+		if p.Type != "vhost-user" {
+			fmt.Fprintf(w, "  %s  %s  %s\n", p.Name, p.MAC, p.Dev)
+			continue
+		}
+		fmt.Fprintf(w, "  %s  %s  vhost-user %s  %s\n", p.Name, p.MAC, p.Socket, p.State)
+		if p.FromGuest != nil && p.ToGuest != nil {
+			fmt.Fprintf(w, "    from the guest: %d frames, drops %s; to it: %d frames, drops %s\n",
+				p.FromGuest.RxPackets, dropText(p.FromGuest.Drops), p.ToGuest.TxPackets, dropText(p.ToGuest.Drops))
+		}
+		if len(p.Features) > 0 {
+			fmt.Fprintf(w, "    features: %s\n", strings.Join(p.Features, ","))
+		}
+		fmt.Fprintf(w, "    QEMU:    %s\n", p.QEMU)
+		fmt.Fprintf(w, "    libvirt: %s\n", strings.ReplaceAll(p.Libvirt, "\n", "\n             "))
+		fmt.Fprintf(w, "             %s\n", strings.ReplaceAll(p.LibvirtMemory, "\n", "\n             "))
+	}
+}
+
+// dropText is "reason=n ..." for the drops that happened, "none" if none.
+func dropText(m map[string]uint64) string {
+	var parts []string
+	for r, n := range m {
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("%s=%d", r, n))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, " ")
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
