@@ -68,7 +68,7 @@ func (l Lab) Visit(ctx context.Context, c *report.Config, rep int, fn func(*test
 	var fw *testbed.Process
 	switch c.Kind {
 	case report.KindTapfwd:
-		fw, err = forwarder.Start(ctx, bed, l.Tapfwd, c.Run)
+		fw, err = forwarder.Start(ctx, bed, l.tapfwd(c), c.Run)
 	case report.KindNaive:
 		fw, err = forwarder.StartNaive(ctx, bed, l.Bench)
 	default:
@@ -83,6 +83,14 @@ func (l Lab) Visit(ctx context.Context, c *report.Config, rep int, fn func(*test
 	}
 	defer fws.stop()
 	return fn(bed, fws)
+}
+
+// tapfwd is the binary c runs: its own, or the bench's.
+func (l Lab) tapfwd(c *report.Config) string {
+	if c.Binary != "" {
+		return c.Binary
+	}
+	return l.Tapfwd
 }
 
 // CheckKernel reports whether the kernel's TUNGETFEATURES flags cover what

@@ -134,7 +134,7 @@ func (l Lab) visitHosts(ctx context.Context, c *report.Config, rep int, fn func(
 	}
 	var fws Forwarders
 	if c.Kind == report.KindTapfwd {
-		ps, err := h.StartTapfwd(ctx, l.Tapfwd, func(i int) []string {
+		ps, err := h.StartTapfwd(ctx, l.tapfwd(c), func(i int) []string {
 			args := c.Run.Args()
 			if len(l.HostCPUs) == len(h.Host) {
 				args = append(args, "--cpus", strconv.Itoa(l.HostCPUs[i]))

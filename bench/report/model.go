@@ -75,6 +75,10 @@ type Config struct {
 	// Run are the `tapfwd run` settings (KindTapfwd); a report read back
 	// from JSON has only Args.
 	Run forwarder.Options `json:"-"`
+	// Binary, when set, is the tapfwd binary this configuration runs in
+	// place of the bench's (KindTapfwd): a build from before a change, so
+	// that before and after run interleaved in one run.
+	Binary string `json:"binary,omitempty"`
 }
 
 // NICToken in a Config.Setup argument is replaced by the bed's NIC name.

@@ -46,6 +46,21 @@ const (
 	CPUsSecond   = "cpus-second"    // the worker on the second CPU
 )
 
+// Before is Default run by another tapfwd binary (--before): a build
+// from before a change, interleaved with the change in one run.
+const Before = "before"
+
+// WithBefore is cs with Before, running bin, ahead of the baselines.
+func WithBefore(cs []report.Config, bin string) []report.Config {
+	c := report.Tapfwd(Before, "tapfwd as it ships, built before the change: "+bin+" (--before)", forwarder.Options{})
+	c.Binary = bin
+	i := slices.IndexFunc(cs, func(c report.Config) bool { return c.Kind != report.KindTapfwd && c.Kind != report.KindNaive })
+	if i < 0 {
+		i = len(cs)
+	}
+	return slices.Insert(slices.Clone(cs), i, c)
+}
+
 // Levers are the settings of the lever configurations.
 type Levers struct {
 	// GROWindow is GROWindow's --gro-window.

@@ -57,6 +57,13 @@ func TestPerfOptions(t *testing.T) {
 		o.Budget != 0 || o.Reps != 5 {
 		t.Errorf("levers: %+v, budget %v, reps %d", o.Configs, o.Budget, o.Reps)
 	}
+	if o, err := opts("--perf", "--before", "true"); err != nil || len(o.Configs) != 3 || o.Configs[1].Name != throughput.Before ||
+		!filepath.IsAbs(o.Configs[1].Binary) || len(o.Configs[1].Args) != 0 {
+		t.Errorf("--before: %+v, %v", o.Configs, err)
+	}
+	if _, err := opts("--before", "/nonexistent/tapfwd"); err == nil || !strings.HasPrefix(err.Error(), "--before: ") {
+		t.Errorf("--before a missing binary: %v", err)
+	}
 	if o, _ := opts("--against-bridge"); !o.AgainstBridge || len(o.Workloads) != 6 {
 		t.Errorf("--against-bridge alone: paired %v on %d workloads", o.AgainstBridge, len(o.Workloads))
 	}
@@ -68,8 +75,9 @@ func TestPerfOptions(t *testing.T) {
 }
 
 // TestBenchPerf runs the guard briefly (2 repetitions of 1 s runs) with
-// the io_uring lever: tapfwd as it ships and the lever are each compared
-// with the bridge in pairs on all five rows against their targets, and
+// the io_uring lever and a --before binary (here the same build): tapfwd
+// as it ships, the lever and the before binary are each compared with the
+// bridge in pairs on all five rows against their targets, and
 // the report compared with itself moves no row. (A lever a binary lacks
 // is skipped: matrix's TestCheckFlags.)
 func TestBenchPerf(t *testing.T) {
@@ -77,7 +85,7 @@ func TestBenchPerf(t *testing.T) {
 	testkit.NeedTools(t, "iperf3")
 	out := t.TempDir()
 	_, stderr := runBench(t, 4*time.Minute, "throughput", "--perf", "--configs", "tapfwd,tap-io-uring,bridge", "--reps", "2", "--budget", "0",
-		"--duration", "1s", "--omit", "0", "--out", out)
+		"--duration", "1s", "--omit", "0", "--before", testkit.Tapfwd(t), "--out", out)
 	if strings.Contains(stderr, "skipped tap-io-uring") {
 		t.Errorf("the lever was skipped:\n%s", stderr)
 	}
@@ -96,6 +104,9 @@ func TestBenchPerf(t *testing.T) {
 		}
 		if l := r.Comparison(throughput.TAPIOURing, throughput.Bridge, w.Name); l == nil || l.Pairs != 2 {
 			t.Errorf("%s: the lever against the bridge: %+v", w.Name, l)
+		}
+		if b := r.Comparison(throughput.Before, throughput.Bridge, w.Name); b == nil || b.Pairs != 2 {
+			t.Errorf("%s: --before against the bridge: %+v", w.Name, b)
 		}
 	}
 	txt, _ := os.ReadFile(filepath.Join(out, "throughput.txt"))

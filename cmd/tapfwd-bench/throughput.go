@@ -1,14 +1,18 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/tapfwd/tapfwd/bench/forwarder"
 	"github.com/tapfwd/tapfwd/bench/matrix"
 	"github.com/tapfwd/tapfwd/bench/report"
 	"github.com/tapfwd/tapfwd/bench/stats"
@@ -89,7 +93,7 @@ type throughputFlags struct {
 	deferIRQs                        *int
 	target                           *float64
 	placement, iperfCPUs             *string
-	topology                         *string
+	topology, before                 *string
 }
 
 func throughputFlagSet(stdout io.Writer) (*flag.FlagSet, *throughputFlags) {
@@ -109,6 +113,7 @@ func throughputFlagSet(stdout io.Writer) (*flag.FlagSet, *throughputFlags) {
 		againstBridge: fs.Bool("against-bridge", false, "also compare every forwarder with the bridge in pairs (the sequential rule then takes pairs for those ratios too); --perf sets it"),
 		groWindow:     fs.Duration("gro-window", throughput.DefaultLevers().GROWindow, "userspace GRO's --gro-window in the "+throughput.GROWindow+" configuration"),
 		configs:       fs.String("configs", strings.Join(defaultConfigs, ","), "comma-separated configurations to run, in report order"),
+		before:        fs.String("before", "", "a tapfwd binary built before a change: also run it, as it ships, as configuration "+throughput.Before+", interleaved with the others (the guard's before and after in one run: --perf --before /tmp/tapfwd-before)"),
 		sizes:         fs.String("sizes", "64,128,4K", "TCP write sizes (iperf3 -l) in bytes; K means 1024"),
 		streams:       fs.String("streams", "1,4", "TCP parallel stream counts (iperf3 -P)"),
 		dirs:          fs.String("dirs", "w2l", "directions: both, wire->lab (w2l) or lab->wire (l2w)"),
@@ -251,7 +256,7 @@ func (f *throughputFlags) options(fs *flag.FlagSet) (throughput.Options, error) 
 	if o.Budget > 0 && o.Reps < stats.Stage1Reps {
 		return o, fmt.Errorf("--reps %d with --budget: a sequential run's first stage takes at least %d repetitions; --budget 0 runs exactly --reps", o.Reps, stats.Stage1Reps)
 	}
-	return o, f.place(&o)
+	return o, errors.Join(f.place(&o), f.addBefore(&o))
 }
 
 // place gives every workload its placement (--placement, --iperf-cpus).
@@ -421,6 +426,9 @@ func cmdThroughput(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer env.stop()
+	if err := checkBefore(env.ctx, o.Configs); err != nil {
+		return err
+	}
 	env.lab.Topology = o.Lab.Topology
 	o.Lab, o.TUNFeatures, o.TapfwdFlags, o.Progress, o.Log = env.lab, env.features, env.tapfwdFlags, env.prog.update, env.log
 	rep, err := throughput.Run(env.ctx, o)
@@ -450,4 +458,39 @@ func renderThroughput(rep *throughput.Report, f *throughputFlags, stdout io.Writ
 		return rep.WriteCSV(stdout)
 	}
 	return printReport(stdout, rep, *f.asJSON, *f.asMD)
+}
+
+// addBefore adds --before's configuration.
+func (f *throughputFlags) addBefore(o *throughput.Options) error {
+	if *f.before == "" {
+		return nil
+	}
+	bin, err := exec.LookPath(*f.before)
+	if err == nil {
+		bin, err = filepath.Abs(bin)
+	}
+	if err != nil {
+		return fmt.Errorf("--before: %w", err)
+	}
+	o.Configs = throughput.WithBefore(o.Configs, bin)
+	return nil
+}
+
+// checkBefore refuses a --before binary that lacks a flag its
+// configuration gives (one built before the bench's defaults).
+func checkBefore(ctx context.Context, cs []report.Config) error {
+	for i := range cs {
+		c := &cs[i]
+		if c.Binary == "" {
+			continue
+		}
+		flags, err := forwarder.Supported(ctx, c.Binary)
+		if err != nil {
+			return fmt.Errorf("--before: %w", err)
+		}
+		if !matrix.CheckFlags(c, flags) {
+			return fmt.Errorf("--before %s: %s", c.Binary, c.Skipped)
+		}
+	}
+	return nil
 }
