@@ -113,7 +113,7 @@ func kernelPath(stack []string) string {
 // Task groups of a perf profile (Tasks).
 const (
 	TaskTapfwd   = "tapfwd"
-	TaskIperf    = "iperf3"
+	TaskIperf    = "the load (iperf3, or rr's threads)"
 	TaskSoftirqd = "ksoftirqd"
 	TaskNAPI     = "NAPI kthreads (napi/...)"
 	TaskIdle     = "idle (swapper)"
@@ -158,15 +158,15 @@ func taskShares(tasks []string, samples []PerfSample) []TaskShare {
 	return out
 }
 
-// taskOf is the group of the task a sample interrupted: tapfwd and
-// iperf3 only when their threads are the run's own.
+// taskOf is the group of the task a sample interrupted: tapfwd and the
+// load (iperf3, rr's threads) only when their threads are the run's own.
 func taskOf(s PerfSample, own map[int]bool) string {
 	comm := s.Comm
 	switch {
 	case comm == "tapfwd" && own[s.TID]:
 		return TaskTapfwd
-	case comm == "iperf3" && own[s.TID]:
-		return TaskIperf
+	case own[s.TID] && comm != "tapfwd":
+		return TaskIperf // iperf3, or rr's threads in tapfwd-bench
 	case strings.HasPrefix(comm, "ksoftirqd/"):
 		return TaskSoftirqd
 	case strings.HasPrefix(comm, "napi/"):

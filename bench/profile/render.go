@@ -71,8 +71,8 @@ func (r *Report) goSection() report.Section {
 		}
 	}
 	s.Rows = append(s.Rows, rowOf("CPU the profile sampled (cores)", cols, func(res *Result) string { return report.Num(res.Go.CPUSeconds / res.WindowSeconds) }))
-	for i, name := range GoShareNames {
-		s.Rows = append(s.Rows, rowOf(name, cols, func(res *Result) string { return pctText(res.Go.Shares[i].Percent) }))
+	for _, name := range GoShareNames {
+		s.Rows = append(s.Rows, rowOf(name, cols, func(res *Result) string { return pctText(res.Go.share(name)) }))
 	}
 	return s
 }

@@ -92,3 +92,14 @@ func Read(path string) (*Report, error) { return report.ReadJSON[Report](path, S
 func (r *Report) Result(config, workload string) *Result {
 	return report.Find(r.Results, func(x *Result) bool { return x.Config == config && x.Workload == workload })
 }
+
+// share is the percent of the share named name; 0 when v has none (a
+// report saved before that share existed).
+func (v *GoView) share(name string) float64 {
+	for _, s := range v.Shares {
+		if s.Name == name {
+			return s.Percent
+		}
+	}
+	return 0
+}

@@ -24,6 +24,7 @@ const (
 	NICRecv      = "packet socket recv (system call)"
 	NICSend      = "packet socket send (system call; the wire's receive path inside it)"
 	Wait         = "waiting for frames (ppoll, netpoll)"
+	BusyPoll     = "waiting with the kernel busy-polling the NIC (io_uring_enter: --poll kernel, --busy-poll-cpu)"
 	OtherSyscall = "other system calls"
 	Copies       = "copies and clears (memmove, memclr)"
 	Frames       = "vnet headers, GRO, segmentation, checksums (vnethdr)"
@@ -33,7 +34,7 @@ const (
 )
 
 // GoShareNames are the shares GoShares gives, in the order it gives them.
-var GoShareNames = []string{TAPWrite, TAPRead, NICRecv, NICSend, Wait, OtherSyscall, Copies, Frames, Worker, Runtime, Other}
+var GoShareNames = []string{TAPWrite, TAPRead, NICRecv, NICSend, Wait, BusyPoll, OtherSyscall, Copies, Frames, Worker, Runtime, Other}
 
 // module is the import path every tapfwd package starts with.
 const module = "github.com/tapfwd/tapfwd/"
@@ -113,6 +114,11 @@ func syscallSite(stack []string) string {
 		case (pkg == module+"afpacket" || pkg == module+"afxdp") && read:
 			return NICRecv
 		}
+	}
+	// internal/uring's own calls, with no TAP I/O above them: the NAPI
+	// busy poll of a worker's wait or of the --busy-poll-cpu thread.
+	if slices.ContainsFunc(stack, func(f string) bool { return packageOf(f) == module+"internal/uring" }) {
+		return BusyPoll
 	}
 	return OtherSyscall
 }
