@@ -100,7 +100,9 @@ func tapfwdRole(pid, tid int) string {
 	return "tapfwd worker (pinned to CPU " + allowed + ")"
 }
 
-// busyPollThread is the name (comm) of tapfwd's --busy-poll-cpu thread.
+// busyPollThread is the name (comm) tapfwd gives its --busy-poll-cpu
+// thread (internal/daemon's cpuPollerName), which the bench, starting
+// tapfwd as a user would, can only read back from /proc.
 const busyPollThread = "tapfwd-busypoll"
 
 // kernelThreads are the softirq and NAPI kthreads: children of kthreadd

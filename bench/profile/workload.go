@@ -3,6 +3,7 @@ package profile
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"time"
@@ -85,11 +86,7 @@ func (t *rrThreads) add(role string, tid int) {
 func (t *rrThreads) get() map[int]string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	out := make(map[int]string, len(t.roles))
-	for tid, role := range t.roles {
-		out[tid] = role
-	}
-	return out
+	return maps.Clone(t.roles)
 }
 
 // load runs w's traffic across bed for d, its figure into res; the

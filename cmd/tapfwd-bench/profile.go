@@ -1,11 +1,11 @@
 package main
 
 import (
-	"cmp"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -167,48 +167,40 @@ func selectWorkloads(s string) (iperfs []throughput.Workload, rrs []profile.Work
 		return throughput.PerfWorkloads(), nil, nil
 	}
 	for _, name := range splitList(s) {
-		if !strings.HasPrefix(name, profile.RRPrefix) {
+		if strings.HasPrefix(name, profile.RRPrefix) {
+			w, err := profile.ParseRRWorkload(name)
+			if err != nil {
+				return nil, nil, fmt.Errorf("--workload: %w", err)
+			}
+			rrs = append(rrs, w)
 			continue
 		}
-		w, err := profile.ParseRRWorkload(name)
+		w, err := guardWorkload(name)
 		if err != nil {
-			return nil, nil, fmt.Errorf("--workload: %w", err)
+			return nil, nil, err
 		}
-		rrs = append(rrs, w)
+		iperfs = append(iperfs, w)
 	}
-	if iperfs, err = guardWorkloads(s); err != nil || len(iperfs)+len(rrs) == 0 {
-		return nil, nil, cmp.Or(err, errors.New("--workload: none given"))
-	}
-	if len(iperfs) > 0 && len(rrs) > 0 {
+	switch {
+	case len(iperfs)+len(rrs) == 0:
+		return nil, nil, errors.New("--workload: none given")
+	case len(iperfs) > 0 && len(rrs) > 0:
 		return nil, nil, errors.New("--workload: profile the guard's workloads and rr workloads in separate runs (they run under different configurations)")
 	}
 	return iperfs, rrs, nil
 }
 
-// guardWorkloads are the guard's workloads named in s (rr workloads
-// left out).
-func guardWorkloads(s string) ([]throughput.Workload, error) {
+// guardWorkload is the guard's workload called name.
+func guardWorkload(name string) (throughput.Workload, error) {
 	all := throughput.PerfWorkloads()
-	var out []throughput.Workload
-	for _, name := range splitList(s) {
-		if strings.HasPrefix(name, profile.RRPrefix) {
-			continue
-		}
-		found := false
-		for _, w := range all {
-			if w.Name == name {
-				out, found = append(out, w), true
-			}
-		}
-		if !found {
-			var names []string
-			for _, w := range all {
-				names = append(names, w.Name)
-			}
-			return nil, fmt.Errorf("--workload %q: unknown (known: %s, all, rr-RATE-DELAY)", name, strings.Join(names, ", "))
-		}
+	if i := slices.IndexFunc(all, func(w throughput.Workload) bool { return w.Name == name }); i >= 0 {
+		return all[i], nil
 	}
-	return out, nil
+	var names []string
+	for _, w := range all {
+		names = append(names, w.Name)
+	}
+	return throughput.Workload{}, fmt.Errorf("--workload %q: unknown (known: %s, all, rr-RATE-DELAY)", name, strings.Join(names, ", "))
 }
 
 func cmdProfile(args []string, stdout, stderr io.Writer) error {
