@@ -48,27 +48,27 @@ func (ch *Changes) Set(id uint32, a Attrs) error {
 
 // PinKthread is PinKthread, recording the thread's previous affinity.
 func (ch *Changes) PinKthread(pid, cpu int) error {
-	old, err := affinity(pid)
-	if err != nil {
-		return err
-	}
-	if err := PinKthread(pid, cpu); err != nil {
-		return err
-	}
-	ch.push(fmt.Sprintf("CPU affinity of pid %d", pid), func() error { return setAffinity(pid, old) })
-	return nil
+	return changeThread(ch, fmt.Sprintf("CPU affinity of pid %d", pid), pid, affinity, setAffinity,
+		func() error { return PinKthread(pid, cpu) })
 }
 
 // SetFIFO is SetFIFO, recording the thread's previous scheduling policy.
 func (ch *Changes) SetFIFO(pid, prio int) error {
-	old, err := schedPolicy(pid)
+	return changeThread(ch, fmt.Sprintf("scheduling policy of pid %d", pid), pid, schedPolicy, setSchedPolicy,
+		func() error { return SetFIFO(pid, prio) })
+}
+
+// changeThread makes change to thread pid after reading, with get, what
+// it replaces, and records putting that back as the undo.
+func changeThread[T any](ch *Changes, what string, pid int, get func(int) (T, error), put func(int, T) error, change func() error) error {
+	old, err := get(pid)
 	if err != nil {
 		return err
 	}
-	if err := SetFIFO(pid, prio); err != nil {
+	if err := change(); err != nil {
 		return err
 	}
-	ch.push(fmt.Sprintf("scheduling policy of pid %d", pid), func() error { return setSchedPolicy(pid, old) })
+	ch.push(what, func() error { return put(pid, old) })
 	return nil
 }
 

@@ -84,30 +84,24 @@ type tally struct {
 }
 
 func (c *queueCounters) addTx(t *tally) {
-	if t.frames != 0 {
-		c.txFrames.Add(t.frames)
-		c.txBytes.Add(t.bytes)
-	}
-	if t.dropped != 0 {
-		c.txDropped.Add(t.dropped)
-	}
-	if t.irqs != 0 {
-		c.interrupts.Add(t.irqs)
-	}
+	add(&c.txFrames, t.frames)
+	add(&c.txBytes, t.bytes)
+	add(&c.txDropped, t.dropped)
+	add(&c.interrupts, t.irqs)
 }
 
 func (c *queueCounters) addRx(t *tally) {
-	if t.frames != 0 {
-		c.rxFrames.Add(t.frames)
-		c.rxBytes.Add(t.bytes)
-	}
-	if t.noRoom != 0 {
-		c.rxNoRoom.Add(t.noRoom)
-	}
-	if t.refused != 0 {
-		c.rxRefused.Add(t.refused)
-	}
-	if t.irqs != 0 {
-		c.interrupts.Add(t.irqs)
+	add(&c.rxFrames, t.frames)
+	add(&c.rxBytes, t.bytes)
+	add(&c.rxNoRoom, t.noRoom)
+	add(&c.rxRefused, t.refused)
+	add(&c.interrupts, t.irqs)
+}
+
+// add adds n to c unless n is 0: what a batch did not do costs it no
+// locked add, and the counters' cache line no trip between CPUs.
+func add(c *atomic.Uint64, n uint64) {
+	if n != 0 {
+		c.Add(n)
 	}
 }
