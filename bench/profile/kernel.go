@@ -69,10 +69,10 @@ func KernelPaths(samples []PerfSample) []Share {
 // KernelSummary is what a window's perf samples (of every CPU, over
 // seconds) say: by task over all of them; by path and by kernel
 // function (the top n) over the run's own tasks alone (the threads of
-// own, its tapfwd and iperf3; ksoftirqd, the NAPI kthreads, idle), so
-// that other work on a shared machine, another tapfwd or iperf3
-// included, does not dilute them.
-func KernelSummary(samples []PerfSample, own map[int]bool, seconds float64, n int) *KernelView {
+// own, its tapfwd and its load, each with its task group; ksoftirqd,
+// the NAPI kthreads, idle), so that other work on a shared machine,
+// another tapfwd or iperf3 included, does not dilute them.
+func KernelSummary(samples []PerfSample, own map[int]string, seconds float64, n int) *KernelView {
 	tasks := make([]string, len(samples))
 	var mine []PerfSample
 	for i, s := range samples {
@@ -159,14 +159,15 @@ func taskShares(tasks []string, samples []PerfSample) []TaskShare {
 }
 
 // taskOf is the group of the task a sample interrupted: tapfwd and the
-// load (iperf3, rr's threads) only when their threads are the run's own.
-func taskOf(s PerfSample, own map[int]bool) string {
+// load (iperf3, rr's threads) only for the run's own threads, by the
+// group own gives them (not by name: tapfwd names its busy-poll thread
+// tapfwd-busypoll, and rr's threads are tapfwd-bench's).
+func taskOf(s PerfSample, own map[int]string) string {
+	if g, ok := own[s.TID]; ok {
+		return g
+	}
 	comm := s.Comm
 	switch {
-	case comm == "tapfwd" && own[s.TID]:
-		return TaskTapfwd
-	case own[s.TID] && comm != "tapfwd":
-		return TaskIperf // iperf3, or rr's threads in tapfwd-bench
 	case strings.HasPrefix(comm, "ksoftirqd/"):
 		return TaskSoftirqd
 	case strings.HasPrefix(comm, "napi/"):

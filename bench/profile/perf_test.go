@@ -31,7 +31,7 @@ func TestPerfScript(t *testing.T) {
 		s.User[4] != module+"tap.(*Queue).Write" || samples[5].TID != -1 || samples[4].Kernel[1] != "default_idle" || samples[6].Kernel[0] != "br_handle_frame" {
 		t.Errorf("samples: %+v", samples)
 	}
-	own := map[int]bool{954: true, 968: true}
+	own := map[int]string{954: TaskTapfwd, 968: TaskIperf}
 	v := KernelSummary(samples, own, 2, 3)
 	if v.Samples != 9 || v.OwnSamples != 5 || math.Abs(v.OwnCores-5.0/perfHz/2) > 1e-12 {
 		t.Errorf("summary: %d samples, %d own, %v cores", v.Samples, v.OwnSamples, v.OwnCores)
@@ -90,5 +90,33 @@ func TestProbePerf(t *testing.T) {
 	samples, err := p.Samples(context.Background(), file)
 	if err != nil || len(samples) == 0 {
 		t.Fatalf("%d samples, %v", len(samples), err)
+	}
+}
+
+// TestTaskOf: the run's own threads go to the group ownThreads gave them,
+// whatever their name: tapfwd's busy-poll thread (tapfwd-busypoll) is
+// tapfwd, rr's threads (tapfwd-bench's) are the load; a tapfwd or an
+// iperf3 that is not the run's is another process.
+func TestTaskOf(t *testing.T) {
+	own := map[int]string{10: TaskTapfwd, 11: TaskTapfwd, 20: TaskIperf, 21: TaskIperf}
+	for _, tc := range []struct {
+		comm string
+		tid  int
+		want string
+	}{
+		{"tapfwd", 10, TaskTapfwd},
+		{"tapfwd-busypoll", 11, TaskTapfwd},
+		{"iperf3", 20, TaskIperf},
+		{"tapfwd-bench", 21, TaskIperf},
+		{"tapfwd", 30, TaskOther},
+		{"iperf3", 31, TaskOther},
+		{"ksoftirqd/1", 32, TaskSoftirqd},
+		{"napi/w1-8193", 33, TaskNAPI},
+		{"swapper/0", 0, TaskIdle},
+		{"perf", 34, TaskPerf},
+	} {
+		if got := taskOf(PerfSample{Comm: tc.comm, TID: tc.tid}, own); got != tc.want {
+			t.Errorf("%s (tid %d): %q, want %q", tc.comm, tc.tid, got, tc.want)
+		}
 	}
 }

@@ -195,19 +195,20 @@ func (o Options) window(ctx context.Context, res *Result, c *report.Config, w Wo
 	}
 }
 
-// ownThreads are the threads of the run's tapfwd and of its load
-// (iperf3, or rr's threads in this process).
-func ownThreads(s snapshot, run trace.Run) map[int]bool {
-	own := map[int]bool{}
+// ownThreads are the threads of the run's tapfwd (TaskTapfwd, its
+// busy-poll thread included) and of its load (TaskIperf: iperf3, or rr's
+// threads in this process).
+func ownThreads(s snapshot, run trace.Run) map[int]string {
+	own := map[int]string{}
 	for tid, t := range s.threads {
 		if strings.HasPrefix(t.role, "tapfwd") {
-			own[tid] = true
+			own[tid] = TaskTapfwd
 		}
 	}
 	for _, t := range run.Threads {
 		switch t.Role {
 		case trace.Client, trace.Server, rr.Sender, rr.Receiver, rr.Echo:
-			own[t.TID] = true
+			own[t.TID] = TaskIperf
 		}
 	}
 	return own
@@ -280,7 +281,7 @@ func (o Options) perfFile(c *report.Config, w Workload) (path string, cleanup fu
 }
 
 // kernelView reads perf's samples of a window of seconds.
-func (o Options) kernelView(ctx context.Context, file string, own map[int]bool, seconds float64) (*KernelView, error) {
+func (o Options) kernelView(ctx context.Context, file string, own map[int]string, seconds float64) (*KernelView, error) {
 	samples, err := o.Perf.Samples(ctx, file)
 	if err != nil {
 		return nil, fmt.Errorf("perf: %w", err)
