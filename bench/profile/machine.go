@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tapfwd/tapfwd/bench/trace"
 	"github.com/tapfwd/tapfwd/internal/procfs"
 )
 
@@ -94,16 +95,11 @@ func tapfwdRole(pid, tid int) string {
 	if allowed == "" || strings.ContainsAny(allowed, ",-") {
 		return "tapfwd"
 	}
-	if st["Name"] == busyPollThread {
+	if st["Name"] == trace.BusyPollName {
 		return "tapfwd busy poll (pinned to CPU " + allowed + ")"
 	}
 	return "tapfwd worker (pinned to CPU " + allowed + ")"
 }
-
-// busyPollThread is the name (comm) tapfwd gives its --busy-poll-cpu
-// thread (internal/daemon's cpuPollerName), which the bench, starting
-// tapfwd as a user would, can only read back from /proc.
-const busyPollThread = "tapfwd-busypoll"
 
 // kernelThreads are the softirq and NAPI kthreads: children of kthreadd
 // (pid 2) named ksoftirqd/N or napi/....

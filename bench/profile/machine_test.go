@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tapfwd/tapfwd/bench/trace"
 )
 
 // TestMachine follows this process as it would tapfwd: a thread pinned
@@ -88,7 +90,7 @@ func TestBusyPollRole(t *testing.T) {
 		if err := unix.SchedSetaffinity(0, &set); err != nil {
 			t.Error(err)
 		}
-		if err := os.WriteFile("/proc/thread-self/comm", []byte(busyPollThread), 0); err != nil {
+		if err := os.WriteFile("/proc/thread-self/comm", []byte(trace.BusyPollName), 0); err != nil {
 			t.Error(err)
 		}
 		roles <- before

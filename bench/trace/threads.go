@@ -17,6 +17,7 @@ import (
 type watched struct {
 	role        string
 	pid, tid    int
+	name        string // comm, when first seen
 	allowed     string
 	pinned      bool // allowed on one CPU only
 	onCPU       []int
@@ -53,7 +54,8 @@ func (w *watched) look(status bool) error {
 	w.sw, _ = procfs.StatusNumber(string(st), "voluntary_ctxt_switches")
 	w.pre, _ = procfs.StatusNumber(string(st), "nonvoluntary_ctxt_switches")
 	if w.allowed == "" {
-		w.allowed = procfs.ParseStatus(string(st))["Cpus_allowed_list"]
+		f := procfs.ParseStatus(string(st))
+		w.name, w.allowed = f["Name"], f["Cpus_allowed_list"]
 		w.pinned = w.allowed != "" && !strings.ContainsAny(w.allowed, ",-")
 	}
 	return nil
@@ -102,13 +104,16 @@ func (w *watched) thread() Thread {
 }
 
 // watchForwarders watches every thread of the forwarders: the pinned
-// ones are the workers; of a forwarder that pins none, Stop keeps the
-// busiest.
+// ones are the workers, or tapfwd's busy poller; of a forwarder that pins
+// none, Stop keeps the busiest.
 func (tr *Tracer) watchForwarders() {
 	for _, pid := range tr.t.Forwarders {
 		for _, tid := range procfs.Tasks(pid) {
 			if w := newWatched(Forwarder, pid, tid, tr.cpus); w != nil {
-				if w.pinned {
+				switch {
+				case w.pinned && w.name == BusyPollName:
+					w.role = Poller
+				case w.pinned:
 					w.role = Worker
 				}
 				tr.threads = append(tr.threads, w)
@@ -258,7 +263,7 @@ func (tr *Tracer) result() []Thread {
 			keep = append(keep, w)
 		}
 	}
-	order := []string{Worker, Forwarder, Client, Server, Kthread}
+	order := []string{Worker, Poller, Forwarder, Client, Server, Kthread}
 	rank := func(role string) int {
 		if i := slices.Index(order, role); i >= 0 {
 			return i

@@ -15,11 +15,17 @@ import (
 // Roles of the threads a trace follows.
 const (
 	Worker    = "worker"           // a forwarder's thread pinned to one CPU (tapfwd's queue workers)
+	Poller    = "busy poller"      // tapfwd's --busy-poll-cpu thread, pinned too (named BusyPollName)
 	Forwarder = "forwarder"        // the busiest thread of a forwarder that pins none
 	Client    = "iperf3 client"    // in the wire namespace
 	Server    = "iperf3 server"    // in the lab namespace
 	Kthread   = "TAP NAPI kthread" // napi/TAP-N, when the TAP's NAPI is threaded
 )
+
+// BusyPollName is the name (comm) tapfwd gives its --busy-poll-cpu
+// thread (internal/daemon's cpuPollerName), which the bench, starting
+// tapfwd as a user would, can only read back from /proc.
+const BusyPollName = "tapfwd-busypoll"
 
 // Run is the trace of one run. Every part is best effort: what could
 // not be read is named in Missing and left out, for a trace is a hint

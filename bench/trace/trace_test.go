@@ -171,3 +171,44 @@ func TestTraceOwn(t *testing.T) {
 		t.Errorf("the spinning thread ran %.3f s of a 0.2 s trace", th.RunSeconds)
 	}
 }
+
+// TestTraceBusyPoller: a forwarder's pinned thread named as tapfwd names
+// its --busy-poll-cpu thread is followed as the busy poller, not as a
+// worker.
+func TestTraceBusyPoller(t *testing.T) {
+	allowed, err := cpulist.Allowed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan int)
+	var stop atomic.Bool
+	go func() {
+		runtime.LockOSThread()
+		var one unix.CPUSet
+		one.Set(allowed[len(allowed)-1])
+		if err := unix.SchedSetaffinity(0, &one); err != nil {
+			t.Error(err)
+		}
+		if err := os.WriteFile("/proc/thread-self/comm", []byte(BusyPollName), 0); err != nil {
+			t.Error(err)
+		}
+		ready <- unix.Gettid()
+		for !stop.Load() {
+		}
+		// The thread, renamed, ends with its locked goroutine.
+	}()
+	tid := <-ready
+	tr := Start(context.Background(), Targets{Forwarders: []int{os.Getpid()}})
+	time.Sleep(100 * time.Millisecond)
+	run := tr.Stop(nil)
+	stop.Store(true)
+	for _, th := range run.Threads {
+		if th.TID == tid {
+			if th.Role != Poller {
+				t.Errorf("the busy-poll thread is followed as %q, want %q", th.Role, Poller)
+			}
+			return
+		}
+	}
+	t.Fatalf("busy-poll thread %d not followed: %+v", tid, run.Threads)
+}
