@@ -15,8 +15,8 @@ const Title = "tapfwd-bench profile"
 func (r *Report) Document() report.Document {
 	d := report.Document{Title: Title, Summary: []string{
 		r.HostLine(),
-		fmt.Sprintf("Each profile: %s s of iperf3 load, sampled after %s s of warm-up, on a fresh test bed per configuration and workload; tapfwd runs with --pprof. "+
-			"One run each, with the profilers' own cost: read the shares, not the throughput (the guard, tapfwd-bench throughput --perf, measures that).",
+		fmt.Sprintf("Each profile: %s s of load (iperf3, or rr's requests for an rr workload), sampled after %s s of warm-up, on a fresh test bed per configuration and workload; tapfwd runs with --pprof. "+
+			"One run each, with the profilers' own cost: read the shares, not the throughput or the round trips (the guard, tapfwd-bench throughput --perf, and tapfwd-bench latency measure those).",
 			report.Num(r.WindowSeconds), report.Num(r.WarmupSeconds)),
 		"Kernel side: " + r.Perf,
 	}}
