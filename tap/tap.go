@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -93,6 +94,14 @@ type Config struct {
 	// NAPISettings tune the TAP's NAPI instance; any non-zero one needs
 	// IFF_NAPI.
 	NAPISettings NAPISettings
+	// QueueNAPI, when not nil, gives each queue its own IFF_NAPI in place
+	// of NAPI: queue i (fd i) is opened with it when QueueNAPI[i] is
+	// true, which the kernel allows (drivers/net/tun.c: tun_set_iff passes
+	// each TUNSETIFF's own IFF_NAPI to tun_attach). It needs one entry per
+	// queue and the kernel's IFF_NAPI when any is true; NAPISettings then
+	// act on the queues with it (only they have a NAPI instance, and a
+	// kthread when threaded). Not with Persist.
+	QueueNAPI []bool
 	// Persist makes the TAP outlive tapfwd (TUNSETPERSIST), with its VM
 	// ports, so guests keep their NICs across a restart; its settings are
 	// recorded in its alias. When a persistent TAP of that name exists
@@ -140,6 +149,10 @@ type Features struct {
 	VnetHdrLen int // 0 without a vnet header
 	MultiQueue bool
 	Offloads   uint32 // TUN_F_* accepted by TUNSETOFFLOAD
+
+	// QueueNAPI is Config.QueueNAPI, granted: which queues have IFF_NAPI
+	// (Flags lacks it, NAPI says whether any has it); nil without.
+	QueueNAPI []bool
 }
 
 // OffloadNames lists the accepted offloads, e.g. "csum,tso4,tso6".
@@ -378,6 +391,17 @@ func checkConfig(c Config) error {
 	if len(c.MAC) > 0 && len(c.MAC) != 6 {
 		return fmt.Errorf("tap: MAC %s is not a 6-byte Ethernet address", c.MAC)
 	}
+	if c.QueueNAPI != nil {
+		switch {
+		case len(c.QueueNAPI) != c.Queues:
+			return fmt.Errorf("tap: IFF_NAPI given for %d queues of %d", len(c.QueueNAPI), c.Queues)
+		case c.Persist:
+			return errors.New("tap: a persistent TAP records one IFF_NAPI for all its queues, not one per queue")
+		case c.NAPISettings != (NAPISettings{}) && !slices.Contains(c.QueueNAPI, true):
+			return errors.New("tap: NAPI settings need IFF_NAPI, which no queue has")
+		}
+		return nil
+	}
 	if c.NAPISettings != (NAPISettings{}) && c.NAPI == Off {
 		return errors.New("tap: NAPI settings need IFF_NAPI, which is turned off")
 	}
@@ -398,12 +422,20 @@ func negotiate(c Config) (Features, error) {
 	} else if c.Queues > 1 {
 		return f, fmt.Errorf("tap: %d queues: %w", c.Queues, ErrNoMultiQueue)
 	}
-	if f.NAPI, err = want("IFF_NAPI", c.NAPI, kern, unix.IFF_NAPI); err != nil {
+	napi := c.NAPI
+	if c.QueueNAPI != nil {
+		// Each queue's TUNSETIFF adds its own IFF_NAPI (openQueue).
+		f.QueueNAPI, napi = slices.Clone(c.QueueNAPI), Off
+		if slices.Contains(c.QueueNAPI, true) {
+			napi = On
+		}
+	}
+	if f.NAPI, err = want("IFF_NAPI", napi, kern, unix.IFF_NAPI); err != nil {
 		return f, err
 	}
-	if f.NAPI {
+	if f.NAPI && f.QueueNAPI == nil {
 		flags |= unix.IFF_NAPI
-	} else if c.NAPISettings != (NAPISettings{}) {
+	} else if !f.NAPI && c.NAPISettings != (NAPISettings{}) {
 		return f, fmt.Errorf("tap: NAPI settings need IFF_NAPI, but %w (TUNGETFEATURES %#x)", ErrNoFeature, kern)
 	}
 	if f.VnetHdr, err = want("IFF_VNET_HDR", c.VnetHdr, kern, unix.IFF_VNET_HDR); err != nil {
@@ -429,7 +461,11 @@ func (d *Device) openQueue() error {
 	if err != nil {
 		return fmt.Errorf("tap: %w", err)
 	}
-	ifr.SetUint16(d.feat.Flags)
+	flags := d.feat.Flags
+	if q := len(d.fds) - 1; q < len(d.feat.QueueNAPI) && d.feat.QueueNAPI[q] {
+		flags |= unix.IFF_NAPI
+	}
+	ifr.SetUint16(flags)
 	if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
 		return explainSetIff(d.name, err)
 	}
