@@ -30,6 +30,9 @@ func (d *Daemon) check() error {
 	if err := d.checkNAPI(); err != nil {
 		return err
 	}
+	if err := d.checkAB(); err != nil {
+		return err
+	}
 	if kp := d.c.Workers.KernelPoll; d.c.Workers.Poll == PollKernel && kp.OwnCPU {
 		if err := cpulist.CheckAllowed([]int{kp.CPU}); err != nil {
 			return fail(PartBusyPollCPU, fmt.Sprint(kp.CPU), err)

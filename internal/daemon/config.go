@@ -36,6 +36,26 @@ type Config struct {
 	Log Log
 	// Notify tells whoever started the daemon that it runs.
 	Notify Notify
+	// AB is the bench's in-run A/B mode; nil: off.
+	AB *AB
+}
+
+// AB is the bench's in-run A/B mode (package abtap): the one worker reads
+// and writes two queues of the TAP, queue 0 (arm A) and queue 1 (arm B),
+// each with its own IFF_NAPI, and writes what comes from the NIC to the
+// queue a controller picks, byte by byte, through a FIFO. It needs one
+// queue (TAP.Queues 1: the TAP gets two, the NIC one socket), a system
+// call per frame (TAPIOSyscall), no VM ports and no persistent TAP.
+// TAP.NAPI is unused; TAP.NAPISettings act on the arms with IFF_NAPI.
+type AB struct {
+	// Control is the FIFO the controller made and holds open for
+	// writing: abtap.Arm bytes.
+	Control string
+	// NAPI is IFF_NAPI on queue 0 and queue 1.
+	NAPI [2]bool
+	// Delay is how long an arm with abtap.ArmDelay busy-waits before each
+	// frame's write.
+	Delay time.Duration
 }
 
 // NIC is the wire: the sockets on it, one per queue.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tapfwd/tapfwd/forward"
 	"github.com/tapfwd/tapfwd/hostport"
+	"github.com/tapfwd/tapfwd/internal/abtap"
 	"github.com/tapfwd/tapfwd/tap"
 	"github.com/tapfwd/tapfwd/vmport"
 )
@@ -26,6 +27,7 @@ type Daemon struct {
 	nic   nicSockets     // the queues' packet sockets
 	rings xdpRings       // their ring counters, with BackendXDP
 	fw    *forward.Forwarder
+	ab    *abtap.Endpoint // Config.AB's; nil without
 	// http is the metrics listener, bound before the privilege drop and
 	// serving from after it; nil without Config.Metrics.
 	http   *metricsServer
@@ -129,7 +131,11 @@ func (d *Daemon) lookup() error {
 // openTAP opens the TAP; the errors of package tap are returned as they
 // are (tap.ErrPersistent, tap.ErrMismatch, tap.ErrAttached, ...).
 func (d *Daemon) openTAP() error {
-	dev, err := tap.Open(d.c.TAP)
+	tc := d.c.TAP
+	if ab := d.c.AB; ab != nil {
+		tc.Queues, tc.QueueNAPI = 2, ab.NAPI[:]
+	}
+	dev, err := tap.Open(tc)
 	if err != nil {
 		return err
 	}
@@ -192,6 +198,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 	}
 	logTotals(d.log, d.fw)
+	d.logABTotals()
 	d.logVhostTotals()
 	switch {
 	case ctx.Err() != nil && errors.Is(err, forward.ErrNICGone):

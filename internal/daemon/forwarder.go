@@ -88,6 +88,9 @@ func (d *Daemon) newForwarder() error {
 // closed before the TAP.
 func (d *Daemon) tapEndpoints() ([]forward.Endpoint, error) {
 	qs, mode := d.dev.Queues(), d.c.Workers.TAPIO
+	if d.c.AB != nil {
+		return d.abEndpoint(qs)
+	}
 	out := endpoints(qs)
 	if mode == TAPIOSyscall {
 		return out, nil

@@ -40,6 +40,8 @@ type Status struct {
 	// RateSeconds is the window the rates are taken over (the last
 	// completed one); 0 before the first window ends.
 	RateSeconds float64 `json:"rate_seconds"`
+	// AB is the bench's A/B mode (Config.AB); absent without it.
+	AB *ABStatus `json:"ab,omitempty"`
 }
 
 // TAPStatus is the TAP and what the kernel granted.
@@ -176,7 +178,7 @@ func (s *statusSource) Status() Status {
 		TAP: TAPStatus{Name: d.dev.Name(), Netns: d.dev.Netns(), MAC: d.dev.MAC().String(), MTU: d.c.TAP.MTU, NAPI: f.NAPI,
 			VnetHdr: f.VnetHdr, MultiQueue: f.MultiQueue, Offloads: f.OffloadNames(), Persistent: d.dev.Persistent(), Attached: d.dev.Attached()},
 		NIC: d.c.NIC.Name, NICBackend: d.c.NIC.Backend.String(), XDPMode: d.nic.xdpMode(), Poll: d.c.Workers.Poll.String(),
-		VMPorts: []PortStatus{}}
+		VMPorts: []PortStatus{}, AB: d.abStatus()}
 	for _, p := range d.ports.macvtaps {
 		st.VMPorts = append(st.VMPorts, PortStatus{Name: p.Name, MAC: p.MAC.String(), Dev: p.Dev, Type: "macvtap"})
 	}
