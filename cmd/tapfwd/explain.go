@@ -57,6 +57,7 @@ var runFlag = map[daemon.Part]string{
 	daemon.PartTAPIO:       "--tap-io uring",
 	daemon.PartNICBackend:  "--nic-backend",
 	daemon.PartBusyPollCPU: "--busy-poll-cpu",
+	daemon.PartAB:          "--ab-control",
 }
 
 // explainRun says which flag of `tapfwd run` c to change when the daemon

@@ -32,6 +32,8 @@ type runFlags struct {
 	guestVLANs, l2Control, l2Allow, tapIO                     string
 	tapNapiCPU, nicNapiCPU, readyFd, nicDefer, busyPollCPU    int
 	nicGROFlush, busyPollTime                                 time.Duration
+	abControl, abNAPI                                         string        // the hidden A/B mode's
+	abDelay                                                   time.Duration // the hidden A/B mode's
 	pprof, hostPort                                           bool
 	given                                                     map[string]bool // the flags given, on the command line or in --config
 }
@@ -115,6 +117,10 @@ func (f *runFlags) register(fs *flag.FlagSet, c *daemon.Config) {
 	fs.StringVar(&f.l2Allow, "l2-control-allow", "", `with --l2-control drop, the reserved addresses still forwarded, by last byte in hex, e.g. "0e" for LLDP or "0e,02"`)
 	fs.BoolVar(&f.hostPort, "host-port", false, "give the lab host its own port on the TAP (a macvlan in bridge mode, named after the TAP with an h) carrying --tap-addr instead of the TAP, so the host and the guests on VM ports reach each other; kept with --persist")
 	fs.StringVar(&f.dhcpRange, "dhcp", "", `with --host-port, run dnsmasq on the host port handing out this range of --tap-addr's subnet to the segment, e.g. "198.18.1.100-198.18.1.150"; stopped at exit`)
+	fs.StringVar(&f.abControl, "ab-control", "", "tapfwd-bench's in-run A/B mode: the TAP gets two queues, the one worker writes to the queue each byte read from this FIFO picks (bit 0), with a delay per frame (bit 1); empty: off")
+	fs.StringVar(&f.abNAPI, "ab-napi", "off,on", "with --ab-control, IFF_NAPI on TAP queue 0 and queue 1: off or on each")
+	fs.DurationVar(&f.abDelay, "ab-delay", 10*time.Microsecond, "with --ab-control, how long each frame waits (busy) before its write while bit 1 is set")
+	cliflag.Hide(fs, "ab-control", "ab-napi", "ab-delay")
 }
 
 // parseRun parses `tapfwd run`'s arguments into the daemon's configuration,
@@ -160,7 +166,7 @@ func (f *runFlags) check(c *daemon.Config, stderr io.Writer) error {
 	if c.Log.Logger, err = cliflag.Logger(f.logLevel, f.logFormat, stderr); err != nil {
 		return err
 	}
-	for _, check := range []func(*daemon.Config) error{sizes, f.tapConfig, f.tapNAPI, f.nicNAPI, f.kernelPoll, f.exclusions, f.workers, f.l2Policy, f.hostSide, f.vhostSide} {
+	for _, check := range []func(*daemon.Config) error{sizes, f.tapConfig, f.abMode, f.tapNAPI, f.nicNAPI, f.kernelPoll, f.exclusions, f.workers, f.l2Policy, f.hostSide, f.vhostSide} {
 		if err := check(c); err != nil {
 			return err
 		}
@@ -245,6 +251,34 @@ func (f *runFlags) tapNAPI(c *daemon.Config) error {
 	case f.tapNapiCPU >= 0 && !ns.Threaded:
 		return errors.New("--tap-napi-cpu needs --tap-napi-threaded")
 	}
+	return nil
+}
+
+// abMode takes --ab-control, --ab-napi and --ab-delay: the bench's in-run
+// A/B mode, hidden from the help.
+func (f *runFlags) abMode(c *daemon.Config) error {
+	if f.abControl == "" && !f.given["ab-napi"] && !f.given["ab-delay"] {
+		return nil
+	}
+	ab := &daemon.AB{Control: f.abControl, Delay: f.abDelay}
+	a, b, ok := strings.Cut(f.abNAPI, ",")
+	for i, s := range []string{a, b} {
+		w, err := tap.ParseWant(s)
+		ok, ab.NAPI[i] = ok && err == nil && w != tap.Auto, w == tap.On
+	}
+	switch {
+	case f.abControl == "":
+		return errors.New("--ab-napi and --ab-delay tune the A/B mode: give --ab-control too")
+	case !ok:
+		return fmt.Errorf("--ab-napi %s: want off or on for queue 0 and queue 1, e.g. off,on", cliflag.Quote(f.abNAPI))
+	case f.given["napi"]:
+		return errors.New("--napi is per queue with --ab-control: give --ab-napi")
+	case f.abDelay < 0:
+		return fmt.Errorf("--ab-delay %v: want 0 or more", f.abDelay)
+	case !ab.NAPI[0] && !ab.NAPI[1] && c.TAP.NAPISettings != (tap.NAPISettings{}):
+		return errors.New("--tap-napi-threaded, --tap-gro-flush-timeout and --tap-napi-defer-hard-irqs act on the TAP's NAPI: with --ab-control, give an --ab-napi arm on")
+	}
+	c.AB = ab
 	return nil
 }
 

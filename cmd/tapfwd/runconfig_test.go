@@ -298,3 +298,38 @@ func wantRunError(t *testing.T, args, want string) {
 		t.Errorf("%q: %v (%+v), want one line containing %q", args, err, c, want)
 	}
 }
+
+// TestParseRunAB: the hidden A/B flags land in Config.AB, with the TAP's
+// NAPI settings when an arm has NAPI; the help does not list them; what
+// they cannot be given with is refused.
+func TestParseRunAB(t *testing.T) {
+	c, err := parseRun(strings.Fields("--nic x --ab-control /run/ab --tap-napi-threaded --tap-napi-cpu 1"), io.Discard, io.Discard)
+	if err != nil || *c.AB != (daemon.AB{Control: "/run/ab", NAPI: [2]bool{false, true}, Delay: 10 * time.Microsecond}) || !c.TAP.NAPISettings.Threaded {
+		t.Fatalf("--ab-control alone: %+v, %v", c.AB, err)
+	}
+	c, err = parseRun(strings.Fields("--nic x --ab-control /run/ab --ab-napi on,off --ab-delay 1us"), io.Discard, io.Discard)
+	if err != nil || *c.AB != (daemon.AB{Control: "/run/ab", NAPI: [2]bool{true, false}, Delay: time.Microsecond}) {
+		t.Errorf("--ab-napi on,off --ab-delay 1us: %+v, %v", c.AB, err)
+	}
+	if c, _ := parseRun([]string{"--nic", "x"}, io.Discard, io.Discard); c.AB != nil {
+		t.Errorf("A/B mode without --ab-control: %+v", c.AB)
+	}
+	var help strings.Builder
+	parseRun([]string{"--help"}, &help, io.Discard)
+	if strings.Contains(help.String(), "--ab-") || !strings.Contains(help.String(), "--tap-napi-threaded") {
+		t.Errorf("run --help lists a hidden flag, or not the others:\n%s", help.String())
+	}
+	for args, want := range map[string]string{
+		"--ab-napi off,on":                                     "give --ab-control too",
+		"--ab-control f --ab-napi on":                          "--ab-napi on: want off or on for queue 0 and queue 1",
+		"--ab-control f --ab-napi auto,on":                     "--ab-napi auto,on: want off or on",
+		"--ab-control f --napi on":                             "--napi is per queue with --ab-control",
+		"--ab-control f --ab-delay -1us":                       "--ab-delay -1µs: want 0 or more",
+		"--ab-control f --ab-napi off,off --tap-napi-threaded": "give an --ab-napi arm on",
+		"--ab-control f --ab-napi off,off --tap-napi-cpu 0":    "--tap-napi-cpu needs --tap-napi-threaded",
+	} {
+		if _, err := parseRun(strings.Fields("--nic x "+args), io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", args, err, want)
+		}
+	}
+}

@@ -5,6 +5,7 @@
 package cliflag
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -28,7 +29,8 @@ func PrintDefaults(w io.Writer, fs *flag.FlagSet) {
 		}
 	})
 	fs.VisitAll(func(f *flag.Flag) {
-		if _, ok := f.Value.(*alias); ok {
+		switch f.Value.(type) {
+		case *alias, *hidden:
 			return
 		}
 		name, usage := flag.UnquoteUsage(f)
@@ -50,6 +52,33 @@ func PrintDefaults(w io.Writer, fs *flag.FlagSet) {
 		}
 		fmt.Fprintf(w, "      %s\n", usage)
 	})
+}
+
+// hidden is a flag that PrintDefaults leaves out (Hide).
+type hidden struct{ flag.Value }
+
+func (h *hidden) IsBoolFlag() bool {
+	b, ok := h.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
+
+func (h *hidden) Get() any {
+	if g, ok := h.Value.(flag.Getter); ok {
+		return g.Get()
+	}
+	return nil
+}
+
+// Hide leaves fs's flags names, which must exist, out of the help: they
+// work as before, for those who know them (a bench's hidden mode).
+func Hide(fs *flag.FlagSet, names ...string) {
+	for _, name := range names {
+		f := fs.Lookup(name)
+		if f == nil {
+			panic(errors.New("cliflag: hiding an unknown flag --" + name))
+		}
+		f.Value = &hidden{f.Value}
+	}
 }
 
 // isZero reports whether the flag's default is its type's zero value (not

@@ -210,3 +210,24 @@ func TestVersion(t *testing.T) {
 		t.Errorf("version --json: %v, %q", err, out.String())
 	}
 }
+
+// TestHide: a hidden flag is missing from the help and still parses, its
+// bad values said as those of any flag.
+func TestHide(t *testing.T) {
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	s := fs.String("ab-control", "", "the FIFO")
+	d := fs.Duration("ab-delay", 0, "the delay")
+	fs.Int("queues", 1, "number of queues")
+	Hide(fs, "ab-control", "ab-delay")
+	var b strings.Builder
+	PrintDefaults(&b, fs)
+	if got := b.String(); strings.Contains(got, "ab-") || !strings.Contains(got, "--queues") {
+		t.Errorf("help:\n%s", got)
+	}
+	if err := Parse(fs, []string{"--ab-control", "/run/x", "--ab-delay=5us"}); err != nil || *s != "/run/x" || *d != 5*time.Microsecond {
+		t.Errorf("Parse: %v, %q, %v", err, *s, *d)
+	}
+	if err := Parse(fs, []string{"--ab-delay", "5"}); err == nil || !strings.Contains(err.Error(), "want a duration with a unit, e.g. 5s") {
+		t.Errorf("a bad value: %v", err)
+	}
+}
