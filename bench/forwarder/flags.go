@@ -11,7 +11,9 @@ import (
 // Supported are the flags of `tapfwd run` in the binary exe, from its
 // help (`tapfwd run -h`, which lists one "  --name" line per flag): what
 // a configuration can ask of that build. An older binary lacks the
-// flags of levers added since (Options.GROWindow, Options.TAPIO).
+// flags of levers added since (Options.GROWindow, Options.TAPIO). The
+// hidden A/B flags (hiddenFlags), which the help leaves out, are there
+// when the binary takes them before -h.
 func Supported(ctx context.Context, exe string) (map[string]bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -21,8 +23,23 @@ func Supported(ctx context.Context, exe string) (map[string]bool, error) {
 	if len(flags) == 0 {
 		return nil, fmt.Errorf("reading the flags of %s run -h: none listed (%v)", exe, err)
 	}
+	// An unknown flag before -h is refused (exit 2); known ones lead to
+	// the help (exit 0).
+	probe := []string{"run"}
+	for _, f := range hiddenFlags {
+		probe = append(probe, "--"+f[0]+"="+f[1])
+	}
+	if exec.CommandContext(ctx, exe, append(probe, "-h")...).Run() == nil {
+		for _, f := range hiddenFlags {
+			flags[f[0]] = true
+		}
+	}
 	return flags, nil
 }
+
+// hiddenFlags are the flags of `tapfwd run` its help does not list (the
+// in-run A/B mode's), each with a value it takes.
+var hiddenFlags = [][2]string{{"ab-control", "/dev/null"}, {"ab-napi", "off,on"}, {"ab-delay", "10us"}}
 
 var helpFlag = regexp.MustCompile(`(?m)^\s+--([a-z0-9][a-z0-9-]*)\b`)
 

@@ -93,6 +93,17 @@ type Options struct {
 	// PProf serves Go's profiler beside the metrics (--pprof), at
 	// MetricsAddr in the bed's fwd namespace (--metrics-addr).
 	PProf bool
+	// ABControl turns on tapfwd's hidden in-run A/B mode (--ab-control):
+	// the FIFO the bench made (mkfifo) and holds open for writing, one
+	// control byte per switch (bit 0: TAP queue 0 or 1; bit 1: the
+	// delay). The TAP then gets two queues and tapfwd one worker.
+	ABControl string
+	// ABNAPI is IFF_NAPI on TAP queue 0 (arm A) and queue 1 (arm B)
+	// (--ab-napi, On or Off each); empty leaves tapfwd's default, off,on.
+	ABNAPI [2]Switch
+	// ABDelay is how long each frame waits while the delay bit is set
+	// (--ab-delay); 0 leaves tapfwd's default, 10µs.
+	ABDelay time.Duration
 }
 
 // MetricsAddr is where a tapfwd started with Options.PProf serves its
@@ -167,6 +178,21 @@ func (o Options) workerArgs() []string {
 	if o.PProf {
 		a = append(a, "--metrics-addr", MetricsAddr, "--pprof")
 	}
+	return append(a, o.abArgs()...)
+}
+
+// abArgs are the flags of the A/B mode.
+func (o Options) abArgs() []string {
+	var a []string
+	if o.ABControl != "" {
+		a = append(a, "--ab-control", o.ABControl)
+	}
+	if o.ABNAPI != [2]Switch{} {
+		a = append(a, "--ab-napi", string(o.ABNAPI[0])+","+string(o.ABNAPI[1]))
+	}
+	if o.ABDelay > 0 {
+		a = append(a, "--ab-delay", Micros(o.ABDelay))
+	}
 	return a
 }
 
@@ -192,8 +218,11 @@ func (o Options) Needs() uint32 {
 	if o.VnetHdr == On {
 		n |= unix.IFF_VNET_HDR
 	}
-	if o.Queues > 1 {
+	if o.Queues > 1 || o.ABControl != "" {
 		n |= unix.IFF_MULTI_QUEUE
+	}
+	if o.ABControl != "" && (o.ABNAPI == [2]Switch{} || o.ABNAPI[0] == On || o.ABNAPI[1] == On) {
+		n |= unix.IFF_NAPI
 	}
 	return n
 }
