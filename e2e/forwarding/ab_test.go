@@ -1,0 +1,159 @@
+package forwarding
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tapfwd/tapfwd/internal/testbed"
+	"github.com/tapfwd/tapfwd/internal/testbed/iperf"
+	"github.com/tapfwd/tapfwd/internal/testkit"
+	"github.com/tapfwd/tapfwd/napi"
+)
+
+// abStatus is the "ab" object of /status in the A/B mode.
+type abStatus struct {
+	Arm           int     `json:"arm"`
+	Delay         bool    `json:"delay"`
+	DelaySeconds  float64 `json:"delay_seconds"`
+	NAPI          [2]bool `json:"napi"`
+	Q0Frames      uint64  `json:"q0_frames"`
+	Q0Bytes       uint64  `json:"q0_bytes"`
+	Q1Frames      uint64  `json:"q1_frames"`
+	Q1Bytes       uint64  `json:"q1_bytes"`
+	DelayedFrames uint64  `json:"delayed_frames"`
+	ControlBytes  uint64  `json:"control_bytes"`
+}
+
+// TestABMode runs the real tapfwd with the bench's hidden A/B mode, queue
+// 1 alone with IFF_NAPI and threaded: the TAP has one NAPI kthread; UDP
+// and TCP from the wire reach the lab in arm 0, arm 1 and the delayed arm
+// 1, each arm's frames counted on its own queue in /status; the kthread
+// runs only while arm 1 writes; SIGTERM ends tapfwd, which logs its
+// totals and leaves no TAP and no kthread behind.
+func TestABMode(t *testing.T) {
+	testkit.NeedRoot(t)
+	testkit.NeedTools(t, "iperf3")
+	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
+	path := filepath.Join(t.TempDir(), "ab")
+	if err := unix.Mkfifo(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctl, err := os.OpenFile(path, os.O_RDWR, 0) // the bench's end, held open
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctl.Close()
+	fw := testkit.StartOn(t, bed, testkit.Tapfwd(t), "--ab-control", path, "--tap-napi-threaded", "--ab-delay", "20us")
+	kthreads, err := napi.Kthreads(bed.LabIf)
+	if err != nil || len(kthreads) != 1 {
+		t.Fatalf("NAPI kthreads of the TAP: %v, %v; want one, queue 1's\n%s", kthreads, err, fw.Output())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var prev abStatus
+	for _, arm := range []byte{0, 1, 3} {
+		ctl.Write([]byte{arm})
+		st := abStatusOf(t, bed)
+		for ; st.ControlBytes == prev.ControlBytes; st = abStatusOf(t, bed) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		ran := onCPU(t, kthreads[0])
+		u, err := iperf.Run(ctx, bed, iperf.Options{Duration: time.Second, UDP: true, Bitrate: "20M", Len: 1200})
+		if err != nil || u.Packets < 500 {
+			t.Fatalf("arm %d: UDP wire->lab: %v, %d packets", arm, err, u.Packets)
+		}
+		if r, err := iperf.Run(ctx, bed, iperf.Options{Duration: time.Second}); err != nil || r.Bytes < 1<<20 {
+			t.Fatalf("arm %d: TCP wire->lab: %v, %d bytes", arm, err, r.Bytes)
+		}
+		ran = onCPU(t, kthreads[0]) - ran
+		st = abStatusOf(t, bed)
+		q := int(arm & 1)
+		moved := [2]uint64{st.Q0Frames - prev.Q0Frames, st.Q1Frames - prev.Q1Frames}
+		t.Logf("arm %d: frames per queue %v, NAPI kthread on CPU %v, delayed %d", arm, moved, time.Duration(ran), st.DelayedFrames-prev.DelayedFrames)
+		switch {
+		case st.Arm != q || st.Delay != (arm&2 != 0):
+			t.Errorf("arm %d: status says arm %d delay %v", arm, st.Arm, st.Delay)
+		case moved[q] < uint64(u.Packets) || moved[1-q] != 0:
+			t.Errorf("arm %d: frames per queue %v; want at least %d on queue %d, none on the other", arm, moved, u.Packets, q)
+		case (ran > 0) != (q == 1):
+			t.Errorf("arm %d: the NAPI kthread ran %d ns; want it to run only while queue 1 takes the writes", arm, ran)
+		case (st.DelayedFrames > prev.DelayedFrames) != (arm&2 != 0):
+			t.Errorf("arm %d: delayed frames %d -> %d", arm, prev.DelayedFrames, st.DelayedFrames)
+		}
+		prev = st
+	}
+	if prev.NAPI != [2]bool{false, true} || prev.DelaySeconds != 20e-6 {
+		t.Errorf("status %+v", prev)
+	}
+	if err := syscall.Kill(fw.Pid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitExit(t, fw, 5*time.Second)
+	if err := fw.Stop(); err != nil {
+		t.Errorf("exit: %v\n%s", err, fw.Output())
+	}
+	checkABTotals(t, fw.Output(), prev)
+	if k, _ := napi.Kthreads(bed.LabIf); len(k) != 0 {
+		t.Errorf("NAPI kthreads left: %v", k)
+	}
+	if out, err := bed.Run(ctx, bed.LabNS, "ip", "link", "show", "dev", bed.LabIf); err == nil {
+		t.Errorf("the TAP is still there:\n%s", out)
+	}
+}
+
+var abTotals = regexp.MustCompile(`msg="ab totals" q0_frames=(\d+) q0_bytes=\d+ q1_frames=(\d+) q1_bytes=\d+ delayed_frames=(\d+)`)
+
+// checkABTotals: the "ab totals" line tapfwd logs at exit has at least
+// the frames /status last said.
+func checkABTotals(t *testing.T, log string, st abStatus) {
+	t.Helper()
+	m := abTotals.FindStringSubmatch(log)
+	if m == nil {
+		t.Fatalf("no ab totals line:\n%s", log)
+	}
+	for i, want := range []uint64{st.Q0Frames, st.Q1Frames, st.DelayedFrames} {
+		if n, _ := strconv.ParseUint(m[i+1], 10, 64); n < want {
+			t.Errorf("ab totals %q: field %d is %d, /status said %d", m[0], i, n, want)
+		}
+	}
+}
+
+func abStatusOf(t *testing.T, bed *testbed.Bed) abStatus {
+	t.Helper()
+	code, body, err := testkit.HTTPGet(t, bed, bed.FwdNS, "http://"+testkit.MetricsAddr+"/status")
+	if err != nil || code != 200 {
+		t.Fatalf("GET /status: %d %v", code, err)
+	}
+	var st struct {
+		AB *abStatus `json:"ab"`
+	}
+	if err := json.Unmarshal([]byte(body), &st); err != nil || st.AB == nil {
+		t.Fatalf("/status without ab: %v\n%s", err, body)
+	}
+	return *st.AB
+}
+
+// onCPU is how long pid has run, in ns (/proc/PID/schedstat's first
+// field).
+func onCPU(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/schedstat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.ParseInt(strings.Fields(string(b))[0], 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
