@@ -188,7 +188,10 @@ func (e *Endpoint) Totals() Totals {
 }
 
 // Fd is the epoll fd holding both queues: readable while either has
-// frames (level-triggered), so a worker polling it wakes for both.
+// frames (level-triggered), so a worker polling it wakes for both. It is
+// never writable (an epoll fd reports only EPOLLIN): a worker that waits
+// for room after EAGAIN times out, but a TAP queue does not say EAGAIN to
+// a write (drivers/net/tun.c: its socket's sndbuf is INT_MAX).
 func (e *Endpoint) Fd() int { return e.epfd }
 
 // Read reads up to len(bufs) frames from both queues, first from the
