@@ -64,13 +64,19 @@ func TestCheckAB(t *testing.T) {
 // TestAB runs the A/B mode on a bed: queue 1 alone has IFF_NAPI, threaded,
 // so the TAP has one NAPI kthread; the lab answers in either arm, /status
 // counts the frames of each queue, and deleting the TAP ends Run with
-// forward.ErrTAPGone through the epoll fd.
+// forward.ErrTAPGone through the epoll fd; with either NIC backend.
 func TestAB(t *testing.T) {
+	for _, b := range []Backend{BackendPacket, BackendXDP} {
+		t.Run(b.String(), func(t *testing.T) { testAB(t, b) })
+	}
+}
+
+func testAB(t *testing.T, backend Backend) {
 	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
 	var log syncbuf.Buffer
 	path, w := fifo(t)
 	c := bedConfig(bed, &log)
-	c.TAP.NAPISettings.Threaded = true
+	c.TAP.NAPISettings.Threaded, c.NIC.Backend = true, backend
 	c.AB = &AB{Control: path, NAPI: [2]bool{false, true}, Delay: 10 * time.Microsecond}
 	d, err := open(t, bed, c)
 	if err != nil {
