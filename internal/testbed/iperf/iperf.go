@@ -55,6 +55,11 @@ type Options struct {
 	// connects to instead of the bed's LabAddr: another address in the lab
 	// namespace, such as one on a tunnel of the lab's own.
 	Addr netip.Addr
+	// Started, when set, is called once both processes run, with the
+	// server's and the client's process ids, before Run waits for the
+	// client: a caller that samples the processes while they run (their
+	// threads' CPU time, their namespaces' counters) starts there.
+	Started func(server, client int)
 }
 
 // Pinning names the CPU of the iperf3 process in each namespace: the
@@ -114,7 +119,7 @@ func Run(ctx context.Context, b *testbed.Bed, opt Options) (Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(opt.seconds()+opt.omitSeconds())*time.Second+30*time.Second)
 	defer cancel()
 
-	stop, err := startServer(ctx, b, path, addr, port, opt.Pin)
+	stop, srvPid, err := startServer(ctx, b, path, addr, port, opt.Pin)
 	if err != nil {
 		return Result{}, err
 	}
@@ -122,9 +127,16 @@ func Run(ctx context.Context, b *testbed.Bed, opt Options) (Result, error) {
 
 	args := opt.clientArgs(addr, port)
 	cli := b.Command(ctx, b.WireNS, path, args...)
-	var stderr bytes.Buffer
-	cli.Stderr = &stderr
-	out, cerr := cli.Output()
+	var stdout, stderr bytes.Buffer
+	cli.Stdout, cli.Stderr = &stdout, &stderr
+	cerr := cli.Start()
+	if cerr == nil {
+		if opt.Started != nil {
+			opt.Started(srvPid, cli.Process.Pid)
+		}
+		cerr = cli.Wait()
+	}
+	out := stdout.Bytes()
 	res, perr := parse(out)
 	switch {
 	case perr != nil && cerr != nil:
@@ -193,8 +205,8 @@ func (o Options) clientArgs(addr, port string) []string {
 
 // startServer starts a one-shot iperf3 server on addr:port in b.LabNS
 // (pinned to pin.Lab when pin is set) and waits until it listens. stop
-// kills it, if it still runs, and waits for it.
-func startServer(ctx context.Context, b *testbed.Bed, path, addr, port string, pin *Pinning) (stop func(), err error) {
+// kills it, if it still runs, and waits for it; pid is its process id.
+func startServer(ctx context.Context, b *testbed.Bed, path, addr, port string, pin *Pinning) (stop func(), pid int, err error) {
 	srvArgs := []string{"-s", "-1", "-B", addr, "-p", port}
 	if pin != nil {
 		srvArgs = append(srvArgs, "-A", strconv.Itoa(pin.Lab))
@@ -203,7 +215,7 @@ func startServer(ctx context.Context, b *testbed.Bed, path, addr, port string, p
 	var srvOut bytes.Buffer
 	srv.Stdout, srv.Stderr = &srvOut, &srvOut
 	if err := srv.Start(); err != nil {
-		return nil, fmt.Errorf("iperf: starting server in %s: %w", b.LabNS, err)
+		return nil, 0, fmt.Errorf("iperf: starting server in %s: %w", b.LabNS, err)
 	}
 	srvDone := make(chan struct{})
 	var srvErr error
@@ -219,9 +231,9 @@ func startServer(ctx context.Context, b *testbed.Bed, path, addr, port string, p
 		default:
 		}
 		stop()
-		return nil, err
+		return nil, 0, err
 	}
-	return stop, nil
+	return stop, srv.Process.Pid, nil
 }
 
 // waitListening polls ss in the lab namespace until the server listens on
