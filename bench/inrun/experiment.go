@@ -1,0 +1,400 @@
+package inrun
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tapfwd/tapfwd/bench/matrix"
+	"github.com/tapfwd/tapfwd/bench/report"
+	"github.com/tapfwd/tapfwd/bench/stats"
+	"github.com/tapfwd/tapfwd/bench/throughput"
+	"github.com/tapfwd/tapfwd/internal/testbed"
+	"github.com/tapfwd/tapfwd/napi"
+)
+
+// Options configure Run.
+type Options struct {
+	// Lab starts tapfwd (Lab.Tapfwd) on a fresh bed for every visit.
+	Lab matrix.Lab
+	// Rows are the workloads; the checks (A/A, control) run on the first.
+	Rows []throughput.Workload
+	// Pairs are the questions, PairOn and PairThreaded; the checks are
+	// always added.
+	Pairs []string
+	// Windows per run (of Window each); 0 means DefaultWindows.
+	Windows int
+	// Omit is the start of each iperf3 run left out before the windows.
+	Omit time.Duration
+	// Cost adds, for every comparison, runs at CostShare of the row's
+	// saturation, for CPU per byte.
+	Cost bool
+	// Rule decides the verdicts and the runs each comparison needs.
+	Rule stats.ABRule
+	// Budget bounds the run: no repetition past the first stage starts
+	// that would end after it.
+	Budget time.Duration
+	// Seed seeds the schedules and the order of the rows.
+	Seed uint64
+	// Delay is the positive control's per-frame delay; 0 calibrates it
+	// (controlDelay).
+	Delay time.Duration
+	// KthreadCPU is where the threaded pair's NAPI kthread is pinned; -1
+	// leaves it.
+	KthreadCPU int
+	// BackgroundLimit is the background load, in CPUs, above which a run
+	// is flagged.
+	BackgroundLimit float64
+	Log             *slog.Logger
+	// Progress, when set, hears one line per run.
+	Progress func(string)
+}
+
+// Defaults.
+const (
+	DefaultWindows = 60
+	DefaultOmit    = 500 * time.Millisecond
+	// ControlShare is the calibrated control's delay per frame, as a
+	// share of the mean time between arm A's frames on the first row:
+	// tapfwd's worker spins for about that share of its time more, on
+	// the CPU it shares with the iperf3 client.
+	ControlShare = 0.25
+	// DefaultDelay is the control's delay when nothing has measured the
+	// first row yet (or the control runs alone).
+	DefaultDelay = 200 * time.Microsecond
+	// CostShare is the offered rate of a cost run, as a share of the
+	// row's saturation (the median rate of arm A's windows so far).
+	CostShare = 0.6
+	// DefaultBackgroundLimit flags runs during which other work took more
+	// than a third of a CPU.
+	DefaultBackgroundLimit = 0.33
+)
+
+// key names a comparison: a pair on a row, throughput or cost.
+type key struct {
+	Pair, Row string
+	Cost      bool
+}
+
+// experiment is a run in progress.
+type experiment struct {
+	o     Options
+	pairs []pairDef
+	runs  []Record
+	start time.Time
+	// runTime is the mean time a run took, visits included.
+	spent    time.Duration
+	made     int
+	setups   []Setup
+	delay    time.Duration // the control's, once decided
+	rng      *rand.Rand
+	stopping string
+}
+
+// Run measures every pair on every row in repetitions: each visits every
+// tapfwd instance once, on a fresh bed, and makes on it a run of each of
+// its pairs on each row (and a cost run), rows in a seeded random order.
+// After Rule.Stage1 repetitions, a comparison takes more runs only while
+// Stein's rule says it needs them (stats.ABRunsNeeded), within Budget.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	e := &experiment{o: o, start: time.Now(), rng: rand.New(rand.NewPCG(o.Seed, 0x1ab))}
+	for _, p := range pairDefs(o.Delay) {
+		if p.check || slices.Contains(o.Pairs, p.name) {
+			e.pairs = append(e.pairs, p)
+		}
+	}
+	r := newReport(o)
+	for rep := 1; ; rep++ {
+		todo := e.pending(rep)
+		if len(todo) == 0 {
+			e.stopping = matrix.StopTarget
+			break
+		}
+		if rep > o.Rule.Stage1 && e.made > 0 && time.Since(e.start)+e.estimate(todo) > o.Budget {
+			e.stopping = matrix.StopBudget
+			break
+		}
+		if err := e.repetition(ctx, rep, todo); err != nil {
+			return nil, err
+		}
+	}
+	r.finish(e)
+	return r, nil
+}
+
+func (o *Options) defaults() error {
+	if o.Windows == 0 {
+		o.Windows = DefaultWindows
+	}
+	if o.Rule == (stats.ABRule{}) {
+		o.Rule = stats.DefaultABRule
+	}
+	if o.BackgroundLimit == 0 {
+		o.BackgroundLimit = DefaultBackgroundLimit
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	switch {
+	case len(o.Rows) == 0:
+		return errors.New("inrun: no row to measure")
+	case o.Windows < 8 || o.Windows%4 != 0:
+		return fmt.Errorf("inrun: %d windows a run: want a multiple of 4, at least 8 (ABBA blocks)", o.Windows)
+	}
+	return nil
+}
+
+// pending is what repetition rep runs: by pair, the rows whose
+// comparisons still need runs (all of them in the first stage).
+func (e *experiment) pending(rep int) map[string][]throughput.Workload {
+	todo := map[string][]throughput.Workload{}
+	for _, p := range e.pairs {
+		for i, w := range e.o.Rows {
+			if p.check && i > 0 {
+				break
+			}
+			if rep <= e.o.Rule.Stage1 || e.needs(key{p.name, w.Name, false}) || (e.o.Cost && e.needs(key{p.name, w.Name, true})) {
+				todo[p.name] = append(todo[p.name], w)
+			}
+		}
+	}
+	return todo
+}
+
+// needs says whether comparison k has fewer runs than its first stage
+// asks for.
+func (e *experiment) needs(k key) bool {
+	d := e.estimates(k, guardHeadline)
+	need := stats.ABRunsNeeded(d, e.o.Rule)
+	return need < 0 || len(d) < need
+}
+
+// estimate is how long the runs todo would take, at the mean so far.
+func (e *experiment) estimate(todo map[string][]throughput.Workload) time.Duration {
+	n := 0
+	for _, ws := range todo {
+		n += len(ws)
+		if e.o.Cost {
+			n += len(ws)
+		}
+	}
+	return time.Duration(n) * e.spent / time.Duration(e.made)
+}
+
+// repetition visits each instance that has pending pairs, in an order
+// that turns with rep.
+func (e *experiment) repetition(ctx context.Context, rep int, todo map[string][]throughput.Workload) error {
+	insts := []string{instNAPI, instThreaded, instPlain}
+	for i := range insts {
+		inst := insts[(i+rep-1)%len(insts)]
+		var pairs []pairDef
+		for _, p := range e.pairs {
+			if p.instance == inst && len(todo[p.name]) > 0 {
+				pairs = append(pairs, p)
+			}
+		}
+		if len(pairs) == 0 {
+			continue
+		}
+		t0 := time.Now()
+		n0 := len(e.runs)
+		err := e.visit(ctx, inst, rep, pairs, todo)
+		e.spent += time.Since(t0)
+		e.made += len(e.runs) - n0
+		if ctx.Err() != nil {
+			return matrix.Interrupted(ctx)
+		}
+		if err != nil {
+			return fmt.Errorf("inrun: %s instance, repetition %d: %w", inst, rep, err)
+		}
+	}
+	return nil
+}
+
+// visit builds a bed, starts tapfwd as instance inst with a control FIFO,
+// checks what the kernel shows of its queues, and makes the runs of
+// pairs.
+func (e *experiment) visit(ctx context.Context, inst string, rep int, pairs []pairDef, todo map[string][]throughput.Workload) error {
+	dir, err := os.MkdirTemp("", "tapfwd-inrun-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "control")
+	if err := unix.Mkfifo(path, 0o600); err != nil {
+		return fmt.Errorf("inrun: control FIFO: %w", err)
+	}
+	// Held open for reading and writing, it never blocks and tapfwd never
+	// sees it end while the bench runs.
+	ctl, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("inrun: control FIFO: %w", err)
+	}
+	defer ctl.Close()
+	opts := instanceOptions(inst, e.controlDelay(), e.o.KthreadCPU)
+	opts.ABControl = path
+	c := report.Tapfwd(inst, "in-run A/B instance "+inst, opts)
+	return e.o.Lab.Visit(ctx, &c, rep, func(bed *testbed.Bed, fws matrix.Forwarders) error {
+		kthreads, _ := napi.Kthreads(bed.LabIf)
+		e.setups = append(e.setups, Setup{Instance: inst, Rep: rep, Kthreads: len(kthreads), Want: wantKthreads(inst)})
+		if len(kthreads) != wantKthreads(inst) {
+			return fmt.Errorf("the TAP has %d NAPI kthreads, want %d: its queues are not what the instance asked for", len(kthreads), wantKthreads(inst))
+		}
+		spec := runSpec{bed: bed, tapfwd: fws.Pids()[0], ctl: ctl, kthreads: kthreads, windows: e.o.Windows, omit: e.o.Omit}
+		for _, p := range pairs {
+			if err := e.pairRuns(ctx, spec, p, rep, todo[p.name], fws); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// wantKthreads is how many NAPI kthreads instance inst's TAP has: one
+// with its NAPI threaded (only queue 1 has a NAPI), none otherwise.
+func wantKthreads(inst string) int {
+	if inst == instThreaded {
+		return 1
+	}
+	return 0
+}
+
+// pairRuns makes pair p's runs on rows, in a seeded random order: a
+// throughput run, then a cost run at CostShare of the row's saturation.
+func (e *experiment) pairRuns(ctx context.Context, s runSpec, p pairDef, rep int, rows []throughput.Workload, fws matrix.Forwarders) error {
+	rows = slices.Clone(rows)
+	e.rng.Shuffle(len(rows), func(i, j int) { rows[i], rows[j] = rows[j], rows[i] })
+	for _, w := range rows {
+		for _, cost := range []bool{false, true} {
+			if cost && !e.o.Cost {
+				continue
+			}
+			if err := fws.Alive(); err != nil {
+				return err
+			}
+			s.w, s.arms, s.seed, s.rate = w, p.arms, e.rng.Uint64(), 0
+			if cost {
+				if s.rate = CostShare * e.saturation(w.Name); s.rate <= 0 {
+					continue
+				}
+			}
+			r, err := measure(ctx, s)
+			r.Pair, r.Row, r.Rep = p.name, w.Name, rep
+			r.Flagged = r.Background > e.o.BackgroundLimit
+			if err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				r.Err = matrix.ErrLine(err)
+				e.o.Log.Warn("run failed", "pair", p.name, "row", w.Name, "rep", rep, "err", err)
+			}
+			e.runs = append(e.runs, r)
+			e.progress(r)
+		}
+	}
+	return nil
+}
+
+// saturation is the median rate of arm A's windows, in Gbit/s, over the
+// throughput runs of row so far; 0 before there is one.
+func (e *experiment) saturation(row string) float64 {
+	var rates []float64
+	for _, r := range e.runs {
+		if r.Row == row && !r.Cost && r.Err == "" {
+			a, _ := stats.ABSums(r.Windows, guardHeadline)
+			if a.Seconds > 0 {
+				rates = append(rates, a.Bytes*8/a.Seconds/1e9)
+			}
+		}
+	}
+	if len(rates) == 0 {
+		return 0
+	}
+	return stats.Median(rates)
+}
+
+// progress tells o.Progress about run r.
+func (e *experiment) progress(r Record) {
+	if e.o.Progress == nil {
+		return
+	}
+	what := "throughput"
+	if r.Cost {
+		what = fmt.Sprintf("cost at %.2f Gbit/s", r.RateGbit)
+	}
+	line := fmt.Sprintf("[%s] rep %d %s %s %s: ", time.Since(e.start).Round(time.Second), r.Rep, r.Pair, r.Row, what)
+	if r.Err != "" {
+		e.o.Progress(line + "failed: " + r.Err)
+		return
+	}
+	f, est := stats.RunEffect, "rate"
+	if r.Cost {
+		f, est = stats.RunCost, "CPU per byte"
+	}
+	if d, ok := f(r.Windows, guardHeadline); ok {
+		line += fmt.Sprintf("%s B/A %+.1f%%, background %.2f CPUs", est, 100*(expm1(d)), r.Background)
+	}
+	e.o.Progress(line)
+}
+
+// estimates are comparison k's per-run estimates under guard g, in the
+// order the runs were made.
+func (e *experiment) estimates(k key, g int) []float64 {
+	return runEstimates(e.runs, k, g)
+}
+
+func runEstimates(runs []Record, k key, g int) []float64 {
+	var d []float64
+	for _, r := range runs {
+		if r.Pair != k.Pair || r.Row != k.Row || r.Cost != k.Cost || r.Err != "" {
+			continue
+		}
+		f := stats.RunEffect
+		if k.Cost {
+			f = stats.RunCost
+		}
+		if v, ok := f(r.Windows, g); ok {
+			d = append(d, v)
+		}
+	}
+	return d
+}
+
+// controlDelay is the positive control's delay per frame: Options.Delay
+// when given, else, decided once, ControlShare of the mean time between
+// arm A's frames in the throughput runs of the first row so far (the
+// delay a per-frame cost of that size adds), within 5 us to 1 ms, or
+// DefaultDelay before any.
+func (e *experiment) controlDelay() time.Duration {
+	switch {
+	case e.delay > 0:
+		return e.delay
+	case e.o.Delay > 0:
+		e.delay = e.o.Delay
+		return e.delay
+	}
+	var a stats.ABSum
+	for _, r := range e.runs {
+		if r.Row == e.o.Rows[0].Name && !r.Cost && r.Err == "" {
+			ra, _ := stats.ABSums(r.Windows, guardHeadline)
+			a.Seconds, a.Frames = a.Seconds+ra.Seconds, a.Frames+ra.Frames
+		}
+	}
+	if a.Frames == 0 {
+		return DefaultDelay
+	}
+	d := time.Duration(ControlShare * a.Seconds / a.Frames * float64(time.Second))
+	e.delay = min(max(d, 5*time.Microsecond), time.Millisecond).Round(time.Microsecond)
+	return e.delay
+}

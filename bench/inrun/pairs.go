@@ -1,0 +1,108 @@
+package inrun
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/tapfwd/tapfwd/bench/forwarder"
+	"github.com/tapfwd/tapfwd/bench/throughput"
+	"github.com/tapfwd/tapfwd/internal/testbed/iperf"
+)
+
+type iperfPin = iperf.Pinning
+
+// Pair names: each compares arm B against arm A (IFF_NAPI off) on one
+// TAP. PairOn and PairThreaded are the questions; PairAA and
+// PairControl the checks every report carries.
+const (
+	PairOn       = "napi-on"       // queue 1 with IFF_NAPI against queue 0 without
+	PairThreaded = "napi-threaded" // the same, the TAP's NAPI threaded (only queue 1 has a NAPI, so only it gets a kthread)
+	PairAA       = "a-a"           // two queues, neither with IFF_NAPI: must show no difference
+	PairControl  = "control"       // queue 1 without IFF_NAPI, every frame delayed (Options.Delay): must be detected as slower
+)
+
+// Baseline is the name reports give arm A, the comparisons' B side in
+// the throughput bench's records ("a" against "b").
+const Baseline = "napi-off"
+
+// Control bytes (tapfwd's --ab-control): bit 0 picks the TAP queue,
+// bit 1 delays every frame written.
+const (
+	armQueue0      byte = 0
+	armQueue1      byte = 1
+	armQueue1Delay byte = 3
+)
+
+// pairDef is a pair: the tapfwd instance that runs it and the control
+// bytes of its arms.
+type pairDef struct {
+	name, what string
+	instance   string
+	arms       [2]byte
+	check      bool // A/A or the control: on the first row only, not in the family of verdicts
+}
+
+// Instance names: one tapfwd (and bed) per visit of each.
+const (
+	instNAPI     = "napi"     // --ab-napi off,on
+	instThreaded = "threaded" // --ab-napi off,on --tap-napi-threaded
+	instPlain    = "plain"    // --ab-napi off,off
+)
+
+func pairDefs(delay time.Duration) []pairDef {
+	return []pairDef{
+		{PairOn, "IFF_NAPI on (queue 1) against off (queue 0)", instNAPI, [2]byte{armQueue0, armQueue1}, false},
+		{PairThreaded, "IFF_NAPI on with the TAP's NAPI threaded (queue 1) against off (queue 0)", instThreaded, [2]byte{armQueue0, armQueue1}, false},
+		{PairAA, "A/A: queue 1 against queue 0, neither with IFF_NAPI", instPlain, [2]byte{armQueue0, armQueue1}, true},
+		{PairControl, fmt.Sprintf("positive control: queue 1 without IFF_NAPI, every frame delayed %s, against queue 0", forwarder.Micros(delay)), instPlain, [2]byte{armQueue0, armQueue1Delay}, true},
+	}
+}
+
+// instanceOptions are the tapfwd settings of instance name: one worker
+// (on the first CPU), two TAP queues with IFF_NAPI as the instance says,
+// vnet headers on; the threaded instance's kthread pinned to kthreadCPU.
+func instanceOptions(name string, delay time.Duration, kthreadCPU int) forwarder.Options {
+	o := forwarder.Options{VnetHdr: forwarder.On, ABNAPI: [2]forwarder.Switch{forwarder.Off, forwarder.On}, ABDelay: delay}
+	switch name {
+	case instThreaded:
+		o.TAPNAPIThreaded = true
+		if kthreadCPU >= 0 {
+			o.TAPNAPICPU = forwarder.CPU(kthreadCPU)
+		}
+	case instPlain:
+		o.ABNAPI[1] = forwarder.Off
+	}
+	return o
+}
+
+// SeedRows are the QEMU IFF_NAPI patch's table as rows of this bed: TCP
+// writes of 64 B, 128 B and 4 KB, one stream and four, wire->lab (the
+// direction where frames are written into the TAP, where IFF_NAPI acts).
+// One stream runs with the client beside tapfwd's worker and the server
+// on the second CPU; four streams with both on the second CPU, away from
+// the worker, so that no window finds them somewhere else.
+func SeedRows(cpus []int) []throughput.Workload {
+	ws := throughput.Workloads([]int{64, 128, 4096}, []int{1, 4}, []string{throughput.WireToLab}, false)
+	return place(ws, cpus)
+}
+
+// OneRow is the napi preset's row: TCP 64 B, one stream, wire->lab.
+func OneRow(cpus []int) []throughput.Workload {
+	return place(throughput.Workloads([]int{64}, []int{1}, []string{throughput.WireToLab}, false), cpus)
+}
+
+// place pins every workload's iperf3 (see SeedRows); with one CPU it
+// leaves them to the scheduler.
+func place(ws []throughput.Workload, cpus []int) []throughput.Workload {
+	if len(cpus) < 2 {
+		return ws
+	}
+	for i := range ws {
+		p := &throughput.Placement{Name: throughput.Pinned, Iperf: &iperfPin{Wire: cpus[0], Lab: cpus[1]}}
+		if ws[i].Streams > 1 {
+			p.Iperf = &iperfPin{Wire: cpus[1], Lab: cpus[1]}
+		}
+		ws[i].Placement = p
+	}
+	return ws
+}
