@@ -13,9 +13,13 @@ import (
 	"github.com/tapfwd/tapfwd/internal/cliflag"
 )
 
-const usage = `Usage: tapfwd-bench throughput|latency|profile [flags]
+const usage = `Usage: tapfwd-bench napi|throughput|latency|profile [flags]
        tapfwd-bench compare [flags] A.json B.json
 
+napi: does IFF_NAPI help on this kernel? IFF_NAPI on and off on two queues
+of one TAP, switched every 100 ms inside each run, a verdict in about five
+minutes (--rows seed: the QEMU patch's six rows, also the TAP's NAPI
+threaded; throughput's default run).
 throughput: iperf3 through tapfwd in several TAP configurations and through
 the baselines (Linux bridge, direct veth, a naive water-based forwarder).
 latency: UDP request/response round-trip times at fixed rates and
@@ -27,11 +31,12 @@ profile: where the time goes on the guard's workloads: tapfwd's Go CPU
 profile in shares, the machine per CPU and thread, tapfwd's batches, and
 the kernel side from perf where it works.
 version (or --version, -V): this binary's version and VCS revision.
-throughput, latency and profile build their network namespaces and remove
-them, and start tapfwd as a user would: --tapfwd PATH, by default the
-tapfwd next to tapfwd-bench, else the one on $PATH. Run "tapfwd-bench throughput
---help", "tapfwd-bench latency --help", "tapfwd-bench profile --help" or
-"tapfwd-bench compare --help" for the flags.
+napi, throughput, latency and profile build their network namespaces and
+remove them, and start tapfwd as a user would: --tapfwd PATH, by default
+the tapfwd next to tapfwd-bench, else the one on $PATH. Run "tapfwd-bench
+napi --help", "tapfwd-bench throughput --help", "tapfwd-bench latency
+--help", "tapfwd-bench profile --help" or "tapfwd-bench compare --help"
+for the flags.
 `
 
 func main() {
@@ -40,6 +45,7 @@ func main() {
 
 func run(args []string, stdout, stderr io.Writer) int {
 	err := cliflag.Dispatch("tapfwd-bench", usage, args, map[string]cliflag.Command{
+		"napi":       func(a []string) error { return cmdNAPI(a, stdout, stderr) },
 		"throughput": func(a []string) error { return cmdThroughput(a, stdout, stderr) },
 		"latency":    func(a []string) error { return cmdLatency(a, stdout, stderr) },
 		"compare":    func(a []string) error { return cmdCompare(a, stdout) },

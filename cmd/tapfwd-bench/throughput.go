@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tapfwd/tapfwd/bench/forwarder"
+	"github.com/tapfwd/tapfwd/bench/inrun"
 	"github.com/tapfwd/tapfwd/bench/matrix"
 	"github.com/tapfwd/tapfwd/bench/report"
 	"github.com/tapfwd/tapfwd/bench/stats"
@@ -22,12 +23,13 @@ import (
 	"github.com/tapfwd/tapfwd/internal/testbed/iperf"
 )
 
-// The default run answers the QEMU patch's question: its table's rows
-// (TCP 64 B, 128 B and 4 KB writes, one stream and several) in the
-// direction where IFF_NAPI acts (wire->lab: frames written into the TAP),
-// the TAP's NAPI modes, the bridge (ratios and cost) and the direct veth
-// (where the sender, not the path, is the limit). It runs sequentially:
-// a first stage of stats.Stage1Reps repetitions, then as many as the
+// The default run answers the QEMU patch's question inside each run
+// (tapfwd-bench napi --rows seed, package inrun). Given --configs, a
+// preset, a workload flag or --topology, the run compares configurations
+// between runs instead: by default the QEMU patch's rows (TCP 64 B, 128 B
+// and 4 KB writes, one stream and several) wire->lab, the TAP's NAPI
+// modes, the bridge (ratios and cost) and the direct veth, sequential: a
+// first stage of stats.Stage1Reps repetitions, then as many as the
 // comparisons need for intervals within +-7.5%, within a budget
 // (docs/bench.md: "The default run: why these settings").
 var (
@@ -38,6 +40,11 @@ var (
 	defaultOmit     = time.Second
 	defaultTime     = "10 to 25 minutes"
 )
+
+// betweenRunFlags are the flags that make a throughput run compare
+// configurations between runs rather than inside them.
+var betweenRunFlags = []string{"configs", "quick", "full", "perf", "topology", "sizes", "streams", "dirs", "udp", "wire-mtu",
+	"before", "against-bridge", "placement", "iperf-cpus", "gro-window", "gro-flush-timeout", "defer-hard-irqs", "trace", "csv", "duration"}
 
 // --full: every configuration, both directions, UDP and MTU-sized frames.
 var (
@@ -141,31 +148,24 @@ func printConfigs(w io.Writer) {
 	}
 }
 
-func throughputUsage(fs *flag.FlagSet, w io.Writer) {
-	fmt.Fprintf(w, `Usage: tapfwd-bench throughput [flags]
-       tapfwd-bench compare [flags] A.json B.json
-
-Builds a fresh wire/fwd/lab namespace test bed for every configuration and
-repetition, runs every workload on it with iperf3, and reports medians with
-95%% bootstrap intervals, the ratio to the Linux bridge, what each path
-costs the whole machine in CPU per unit delivered, and the TAP's NAPI
-modes against IFF_NAPI off, compared within each repetition, with a
-verdict. Configurations are interleaved (A B C, B C A, ...). Every run is
-traced (--trace shows it). Needs root, iperf3 and a tapfwd binary
-(--tapfwd). Everything it creates is removed, also on Ctrl-C.
-
-Configurations (--configs):
-`)
-	printConfigs(w)
-	fmt.Fprintf(w, `
-Default run: configurations %s;
-TCP -l 64, 128, 4096 x -P 1, 4, wire->lab (the QEMU patch's table, where
-IFF_NAPI acts); runs of %v after %v left out, iperf3 pinned with one
-stream and placed by the scheduler with four (--placement auto). It is
-sequential: a first stage of %d repetitions, then as many as every
-comparison needs for an interval within +-%.1f%% (--target), stopping
-when they have them and at the latest when the next repetition would
-end past %v (--budget): %s on a 2-CPU VM.
+// throughputPresets is the second half of throughput's usage: the
+// default run and the presets, with their settings filled in.
+const throughputPresets = `
+Default run (no --configs, preset, workload or --topology flag): IFF_NAPI
+on and off inside each run, the way tapfwd-bench napi --rows seed
+compares them: TCP -l 64, 128, 4096 x -P 1, 4, wire->lab (the QEMU
+patch's table, where IFF_NAPI acts), IFF_NAPI on and the TAP's NAPI
+threaded against IFF_NAPI off, with the A/A check and the positive
+control, throughput and CPU per byte; at most 25 minutes (see
+tapfwd-bench napi --help). --reps, --budget, --target and --omit apply
+to it; --from renders either kind of report.
+Between runs (--configs given): configurations %s by default;
+TCP -l 64, 128, 4096 x -P 1, 4, wire->lab; runs of %v after %v left
+out, iperf3 pinned with one stream and placed by the scheduler with four
+(--placement auto). It is sequential: a first stage of %d repetitions,
+then as many as every comparison needs for an interval within +-%.1f%%
+(--target), stopping when they have them and at the latest when the next
+repetition would end past %v (--budget): %s on a 2-CPU VM.
 --full: every configuration; TCP both directions, UDP 64 B both ways and
 MTU-sized frames from the wire; %d repetitions (no budget): %s.
 --perf: the guard. Configurations %s, compared in pairs
@@ -192,7 +192,25 @@ above. With --quick: %s. --full: every configuration that
 runs there.
 
 Flags:
-`, strings.Join(defaultConfigs, ", "), defaultDuration, defaultOmit, stats.Stage1Reps, stats.TargetHalfWidth, defaultBudget, defaultTime,
+`
+
+func throughputUsage(fs *flag.FlagSet, w io.Writer) {
+	fmt.Fprint(w, `Usage: tapfwd-bench throughput [flags]
+       tapfwd-bench compare [flags] A.json B.json
+
+Builds a fresh wire/fwd/lab namespace test bed for every configuration and
+repetition, runs every workload on it with iperf3, and reports medians with
+95% bootstrap intervals, the ratio to the Linux bridge, what each path
+costs the whole machine in CPU per unit delivered, and the TAP's NAPI
+modes against IFF_NAPI off, compared within each repetition, with a
+verdict. Configurations are interleaved (A B C, B C A, ...). Every run is
+traced (--trace shows it). Needs root, iperf3 and a tapfwd binary
+(--tapfwd). Everything it creates is removed, also on Ctrl-C.
+
+Configurations (--configs):
+`)
+	printConfigs(w)
+	fmt.Fprintf(w, throughputPresets, strings.Join(defaultConfigs, ", "), defaultDuration, defaultOmit, stats.Stage1Reps, stats.TargetHalfWidth, defaultBudget, defaultTime,
 		fullReps, fullTime, strings.Join(perfConfigs, ", "), perfBudget, perfTime, strings.Join(quickConfigs, ", "), quickReps, quickDuration,
 		strings.Join(vxlanConfigs, ", "), strings.Join(vxlanQuickConfigs, ", "))
 	cliflag.PrintDefaults(w, fs)
@@ -414,9 +432,18 @@ func parseIperfCPUs(s string) (*iperf.Pinning, error) {
 
 func cmdThroughput(args []string, stdout, stderr io.Writer) error {
 	fs, f := throughputFlagSet(stdout)
-	o, err := parseOptions(fs, args, func() (throughput.Options, error) { return f.options(fs) })
-	if err != nil {
+	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if in, ok, err := f.inRun(fs); ok || err != nil {
+		if err != nil {
+			return cliflag.Misuse(fs, "%w", err)
+		}
+		return runNAPI(in, f.benchFlags, "throughput", stdout, stderr)
+	}
+	o, err := f.options(fs)
+	if err != nil {
+		return cliflag.Misuse(fs, "%w", err)
 	}
 	if *f.from != "" {
 		return reread(*f.from, throughput.Read, func(rep *throughput.Report) error { return renderThroughput(rep, f, stdout) })
@@ -439,6 +466,44 @@ func cmdThroughput(args []string, stdout, stderr io.Writer) error {
 	env.skipped(rep.Configs)
 	return renderThroughput(rep, f, stdout)
 }
+
+// inRun is the default run's options when no flag asks for a comparison
+// between runs (betweenRunFlags) and --from names no between-run report:
+// tapfwd-bench napi --rows seed, with --reps, --budget, --target and
+// --omit when given.
+func (f *throughputFlags) inRun(fs *flag.FlagSet) (inrun.Options, bool, error) {
+	set, err := f.check(fs, f.asCSV)
+	if err != nil {
+		return inrun.Options{}, false, err
+	}
+	for _, n := range betweenRunFlags {
+		if set[n] {
+			return inrun.Options{}, false, nil
+		}
+	}
+	if *f.from != "" && !inrun.IsReport(*f.from) {
+		return inrun.Options{}, false, nil
+	}
+	nf := &napiFlags{benchFlags: f.benchFlags, rows: ptr(rowsSeed), threaded: ptr(true), cost: ptr(true), windows: ptr(inrun.DefaultWindows),
+		omit: ptr(inrun.DefaultOmit), budget: ptr(time.Duration(0)), delay: ptr(time.Duration(0)),
+		target: ptr(stats.DefaultABRule.TargetHalfWidth), equivalence: ptr(stats.DefaultABRule.Equivalence)}
+	if !set["reps"] {
+		*nf.reps = stats.DefaultABRule.Stage1
+	}
+	if set["budget"] {
+		nf.budget = f.budget
+	}
+	if set["target"] {
+		nf.target = f.target
+	}
+	if set["omit"] {
+		nf.omit = f.omit
+	}
+	o, err := nf.options(fs)
+	return o, true, err
+}
+
+func ptr[T any](v T) *T { return &v }
 
 // renderThroughput writes rep's files into --out (when set) and rep in
 // the chosen format to stdout, with every run's trace when --trace asks.
