@@ -149,9 +149,9 @@ type dirStatus struct {
 
 // TestStatus: /status and tapfwd status describe a running forwarder, and
 // its counters agree with /metrics (each status value lies between two
-// scrapes taken around it).
+// scrapes taken around it); tapfwd status names the process that answered.
 func TestStatus(t *testing.T) {
-	bed, _ := testkit.Start(t, testkit.Tapfwd(t), "--vm-ports", "1")
+	bed, fw := testkit.Start(t, testkit.Tapfwd(t), "--vm-ports", "1")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	start := time.Now()
@@ -193,7 +193,8 @@ func TestStatus(t *testing.T) {
 		t.Errorf("no rates after 6 s of traffic: window %v s, NIC->TAP %v B/s", st.RateSeconds, q.NICToTAP.RxBytesPerSecond)
 	}
 	out := testkit.BedRun(t, bed, bed.FwdNS, testkit.Tapfwd(t), "status")
-	for _, want := range []string{"TAP " + bed.LabIf + " in network namespace " + bed.LabNS, "NIC " + bed.NIC, "nic->tap", st.VMPorts[0].Dev} {
+	answered := fmt.Sprintf("answered at %s by pid %d (tapfwd, user root)\n", testkit.MetricsAddr, fw.Pid())
+	for _, want := range []string{answered, "TAP " + bed.LabIf + " in network namespace " + bed.LabNS, "NIC " + bed.NIC, "nic->tap", st.VMPorts[0].Dev} {
 		if !strings.Contains(out, want) {
 			t.Errorf("tapfwd status lacks %q:\n%s", want, out)
 		}

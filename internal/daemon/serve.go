@@ -21,6 +21,7 @@ type httpLimits struct {
 	Read       time.Duration // the whole request
 	Write      time.Duration // from the end of the header to the end of the response
 	Idle       time.Duration // a keep-alive connection between requests
+	Conns      int           // connections held at once; one more evicts an idle one (capConns)
 	Scrapes    int           // /metrics requests at once; one more gets 503 at once
 	Scrape     time.Duration // a /metrics collection; a longer one gets 503
 	Profile    time.Duration // the longest profile or trace (?seconds=) PProf serves
@@ -31,16 +32,22 @@ type httpLimits struct {
 // scrape_timeout. Prometheus scrapes a target one request at a time: 4
 // at once leaves room for an HA pair and a person with curl, and more
 // would only repeat the same dumps. Write exceeds Scrape so that the 503
-// of a scrape that timed out still reaches the client. Idle outlasts a
-// one-minute scrape interval, so Prometheus keeps its connection. A CPU
-// profile lasts 30 s unless asked otherwise; 60 s is the most PProf
-// serves, and with PProf the write timeout grows by as much (see
-// newMetricsServer).
+// of a scrape that timed out still reaches the client. A request header
+// is a few hundred bytes: 2 s is ample even across a slow network, and a
+// connection that sends none is gone soon. Idle is short, so that idle
+// connections do not pile up: below the common 15 s scrape interval,
+// Prometheus opens one per scrape (a handshake that costs next to nothing
+// beside the scrape) rather than racing the server's close. Conns bounds
+// tapfwd's fds and memory whatever a local user opens (capConns): the
+// clients above need a handful; the rest is room. A CPU profile lasts
+// 30 s unless asked otherwise; 60 s is the most PProf serves, and with
+// PProf the write timeout grows by as much (see newMetricsServer).
 var serveLimits = httpLimits{
-	ReadHeader: 5 * time.Second,
+	ReadHeader: 2 * time.Second,
 	Read:       10 * time.Second,
 	Write:      30 * time.Second,
-	Idle:       90 * time.Second,
+	Idle:       10 * time.Second,
+	Conns:      64,
 	Scrapes:    4,
 	Scrape:     10 * time.Second,
 	Profile:    60 * time.Second,
@@ -116,6 +123,7 @@ func (d *Daemon) listenMetrics() error {
 	}
 	srv := newMetricsServer(src, d.status, m.PProf, serveLimits)
 	d.http.srv = srv
+	d.http.ln = capConns(srv, d.http.ln, serveLimits.Conns)
 	// Not served yet, the listener is closed by bindMetrics' undo.
 	d.undo.add(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)

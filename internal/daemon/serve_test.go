@@ -22,6 +22,7 @@ var testLimits = httpLimits{
 	Read:       time.Second,
 	Write:      500 * time.Millisecond,
 	Idle:       300 * time.Millisecond,
+	Conns:      8,
 	Scrapes:    2,
 	Scrape:     10 * time.Second,
 	Profile:    2 * time.Second,
@@ -39,7 +40,7 @@ func serveOn(t *testing.T, src metrics.Source, pprof bool, l httpLimits) string 
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		srv.Serve(ln)
+		srv.Serve(capConns(srv, ln, l.Conns))
 	}()
 	t.Cleanup(func() {
 		srv.Close()
@@ -227,4 +228,71 @@ func waitClosed(t *testing.T, c interface {
 		t.Fatalf("closed after %v, before the %v timeout (read %d bytes, %v)", took, timeout, n, err)
 	}
 	t.Logf("closed after %v (timeout %v), %d bytes, %v", took.Round(time.Millisecond), timeout, n, err)
+}
+
+// TestConnCap (issue 35): past Conns connections the server holds no
+// more. Idle keep-alive connections, each after one request, are evicted
+// and /metrics still answers; so it does behind connections that never
+// send a request. The timeouts are long here, so that only the cap can
+// close a connection. (Which idle ones go is not asserted beyond the
+// newest staying: the server reports a connection idle a moment after
+// the client has its response, and on a busy machine the next few
+// connections can come first.)
+func TestConnCap(t *testing.T) {
+	l := testLimits
+	l.ReadHeader, l.Idle, l.Conns = 20*time.Second, 20*time.Second, 16
+	addr := serveOn(t, metrics.Source{TAP: "tap0", NIC: "eth1"}, false, l)
+	t.Run("idle", func(t *testing.T) {
+		var conns []net.Conn
+		for range 4 * l.Conns {
+			c := send(t, addr, "GET / HTTP/1.1\r\nHost: tapfwd\r\n\r\n")
+			c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatalf("GET / on connection %d: %v", len(conns), err)
+			}
+			resp.Body.Close()
+			conns = append(conns, c)
+		}
+		scrapeWithin(t, addr, 2*time.Second)
+		// The scrape's connection took the place of an idle one.
+		var open []int
+		for i, c := range conns {
+			if isOpen(c) {
+				open = append(open, i)
+			}
+		}
+		if len(open) > l.Conns-1 || len(open) == 0 || open[len(open)-1] != len(conns)-1 {
+			t.Errorf("after %d idle connections and a scrape the server holds connections %v of them, want at most %d with the newest", len(conns), open, l.Conns-1)
+		}
+	})
+	t.Run("silent", func(t *testing.T) {
+		for range 2 * l.Conns {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+		}
+		scrapeWithin(t, addr, 2*time.Second)
+	})
+}
+
+// scrapeWithin fails t unless GET /metrics answers 200 within limit.
+func scrapeWithin(t *testing.T, addr string, limit time.Duration) {
+	t.Helper()
+	start := time.Now()
+	code, body, err := get("http://"+addr+"/metrics", limit)
+	if err != nil || code != http.StatusOK || !strings.Contains(body, "tapfwd_") {
+		t.Fatalf("GET /metrics: %d, %v after %v\n%.200s", code, err, time.Since(start), body)
+	}
+}
+
+// isOpen says whether the server still holds c open: a read waits rather
+// than ending.
+func isOpen(c net.Conn) bool {
+	c.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+	_, err := c.Read(make([]byte, 1))
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }

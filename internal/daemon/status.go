@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"sync"
 	"time"
@@ -42,6 +43,9 @@ type Status struct {
 	RateSeconds float64 `json:"rate_seconds"`
 	// AB is the bench's A/B mode (Config.AB); absent without it.
 	AB *ABStatus `json:"ab,omitempty"`
+	// AnsweredBy is who served it, where FetchStatus could tell; not a
+	// part of the JSON.
+	AnsweredBy *Answerer `json:"-"`
 }
 
 // TAPStatus is the TAP and what the kernel granted.
@@ -247,11 +251,20 @@ const statusWindow = 5 * time.Second
 var ErrNoStatus = errors.New("no tapfwd answers")
 
 // FetchStatus asks the daemon whose metrics listener is at addr (HOST:PORT)
-// for its Status; raw is the JSON as it was served.
+// for its Status; raw is the JSON as it was served. st.AnsweredBy says
+// which process answered, looked up while the connection is open.
 func FetchStatus(addr string) (st Status, raw []byte, err error) {
 	const timeout = 5 * time.Second
 	c := http.Client{Timeout: timeout}
-	resp, err := c.Get("http://" + addr + "/status")
+	var local, remote net.Addr
+	trace := &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) {
+		local, remote = i.Conn.LocalAddr(), i.Conn.RemoteAddr()
+	}}
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), http.MethodGet, "http://"+addr+"/status", nil)
+	if err != nil {
+		return st, nil, fmt.Errorf("%w at %s: %w", ErrNoStatus, addr, err)
+	}
+	resp, err := c.Do(req)
 	var ue *url.Error
 	var oe *net.OpError
 	switch {
@@ -263,15 +276,19 @@ func FetchStatus(addr string) (st Status, raw []byte, err error) {
 		return st, nil, fmt.Errorf("%w at %s: %w", ErrNoStatus, addr, err)
 	}
 	defer resp.Body.Close()
+	by := answerer(local, remote)
 	raw, err = io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 	switch {
 	case err != nil:
 		return st, nil, fmt.Errorf("reading %s/status: %w", addr, err)
 	case resp.StatusCode != http.StatusOK:
-		return st, nil, fmt.Errorf("%s/status answers %s: not a tapfwd, or one older than /status", addr, resp.Status)
+		// Not resp.Status: its text is the server's, unfiltered.
+		return st, nil, fmt.Errorf("%s/status answers %d %s: not a tapfwd, or one older than /status; answered %v",
+			addr, resp.StatusCode, http.StatusText(resp.StatusCode), by)
 	}
 	if err := json.Unmarshal(raw, &st); err != nil || st.Schema != StatusSchema {
-		return st, nil, fmt.Errorf("%s/status is not a tapfwd status of schema %s (it has %q)", addr, StatusSchema, st.Schema)
+		return st, nil, fmt.Errorf("%s/status is not a tapfwd status of schema %s (it has %q); answered %v", addr, StatusSchema, st.Schema, by)
 	}
+	st.AnsweredBy = by
 	return st, raw, nil
 }

@@ -7,17 +7,25 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 )
 
 // WriteText writes st for a person, as tapfwd status prints it: the
-// build and uptime, the TAP and the NIC, a table of each queue's rates,
-// counts and drops both ways, and the VM ports.
+// build and uptime, who answered (when FetchStatus could tell), the TAP
+// and the NIC, a table of each queue's rates, counts and drops both ways,
+// and the VM ports. Every string in st is the server's, and whoever
+// answered may not be tapfwd: each is printed made printable (printable),
+// so that none can move the cursor, set the title or the clipboard, or
+// add a line of its own.
 func (st *Status) WriteText(w io.Writer) error {
 	t := st.TAP
-	fmt.Fprintf(w, "tapfwd %s, up %v\n", st.Build, time.Duration(st.UptimeSeconds*float64(time.Second)).Round(time.Second))
+	fmt.Fprintf(w, "tapfwd %s, up %v\n", printable(st.Build.String()), time.Duration(st.UptimeSeconds*float64(time.Second)).Round(time.Second))
+	if st.AnsweredBy != nil {
+		fmt.Fprintf(w, "answered %v\n", st.AnsweredBy)
+	}
 	where := ""
 	if t.Netns != "" {
-		where = " in network namespace " + t.Netns
+		where = " in network namespace " + printable(t.Netns)
 	}
 	persist := "goes away when tapfwd exits"
 	if t.Persistent {
@@ -27,8 +35,8 @@ func (st *Status) WriteText(w io.Writer) error {
 		}
 	}
 	fmt.Fprintf(w, "TAP %s%s: MAC %s, MTU %d, napi %s, vnet-hdr %s, multi-queue %s, offloads %s; %s\n",
-		t.Name, where, t.MAC, t.MTU, onOff(t.NAPI), onOff(t.VnetHdr), onOff(t.MultiQueue), t.Offloads, persist)
-	fmt.Fprintf(w, "NIC %s\n\n", st.NIC)
+		printable(t.Name), where, printable(t.MAC), t.MTU, onOff(t.NAPI), onOff(t.VnetHdr), onOff(t.MultiQueue), printable(t.Offloads), persist)
+	fmt.Fprintf(w, "NIC %s\n\n", printable(st.NIC))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	rates := "rates over the last " + fmt.Sprintf("%.0f s", st.RateSeconds)
 	if st.RateSeconds == 0 {
@@ -64,20 +72,20 @@ func writeVMPorts(w io.Writer, ports []PortStatus) {
 	fmt.Fprintln(w, "\nVM ports:")
 	for _, p := range ports {
 		if p.Type != "vhost-user" {
-			fmt.Fprintf(w, "  %s  %s  %s\n", p.Name, p.MAC, p.Dev)
+			fmt.Fprintf(w, "  %s  %s  %s\n", printable(p.Name), printable(p.MAC), printable(p.Dev))
 			continue
 		}
-		fmt.Fprintf(w, "  %s  %s  vhost-user %s  %s\n", p.Name, p.MAC, p.Socket, p.State)
+		fmt.Fprintf(w, "  %s  %s  vhost-user %s  %s\n", printable(p.Name), printable(p.MAC), printable(p.Socket), printable(p.State))
 		if p.FromGuest != nil && p.ToGuest != nil {
 			fmt.Fprintf(w, "    from the guest: %d frames, drops %s; to it: %d frames, drops %s\n",
 				p.FromGuest.RxPackets, dropText(p.FromGuest.Drops), p.ToGuest.TxPackets, dropText(p.ToGuest.Drops))
 		}
 		if len(p.Features) > 0 {
-			fmt.Fprintf(w, "    features: %s\n", strings.Join(p.Features, ","))
+			fmt.Fprintf(w, "    features: %s\n", printable(strings.Join(p.Features, ",")))
 		}
-		fmt.Fprintf(w, "    QEMU:    %s\n", p.QEMU)
-		fmt.Fprintf(w, "    libvirt: %s\n", strings.ReplaceAll(p.Libvirt, "\n", "\n             "))
-		fmt.Fprintf(w, "             %s\n", strings.ReplaceAll(p.LibvirtMemory, "\n", "\n             "))
+		fmt.Fprintf(w, "    QEMU:    %s\n", printable(p.QEMU))
+		fmt.Fprintf(w, "    libvirt: %s\n", printableLines(p.Libvirt, "             "))
+		fmt.Fprintf(w, "             %s\n", printableLines(p.LibvirtMemory, "             "))
 	}
 }
 
@@ -86,7 +94,7 @@ func dropText(m map[string]uint64) string {
 	var parts []string
 	for r, n := range m {
 		if n > 0 {
-			parts = append(parts, fmt.Sprintf("%s=%d", r, n))
+			parts = append(parts, fmt.Sprintf("%s=%d", printable(r), n))
 		}
 	}
 	if len(parts) == 0 {
@@ -101,4 +109,33 @@ func onOff(b bool) string {
 		return "on"
 	}
 	return "off"
+}
+
+// printable is s as plain text on one line: a tab, a newline or another
+// line break becomes a space, and what a terminal would act on rather
+// than print is dropped: the C0 controls (ESC, and with it every CSI,
+// OSC and DCS sequence's introducer), DEL, the C1 controls (U+0080 to
+// U+009F, 8-bit CSI and OSC among them) and format characters such as
+// the bidirectional overrides. Bytes that are not UTF-8 become U+FFFD,
+// so no raw C1 byte is written either.
+func printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case unicode.IsPrint(r):
+			return r
+		case unicode.IsSpace(r):
+			return ' '
+		}
+		return -1
+	}, s)
+}
+
+// printableLines is printable for each line of s, the lines joined by a
+// newline and indent.
+func printableLines(s, indent string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = printable(l)
+	}
+	return strings.Join(lines, "\n"+indent)
 }

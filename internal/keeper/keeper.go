@@ -17,8 +17,8 @@ import (
 )
 
 // A keeper is the same binary started again with a hidden subcommand,
-// still privileged, in a process group of its own so that a Ctrl-C to
-// tapfwd's does not reach it. It reads its job as JSON from stdin, begins
+// still privileged, in a process group of its own so that a signal to
+// tapfwd's group (a Ctrl-C, kill -9 -- -PGID) does not reach it. It reads its job as JSON from stdin, begins
 // it and says "ready DETAIL" or "error WHY" in one line on stdout, then
 // waits for stdin to close, which happens when tapfwd ends however it ends
 // (exit, signal, SIGKILL), and finishes the job. It takes no other input.
@@ -36,6 +36,7 @@ const timeout = 20 * time.Second
 // Keeper is a running keeper.
 type Keeper struct {
 	what   string
+	pid    int
 	hold   *os.File // its stdin: closing it tells it to finish
 	exited chan struct{}
 	detail string // what it said when ready
@@ -54,6 +55,8 @@ func start(what, sub string, job any, log *slog.Logger, msg string) (*Keeper, er
 	defer p.status.Close()
 	cmd := exec.Command("/proc/self/exe", sub)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = p.child[0], p.child[1], os.Stderr
+	// Its own process group: its lifetime is its stdin's, not the group's.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if log != nil {
 		cmd.Stderr = p.child[2]
 		go relay(p.log, log, msg)
@@ -64,7 +67,7 @@ func start(what, sub string, job any, log *slog.Logger, msg string) (*Keeper, er
 		p.hold.Close()
 		return nil, fmt.Errorf("starting the %s: %w", what, err)
 	}
-	k := &Keeper{what: what, hold: p.hold, exited: make(chan struct{})}
+	k := &Keeper{what: what, pid: cmd.Process.Pid, hold: p.hold, exited: make(chan struct{})}
 	go func() { cmd.Wait(); close(k.exited) }()
 	if err := k.handshake(job, p.status, cmd.Process); err != nil {
 		k.Stop()
@@ -166,8 +169,11 @@ type job interface {
 // serve is a keeper's side of the protocol, for j decoded from stdin.
 func serve(name string, j job, stdin io.Reader, stdout, stderr io.Writer) error {
 	// SIGPIPE too: once tapfwd is gone, writing to it must not end the
-	// keeper before it has finished.
-	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
+	// keeper before it has finished. SIGTTOU: in a process group of its
+	// own the keeper is in the background of tapfwd's terminal, whose
+	// "stty tostop" would stop it at its first line on stderr; ignored,
+	// the line is written.
+	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE, syscall.SIGTTOU)
 	if err := json.NewDecoder(stdin).Decode(j); err != nil {
 		return fmt.Errorf("%s: reading the job: %w", name, err)
 	}

@@ -1,11 +1,14 @@
 package keeper
 
 import (
+	"bufio"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -28,6 +31,9 @@ func TestMain(m *testing.M) {
 		case silentCommand:
 			os.Exit(3)
 		}
+	}
+	if len(os.Args) == 3 && os.Args[1] == parentCommand {
+		exit(janitorParent(os.Args[2]))
 	}
 	os.Exit(m.Run())
 }
@@ -152,4 +158,77 @@ func socketFile(t *testing.T, path string) vhostuser.SocketFile {
 		t.Fatal(err)
 	}
 	return vhostuser.SocketFile{Path: path, Ino: st.Ino}
+}
+
+// parentCommand is a tapfwd stand-in for TestJanitorOutlivesGroupKill: it
+// starts a janitor for the job in its second argument, says "ready" and
+// waits to be killed.
+const parentCommand = "janitor-parent"
+
+func janitorParent(job string) error {
+	var j Janitor
+	if err := json.Unmarshal([]byte(job), &j); err != nil {
+		return err
+	}
+	if _, err := StartJanitor(j); err != nil {
+		return err
+	}
+	os.Stdout.WriteString("ready\n")
+	select {}
+}
+
+// TestKeeperOwnGroup: a keeper runs in a process group of its own, not
+// in the one of the process that started it.
+func TestKeeperOwnGroup(t *testing.T) {
+	k, err := start("test keeper", testCommand, testJob{File: filepath.Join(t.TempDir(), "ended")}, slog.New(slog.DiscardHandler), "said")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Stop()
+	pgid, err := syscall.Getpgid(k.pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pgid == syscall.Getpgrp() || pgid != k.pid {
+		t.Errorf("the keeper (pid %d) is in process group %d, ours is %d: want one of its own", k.pid, pgid, syscall.Getpgrp())
+	}
+}
+
+// TestJanitorOutlivesGroupKill (issue 35): SIGKILL to the process group
+// of a process that started a janitor (kill -9 -- -PGID) leaves the
+// janitor, which then removes the socket.
+func TestJanitorOutlivesGroupKill(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "lab0-0.sock")
+	job, err := json.Marshal(Janitor{Sockets: []vhostuser.SocketFile{socketFile(t, sock)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/proc/self/exe", parentCommand, string(job))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() })
+	if l, _ := bufio.NewReader(out).ReadString('\n'); l != "ready\n" {
+		t.Fatalf("the janitor's parent said %q", l)
+	}
+	if _, err := os.Lstat(sock); err != nil {
+		t.Fatalf("removed before the kill: %v", err)
+	}
+	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Lstat(sock); errors.Is(err, os.ErrNotExist) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still there 5 s after kill -9 of its janitor's parent's group: the janitor died with it", sock)
+		}
+	}
 }
