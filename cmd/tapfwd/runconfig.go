@@ -119,7 +119,7 @@ func (f *runFlags) register(fs *flag.FlagSet, c *daemon.Config) {
 	fs.StringVar(&f.dhcpRange, "dhcp", "", `with --host-port, run dnsmasq on the host port handing out this range of --tap-addr's subnet to the segment, e.g. "198.18.1.100-198.18.1.150"; stopped at exit`)
 	fs.StringVar(&f.abControl, "ab-control", "", "tapfwd-bench's in-run A/B mode: the TAP gets two queues, the one worker writes to the queue each byte read from this FIFO picks (bit 0), with a delay per frame (bit 1); empty: off")
 	fs.StringVar(&f.abNAPI, "ab-napi", "off,on", "with --ab-control, IFF_NAPI on TAP queue 0 and queue 1: off or on each")
-	fs.DurationVar(&f.abDelay, "ab-delay", 10*time.Microsecond, "with --ab-control, how long each frame waits (busy) before its write while bit 1 is set")
+	fs.DurationVar(&f.abDelay, "ab-delay", 10*time.Microsecond, "with --ab-control, how long each frame waits (busy) before its write while bit 1 is set, for every 1500 bytes of it or part of them")
 	cliflag.Hide(fs, "ab-control", "ab-napi", "ab-delay")
 }
 

@@ -27,7 +27,7 @@ type Arm uint8
 // The bits of an Arm; a byte with any other bit set is refused.
 const (
 	ArmQueue Arm = 1 << 0 // the queue written to: 0 or 1
-	ArmDelay Arm = 1 << 1 // busy-wait Config.Delay before each frame's write
+	ArmDelay Arm = 1 << 1 // busy-wait Config.Delay per DelayUnit before each frame's write
 	armBits      = ArmQueue | ArmDelay
 )
 
@@ -49,7 +49,8 @@ type Config struct {
 	// it writes sets the Arm. Empty: none (SetArm only).
 	Control string
 	// Delay is how long an arm with ArmDelay busy-waits, on the writing
-	// thread, before each frame's write: a known slowdown.
+	// thread, for every DelayUnit bytes (or part of them) of a frame,
+	// before the frame's write: a known slowdown.
 	Delay time.Duration
 	// HdrLen is the length of the header in front of each frame (the
 	// vnet header), left out of the byte counts.
@@ -237,12 +238,26 @@ func (e *Endpoint) Write(bufs [][]byte, offset int) (int, error) {
 	return n, err
 }
 
-// writeDelayed writes one frame at a time, each after spinning Delay on
-// the monotonic clock (a sleep would give the CPU away and take far
-// longer than microseconds).
+// DelayUnit is the frame size Config.Delay is per: a frame waits Delay
+// for every DelayUnit bytes it carries or part of them. A delay per
+// frame alone would slow nothing a TCP sender can route around: its
+// writes, held back, leave as fewer, larger GSO frames (64 B writes
+// reach the TAP as frames of tens of kilobytes), so the known slowdown
+// is per byte, as a copy's is.
+const DelayUnit = 1500
+
+// frameDelay is how long a frame of n bytes waits.
+func (e *Endpoint) frameDelay(n int) time.Duration {
+	return e.delay * time.Duration(max(1, (n+DelayUnit-1)/DelayUnit))
+}
+
+// writeDelayed writes one frame at a time, each after spinning its delay
+// (frameDelay) on the monotonic clock (a sleep would give the CPU away
+// and take far longer than microseconds).
 func (e *Endpoint) writeDelayed(q Queue, bufs [][]byte, offset int) (int, error) {
 	for i := range bufs {
-		for start := time.Now(); time.Since(start) < e.delay; {
+		d := e.frameDelay(len(bufs[i]) - offset - e.hdr)
+		for start := time.Now(); time.Since(start) < d; {
 		}
 		if n, err := q.Write(bufs[i:i+1], offset); n == 0 {
 			return i, err

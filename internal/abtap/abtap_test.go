@@ -117,6 +117,12 @@ func TestDelay(t *testing.T) {
 	if tot := e.Totals(); tot.Delayed != 10 || tot.Frames != [2]uint64{5, 9} {
 		t.Errorf("totals %+v, want 10 delayed of 5 and 9 frames", tot)
 	}
+	// A frame waits Delay for every DelayUnit bytes or part of them.
+	for n, units := range map[int]time.Duration{0: 1, 1: 1, DelayUnit: 1, DelayUnit + 1: 2, 40 * DelayUnit: 40} {
+		if got := e.frameDelay(n); got != units*delay {
+			t.Errorf("a frame of %d bytes waits %v, want %v", n, got, units*delay)
+		}
+	}
 }
 
 // TestReadBoth: Read takes frames from both queues, up to the batch, and
