@@ -15,7 +15,7 @@ func (r *Report) checks(e *experiment) {
 		case c.A == PairAA && c.Observable == Throughput:
 			ch.AACovers0 = c.Percent.Low <= 0 && c.Percent.High >= 0
 		case c.A == PairControl && c.Observable == Throughput:
-			ch.ControlDetected = c.Verdict == stats.ABSlower
+			ch.ControlDetected = c.Percent.High < 0
 		case !c.Check && len(c.Guards) == len(stats.ABGuards):
 			ch.GuardsOf++
 			g := c.Guards

@@ -13,8 +13,8 @@
 // interval (stats.ABInterval, Stein's two-stage rule across runs), so the
 // slow noise of a shared machine, which moves both arms alike within a
 // run, cancels. Every report carries its own checks: an A/A comparison
-// (two queues, neither with IFF_NAPI), a positive control (a per-frame
-// delay injected on one arm), the estimate under guards of 0, 20 and 40
+// (two queues, neither with IFF_NAPI), a positive control (a delay
+// injected on one arm, per 1,500 bytes of every frame), the estimate under guards of 0, 20 and 40
 // ms, retransmits and reordering around switches, the background load of
 // each run, and the kernel's view of the two queues (the NAPI kthreads).
 //

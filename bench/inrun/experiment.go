@@ -17,6 +17,7 @@ import (
 	"github.com/tapfwd/tapfwd/bench/report"
 	"github.com/tapfwd/tapfwd/bench/stats"
 	"github.com/tapfwd/tapfwd/bench/throughput"
+	"github.com/tapfwd/tapfwd/internal/abtap"
 	"github.com/tapfwd/tapfwd/internal/testbed"
 	"github.com/tapfwd/tapfwd/napi"
 )
@@ -44,8 +45,8 @@ type Options struct {
 	Budget time.Duration
 	// Seed seeds the schedules and the order of the rows.
 	Seed uint64
-	// Delay is the positive control's per-frame delay; 0 calibrates it
-	// (controlDelay).
+	// Delay is the positive control's delay per 1,500 bytes of every
+	// frame written (abtap.DelayUnit); 0 calibrates it (controlDelay).
 	Delay time.Duration
 	// KthreadCPU is where the threaded pair's NAPI kthread is pinned; -1
 	// leaves it.
@@ -62,14 +63,15 @@ type Options struct {
 const (
 	DefaultWindows = 60
 	DefaultOmit    = 500 * time.Millisecond
-	// ControlShare is the calibrated control's delay per frame, as a
-	// share of the mean time between arm A's frames on the first row:
-	// tapfwd's worker spins for about that share of its time more, on
-	// the CPU it shares with the iperf3 client.
+	// ControlShare is the calibrated control's delay per 1,500 bytes, as
+	// a share of the time arm A takes to deliver 1,500 bytes on the first
+	// row: tapfwd's worker spins for about that share of its time more,
+	// on the CPU it shares with the iperf3 client.
 	ControlShare = 0.25
-	// DefaultDelay is the control's delay when nothing has measured the
-	// first row yet (or the control runs alone).
-	DefaultDelay = 200 * time.Microsecond
+	// DefaultDelay is the control's delay per 1,500 bytes when nothing
+	// has measured the first row yet (the control runs alone): a quarter
+	// of the time at 0.15 Gbit/s.
+	DefaultDelay = 20 * time.Microsecond
 	// CostShare is the offered rate of a cost run, as a share of the
 	// row's saturation (the median rate of arm A's windows so far).
 	CostShare = 0.6
@@ -371,11 +373,10 @@ func runEstimates(runs []Record, k key, g int) []float64 {
 	return d
 }
 
-// controlDelay is the positive control's delay per frame: Options.Delay
-// when given, else, decided once, ControlShare of the mean time between
-// arm A's frames in the throughput runs of the first row so far (the
-// delay a per-frame cost of that size adds), within 5 us to 1 ms, or
-// DefaultDelay before any.
+// controlDelay is the positive control's delay per 1,500 bytes:
+// Options.Delay when given, else, decided once, ControlShare of the time
+// arm A took to deliver 1,500 bytes in the throughput runs of the first
+// row so far, within 100 ns to 1 ms, or DefaultDelay before any.
 func (e *experiment) controlDelay() time.Duration {
 	switch {
 	case e.delay > 0:
@@ -388,13 +389,13 @@ func (e *experiment) controlDelay() time.Duration {
 	for _, r := range e.runs {
 		if r.Row == e.o.Rows[0].Name && !r.Cost && r.Err == "" {
 			ra, _ := stats.ABSums(r.Windows, guardHeadline)
-			a.Seconds, a.Frames = a.Seconds+ra.Seconds, a.Frames+ra.Frames
+			a.Seconds, a.Bytes = a.Seconds+ra.Seconds, a.Bytes+ra.Bytes
 		}
 	}
-	if a.Frames == 0 {
+	if a.Bytes == 0 {
 		return DefaultDelay
 	}
-	d := time.Duration(ControlShare * a.Seconds / a.Frames * float64(time.Second))
-	e.delay = min(max(d, 5*time.Microsecond), time.Millisecond).Round(time.Microsecond)
+	d := time.Duration(ControlShare * a.Seconds / a.Bytes * abtap.DelayUnit * float64(time.Second))
+	e.delay = min(max(d, 100*time.Nanosecond), time.Millisecond).Round(10 * time.Nanosecond)
 	return e.delay
 }

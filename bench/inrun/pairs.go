@@ -18,7 +18,7 @@ const (
 	PairOn       = "napi-on"       // queue 1 with IFF_NAPI against queue 0 without
 	PairThreaded = "napi-threaded" // the same, the TAP's NAPI threaded (only queue 1 has a NAPI, so only it gets a kthread)
 	PairAA       = "a-a"           // two queues, neither with IFF_NAPI: must show no difference
-	PairControl  = "control"       // queue 1 without IFF_NAPI, every frame delayed (Options.Delay): must be detected as slower
+	PairControl  = "control"       // queue 1 without IFF_NAPI, every frame delayed (Options.Delay per 1,500 bytes): must be detected as slower
 )
 
 // Baseline is the name reports give arm A, the comparisons' B side in
@@ -54,7 +54,7 @@ func pairDefs(delay time.Duration) []pairDef {
 		{PairOn, "IFF_NAPI on (queue 1) against off (queue 0)", instNAPI, [2]byte{armQueue0, armQueue1}, false},
 		{PairThreaded, "IFF_NAPI on with the TAP's NAPI threaded (queue 1) against off (queue 0)", instThreaded, [2]byte{armQueue0, armQueue1}, false},
 		{PairAA, "A/A: queue 1 against queue 0, neither with IFF_NAPI", instPlain, [2]byte{armQueue0, armQueue1}, true},
-		{PairControl, fmt.Sprintf("positive control: queue 1 without IFF_NAPI, every frame delayed %s, against queue 0", forwarder.Micros(delay)), instPlain, [2]byte{armQueue0, armQueue1Delay}, true},
+		{PairControl, fmt.Sprintf("positive control: queue 1 without IFF_NAPI, every frame delayed %s per 1,500 bytes, against queue 0", delay), instPlain, [2]byte{armQueue0, armQueue1Delay}, true},
 	}
 }
 

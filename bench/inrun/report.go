@@ -123,7 +123,8 @@ type Comparison struct {
 // Checks are what every report shows of its own trustworthiness.
 type Checks struct {
 	// AACovers0: the A/A interval contains 0; ControlDetected: the
-	// control's verdict is "slower".
+	// control's interval lies wholly below 0 (a slowdown shown, whether
+	// or not narrow enough for a verdict).
 	AACovers0       bool `json:"aa_covers_0"`
 	ControlDetected bool `json:"control_detected"`
 	// GuardsAgree counts the comparisons whose estimates with guards 0

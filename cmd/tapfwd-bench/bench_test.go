@@ -593,7 +593,7 @@ func TestBenchErrors(t *testing.T) {
 		{[]string{"throughput", "-h"}, 0, "--quick: configurations napi-off, napi-on, bridge, direct"},
 		{[]string{"throughput", "-h"}, 0, "Between runs (--configs given): configurations napi-off, napi-on, napi-threaded, bridge, direct"},
 		{[]string{"throughput", "-h"}, 0, "Default run (no --configs, preset, workload or --topology flag): IFF_NAPI\non and off inside each run"},
-		{[]string{"napi", "--rows", "two"}, 2, `--rows "two": want one or seed`},
+		{[]string{"napi", "--rows", "two"}, 2, `--rows "two": want one, seed, or rows among tcp-64B-P1-w2l,`},
 		{[]string{"napi", "--windows", "10"}, 2, "--windows 10: want a multiple of 4"},
 		{[]string{"napi", "--delay", "2ms"}, 2, "--delay 2ms: want 0 (calibrated) to 1ms"},
 		{[]string{"napi", "-h"}, 0, "Does IFF_NAPI help tapfwd on this kernel?"},

@@ -4,6 +4,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/tapfwd/tapfwd/bench/inrun"
@@ -38,13 +40,13 @@ func napiFlagSet(stdout io.Writer) (*flag.FlagSet, *napiFlags) {
 	reps := repsDefault{reps: stats.DefaultABRule.Stage1, help: "runs of every comparison in the first stage, whose spread fixes how many runs it needs (Stein's rule)"}
 	return fs, &napiFlags{
 		benchFlags:  addBenchFlags(fs, reps, "napi.{txt,md,json}", "", "log each test bed and every failure to stderr"),
-		rows:        fs.String("rows", rowsOne, "one: TCP 64 B writes, 1 stream, wire->lab; seed: the QEMU patch's six rows (64 B, 128 B, 4 KB x 1 and 4 streams)"),
+		rows:        fs.String("rows", rowsOne, "one: TCP 64 B writes, 1 stream, wire->lab; seed: the QEMU patch's six rows (64 B, 128 B, 4 KB x 1 and 4 streams); or a comma-separated list of those rows by name, e.g. tcp-4KB-P4-w2l"),
 		threaded:    fs.Bool("threaded", false, "also compare IFF_NAPI with the TAP's NAPI threaded against IFF_NAPI off (--rows seed always does)"),
 		cost:        fs.Bool("cost", true, "also compare CPU per byte, in runs at 60% of the row's saturation"),
 		windows:     fs.Int("windows", inrun.DefaultWindows, "windows of 100 ms per run, a multiple of 4 (ABBA blocks)"),
 		omit:        fs.Duration("omit", inrun.DefaultOmit, "start of each iperf3 run left out before the first window"),
 		budget:      fs.Duration("budget", 0, "stop starting repetitions that would end past this much time from the start; 0: 5m with --rows one, 23m with --rows seed"),
-		delay:       fs.Duration("delay", 0, "the positive control's delay per frame written, a slowdown the bench must detect; 0 calibrates it: a quarter of the mean time between IFF_NAPI-off frames on the row"),
+		delay:       fs.Duration("delay", 0, "the positive control's delay for every 1,500 bytes of each frame written, a slowdown the bench must detect; 0 calibrates it: a quarter of the time IFF_NAPI off takes to deliver 1,500 bytes on the first row"),
 		target:      fs.Float64("target", stats.DefaultABRule.TargetHalfWidth, "half-width, in percent, each comparison takes runs for"),
 		equivalence: fs.Float64("equivalence", stats.DefaultABRule.Equivalence, "margin, in percent: an interval wholly inside +-this is 'equivalent'"),
 	}
@@ -62,7 +64,7 @@ the replicates of a 95% interval, and each comparison takes the runs its
 first stage says it needs (Stein's rule), within --budget. Every report
 carries its checks: an A/A comparison (two queues without IFF_NAPI, must
 cover 0), a positive control (a delay added to every frame written,
---delay, must be detected),
+per 1,500 bytes, --delay, must be detected),
 the estimate with 0, 20 and 40 ms left out after each switch, retransmits
 around switches, the background load of every run, and the NAPI kthreads
 the kernel shows. It ends in one sentence. Needs root, iperf3 and a tapfwd
@@ -80,7 +82,8 @@ Flags:
 // options checks the flags and turns them into the run's options.
 func (f *napiFlags) options(fs *flag.FlagSet) (inrun.Options, error) {
 	o := inrun.Options{Omit: *f.omit, Windows: *f.windows, Cost: *f.cost, Delay: *f.delay, Budget: *f.budget, Seed: *f.seed, KthreadCPU: -1}
-	if _, err := f.check(fs, nil); err != nil {
+	_, err := f.check(fs, nil)
+	if err != nil {
 		return o, err
 	}
 	o.Rule = stats.DefaultABRule
@@ -96,7 +99,10 @@ func (f *napiFlags) options(fs *flag.FlagSet) (inrun.Options, error) {
 		o.Budget = orDuration(o.Budget, seedRowBudget)
 		*f.threaded = true
 	default:
-		return o, fmt.Errorf("--rows %q: want one or seed", *f.rows)
+		if o.Rows, err = pickRows(inrun.SeedRows(cpus), *f.rows); err != nil {
+			return o, err
+		}
+		o.Budget = orDuration(o.Budget, oneRowBudget*time.Duration(len(o.Rows)))
 	}
 	if *f.threaded {
 		o.Pairs = append(o.Pairs, inrun.PairThreaded)
@@ -126,6 +132,23 @@ func (f *napiFlags) checkValues(o inrun.Options) error {
 		return fmt.Errorf("--budget %v: want 0 (the preset's) to 24h", *f.budget)
 	}
 	return nil
+}
+
+// pickRows are the rows of all named in list (comma-separated).
+func pickRows(all []throughput.Workload, list string) ([]throughput.Workload, error) {
+	var out []throughput.Workload
+	for _, name := range splitList(list) {
+		i := slices.IndexFunc(all, func(w throughput.Workload) bool { return w.Name == name })
+		if i < 0 {
+			names := make([]string, len(all))
+			for j, w := range all {
+				names[j] = w.Name
+			}
+			return nil, fmt.Errorf("--rows %q: want one, seed, or rows among %s", list, strings.Join(names, ", "))
+		}
+		out = append(out, all[i])
+	}
+	return out, nil
 }
 
 func orDuration(d, def time.Duration) time.Duration {

@@ -15,13 +15,14 @@ import (
 // comparison, the threaded pair too) against the real tapfwd and checks
 // what the report must carry: every comparison with its interval and its
 // guards, both arms delivering in every run, the positive control
-// detected, the kernel's view of the queues (no NAPI kthread without
+// detected (200 us per 1,500 bytes: a cap of 60 Mbit/s, a slowdown no
+// load hides), the kernel's view of the queues (no NAPI kthread without
 // threaded NAPI, exactly one with it, fed in arm B's windows), the
 // background load measured, and the answer in one sentence.
 func TestBenchNAPI(t *testing.T) {
 	testkit.NeedRoot(t)
 	testkit.NeedTools(t, "iperf3")
-	stdout, stderr := runBench(t, 5*time.Minute, "napi", "--json", "--threaded", "--windows", "12", "--reps", "3", "--omit", "0s", "--budget", "1s")
+	stdout, stderr := runBench(t, 5*time.Minute, "napi", "--json", "--threaded", "--windows", "12", "--reps", "3", "--omit", "0s", "--budget", "1s", "--delay", "200us")
 	var r inrun.Report
 	if err := json.Unmarshal(stdout, &r); err != nil {
 		t.Fatalf("output is not JSON: %v\n%s", err, stdout)
@@ -48,7 +49,7 @@ func TestBenchNAPI(t *testing.T) {
 	if !ch.ControlDetected || !ch.SetupsOK || ch.KthreadShareB < 0.9 {
 		t.Errorf("checks: control detected %v, setups %v (%+v), kthread's share in B %.3f", ch.ControlDetected, ch.SetupsOK, r.Setups, ch.KthreadShareB)
 	}
-	if !strings.HasPrefix(r.Answer, "IFF_NAPI against IFF_NAPI off, TCP 64B writes, 1 stream, wire->lab: tapfwd's throughput is ") || strings.Count(r.Answer, ".") > 6 {
+	if !strings.HasPrefix(r.Answer, "IFF_NAPI against IFF_NAPI off, TCP 64B writes, 1 stream, wire->lab: tapfwd's throughput is ") || strings.Count(r.Answer, "\n") > 0 {
 		t.Errorf("answer %q", r.Answer)
 	}
 }
