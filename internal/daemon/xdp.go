@@ -16,6 +16,7 @@ import (
 	"github.com/tapfwd/tapfwd/forward"
 	"github.com/tapfwd/tapfwd/internal/uring"
 	"github.com/tapfwd/tapfwd/napi"
+	"github.com/tapfwd/tapfwd/netns"
 )
 
 // defaultBusyPoll is how long one wait of a PollKernel worker has the
@@ -35,6 +36,11 @@ type xdpSockets struct {
 	napiCh  *napi.Changes // the settings, undone at close
 	spinner *cpuPoller    // KernelPoll.OwnCPU's poller
 	nics    []forward.NIC
+	// The NIC's link watch: an AF_XDP socket never says that its device
+	// is gone (net/xdp/xsk.c: xsk_notifier unbinds it, and xsk_poll
+	// reports nothing on an unbound socket), so rtnetlink says it.
+	ns    *netns.NS
+	watch *netns.LinkWatch
 }
 
 // polledSocket is an AF_XDP socket whose worker waits through a Poller,
@@ -63,6 +69,9 @@ func openXDP(ifname string, queues int, mode afxdp.Mode, kp *KernelPoll) (_ *xdp
 			x.close()
 		}
 	}()
+	if err := x.watchNIC(); err != nil {
+		return nil, err
+	}
 	if kp != nil {
 		if err := x.tuneNAPIs(ifname, queues, *kp); err != nil {
 			return nil, err
@@ -93,6 +102,19 @@ func openXDP(ifname string, queues int, mode afxdp.Mode, kp *KernelPoll) (_ *xdp
 	}
 	return x, nil
 }
+
+// watchNIC starts the NIC's link watch, on the device the sockets are
+// bound to (one of the same name made later is another).
+func (x *xdpSockets) watchNIC() (err error) {
+	if x.ns, err = netns.Open(""); err != nil {
+		return err
+	}
+	x.watch, err = x.ns.WatchLink(x.nic.Ifindex())
+	return err
+}
+
+// gone is closed once the NIC has left this namespace: deleted, or moved.
+func (x *xdpSockets) gone() <-chan struct{} { return x.watch.Gone() }
 
 // tuneNAPIs finds ifname's NAPI instances, which exist once the XDP program
 // is attached (a veth makes them for XDP), gives each queue its ids, and
@@ -203,6 +225,12 @@ func (x *xdpSockets) close() error {
 	}
 	for _, p := range x.pollers {
 		errs = append(errs, p.Close())
+	}
+	if x.watch != nil {
+		errs = append(errs, x.watch.Close())
+	}
+	if x.ns != nil {
+		errs = append(errs, x.ns.Close())
 	}
 	return errors.Join(append(errs, x.nic.Close())...)
 }
