@@ -183,7 +183,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	defer n.stopping()
 	var err error
 	for {
-		err = d.forward(ctx)
+		err = d.runForwarder(ctx)
 		if !d.c.NIC.Wait || !errors.Is(err, forward.ErrNICGone) || ctx.Err() != nil {
 			break
 		}

@@ -97,10 +97,10 @@ func (n *nicSockets) gone() <-chan struct{} {
 // errNICRemoved is what the NIC's link watch ends the workers with.
 var errNICRemoved = fmt.Errorf("%w (deleted, or moved to another network namespace)", forward.ErrNICGone)
 
-// forward runs the forwarder until ctx ends or a worker fails, or, where
+// runForwarder runs the forwarder until ctx ends or a worker fails, or, where
 // the NIC's sockets do not say that it is gone, until its link watch does:
 // then it returns errNICRemoved, as a worker whose NIC went away would.
-func (d *Daemon) forward(ctx context.Context) error {
+func (d *Daemon) runForwarder(ctx context.Context) error {
 	gone := d.nic.gone()
 	if gone == nil {
 		return d.fw.Run(ctx)
