@@ -86,7 +86,7 @@ func openXDP(ifname string, queues int, mode afxdp.Mode, kp *KernelPoll) (_ *xdp
 		return x, nil
 	}
 	if kp.OwnCPU {
-		if x.spinner, err = startCPUPoller(queueNAPIs(x.was, 1)[0], kp.CPU); err != nil {
+		if x.spinner, err = startCPUPoller(polledNAPIs(x.napis), kp.CPU); err != nil {
 			return nil, err
 		}
 		return x, nil
@@ -118,8 +118,11 @@ func (x *xdpSockets) gone() <-chan struct{} { return x.watch.Gone() }
 
 // tuneNAPIs finds ifname's NAPI instances, which exist once the XDP program
 // is attached (a veth makes them for XDP), gives each queue its ids, and
-// sets kp's defer-hard-irqs and gro-flush-timeout on every instance,
-// recorded in x.napiCh. The netdev family has napi-set since 6.13, as
+// sets kp's defer-hard-irqs and gro-flush-timeout on the instances the
+// queues' pollers poll, recorded in x.napiCh; x.was keeps those. An
+// instance no socket's queue is on (fewer queues than instances) is left
+// alone: deferred, its frames for the host would wait for the timer, as
+// nothing busy-polls it. The netdev family has napi-set since 6.13, as
 // io_uring has the static NAPI ids the pollers need, so there is no older
 // way (sysfs) to fall back on.
 func (x *xdpSockets) tuneNAPIs(ifname string, queues int, kp KernelPoll) error {
@@ -138,6 +141,8 @@ func (x *xdpSockets) tuneNAPIs(ifname string, queues int, kp KernelPoll) error {
 		return fmt.Errorf("%s: %w to busy-poll", ifname, napi.ErrNoInstances)
 	}
 	x.napis = queueNAPIs(x.was, queues)
+	polled := polledNAPIs(x.napis)
+	x.was = slices.DeleteFunc(x.was, func(in napi.NAPI) bool { return !slices.Contains(polled, in.ID) })
 	for _, in := range x.was {
 		a := napi.Attrs{DeferHardIRQs: new(kp.DeferHardIRQs), GROFlushTimeout: new(kp.GROFlushTimeout)}
 		if err := x.napiCh.Set(in.ID, a); err != nil {
@@ -166,6 +171,17 @@ func queueNAPIs(list []napi.NAPI, queues int) [][]uint32 {
 		}
 	}
 	return out
+}
+
+// polledNAPIs are the NAPI ids any queue's poller busy-polls, each once, in
+// order: those the CPU poller polls, and those tuneNAPIs defers.
+func polledNAPIs(queues [][]uint32) []uint32 {
+	var ids []uint32
+	for _, q := range queues {
+		ids = append(ids, q...)
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids)
 }
 
 // logNAPIs says what tuneNAPIs set, and what each instance had before (to
