@@ -24,9 +24,10 @@ type Config struct {
 
 // NIC is the XDP program on a device and one socket per queue.
 type NIC struct {
-	prog  *Program
-	socks []*Socket
-	sg    bool
+	prog    *Program
+	socks   []*Socket
+	sg      bool
+	ifindex int
 }
 
 // Open loads and attaches the program (multi-buffer where the kernel has
@@ -40,7 +41,7 @@ func Open(c Config) (_ *NIC, err error) {
 		return nil, fmt.Errorf("afxdp: NIC %q: %w: %w", c.Ifname, ErrNoDevice, err)
 	}
 	queues := max(c.Queues, 1)
-	n := &NIC{sg: true}
+	n := &NIC{sg: true, ifindex: ifi.Index}
 	defer func() {
 		if err != nil {
 			n.Close()
@@ -88,6 +89,10 @@ func (n *NIC) Mode() Mode { return n.prog.Mode() }
 // (XDP_USE_SG and an xdp.frags program); without it the kernel drops them
 // on receive, counted in XDP_STATISTICS rx_dropped.
 func (n *NIC) MultiBuffer() bool { return n.sg }
+
+// Ifindex is the index of the device the program and sockets are on: a
+// device of the same name made later has another.
+func (n *NIC) Ifindex() int { return n.ifindex }
 
 // Program is the attached XDP program.
 func (n *NIC) Program() *Program { return n.prog }

@@ -178,6 +178,27 @@ func TestNICWriteErrors(t *testing.T) {
 	balanced(t, "TAP->NIC", d, 0)
 }
 
+// TestNICWriteGone: a NIC whose send says it is gone (ENXIO: an AF_XDP
+// socket whose device was unregistered, which its reads never say) ends
+// the worker, the rest of the batch dropped as refused.
+func TestNICWriteGone(t *testing.T) {
+	for _, e := range []unix.Errno{unix.ENXIO, unix.ENODEV} {
+		p := newFakePair(t, false)
+		for i := 0; i < 3; i++ {
+			p.tap.Push(forwardtest.Frame{Data: tcpFrame(t, 100+i)})
+		}
+		p.nic.FailWrite(nil, e)
+		if _, err := p.q.tapToNIC(); !errors.Is(err, ErrNICGone) {
+			t.Fatalf("%v on a send: %v, want ErrNICGone", e, err)
+		}
+		d := &p.q.Counters.TAPToNIC
+		if len(p.nic.Written()) != 1 || d.Drops[DropNICRefused].Load() != 2 {
+			t.Errorf("%v: sent %d, refused %d; want 1, 2", e, len(p.nic.Written()), d.Drops[DropNICRefused].Load())
+		}
+		balanced(t, "TAP->NIC", d, 0)
+	}
+}
+
 // TestTAPReadGone: the frames read before the TAP vanished are sent, then
 // the worker ends.
 func TestTAPReadGone(t *testing.T) {

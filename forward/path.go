@@ -242,7 +242,9 @@ func (q *QueueWorker) tapToNIC() (int, error) {
 	for i := 0; i < n; i++ {
 		q.acceptFromTAP(i)
 	}
-	q.w.send(&q.toNIC, q.nicOut, t)
+	if _, serr := q.w.send(&q.toNIC, q.nicOut, t); err == nil {
+		err = serr // the NIC is gone: the worker ends
+	}
 	q.nicOut = q.nicOut[:0]
 	q.publish(&q.Counters.TAPToNIC, n)
 	return n, err

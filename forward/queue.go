@@ -82,7 +82,11 @@ func newQueue(f *Forwarder, id, cpu int, tap Endpoint, nic NIC, c Config) *Queue
 	q.toTAP = sink{ep: tap, hdr: q.tapHdr, refused: DropTAPWrite, busy: DropTAPWrite, link: &f.tap, gone: ErrTAPGone}
 	// The NIC's link state is what its reader sees: a packet socket says it
 	// went down once, on a read, while every send to it fails until then.
-	q.toNIC = sink{ep: nic, hdr: hdrLen, refused: DropNICRefused, busy: DropNICBusy}
+	// A NIC that is gone ends the worker from either side: an AF_XDP
+	// socket's reads say nothing once its device is unregistered (the
+	// kernel unbinds it, and poll reports nothing on an unbound socket),
+	// while its sends fail with ENXIO.
+	q.toNIC = sink{ep: nic, hdr: hdrLen, refused: DropNICRefused, busy: DropNICBusy, gone: ErrNICGone}
 	q.nicBufs = makeBufs(c.Batch, bufSize)
 	q.nicSizes = make([]int, c.Batch)
 	q.frames = make([]vnethdr.Frame, 0, c.Batch)

@@ -3,6 +3,7 @@ package xdp
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -130,10 +131,22 @@ func checkNoXDPRefusal(t *testing.T, bed *testbed.Bed, line string, took time.Du
 func TestTwoQueues(t *testing.T) {
 	testkit.NeedRoot(t)
 	testkit.NeedTools(t, "iperf3")
+	bed := twoQueueBed(t, 2)
+	fw := testkit.StartOn(t, bed, testkit.Tapfwd(t), append(xdpArgs, "--queues", "2", "--cpus", "0,1")...)
+	traffic.CheckQueues(t, bed, fw, 2)
+}
+
+// twoQueueBed is a bed whose NIC has two RX and two TX queues, and its
+// wire peer peerQueues of each: with one, every frame from the wire comes
+// in on the NIC's RX queue 0 (veth's peer picks the RX queue by its own
+// TX queue).
+func twoQueueBed(t *testing.T, peerQueues int) *testbed.Bed {
+	t.Helper()
 	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
+	pq := strconv.Itoa(peerQueues)
 	for _, a := range [][]string{
 		{"-n", bed.WireNS, "link", "del", bed.WireIf},
-		{"-n", bed.WireNS, "link", "add", bed.WireIf, "numtxqueues", "2", "numrxqueues", "2", "type", "veth",
+		{"-n", bed.WireNS, "link", "add", bed.WireIf, "numtxqueues", pq, "numrxqueues", pq, "type", "veth",
 			"peer", "name", bed.NIC, "numtxqueues", "2", "numrxqueues", "2", "netns", bed.FwdNS},
 		{"-n", bed.WireNS, "addr", "add", bed.WireAddr.String(), "dev", bed.WireIf},
 		{"-n", bed.FwdNS, "link", "set", "dev", bed.NIC, "up"},
@@ -141,8 +154,7 @@ func TestTwoQueues(t *testing.T) {
 	} {
 		testkit.BedRun(t, bed, bed.WireNS, append([]string{"ip"}, a...)...)
 	}
-	fw := testkit.StartOn(t, bed, testkit.Tapfwd(t), append(xdpArgs, "--queues", "2", "--cpus", "0,1")...)
-	traffic.CheckQueues(t, bed, fw, 2)
+	return bed
 }
 
 // TestLinkFlap takes the NIC down and up during an iperf3 run: tapfwd

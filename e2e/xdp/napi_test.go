@@ -1,13 +1,16 @@
 package xdp
 
 import (
+	"cmp"
 	"context"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/tapfwd/tapfwd/internal/cpulist"
 	"github.com/tapfwd/tapfwd/internal/testbed"
 	"github.com/tapfwd/tapfwd/internal/testbed/iperf"
 	"github.com/tapfwd/tapfwd/internal/testkit"
@@ -77,6 +80,45 @@ func TestKernelPollDefers(t *testing.T) {
 		t.Fatalf("exit: %v\n%s", err, fw.Output())
 	}
 	checkNAPIs(t, c, ifindex, *was.DeferHardIRQs, *was.GROFlushTimeout, "after tapfwd exited")
+}
+
+// TestKernelPollUnpolledNAPI: on a NIC with two RX queues, and so two NAPI
+// instances, --poll kernel --queues 1 defers the instance queue 0's socket
+// is on, which its poller (or the --busy-poll-cpu thread) busy-polls, and
+// leaves the other one, which nothing busy-polls, at defer-hard-irqs 0 and
+// gro-flush-timeout 0: the host's frames on queue 1 are not left to wait
+// for the timer. The wire peer has one TX queue, so the lab's frames all
+// come in on queue 0 and the lab answers.
+func TestKernelPollUnpolledNAPI(t *testing.T) {
+	testkit.NeedRoot(t)
+	cases := map[string][]string{"kernel": nil}
+	if cpus, err := cpulist.Allowed(); err == nil && len(cpus) >= 2 {
+		cases["busy-poll-cpu"] = []string{"--cpus", strconv.Itoa(cpus[0]), "--busy-poll-cpu", strconv.Itoa(cpus[1])}
+	}
+	for name, extra := range cases {
+		t.Run(name, func(t *testing.T) {
+			bed := twoQueueBed(t, 1)
+			args := append(append([]string(nil), xdpArgs...), "--poll", "kernel", "--queues", "1")
+			fw := testkit.StartOn(t, bed, testkit.Tapfwd(t), append(args, extra...)...)
+			list := napiList(t, napiClient(t, bed), nicIndex(t, bed))
+			if len(list) != 2 {
+				t.Fatalf("%d NAPI instances on the two-queue %s, want 2: %+v", len(list), bed.NIC, list)
+			}
+			// A veth's instances are its RX queues' in id order (the
+			// daemon's queueNAPIs): queue 0's has the lower id.
+			slices.SortFunc(list, func(a, b napi.NAPI) int { return cmp.Compare(a.ID, b.ID) })
+			if n := list[0]; n.DeferHardIRQs != 2 || n.GROFlushTimeout != 200*time.Microsecond {
+				t.Errorf("queue 0's NAPI %d: defer-hard-irqs %d, gro-flush-timeout %v; want 2, 200µs", n.ID, n.DeferHardIRQs, n.GROFlushTimeout)
+			}
+			if n := list[1]; n.DeferHardIRQs != 0 || n.GROFlushTimeout != 0 {
+				t.Errorf("queue 1's NAPI %d, which nothing busy-polls: defer-hard-irqs %d, gro-flush-timeout %v; want 0, 0",
+					n.ID, n.DeferHardIRQs, n.GROFlushTimeout)
+			}
+			if err := fw.Stop(); err != nil {
+				t.Fatalf("exit: %v\n%s", err, fw.Output())
+			}
+		})
+	}
 }
 
 // napiClient is a netdev client in the bed's fwd namespace, closed when t

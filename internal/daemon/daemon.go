@@ -189,7 +189,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	defer n.stopping()
 	var err error
 	for {
-		err = d.fw.Run(ctx)
+		err = d.runForwarder(ctx)
 		if !d.c.NIC.Wait || !errors.Is(err, forward.ErrNICGone) || ctx.Err() != nil {
 			break
 		}
@@ -203,7 +203,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	switch {
 	case ctx.Err() != nil && errors.Is(err, forward.ErrNICGone):
 		return nil // ended while waiting
-	case errors.Is(err, forward.ErrTAPGone), errors.Is(err, forward.ErrNICGone):
+	case errors.Is(err, forward.ErrNICGone):
+		return fmt.Errorf("stopped: NIC %s: %w", d.c.NIC.Name, err)
+	case errors.Is(err, forward.ErrTAPGone):
 		return fmt.Errorf("stopped: %w", err)
 	}
 	return err

@@ -85,6 +85,42 @@ func (d *Daemon) openSockets(rc afpacket.Config) (nicSockets, error) {
 	return n, nil
 }
 
+// gone is closed once the NIC has left this namespace, where the workers'
+// sockets do not say so themselves (AF_XDP); nil where they do.
+func (n *nicSockets) gone() <-chan struct{} {
+	if n.xdp == nil {
+		return nil
+	}
+	return n.xdp.gone()
+}
+
+// errNICRemoved is what the NIC's link watch ends the workers with.
+var errNICRemoved = fmt.Errorf("%w (deleted, or moved to another network namespace)", forward.ErrNICGone)
+
+// runForwarder runs the forwarder until ctx ends or a worker fails, or, where
+// the NIC's sockets do not say that it is gone, until its link watch does:
+// then it returns errNICRemoved, as a worker whose NIC went away would.
+func (d *Daemon) runForwarder(ctx context.Context) error {
+	gone := d.nic.gone()
+	if gone == nil {
+		return d.fw.Run(ctx)
+	}
+	run, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-gone:
+			cancel()
+		case <-run.Done():
+		}
+	}()
+	err := d.fw.Run(run)
+	if err == nil && ctx.Err() == nil {
+		return errNICRemoved
+	}
+	return err
+}
+
 // xdpMode is how the XDP program is attached; empty without one.
 func (n *nicSockets) xdpMode() string {
 	if n.xdp == nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/tapfwd/tapfwd/forward"
 	"github.com/tapfwd/tapfwd/internal/uring"
 	"github.com/tapfwd/tapfwd/napi"
+	"github.com/tapfwd/tapfwd/netns"
 )
 
 // defaultBusyPoll is how long one wait of a PollKernel worker has the
@@ -35,6 +36,11 @@ type xdpSockets struct {
 	napiCh  *napi.Changes // the settings, undone at close
 	spinner *cpuPoller    // KernelPoll.OwnCPU's poller
 	nics    []forward.NIC
+	// The NIC's link watch: an AF_XDP socket never says that its device
+	// is gone (net/xdp/xsk.c: xsk_notifier unbinds it, and xsk_poll
+	// reports nothing on an unbound socket), so rtnetlink says it.
+	ns    *netns.NS
+	watch *netns.LinkWatch
 }
 
 // polledSocket is an AF_XDP socket whose worker waits through a Poller,
@@ -63,6 +69,9 @@ func openXDP(ifname string, queues int, mode afxdp.Mode, kp *KernelPoll) (_ *xdp
 			x.close()
 		}
 	}()
+	if err := x.watchNIC(); err != nil {
+		return nil, err
+	}
 	if kp != nil {
 		if err := x.tuneNAPIs(ifname, queues, *kp); err != nil {
 			return nil, err
@@ -77,7 +86,7 @@ func openXDP(ifname string, queues int, mode afxdp.Mode, kp *KernelPoll) (_ *xdp
 		return x, nil
 	}
 	if kp.OwnCPU {
-		if x.spinner, err = startCPUPoller(queueNAPIs(x.was, 1)[0], kp.CPU); err != nil {
+		if x.spinner, err = startCPUPoller(polledNAPIs(x.napis), kp.CPU); err != nil {
 			return nil, err
 		}
 		return x, nil
@@ -94,10 +103,26 @@ func openXDP(ifname string, queues int, mode afxdp.Mode, kp *KernelPoll) (_ *xdp
 	return x, nil
 }
 
+// watchNIC starts the NIC's link watch, on the device the sockets are
+// bound to (one of the same name made later is another).
+func (x *xdpSockets) watchNIC() (err error) {
+	if x.ns, err = netns.Open(""); err != nil {
+		return err
+	}
+	x.watch, err = x.ns.WatchLink(x.nic.Ifindex())
+	return err
+}
+
+// gone is closed once the NIC has left this namespace: deleted, or moved.
+func (x *xdpSockets) gone() <-chan struct{} { return x.watch.Gone() }
+
 // tuneNAPIs finds ifname's NAPI instances, which exist once the XDP program
 // is attached (a veth makes them for XDP), gives each queue its ids, and
-// sets kp's defer-hard-irqs and gro-flush-timeout on every instance,
-// recorded in x.napiCh. The netdev family has napi-set since 6.13, as
+// sets kp's defer-hard-irqs and gro-flush-timeout on the instances the
+// queues' pollers poll, recorded in x.napiCh; x.was keeps those. An
+// instance no socket's queue is on (fewer queues than instances) is left
+// alone: deferred, its frames for the host would wait for the timer, as
+// nothing busy-polls it. The netdev family has napi-set since 6.13, as
 // io_uring has the static NAPI ids the pollers need, so there is no older
 // way (sysfs) to fall back on.
 func (x *xdpSockets) tuneNAPIs(ifname string, queues int, kp KernelPoll) error {
@@ -116,6 +141,8 @@ func (x *xdpSockets) tuneNAPIs(ifname string, queues int, kp KernelPoll) error {
 		return fmt.Errorf("%s: %w to busy-poll", ifname, napi.ErrNoInstances)
 	}
 	x.napis = queueNAPIs(x.was, queues)
+	polled := polledNAPIs(x.napis)
+	x.was = slices.DeleteFunc(x.was, func(in napi.NAPI) bool { return !slices.Contains(polled, in.ID) })
 	for _, in := range x.was {
 		a := napi.Attrs{DeferHardIRQs: new(kp.DeferHardIRQs), GROFlushTimeout: new(kp.GROFlushTimeout)}
 		if err := x.napiCh.Set(in.ID, a); err != nil {
@@ -144,6 +171,17 @@ func queueNAPIs(list []napi.NAPI, queues int) [][]uint32 {
 		}
 	}
 	return out
+}
+
+// polledNAPIs are the NAPI ids any queue's poller busy-polls, each once, in
+// order: those the CPU poller polls, and those tuneNAPIs defers.
+func polledNAPIs(queues [][]uint32) []uint32 {
+	var ids []uint32
+	for _, q := range queues {
+		ids = append(ids, q...)
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids)
 }
 
 // logNAPIs says what tuneNAPIs set, and what each instance had before (to
@@ -203,6 +241,12 @@ func (x *xdpSockets) close() error {
 	}
 	for _, p := range x.pollers {
 		errs = append(errs, p.Close())
+	}
+	if x.watch != nil {
+		errs = append(errs, x.watch.Close())
+	}
+	if x.ns != nil {
+		errs = append(errs, x.ns.Close())
 	}
 	return errors.Join(append(errs, x.nic.Close())...)
 }
