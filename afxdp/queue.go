@@ -47,6 +47,11 @@ type queue struct {
 	segSizes []int
 
 	refused Refused
+
+	// rxTaken, when set (tests only), runs after each RX descriptor was
+	// checked and before its data is copied: where a kernel writing the
+	// shared ring could change it.
+	rxTaken func()
 }
 
 type chunkState uint8
@@ -124,8 +129,10 @@ func (q *queue) txConsumed() {
 
 // takeRX checks an RX descriptor: its chunk must be an RX chunk the kernel
 // holds (owned), and the data must lie within that chunk (ok). An owned
-// chunk is the caller's again, to give back to the fill ring.
-func (q *queue) takeRX(d *unix.XDPDesc) (c uint32, owned, ok bool) {
+// chunk is the caller's again, to give back to the fill ring. d is the
+// caller's copy of the ring entry, the one it then copies from: the ring
+// is shared memory the kernel may write meanwhile, so it is read once.
+func (q *queue) takeRX(d unix.XDPDesc) (c uint32, owned, ok bool) {
 	if d.Addr >= uint64(q.rxChunks)*q.chunk {
 		return 0, false, false
 	}
@@ -192,11 +199,16 @@ func (q *queue) chain(used, avail uint32) uint32 {
 // frame handles the k descriptors of one RX frame: every one is checked and
 // its chunk refilled; the data is copied behind a vnet header into dst when
 // all are good and the chain is closed. It reports whether dst holds a frame.
+// Each descriptor is read from the ring once, into d: what was checked is
+// what is copied, whatever the ring's memory says by then.
 func (q *queue) frame(first, k uint32, dst []byte, size *int, filled *uint32) bool {
 	good, total := true, 0
 	for j := uint32(0); j < k; j++ {
-		d := q.rx.at(first + j)
+		d := *q.rx.at(first + j)
 		c, owned, ok := q.takeRX(d)
+		if q.rxTaken != nil {
+			q.rxTaken()
+		}
 		if !ok {
 			good = false
 		}

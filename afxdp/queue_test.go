@@ -132,6 +132,44 @@ func TestQueueRefusesBadRX(t *testing.T) {
 	}
 }
 
+// TestQueueReadsDescOnce: the RX ring is memory the kernel shares, so a
+// descriptor may change after it was checked. Each one is read once: a
+// descriptor rewritten between its check and the copy (here to an address
+// past the UMEM) changes nothing, where reading it again for the copy
+// panicked on the slice bounds.
+func TestQueueReadsDescOnce(t *testing.T) {
+	m := newModel(8, 2048, true)
+	q := m.q
+	in := buildFrame(t, frameSpec{payload: 5000}) // three chunks
+	if !m.Deliver(in) {
+		t.Fatal("the fake kernel could not deliver the frame")
+	}
+	taken := uint32(0)
+	q.rxTaken = func() {
+		q.rx.descs[(q.rx.cached+taken)&q.rx.mask].Addr = 1 << 40
+		taken++
+	}
+	bufs, sizes := testBufs(1, testOffset+vnethdr.Len+len(in))
+	var n int
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Fatalf("receive panicked on a descriptor rewritten after its check: %v", r)
+			}
+		}()
+		n, _ = q.receive(bufs, sizes, testOffset)
+	}()
+	if taken != 3 {
+		t.Errorf("%d descriptors taken, want 3", taken)
+	}
+	if n != 1 || sizes[0] != vnethdr.Len+len(in) || !bytes.Equal(bufs[0][testOffset+vnethdr.Len:testOffset+sizes[0]], in) {
+		t.Errorf("receive = %d frames of %d bytes; want the %d bytes delivered, unchanged", n, sizes[0]-vnethdr.Len, len(in))
+	}
+	if q.refused != (Refused{}) {
+		t.Errorf("refused %+v: the descriptors checked were good", q.refused)
+	}
+}
+
 // TestQueueCorruptIndex: a producer index claiming more than the ring
 // holds is counted and read as a full ring of checked descriptors.
 func TestQueueCorruptIndex(t *testing.T) {
