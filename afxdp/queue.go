@@ -30,6 +30,7 @@ type queue struct {
 	fillPos  []uint32 // RX chunk c's fill ring index (not masked), while on the ring
 	free     []uint32 // TX chunks in userspace (a stack)
 	sg       bool     // frames may span chunks (XDP_USE_SG)
+	partial  bool     // SocketConfig.PartialChecksums
 
 	fill, comp addrRing
 	rx, tx     descRing
@@ -155,8 +156,9 @@ func (q *queue) takeRX(d unix.XDPDesc) (c uint32, owned, ok bool) {
 }
 
 // receive copies up to len(bufs) frames from the RX ring into
-// bufs[i][offset+vnethdr.Len:], each behind a vnet header: zero, or
-// FlagNeedsCsum where vnethdr.RecoverPartial finds a partial checksum.
+// bufs[i][offset+vnethdr.Len:], each behind a vnet header: zero, or, where
+// partial checksums are taken (SocketConfig.PartialChecksums),
+// FlagNeedsCsum where vnethdr.RecoverPartial finds one.
 // sizes[i] is header plus frame; larger than len(bufs[i])-offset when the
 // frame did not fit (nothing past the header is then copied). Chunks go
 // back to the fill ring as soon as they are copied. It returns the number
@@ -232,6 +234,10 @@ func (q *queue) frame(first, k uint32, dst []byte, size *int, filled *uint32) bo
 	*size = vnethdr.Len + total
 	if *size > len(dst) {
 		q.refused.Oversize++
+		return true
+	}
+	if !q.partial {
+		clear(dst[:vnethdr.Len]) // a zero header
 		return true
 	}
 	h, _ := vnethdr.RecoverPartial(dst[vnethdr.Len:*size])
