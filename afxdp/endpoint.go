@@ -9,7 +9,8 @@ import (
 // Read copies up to len(bufs) frames from the RX ring into
 // bufs[i][offset+10:], each behind a 10-byte virtio_net_hdr: zero, or
 // VIRTIO_NET_HDR_F_NEEDS_CSUM where the frame's checksum is partial (a
-// veth peer's stack left it so: see vnethdr.RecoverPartial). sizes[i] is
+// veth peer's stack left it so: see SocketConfig.PartialChecksums and
+// vnethdr.RecoverPartial). sizes[i] is
 // header plus frame, larger than len(bufs[i])-offset when the frame did not
 // fit. Frames keep their VLAN tags; there is no GSO on this path.
 //

@@ -37,6 +37,9 @@ func TestPeerOffloads(t *testing.T) {
 	}
 	before := state()
 	n := b.open(Config{Ifname: b.NIC})
+	if !n.PartialChecksums() {
+		t.Error("partial checksums not taken on a veth")
+	}
 	during := state()
 	t.Logf("peer offloads before %v, with XDP attached %v", before, during)
 	if !strings.HasPrefix(before["tcp-segmentation-offload"], "on") || !strings.HasPrefix(during["tcp-segmentation-offload"], "off") ||

@@ -35,7 +35,8 @@ type MemKernel struct {
 // kernel. Its TX ring never asks for a wake-up (a zero-copy driver that is
 // running), so Read and Write make no system call; it has no descriptor
 // (Fd is -1, Close does nothing, Counters and Stats say EBADFD beside
-// the socket's own counts). multiBuffer is SocketConfig.MultiBuffer.
+// the socket's own counts). multiBuffer is SocketConfig.MultiBuffer; it
+// takes partial checksums (SocketConfig.PartialChecksums), as on a veth.
 func NewMemSocket(frames, chunkSize int, multiBuffer bool) (*Socket, *MemKernel) {
 	k := newModel(uint32(frames), uint64(chunkSize), multiBuffer)
 	k.q.tx.flags.Store(0)
@@ -58,6 +59,8 @@ func newModel(frames uint32, chunk uint64, sg bool) *MemKernel {
 	m.q.tx = descRing{ring: mk(), descs: make([]unix.XDPDesc, frames)}
 	m.q.tx.flags.Store(unix.XDP_RING_NEED_WAKEUP)
 	m.q.init(make([]byte, 2*uint64(frames)*chunk), chunk, frames, sg)
+	// Partial checksums taken, as on a veth (the test bed's NIC).
+	m.q.partial = true
 	return m
 }
 

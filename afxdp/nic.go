@@ -28,6 +28,7 @@ type NIC struct {
 	socks   []*Socket
 	sg      bool
 	ifindex int
+	partial bool // the sockets take partial checksums (a veth)
 }
 
 // Open loads and attaches the program (multi-buffer where the kernel has
@@ -41,7 +42,7 @@ func Open(c Config) (_ *NIC, err error) {
 		return nil, fmt.Errorf("afxdp: NIC %q: %w: %w", c.Ifname, ErrNoDevice, err)
 	}
 	queues := max(c.Queues, 1)
-	n := &NIC{sg: true, ifindex: ifi.Index}
+	n := &NIC{sg: true, ifindex: ifi.Index, partial: isVeth(c.Ifname)}
 	defer func() {
 		if err != nil {
 			n.Close()
@@ -58,7 +59,7 @@ func Open(c Config) (_ *NIC, err error) {
 	}
 	for q := 0; q < queues; q++ {
 		sc := SocketConfig{Ifindex: ifi.Index, Queue: q, Bind: c.Bind, Frames: c.Frames, ChunkSize: c.ChunkSize,
-			MultiBuffer: n.sg, BusyPoll: c.BusyPoll}
+			MultiBuffer: n.sg, BusyPoll: c.BusyPoll, PartialChecksums: n.partial}
 		s, err := OpenSocket(sc)
 		if err != nil && n.sg && errors.Is(err, ErrQueue) {
 			// EINVAL from bind: a kernel before 6.6 does not know
@@ -93,6 +94,23 @@ func (n *NIC) MultiBuffer() bool { return n.sg }
 // Ifindex is the index of the device the program and sockets are on: a
 // device of the same name made later has another.
 func (n *NIC) Ifindex() int { return n.ifindex }
+
+// PartialChecksums reports whether the sockets take a check field holding
+// the pseudo-header sum for a partial checksum (SocketConfig): on a veth,
+// whose peer's stack leaves checksums partial, and on no other device.
+func (n *NIC) PartialChecksums() bool { return n.partial }
+
+// isVeth reports whether the driver of device ifname is veth (ethtool's
+// driver information; false where it cannot be read).
+func isVeth(ifname string) bool {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	info, err := unix.IoctlGetEthtoolDrvinfo(fd, ifname)
+	return err == nil && unix.ByteSliceToString(info.Driver[:]) == "veth"
+}
 
 // Program is the attached XDP program.
 func (n *NIC) Program() *Program { return n.prog }

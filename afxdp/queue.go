@@ -30,6 +30,7 @@ type queue struct {
 	fillPos  []uint32 // RX chunk c's fill ring index (not masked), while on the ring
 	free     []uint32 // TX chunks in userspace (a stack)
 	sg       bool     // frames may span chunks (XDP_USE_SG)
+	partial  bool     // SocketConfig.PartialChecksums
 
 	fill, comp addrRing
 	rx, tx     descRing
@@ -47,6 +48,11 @@ type queue struct {
 	segSizes []int
 
 	refused Refused
+
+	// rxTaken, when set (tests only), runs after each RX descriptor was
+	// checked and before its data is copied: where a kernel writing the
+	// shared ring could change it.
+	rxTaken func()
 }
 
 type chunkState uint8
@@ -124,8 +130,10 @@ func (q *queue) txConsumed() {
 
 // takeRX checks an RX descriptor: its chunk must be an RX chunk the kernel
 // holds (owned), and the data must lie within that chunk (ok). An owned
-// chunk is the caller's again, to give back to the fill ring.
-func (q *queue) takeRX(d *unix.XDPDesc) (c uint32, owned, ok bool) {
+// chunk is the caller's again, to give back to the fill ring. d is the
+// caller's copy of the ring entry, the one it then copies from: the ring
+// is shared memory the kernel may write meanwhile, so it is read once.
+func (q *queue) takeRX(d unix.XDPDesc) (c uint32, owned, ok bool) {
 	if d.Addr >= uint64(q.rxChunks)*q.chunk {
 		return 0, false, false
 	}
@@ -148,8 +156,9 @@ func (q *queue) takeRX(d *unix.XDPDesc) (c uint32, owned, ok bool) {
 }
 
 // receive copies up to len(bufs) frames from the RX ring into
-// bufs[i][offset+vnethdr.Len:], each behind a vnet header: zero, or
-// FlagNeedsCsum where vnethdr.RecoverPartial finds a partial checksum.
+// bufs[i][offset+vnethdr.Len:], each behind a vnet header: zero, or, where
+// partial checksums are taken (SocketConfig.PartialChecksums),
+// FlagNeedsCsum where vnethdr.RecoverPartial finds one.
 // sizes[i] is header plus frame; larger than len(bufs[i])-offset when the
 // frame did not fit (nothing past the header is then copied). Chunks go
 // back to the fill ring as soon as they are copied. It returns the number
@@ -192,11 +201,16 @@ func (q *queue) chain(used, avail uint32) uint32 {
 // frame handles the k descriptors of one RX frame: every one is checked and
 // its chunk refilled; the data is copied behind a vnet header into dst when
 // all are good and the chain is closed. It reports whether dst holds a frame.
+// Each descriptor is read from the ring once, into d: what was checked is
+// what is copied, whatever the ring's memory says by then.
 func (q *queue) frame(first, k uint32, dst []byte, size *int, filled *uint32) bool {
 	good, total := true, 0
 	for j := uint32(0); j < k; j++ {
-		d := q.rx.at(first + j)
+		d := *q.rx.at(first + j)
 		c, owned, ok := q.takeRX(d)
+		if q.rxTaken != nil {
+			q.rxTaken()
+		}
 		if !ok {
 			good = false
 		}
@@ -220,6 +234,10 @@ func (q *queue) frame(first, k uint32, dst []byte, size *int, filled *uint32) bo
 	*size = vnethdr.Len + total
 	if *size > len(dst) {
 		q.refused.Oversize++
+		return true
+	}
+	if !q.partial {
+		clear(dst[:vnethdr.Len]) // a zero header
 		return true
 	}
 	h, _ := vnethdr.RecoverPartial(dst[vnethdr.Len:*size])

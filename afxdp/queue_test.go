@@ -132,6 +132,79 @@ func TestQueueRefusesBadRX(t *testing.T) {
 	}
 }
 
+// TestQueuePartialOnlyWhenTaken: a UDP datagram whose check field holds
+// the bare pseudo-header sum is marked NEEDS_CSUM only where partial
+// checksums are taken (a veth's peer's stack sent it). From any other NIC
+// it is a wrong checksum off a wire: it comes out as it came, behind a
+// zero header, for the lab's stack to check and drop as the packet
+// backend's frames are; marked, the lab completed it and accepted it.
+func TestQueuePartialOnlyWhenTaken(t *testing.T) {
+	f := buildFrame(t, frameSpec{payload: 100})
+	ps := partialSum(f, 14, 34, 17)
+	f[34+6], f[34+7] = byte(ps>>8), byte(ps)
+	for _, c := range []struct {
+		partial bool
+		want    vnethdr.Hdr
+	}{
+		{true, vnethdr.Hdr{Flags: vnethdr.FlagNeedsCsum, CsumStart: 34, CsumOffset: 6}},
+		{false, vnethdr.Hdr{}},
+	} {
+		m := newModel(8, 2048, false)
+		m.q.partial = c.partial
+		if !m.Deliver(f) {
+			t.Fatal("the fake kernel could not deliver the frame")
+		}
+		bufs, sizes := testBufs(1, 4096)
+		if n, _ := m.q.receive(bufs, sizes, testOffset); n != 1 {
+			t.Fatalf("partial %v: receive = %d frames", c.partial, n)
+		}
+		b := bufs[0][testOffset : testOffset+sizes[0]]
+		var h vnethdr.Hdr
+		h.Decode(b)
+		if h != c.want || !bytes.Equal(b[vnethdr.Len:], f) {
+			t.Errorf("partial checksums taken %v: header %+v, want %+v (frame unchanged)", c.partial, h, c.want)
+		}
+	}
+}
+
+// TestQueueReadsDescOnce: the RX ring is memory the kernel shares, so a
+// descriptor may change after it was checked. Each one is read once: a
+// descriptor rewritten between its check and the copy (here to an address
+// past the UMEM) changes nothing, where reading it again for the copy
+// panicked on the slice bounds.
+func TestQueueReadsDescOnce(t *testing.T) {
+	m := newModel(8, 2048, true)
+	q := m.q
+	in := buildFrame(t, frameSpec{payload: 5000}) // three chunks
+	if !m.Deliver(in) {
+		t.Fatal("the fake kernel could not deliver the frame")
+	}
+	taken := uint32(0)
+	q.rxTaken = func() {
+		q.rx.descs[(q.rx.cached+taken)&q.rx.mask].Addr = 1 << 40
+		taken++
+	}
+	bufs, sizes := testBufs(1, testOffset+vnethdr.Len+len(in))
+	var n int
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Fatalf("receive panicked on a descriptor rewritten after its check: %v", r)
+			}
+		}()
+		n, _ = q.receive(bufs, sizes, testOffset)
+	}()
+	if taken != 3 {
+		t.Errorf("%d descriptors taken, want 3", taken)
+	}
+	if n != 1 || sizes[0] != vnethdr.Len+len(in) || !bytes.Equal(bufs[0][testOffset+vnethdr.Len:testOffset+sizes[0]], in) {
+		t.Errorf("receive = %d frames of %d bytes; want the %d bytes delivered, unchanged", n, sizes[0]-vnethdr.Len, len(in))
+	}
+	if q.refused != (Refused{}) {
+		t.Errorf("refused %+v: the descriptors checked were good", q.refused)
+	}
+}
+
 // TestQueueCorruptIndex: a producer index claiming more than the ring
 // holds is counted and read as a full ring of checked descriptors.
 func TestQueueCorruptIndex(t *testing.T) {

@@ -59,6 +59,16 @@ type SocketConfig struct {
 	// them on receive (XDP_STATISTICS rx_dropped) and Write refuses them.
 	MultiBuffer bool
 	BusyPoll    *BusyPoll
+	// PartialChecksums takes a TCP or UDP check field that holds the bare
+	// pseudo-header sum for a partial checksum and marks the frame
+	// NEEDS_CSUM (vnethdr.RecoverPartial). That is right only where a
+	// stack on this host sent the frame and left its checksum to the
+	// device, as a veth's peer does (XDP keeps no ip_summed). From a wire
+	// such a field is a wrong checksum, which completing it would make
+	// right: without PartialChecksums the frame passes as it came and the
+	// lab's stack checks it, as with the packet backend. Open sets it for
+	// a veth only.
+	PartialChecksums bool
 }
 
 // Socket is one AF_XDP socket bound to one NIC queue, with its own UMEM.
@@ -103,6 +113,7 @@ func OpenSocket(c SocketConfig) (_ *Socket, err error) {
 	if err := s.setupUmem(uint32(frames), uint64(chunk), c.MultiBuffer); err != nil {
 		return nil, err
 	}
+	s.q.partial = c.PartialChecksums
 	if err := s.setOptions(c.BusyPoll); err != nil {
 		return nil, err
 	}

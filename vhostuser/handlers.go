@@ -2,6 +2,7 @@ package vhostuser
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"runtime/debug"
@@ -50,7 +51,8 @@ func (p *Port) handle(m *message, fds []int) ([]byte, uint64, error) {
 	case reqSetMemTable:
 		return nil, 0, p.setMemTable(m, fds)
 	case reqSetVringNum, reqSetVringBase, reqSetVringAddr, reqSetVringEnable:
-		return nil, 0, p.setVring(m)
+		status, err := ringStatus(p.setVring(m))
+		return nil, status, err
 	case reqGetVringBase:
 		return p.getVringBase(m), 0, nil
 	case reqSetVringKick, reqSetVringCall, reqSetVringErr:
@@ -58,7 +60,8 @@ func (p *Port) handle(m *message, fds []int) ([]byte, uint64, error) {
 		if !m.noFd {
 			fd = fds[0]
 		}
-		return nil, 0, p.setVringFd(m, fd)
+		status, err := ringStatus(p.setVringFd(m, fd))
+		return nil, status, err
 	case reqNetSetMTU:
 		return p.setMTU(m)
 	}
@@ -92,6 +95,19 @@ func (p *Port) refuseRing(m *message, fds []int) ([]byte, uint64) {
 		return putReply(p.reply[:], m.req, b[:]), 0
 	}
 	return nil, 1
+}
+
+// errRingShared: the ring was refused for sharing another ring's memory
+// (refuseShared); the connection is kept.
+var errRingShared = errors.New("ring on another ring's memory")
+
+// ringStatus turns errRingShared into a need_reply failure that keeps the
+// connection; other errors stay errors.
+func ringStatus(err error) (uint64, error) {
+	if err == errRingShared {
+		return 1, nil
+	}
+	return 0, err
 }
 
 func (p *Port) u64Reply(req uint32, v uint64) []byte {
@@ -171,7 +187,8 @@ func (p *Port) setMemTable(m *message, fds []int) error {
 
 // resetup re-derives the host views of the running rings after the memory
 // table or the features changed. A ring that no longer fits is stopped
-// and the front-end is sent away.
+// and the front-end is sent away; one that now shares another's memory is
+// refused (refuseShared).
 func (p *Port) resetup(req uint32) error {
 	var err error
 	for i := range p.rings {
@@ -182,6 +199,13 @@ func (p *Port) resetup(req uint32) error {
 		if e := r.setup(&p.mem, p.features); e != nil {
 			p.stopRing(i)
 			err = protoErr(req, "ring %d: %v", i, e)
+		}
+	}
+	// Only now do all running rings have views of the new memory to
+	// compare: a ring that came to share another's is refused.
+	for i := range p.rings {
+		if p.rings[i].started {
+			p.refuseShared(i)
 		}
 	}
 	return err
@@ -208,6 +232,10 @@ func (p *Port) setVring(m *message) error {
 			if err := r.setup(&p.mem, p.features); err != nil {
 				p.stopRing(i)
 				return protoErr(m.req, "ring %d: %v", i, err)
+			}
+			if p.refuseShared(i) {
+				p.refreshActive()
+				return errRingShared
 			}
 		}
 	case reqSetVringEnable:
@@ -278,6 +306,9 @@ func (p *Port) setVringFd(m *message, fd int) error {
 	}
 	if err := r.setup(&p.mem, p.features); err != nil {
 		return protoErr(m.req, "ring %d: %v", m.ring, err)
+	}
+	if p.refuseShared(m.ring) {
+		return errRingShared
 	}
 	if v := guarded(func() { r.start(m.ring%2 == 0) }); v != nil {
 		return protoErr(m.req, "ring %d: fault on the used ring: %v", m.ring, v)

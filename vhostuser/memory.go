@@ -16,6 +16,9 @@ type region struct {
 	// mapping is what mmap returned (it may start before mem); nil for
 	// memory the port did not map (tests).
 	mapping []byte
+	// dev, ino and off name the file mem[0] is at and its offset there:
+	// two regions may map one file range (ringsOverlap).
+	dev, ino, off uint64
 }
 
 // memTable is the guest memory the front-end shared: at most maxRegions
@@ -133,7 +136,8 @@ func mapRegion(d regionDesc, fd int) (region, error) {
 		return region{}, os.NewSyscallError("mmap", err)
 	}
 	off := d.mmapOffset - start
-	return region{gpa: d.gpa, uaddr: d.uaddr, size: d.size, mem: b[off : off+d.size : off+d.size], mapping: b}, nil
+	return region{gpa: d.gpa, uaddr: d.uaddr, size: d.size, mem: b[off : off+d.size : off+d.size], mapping: b,
+		dev: uint64(st.Dev), ino: st.Ino, off: d.mmapOffset}, nil
 }
 
 // fsName names the file systems guest memory might be found on by mistake.

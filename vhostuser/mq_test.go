@@ -1,6 +1,7 @@
 package vhostuser_test
 
 import (
+	"encoding/binary"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -202,4 +203,99 @@ func TestRingsBeyondThePort(t *testing.T) {
 	if st := p.Stats(); st.ProtocolErrors != 4 {
 		t.Fatalf("second connection: %+v", st)
 	}
+}
+
+// A ring on memory another ring uses is refused: pair 1's transmit ring
+// pointed at pair 0's (as a new ring started by its kick, as new addresses
+// of a running ring, or through a second region mapping the same file
+// range) made both queues take every frame pair 0 sent. The ring is
+// stopped with a failed need_reply, logged and counted once, the
+// connection kept; pair 0 goes on alone.
+func TestRingOnAnotherRingsMemory(t *testing.T) {
+	for _, how := range []string{"kick", "running", "alias"} {
+		t.Run(how, func(t *testing.T) {
+			var log syncbuf.Buffer
+			p := newPort(t, vhostuser.Config{QueuePairs: 2, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+			d := p.dial(t, vhostusertest.Config{QueuePairs: 2})
+			if d.Proto&(1<<3) == 0 {
+				t.Fatal("REPLY_ACK not negotiated")
+			}
+			_, desc, avail, used := d.Ring(1)
+			base := d.UserAddr(0)
+			if how == "alias" {
+				base = aliasRegion(t, d)
+			}
+			if how != "running" {
+				mustRequest(t, d, vhostusertest.ReqGetVringBase, state(3, 0), true)
+			}
+			a := binary.NativeEndian.AppendUint32(nil, 3)
+			a = binary.NativeEndian.AppendUint32(a, 0)
+			for _, off := range []int{desc, used, avail, 0} {
+				a = binary.NativeEndian.AppendUint64(a, base+uint64(off))
+			}
+			ack := mustRequest(t, d, vhostusertest.ReqSetVringAddr, a, false)
+			if how != "running" {
+				ack = mustRequest(t, d, vhostusertest.ReqSetVringKick, binary.NativeEndian.AppendUint64(nil, 3), false, d.KickFd(3))
+			}
+			if ack != 1 {
+				t.Errorf("need_reply status %d, want 1 (refused)", ack)
+			}
+			qs := p.Queues()
+			for _, q := range qs {
+				readQueue(t, q, 0)
+			}
+			if err := d.Send(hdr(0, 0, 0, 0, 0, 0), frame(100, 1, 7), vhostusertest.Flat); err != nil {
+				t.Fatal(err)
+			}
+			readQueue(t, qs[0], 1)
+			readQueue(t, qs[1], 0)
+			st := p.Stats()
+			lines := strings.Count(log.String(), "ring on memory another ring uses")
+			if st.ProtocolErrors != 1 || lines != 1 || st.Disconnects != 0 || p.State() != vhostuser.StateRunning || p.ActivePairs() != 1 {
+				t.Fatalf("stats %+v, %d log lines, state %v, %d pairs active:\n%s", st, lines, p.State(), p.ActivePairs(), log.String())
+			}
+		})
+	}
+}
+
+// mustRequest sends a request: one with a reply of its own (hasReply)
+// is sent as is and 0 returned, any other with need_reply, and the status
+// the port acknowledged it with is returned.
+func mustRequest(t *testing.T, d *vhostusertest.Driver, req uint32, payload []byte, hasReply bool, fds ...int) uint64 {
+	t.Helper()
+	flags := uint32(vhostusertest.FlagVersion)
+	if !hasReply {
+		flags |= vhostusertest.FlagNeedReply
+	}
+	if err := d.Request(req, flags, payload, fds...); err != nil {
+		t.Fatal(err)
+	}
+	b, err := d.Reply(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hasReply {
+		return 0
+	}
+	return binary.NativeEndian.Uint64(b)
+}
+
+// aliasRegion sends a memory table of two regions that both map all of
+// the driver's memory, the second at guest and user addresses of its own,
+// and returns the second's user address.
+func aliasRegion(t *testing.T, d *vhostusertest.Driver) uint64 {
+	t.Helper()
+	size := uint64(len(d.Mem()))
+	alias := d.UserAddr(0) + 2*size
+	m := binary.NativeEndian.AppendUint32(nil, 2)
+	m = binary.NativeEndian.AppendUint32(m, 0)
+	for _, r := range [][2]uint64{{d.GPA(0), d.UserAddr(0)}, {d.GPA(0) + 2*size, alias}} {
+		for _, v := range []uint64{r[0], size, r[1], 0} {
+			m = binary.NativeEndian.AppendUint64(m, v)
+		}
+	}
+	if ack := mustRequest(t, d, vhostusertest.ReqSetMemTable, m, false, d.Memfd(), d.Memfd()); ack != 0 {
+		t.Fatalf("SET_MEM_TABLE of two regions: status %d", ack)
+	}
+	return alias
 }

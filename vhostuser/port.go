@@ -130,8 +130,9 @@ type Port struct {
 	rings    []vring  // receiveq k at 2k, transmitq k at 2k+1
 	queues   []*Queue // queue pair k: rings 2k and 2k+1
 	reply    [hdrSize + maxPayload]byte
-	// refused: the rings beyond the port's the front-end set up on this
-	// connection, each logged and counted once.
+	// refused: the rings the front-end set up on this connection that
+	// were refused (beyond the port's, or on another ring's memory), each
+	// logged and counted once.
 	refused [maxRingIndex/64 + 1]uint64
 
 	state  atomic.Int32

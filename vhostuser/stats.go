@@ -28,8 +28,8 @@ type Stats struct {
 
 	GuestErrors uint64 // times the guest broke the rules and the port stopped
 	// ProtocolErrors: the front-end's breaks of the protocol: each that
-	// sent it away, and each ring beyond the port's it set up (refused,
-	// the connection kept).
+	// sent it away, and each ring beyond the port's or on another ring's
+	// memory it set up (refused, the connection kept).
 	ProtocolErrors uint64
 	Connects       uint64
 	Disconnects    uint64

@@ -10,11 +10,16 @@ import "encoding/binary"
 // net/ipv4/tcp_ipv4.c: __tcp_v4_send_check and udp4_hwcsum leave there.
 //
 // When frame's check field holds exactly that sum, RecoverPartial returns a
-// FlagNeedsCsum header pointing at it and true. That is always safe: a
-// frame whose complete checksum happens to equal the pseudo-header sum is
-// completed to the same value, since completing sums the payload onto the
-// field and the field is the pseudo-header sum either way. Other frames,
-// fragments and non-IP frames give false. frame is only read.
+// FlagNeedsCsum header pointing at it and true. Other frames, fragments
+// and non-IP frames give false. frame is only read.
+//
+// Use it only on frames a stack on this host sent with the checksum left
+// to the device (a veth's peer). The bytes do not say whether the field
+// is a partial checksum or a wrong one: on a frame from a wire, where
+// such a field is simply wrong, the header makes the receiver complete
+// the checksum and accept a datagram it would have dropped. (A frame
+// whose complete checksum happens to equal the pseudo-header sum is
+// completed to the same value, so right checksums stay right.)
 func RecoverPartial(frame []byte) (Hdr, bool) {
 	l, err := parse(frame)
 	if err != nil || l.l4 == 0 {

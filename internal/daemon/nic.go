@@ -49,7 +49,8 @@ func (d *Daemon) openNIC() error {
 	})
 	if d.nic.xdp != nil {
 		d.log.Info("AF_XDP on the NIC", "nic", d.c.NIC.Name, "xdp_mode", d.nic.xdp.nic.Mode().String(),
-			"prog_id", d.nic.xdp.progID(), "multi_buffer", d.nic.xdp.nic.MultiBuffer(), "napi_ids", fmt.Sprint(d.nic.xdp.napis))
+			"prog_id", d.nic.xdp.progID(), "multi_buffer", d.nic.xdp.nic.MultiBuffer(),
+			"partial_checksums", d.nic.xdp.nic.PartialChecksums(), "napi_ids", fmt.Sprint(d.nic.xdp.napis))
 		d.nic.xdp.logNAPIs(d.log, d.c.Workers.KernelPoll)
 	}
 	return d.openGuestSenders()
