@@ -21,7 +21,7 @@ func (p *Port) acceptLoop() {
 				return
 			}
 			// EMFILE and friends: wait rather than spin.
-			p.log.Warn("vhost-user accept failed", "err", err)
+			p.plog.Warn("vhost-user accept failed", "err", err)
 			time.Sleep(100 * time.Millisecond)
 			continue
 		}
@@ -33,7 +33,7 @@ func (p *Port) acceptLoop() {
 		p.connMu.Unlock()
 		if busy {
 			p.stats.turnedAway.Add(1)
-			p.log.Warn("vhost-user front-end turned away: another one is connected", "peer", peerOf(c))
+			p.plog.Warn("vhost-user front-end turned away: another one is connected", "peer", peerOf(c))
 			_ = c.Close()
 			continue
 		}
@@ -60,7 +60,7 @@ func peerOf(c *net.UnixConn) string {
 // the protocol, then releases everything it gave.
 func (p *Port) serveConn(c *net.UnixConn) {
 	defer p.wg.Done()
-	p.log.Info("vhost-user front-end connected", "peer", peerOf(c))
+	p.plog.Info("vhost-user front-end connected", "peer", peerOf(c))
 	p.stats.connects.Add(1)
 	p.mu.Lock()
 	p.updateState()
@@ -72,12 +72,12 @@ func (p *Port) serveConn(c *net.UnixConn) {
 	}
 	switch {
 	case err == nil:
-		p.log.Info("vhost-user front-end disconnected")
+		p.plog.Info("vhost-user front-end disconnected")
 	case errors.Is(err, ErrProtocol):
 		p.stats.protocolErrors.Add(1)
-		p.log.Error("vhost-user front-end sent away", "err", err)
+		p.plog.Error("vhost-user front-end sent away", "err", err)
 	default:
-		p.log.Warn("vhost-user front-end lost", "err", err)
+		p.plog.Warn("vhost-user front-end lost", "err", err)
 	}
 	_ = c.Close()
 	p.mu.Lock()

@@ -82,7 +82,7 @@ func (p *Port) refuseRing(m *message, fds []int) ([]byte, uint64) {
 	p.mu.Unlock()
 	if first {
 		p.stats.protocolErrors.Add(1)
-		p.log.Warn("vhost-user front-end set up a ring beyond the port's: refused, the connection kept "+
+		p.plog.Warn("vhost-user front-end set up a ring beyond the port's: refused, the connection kept "+
 			"(give it as many queues as the port has queue pairs)",
 			"request", reqName(m.req), "ring", m.ring, "queue_pairs", len(p.queues))
 	}
@@ -145,7 +145,7 @@ func (p *Port) setMTU(m *message) ([]byte, uint64, error) {
 		return nil, 0, protoErr(m.req, "NET_MTU was not negotiated")
 	}
 	if m.u64 < minMTU || m.u64 > maxMTU {
-		p.log.Warn("vhost-user front-end set an MTU out of range", "mtu", m.u64)
+		p.plog.Warn("vhost-user front-end set an MTU out of range", "mtu", m.u64)
 		return nil, 1, nil // refused with REPLY_ACK; the connection stays
 	}
 	p.mtu.Store(uint32(m.u64))
@@ -350,7 +350,7 @@ func (p *Port) updateState() {
 	switch {
 	case s == prev:
 	case s == StateRunning:
-		p.log.Info("vhost-user port running", "features", fmt.Sprintf("%#x", p.features))
+		p.plog.Info("vhost-user port running", "features", fmt.Sprintf("%#x", p.features))
 		p.emit(Event{Kind: EventRunning})
 	case prev == StateRunning && s == StateConnected:
 		p.stats.resets.Add(1)

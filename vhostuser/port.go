@@ -104,6 +104,7 @@ type Event struct {
 type Port struct {
 	cfg          Config
 	log          *slog.Logger
+	plog         *logLimiter // the lines a front-end or its guest can cause
 	path         string
 	ino          uint64
 	ln           *net.UnixListener
@@ -156,6 +157,7 @@ func Listen(c Config) (*Port, error) {
 	}
 	p := makePort(c)
 	p.log = p.log.With("socket", c.Path)
+	p.plog = newLogLimiter(p.log, logLimits.burst, logLimits.interval)
 	var err error
 	if p.sig, err = signals(); err != nil {
 		return nil, err
@@ -185,6 +187,7 @@ func makePort(c Config) *Port {
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
 	}
+	p.plog = newLogLimiter(p.log, logLimits.burst, logLimits.interval)
 	pairs := max(c.QueuePairs, 1)
 	p.offered, p.offeredProto = SupportedFeatures, SupportedProtocolFeatures
 	if c.Features != 0 {
@@ -247,6 +250,7 @@ func (p *Port) Close() error {
 		if !p.cfg.KeepSocket {
 			removeSocket(p.path, p.ino)
 		}
+		p.plog.flush()
 		p.log.Info("vhost-user port closed")
 	})
 	return nil
