@@ -25,6 +25,14 @@ func (p *Port) acceptLoop() {
 			time.Sleep(100 * time.Millisecond)
 			continue
 		}
+		if p.budgetSpent() {
+			p.stats.turnedAway.Add(1)
+			p.stats.memoryOverBudget.Add(1)
+			p.plog.Warn("vhost-user front-end turned away: earlier front-ends left more of their memory "+
+				"held by this process than the port's budget", "peer", peerOf(c), "carried_bytes", p.carried.Load())
+			_ = c.Close()
+			continue
+		}
 		p.connMu.Lock()
 		busy := p.conn != nil || p.closing.Load()
 		if !busy {
@@ -62,7 +70,11 @@ func (p *Port) serveConn(c *net.UnixConn) {
 	defer p.wg.Done()
 	p.plog.Info("vhost-user front-end connected", "peer", peerOf(c))
 	p.stats.connects.Add(1)
+	p.overBudget.Store(false)
 	p.mu.Lock()
+	if rc, err := c.SyscallConn(); err == nil {
+		_ = rc.Control(func(fd uintptr) { p.peer = peerOfConn(int(fd)) })
+	}
 	p.updateState()
 	p.mu.Unlock()
 	p.emit(Event{Kind: EventConnected})
@@ -71,6 +83,8 @@ func (p *Port) serveConn(c *net.UnixConn) {
 		err = nil
 	}
 	switch {
+	case p.overBudget.Load():
+		// sent away for its memory, and logged then (checkBudget)
 	case err == nil:
 		p.plog.Info("vhost-user front-end disconnected")
 	case errors.Is(err, ErrProtocol):

@@ -164,7 +164,7 @@ func (p *Port) setMemTable(m *message, fds []int) error {
 	old := p.mem
 	p.mem = t
 	err = p.resetup(reqSetMemTable)
-	old.unmap()
+	p.retire(&old, noPeer) // the front-end is here: it holds its file
 	p.refreshActive()
 	return err
 }
@@ -368,7 +368,8 @@ func (p *Port) teardown() {
 		setFd(&r.errFd, -1)
 		r.reset()
 	}
-	p.mem.unmap()
+	p.retire(&p.mem, p.peer)
+	p.peer = noPeer
 	p.useFeatures(0)
 	p.proto = 0
 	p.refused = [len(p.refused)]uint64{}
