@@ -21,8 +21,16 @@ func (p *Port) acceptLoop() {
 				return
 			}
 			// EMFILE and friends: wait rather than spin.
-			p.log.Warn("vhost-user accept failed", "err", err)
+			p.plog.Warn("vhost-user accept failed", "err", err)
 			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		if p.budgetSpent() {
+			p.stats.turnedAway.Add(1)
+			p.stats.memoryOverBudget.Add(1)
+			p.plog.Warn("vhost-user front-end turned away: earlier front-ends left more of their memory "+
+				"held by this process than the port's budget", "peer", peerOf(c), "carried_bytes", p.carried.Load())
+			_ = c.Close()
 			continue
 		}
 		p.connMu.Lock()
@@ -33,7 +41,7 @@ func (p *Port) acceptLoop() {
 		p.connMu.Unlock()
 		if busy {
 			p.stats.turnedAway.Add(1)
-			p.log.Warn("vhost-user front-end turned away: another one is connected", "peer", peerOf(c))
+			p.plog.Warn("vhost-user front-end turned away: another one is connected", "peer", peerOf(c))
 			_ = c.Close()
 			continue
 		}
@@ -60,9 +68,13 @@ func peerOf(c *net.UnixConn) string {
 // the protocol, then releases everything it gave.
 func (p *Port) serveConn(c *net.UnixConn) {
 	defer p.wg.Done()
-	p.log.Info("vhost-user front-end connected", "peer", peerOf(c))
+	p.plog.Info("vhost-user front-end connected", "peer", peerOf(c))
 	p.stats.connects.Add(1)
+	p.overBudget.Store(false)
 	p.mu.Lock()
+	if rc, err := c.SyscallConn(); err == nil {
+		_ = rc.Control(func(fd uintptr) { p.peer = peerOfConn(int(fd)) })
+	}
 	p.updateState()
 	p.mu.Unlock()
 	p.emit(Event{Kind: EventConnected})
@@ -71,13 +83,15 @@ func (p *Port) serveConn(c *net.UnixConn) {
 		err = nil
 	}
 	switch {
+	case p.overBudget.Load():
+		// sent away for its memory, and logged then (checkBudget)
 	case err == nil:
-		p.log.Info("vhost-user front-end disconnected")
+		p.plog.Info("vhost-user front-end disconnected")
 	case errors.Is(err, ErrProtocol):
 		p.stats.protocolErrors.Add(1)
-		p.log.Error("vhost-user front-end sent away", "err", err)
+		p.plog.Error("vhost-user front-end sent away", "err", err)
 	default:
-		p.log.Warn("vhost-user front-end lost", "err", err)
+		p.plog.Warn("vhost-user front-end lost", "err", err)
 	}
 	_ = c.Close()
 	p.mu.Lock()

@@ -431,7 +431,7 @@ func (p *Port) broke(r *vring, err error) error {
 	}
 	e := fmt.Errorf("%w: %w", ErrGuest, err)
 	p.stats.guestErrors.Add(1)
-	p.log.Error("vhost-user guest broke the virtqueue rules: port stopped until its driver restarts the rings",
+	p.plog.Error("vhost-user guest broke the virtqueue rules: port stopped until its driver restarts the rings",
 		"queue", r.name(), "err", e)
 	if r.errFd >= 0 {
 		_ = p.sig.Signal(r.errFd)

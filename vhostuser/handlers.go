@@ -85,7 +85,7 @@ func (p *Port) refuseRing(m *message, fds []int) ([]byte, uint64) {
 	p.mu.Unlock()
 	if first {
 		p.stats.protocolErrors.Add(1)
-		p.log.Warn("vhost-user front-end set up a ring beyond the port's: refused, the connection kept "+
+		p.plog.Warn("vhost-user front-end set up a ring beyond the port's: refused, the connection kept "+
 			"(give it as many queues as the port has queue pairs)",
 			"request", reqName(m.req), "ring", m.ring, "queue_pairs", len(p.queues))
 	}
@@ -161,7 +161,7 @@ func (p *Port) setMTU(m *message) ([]byte, uint64, error) {
 		return nil, 0, protoErr(m.req, "NET_MTU was not negotiated")
 	}
 	if m.u64 < minMTU || m.u64 > maxMTU {
-		p.log.Warn("vhost-user front-end set an MTU out of range", "mtu", m.u64)
+		p.plog.Warn("vhost-user front-end set an MTU out of range", "mtu", m.u64)
 		return nil, 1, nil // refused with REPLY_ACK; the connection stays
 	}
 	p.mtu.Store(uint32(m.u64))
@@ -180,7 +180,7 @@ func (p *Port) setMemTable(m *message, fds []int) error {
 	old := p.mem
 	p.mem = t
 	err = p.resetup(reqSetMemTable)
-	old.unmap()
+	p.retire(&old, noPeer) // the front-end is here: it holds its file
 	p.refreshActive()
 	return err
 }
@@ -381,7 +381,7 @@ func (p *Port) updateState() {
 	switch {
 	case s == prev:
 	case s == StateRunning:
-		p.log.Info("vhost-user port running", "features", fmt.Sprintf("%#x", p.features))
+		p.plog.Info("vhost-user port running", "features", fmt.Sprintf("%#x", p.features))
 		p.emit(Event{Kind: EventRunning})
 	case prev == StateRunning && s == StateConnected:
 		p.stats.resets.Add(1)
@@ -399,7 +399,8 @@ func (p *Port) teardown() {
 		setFd(&r.errFd, -1)
 		r.reset()
 	}
-	p.mem.unmap()
+	p.retire(&p.mem, p.peer)
+	p.peer = noPeer
 	p.useFeatures(0)
 	p.proto = 0
 	p.refused = [len(p.refused)]uint64{}

@@ -37,6 +37,13 @@ type Config struct {
 	// Logger gets connections, disconnections and rule breaks; nil
 	// discards.
 	Logger *slog.Logger
+	// MemoryBudget bounds the guest memory that the port alone holds
+	// resident, in bytes: pages of the front-end's memory that it never
+	// touched and the port faulted in (see memguard.go). A front-end over
+	// it is sent away, and while earlier front-ends left more than it
+	// behind (charged to this process) new ones are turned away. 0 means
+	// DefaultMemoryBudget; negative, no limit.
+	MemoryBudget int64
 	// OnEvent, if set, is called for every Event, in order, from a
 	// goroutine of the port's own. It must return promptly (events that
 	// find 64 waiting are dropped and counted) and must not call Close.
@@ -104,6 +111,7 @@ type Event struct {
 type Port struct {
 	cfg          Config
 	log          *slog.Logger
+	plog         *logLimiter // the lines a front-end or its guest can cause
 	path         string
 	ino          uint64
 	ln           *net.UnixListener
@@ -127,6 +135,7 @@ type Port struct {
 	proto    uint64
 	hdrLen   int // the guest's virtio-net header, 10 or 12 bytes: set with features by useFeatures
 	mem      memTable
+	peer     peerProc // the connected front-end's process
 	rings    []vring  // receiveq k at 2k, transmitq k at 2k+1
 	queues   []*Queue // queue pair k: rings 2k and 2k+1
 	reply    [hdrSize + maxPayload]byte
@@ -141,6 +150,15 @@ type Port struct {
 	mac    atomic.Uint64 // bit 48: known
 	mtu    atomic.Uint32
 	stats  portCounters
+
+	// The guest memory the port alone holds (memguard.go): the last
+	// measure of its current table's, what earlier tables left, and
+	// whether the connected front-end was sent away for it.
+	heldBytes  atomic.Uint64
+	heldRss    atomic.Uint64
+	heldAt     atomic.Int64 // unix ns
+	carried    atomic.Uint64
+	overBudget atomic.Bool
 }
 
 // MaxQueuePairs is the most queue pairs a port offers.
@@ -157,6 +175,7 @@ func Listen(c Config) (*Port, error) {
 	}
 	p := makePort(c)
 	p.log = p.log.With("socket", c.Path)
+	p.plog = newLogLimiter(p.log, logLimits.burst, logLimits.interval)
 	var err error
 	if p.sig, err = signals(); err != nil {
 		return nil, err
@@ -172,6 +191,7 @@ func Listen(c Config) (*Port, error) {
 	}
 	p.ln, p.ino = ln, ino
 	p.log.Info("vhost-user port listening", "queue_pairs", len(p.queues))
+	memGuardian.watch(p)
 	p.wg.Add(1)
 	go p.acceptLoop()
 	p.evwg.Add(1)
@@ -182,10 +202,11 @@ func Listen(c Config) (*Port, error) {
 // makePort lays out a port of c's queue pairs with nothing open: what it
 // offers, its rings and queues.
 func makePort(c Config) *Port {
-	p := &Port{cfg: c, log: c.Logger, path: c.Path, events: make(chan Event, 64)}
+	p := &Port{cfg: c, log: c.Logger, path: c.Path, events: make(chan Event, 64), peer: noPeer}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
 	}
+	p.plog = newLogLimiter(p.log, logLimits.burst, logLimits.interval)
 	pairs := max(c.QueuePairs, 1)
 	p.offered, p.offeredProto = SupportedFeatures, SupportedProtocolFeatures
 	if c.Features != 0 {
@@ -231,6 +252,7 @@ func (p *Port) closeFds() {
 func (p *Port) Close() error {
 	p.closeOnce.Do(func() {
 		p.closing.Store(true)
+		memGuardian.forget(p)
 		_ = p.ln.Close()
 		p.connMu.Lock()
 		if p.conn != nil {
@@ -248,6 +270,7 @@ func (p *Port) Close() error {
 		if !p.cfg.KeepSocket {
 			removeSocket(p.path, p.ino)
 		}
+		p.plog.flush()
 		p.log.Info("vhost-user port closed")
 	})
 	return nil

@@ -36,6 +36,9 @@ type Stats struct {
 	TurnedAway     uint64 // front-ends that connected while another was served
 	Resets         uint64 // times the first queue pair stopped running (the guest's driver reset the device)
 	EventsDropped  uint64 // events OnEvent was too slow to take
+	// MemoryOverBudget: front-ends sent away or turned away because the
+	// guest memory the port alone holds was over Config.MemoryBudget.
+	MemoryOverBudget uint64
 }
 
 // queueCounters are a queue pair's data path counters.
@@ -49,6 +52,7 @@ type queueCounters struct {
 type portCounters struct {
 	guestErrors, protocolErrors, connects, disconnects atomic.Uint64
 	turnedAway, resets, eventsDropped                  atomic.Uint64
+	memoryOverBudget                                   atomic.Uint64
 }
 
 // Stats returns the queue pair's counters; it may be called at any time.
@@ -75,6 +79,7 @@ func (p *Port) Stats() Stats {
 	s.GuestErrors, s.ProtocolErrors = c.guestErrors.Load(), c.protocolErrors.Load()
 	s.Connects, s.Disconnects, s.TurnedAway = c.connects.Load(), c.disconnects.Load(), c.turnedAway.Load()
 	s.Resets, s.EventsDropped = c.resets.Load(), c.eventsDropped.Load()
+	s.MemoryOverBudget = c.memoryOverBudget.Load()
 	return s
 }
 

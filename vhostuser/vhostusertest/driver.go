@@ -35,6 +35,9 @@ type Config struct {
 	// (0 means 1), whatever GET_QUEUE_NUM says, as DPDK's virtio-user
 	// does (Features says whether VIRTIO_NET_F_MQ is acknowledged).
 	QueuePairs int
+	// MemSize, when larger than the rings and buffers take, is the size
+	// of the guest's memory file: the rest is holes no one touched.
+	MemSize int
 }
 
 // Ring indices of the first virtio-net queue pair; pair k's are 2k+RX and
@@ -131,7 +134,7 @@ func newDriver(c Config) (*Driver, error) {
 	if d.num < 4 || d.num&(d.num-1) != 0 || d.num > 32768 {
 		return nil, fmt.Errorf("vhostusertest: queue size %d", d.num)
 	}
-	size := d.layout()
+	size := max(d.layout(), c.MemSize)
 	var err error
 	if d.memfd, err = unix.MemfdCreate("vhostusertest", unix.MFD_CLOEXEC); err != nil {
 		return nil, os.NewSyscallError("memfd_create", err)
