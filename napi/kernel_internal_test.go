@@ -98,3 +98,16 @@ func TestKthreadComm(t *testing.T) {
 		t.Errorf("kthreadComm(averylongname0) = %q, want the first 15 bytes", got)
 	}
 }
+
+// NewVethClient is a second Client in bed's fwd namespace, closed when t
+// ends: another process's view. Exported for the tests of package
+// napi_test.
+func NewVethClient(t *testing.T, bed *testbed.Bed) *Client {
+	t.Helper()
+	var c *Client
+	if err := bed.Do(bed.FwdNS, func() (err error) { c, err = Dial(); return err }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}

@@ -2,6 +2,7 @@ package napi_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -268,5 +269,89 @@ func TestKernelRestoreAfterNAPIGone(t *testing.T) {
 	waitGone(t, n.PID, fmt.Sprintf("napi/%s-%d", bed.NIC, id))
 	if err := ch.Restore(); err != nil {
 		t.Errorf("Restore after the NAPI went: %v", err)
+	}
+}
+
+// TestKernelJournal: a Changes with a Journal saves each step before its
+// change (the NAPI still has its old settings when save runs, and a save
+// that fails refuses the change); the last Record saved, restored by
+// another Client as if the process had been killed, puts the NAPI back and
+// its kthread goes; a clean Restore leaves a Record with no steps; a
+// Record whose NAPI is gone is refused as stale, changing nothing.
+func TestKernelJournal(t *testing.T) {
+	bed, c, ifindex, id := napi.VethNAPI(t)
+	needThreaded(t, c)
+	fresh, err := c.Get(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last []byte
+	save := func(r napi.Record) (err error) {
+		last, err = json.Marshal(r)
+		return err
+	}
+	j := napi.NewJournal(ifindex, func(r napi.Record) error {
+		if n, err := c.Get(id); len(r.Steps) == 1 && (err != nil || n != fresh) {
+			t.Errorf("saving %+v: NAPI %d already %+v, %v", r, id, n, err)
+		}
+		return save(r)
+	})
+	ch := napi.NewChanges(c).UseJournal(j)
+	if err := ch.Set(id, napi.Attrs{Threaded: new(napi.ThreadedEnabled), DeferHardIRQs: new(uint32(2)), GROFlushTimeout: new(200 * time.Microsecond)}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := c.Get(id)
+	if err != nil || n.PID == 0 {
+		t.Fatalf("after Set: %+v, %v", n, err)
+	}
+	kthread := fmt.Sprintf("napi/%s-%d", bed.NIC, id)
+	if err := ch.PinKthread(n.PID, lastCPU(t)); err != nil {
+		t.Fatal(err)
+	}
+	var rec napi.Record
+	if err := json.Unmarshal(last, &rec); err != nil || len(rec.Steps) != 2 || rec.Ifindex != ifindex {
+		t.Fatalf("the last Record saved: %s, %v; want 2 steps of ifindex %d", last, err, ifindex)
+	}
+	// Killed: ch never restores. Another client restores the Record.
+	c2 := napi.NewVethClient(t, bed)
+	done, err := rec.Restore(c2)
+	if err != nil || len(done) != 2 {
+		t.Fatalf("Restore of %s: %v, %v; want both steps taken", last, done, err)
+	}
+	if got, err := c.Get(id); err != nil || got != fresh {
+		t.Errorf("after the Record's Restore: %+v, %v; want %+v", got, err, fresh)
+	}
+	waitGone(t, n.PID, kthread[:min(len(kthread), 15)])
+
+	// A save that fails refuses the change.
+	failing := napi.NewChanges(c).UseJournal(napi.NewJournal(ifindex, func(napi.Record) error { return os.ErrPermission }))
+	if err := failing.Set(id, napi.Attrs{DeferHardIRQs: new(uint32(3))}); !errors.Is(err, os.ErrPermission) {
+		t.Errorf("Set with a failing journal: %v, want its error", err)
+	}
+	if got, _ := c.Get(id); got.DeferHardIRQs != fresh.DeferHardIRQs {
+		t.Errorf("the refused change was made: %+v", got)
+	}
+
+	// A clean Restore empties the journal.
+	j = napi.NewJournal(ifindex, save)
+	ch = napi.NewChanges(c).UseJournal(j)
+	if err := ch.Set(id, napi.Attrs{DeferHardIRQs: new(uint32(4))}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Restore(); err != nil {
+		t.Fatal(err)
+	}
+	if r := j.Record(); len(r.Steps) != 0 || !strings.Contains(string(last), `"steps":[]`) {
+		t.Errorf("after a clean Restore the journal holds %+v, last saved %s", r, last)
+	}
+
+	// GRO off deletes the NAPI: the Record is stale and changes nothing.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := bed.Run(ctx, bed.FwdNS, "ethtool", "-K", bed.NIC, "gro", "off"); err != nil {
+		t.Fatal(err)
+	}
+	if done, err := rec.Restore(c2); !errors.Is(err, napi.ErrStale) || len(done) != 0 {
+		t.Errorf("Restore of a Record whose NAPI is gone: %v, %v; want ErrStale", done, err)
 	}
 }

@@ -60,7 +60,7 @@ func TestUsageErrors(t *testing.T) {
 		{Args: []string{"frobnicate"}, Code: 2, Want: `tapfwd: unknown command "frobnicate" (see tapfwd --help)`},
 		{Args: []string{"vm-port", "add", "--tap", "x", "--netns", "lab", "--mac", "ff:ff:ff:ff:ff:ff"}, Code: 2, Want: "tapfwd vm-port add: --mac ff:ff:ff:ff:ff:ff: a multicast address"},
 		{Args: []string{"vm-port", "add", "--tap", "x", "--owner"}, Code: 2, Want: "tapfwd vm-port add: --owner needs a value (see tapfwd vm-port add --help)"},
-		{Args: []string{"down"}, Code: 2, Want: "tapfwd down: --tap is required (see tapfwd down --help)"},
+		{Args: []string{"down", "extra"}, Code: 2, Want: `tapfwd down: unexpected argument "extra" (see tapfwd down --help)`},
 		{Args: []string{"napi", "set", "--id", "x"}, Code: 2, Want: "tapfwd napi set: --id x: want a whole number, 0 or more (see tapfwd napi set --help)"},
 		{Args: []string{"status", "--json=maybe"}, Code: 2, Want: "tapfwd status: --json maybe: want true or false (see tapfwd status --help)"},
 		{Args: nil, Code: 2, Want: "Usage:"},

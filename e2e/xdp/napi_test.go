@@ -3,7 +3,10 @@ package xdp
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -186,4 +189,89 @@ func rxPackets(t *testing.T, bed *testbed.Bed) int64 {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// TestNAPIRestoredAfterKill: SIGKILL runs none of tapfwd's clean-up, so
+// the NIC keeps --poll kernel's defer-hard-irqs 2 and gro-flush-timeout
+// 200µs and --nic-napi-threaded's kthread pinned to CPU 0. The next run
+// puts back what the NIC had before the killed run (0, 0s, threaded
+// disabled: the veth's own) before it reads the NIC's settings, so what
+// it restores at SIGTERM is that, not the killed run's; after another
+// SIGKILL, tapfwd down puts them back too. The NIC's journal of them
+// (/run/tapfwd/napi) is gone at the end.
+func TestNAPIRestoredAfterKill(t *testing.T) {
+	testkit.NeedRoot(t)
+	testkit.NeedTools(t, "ethtool")
+	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
+	testkit.BedRun(t, bed, bed.FwdNS, "ethtool", "-K", bed.NIC, "gro", "on")
+	journals := "/run/tapfwd/napi/*-" + bed.NIC + ".json"
+	t.Cleanup(func() {
+		left, _ := filepath.Glob(journals)
+		for _, p := range left {
+			os.Remove(p)
+		}
+	})
+	c := napiClient(t, bed)
+	if !c.Features().Threaded {
+		t.Skip("skipping: --nic-napi-threaded needs Linux 6.17")
+	}
+	ifindex := nicIndex(t, bed)
+	checkNAPIState(t, c, ifindex, false, "before tapfwd")
+	exe := testkit.Tapfwd(t)
+	args := append(append([]string(nil), xdpArgs...), "--poll", "kernel", "--nic-napi-threaded", "enabled", "--nic-napi-cpu", "0")
+	killed := func() {
+		fw := testkit.StartOn(t, bed, exe, args...)
+		checkNAPIState(t, c, ifindex, true, "while tapfwd runs")
+		fw.Kill()
+		checkNAPIState(t, c, ifindex, true, "after SIGKILL")
+	}
+
+	killed()
+	fw := testkit.StartOn(t, bed, exe, args...)
+	checkNAPIState(t, c, ifindex, true, "while the next run runs")
+	if err := fw.Stop(); err != nil {
+		t.Fatalf("exit: %v\n%s", err, fw.Output())
+	}
+	if _, line, ok := strings.Cut(fw.Output(), "put back the NIC's NAPI settings a killed tapfwd left"); ok {
+		line, _, _ = strings.Cut(line, "\n")
+		t.Logf("the next run: ...%s", line)
+	} else {
+		t.Errorf("the next run did not say it put the killed run's settings back:\n%s", fw.Output())
+	}
+	checkNAPIState(t, c, ifindex, false, "after the next run's SIGTERM")
+
+	killed()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	code, stdout, stderr := testkit.Run(t, bed.Command(ctx, bed.FwdNS, exe, "down"))
+	if code != 0 || !strings.Contains(stdout, "NIC "+bed.NIC+": put back the NAPI settings") {
+		t.Errorf("tapfwd down: exit %d\n%s%s", code, stdout, stderr)
+	}
+	t.Logf("tapfwd down: %s", stdout)
+	checkNAPIState(t, c, ifindex, false, "after tapfwd down")
+	if left, _ := filepath.Glob(journals); len(left) != 0 {
+		t.Errorf("journals left: %v", left)
+	}
+}
+
+// checkNAPIState fails t unless every NAPI instance of ifindex has the
+// killed run's settings (tuned: defer-hard-irqs 2, gro-flush-timeout
+// 200µs, threaded with its kthread on CPU 0) or the veth's own (0, 0s,
+// not threaded).
+func checkNAPIState(t *testing.T, c *napi.Client, ifindex int, tuned bool, when string) {
+	t.Helper()
+	for _, n := range napiList(t, c, ifindex) {
+		cpus := ""
+		if k, err := napi.ReadKthread(n.PID); n.PID != 0 && err == nil {
+			cpus = k.CPUs
+		}
+		got := fmt.Sprintf("defer-hard-irqs %d, gro-flush-timeout %v, threaded %v, kthread CPUs %q", n.DeferHardIRQs, n.GROFlushTimeout, n.Threaded, cpus)
+		want := `defer-hard-irqs 0, gro-flush-timeout 0s, threaded disabled, kthread CPUs ""`
+		if tuned {
+			want = `defer-hard-irqs 2, gro-flush-timeout 200µs, threaded enabled, kthread CPUs "0"`
+		}
+		if got != want {
+			t.Errorf("%s: NAPI %d has %s; want %s", when, n.ID, got, want)
+		}
+	}
 }

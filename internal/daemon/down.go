@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"errors"
+
 	"github.com/tapfwd/tapfwd/tap"
 	"github.com/tapfwd/tapfwd/vhostuser"
 	"github.com/tapfwd/tapfwd/vmport"
@@ -10,35 +12,52 @@ import (
 type Removed struct {
 	VMPorts int // macvtaps, with their device nodes
 	Sockets int // vhost-user sockets
+	// NAPI is what became of the NAPI journals killed tapfwds left on
+	// the NICs of the caller's namespace.
+	NAPI []NAPIRecovery
 }
 
-// Down removes the persistent TAP tapName in namespace ns that no daemon
-// is attached to (tap.ErrAttached), with what a persistent lab keeps: the
-// VM ports on it and their device nodes, its host port, the lease file of
-// its DHCP server and, when vhostDir is not empty, the vhost-user sockets
-// there.
+// Down puts back the NAPI settings that tapfwds killed while they ran
+// left on the NICs of the caller's network namespace (NAPIJournalDir)
+// and, when tapName is not empty, removes the persistent TAP tapName in
+// namespace ns that no daemon is attached to (tap.ErrAttached), with what
+// a persistent lab keeps: the VM ports on it and their device nodes, its
+// host port, the lease file of its DHCP server and, when vhostDir is not
+// empty, the vhost-user sockets there.
 func Down(tapName, ns, vhostDir string) (Removed, error) {
 	var r Removed
+	js, err := newNAPIJournals(NAPIJournalDir)
+	if err == nil {
+		r.NAPI, err = js.recover("", restoreNAPIRecord)
+	}
+	if tapName == "" {
+		return r, err
+	}
+	return r, errors.Join(err, downTAP(&r, tapName, ns, vhostDir))
+}
+
+// downTAP is Down's removal of the TAP.
+func downTAP(r *Removed, tapName, ns, vhostDir string) error {
 	ports, err := vmport.List(ns, tapName)
 	if err != nil {
-		return r, err
+		return err
 	}
 	r.VMPorts = len(ports)
 	if err := tap.Remove(tapName, ns); err != nil {
-		return r, err
+		return err
 	}
 	// The kernel took the ports with the TAP; their nodes are stale now.
 	if err := vmport.Sweep(ns); err != nil {
-		return r, err
+		return err
 	}
 	if err := removeLeases(ns, tapName); err != nil {
-		return r, err
+		return err
 	}
 	if vhostDir != "" {
 		// No daemon listens on them: it would hold the TAP.
 		r.Sockets, err = vhostuser.RemoveSockets(vhostDir, ns, tapName, MaxVMPorts)
 	}
-	return r, err
+	return err
 }
 
 // DownCommand is the command that removes a persistent TAP.

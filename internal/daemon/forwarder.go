@@ -38,7 +38,7 @@ func (d *Daemon) tuneNAPI() error {
 	if err != nil {
 		return err
 	}
-	ch := napi.NewChanges(c)
+	ch := napi.NewChanges(c).UseJournal(d.nicJournal(d.m.nic.Index))
 	d.undo.add(func() {
 		if err := ch.Restore(); err != nil {
 			d.log.Error("restoring the NIC's NAPI settings", "err", err)

@@ -67,7 +67,7 @@ func (d *Daemon) openSockets(rc afpacket.Config) (nicSockets, error) {
 		if d.c.Workers.Poll == PollKernel {
 			kp = &d.c.Workers.KernelPoll
 		}
-		x, err := openXDP(rc.Ifname, rc.Queues, d.c.NIC.XDPMode, kp)
+		x, err := openXDP(rc.Ifname, rc.Queues, d.c.NIC.XDPMode, kp, d.nicJournal)
 		if err != nil {
 			return n, fail(PartNICBackend, BackendXDP.String(), err)
 		}

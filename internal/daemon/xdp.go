@@ -57,8 +57,9 @@ func (s polledSocket) Wait(pfd []unix.PollFd, timeout *unix.Timespec) error {
 // openXDP attaches the XDP program to ifname and binds one socket to each
 // of its first queues; a non-nil kp (PollKernel) sets kp on the NAPI
 // instances and gives each socket a NAPI poller, or with OwnCPU starts one
-// poller for them all on a CPU of its own.
-func openXDP(ifname string, queues int, mode afxdp.Mode, kp *KernelPoll) (_ *xdpSockets, err error) {
+// poller for them all on a CPU of its own. journal gives the NAPI journal
+// of the NIC's ifindex that the settings are written to first.
+func openXDP(ifname string, queues int, mode afxdp.Mode, kp *KernelPoll, journal func(ifindex int) *napi.Journal) (_ *xdpSockets, err error) {
 	n, err := afxdp.Open(afxdp.Config{Ifname: ifname, Queues: queues, Mode: mode})
 	if err != nil {
 		return nil, err
@@ -73,7 +74,7 @@ func openXDP(ifname string, queues int, mode afxdp.Mode, kp *KernelPoll) (_ *xdp
 		return nil, err
 	}
 	if kp != nil {
-		if err := x.tuneNAPIs(ifname, queues, *kp); err != nil {
+		if err := x.tuneNAPIs(ifname, queues, *kp, journal); err != nil {
 			return nil, err
 		}
 	}
@@ -119,13 +120,13 @@ func (x *xdpSockets) gone() <-chan struct{} { return x.watch.Gone() }
 // tuneNAPIs finds ifname's NAPI instances, which exist once the XDP program
 // is attached (a veth makes them for XDP), gives each queue its ids, and
 // sets kp's defer-hard-irqs and gro-flush-timeout on the instances the
-// queues' pollers poll, recorded in x.napiCh; x.was keeps those. An
-// instance no socket's queue is on (fewer queues than instances) is left
-// alone: deferred, its frames for the host would wait for the timer, as
-// nothing busy-polls it. The netdev family has napi-set since 6.13, as
-// io_uring has the static NAPI ids the pollers need, so there is no older
-// way (sysfs) to fall back on.
-func (x *xdpSockets) tuneNAPIs(ifname string, queues int, kp KernelPoll) error {
+// queues' pollers poll, recorded in x.napiCh and first in the NIC's
+// journal; x.was keeps those. An instance no socket's queue is on (fewer
+// queues than instances) is left alone: deferred, its frames for the host
+// would wait for the timer, as nothing busy-polls it. The netdev family
+// has napi-set since 6.13, as io_uring has the static NAPI ids the
+// pollers need, so there is no older way (sysfs) to fall back on.
+func (x *xdpSockets) tuneNAPIs(ifname string, queues int, kp KernelPoll, journal func(ifindex int) *napi.Journal) error {
 	ifi, err := net.InterfaceByName(ifname)
 	if err != nil {
 		return err
@@ -133,7 +134,7 @@ func (x *xdpSockets) tuneNAPIs(ifname string, queues int, kp KernelPoll) error {
 	if x.napiC, err = napi.Dial(); err != nil {
 		return err
 	}
-	x.napiCh = napi.NewChanges(x.napiC)
+	x.napiCh = napi.NewChanges(x.napiC).UseJournal(journal(ifi.Index))
 	if x.was, err = x.napiC.List(ifi.Index); err != nil {
 		return err
 	}
@@ -184,8 +185,9 @@ func polledNAPIs(queues [][]uint32) []uint32 {
 	return slices.Compact(ids)
 }
 
-// logNAPIs says what tuneNAPIs set, and what each instance had before (to
-// set back by hand should tapfwd be killed while the instances outlive it).
+// logNAPIs says what tuneNAPIs set, and what each instance had before
+// (put back at exit; should tapfwd be killed, by the next run on the NIC
+// or tapfwd down, from the journal).
 func (x *xdpSockets) logNAPIs(log *slog.Logger, kp KernelPoll) {
 	if x.napiCh == nil {
 		return
