@@ -187,11 +187,7 @@ func TestSeedRowsPlacement(t *testing.T) {
 		t.Fatalf("%d seed rows; want 6", len(rows))
 	}
 	for _, w := range rows {
-		p := w.Placement.Iperf
-		switch {
-		case w.Streams == 1 && (p.Wire != 0 || p.Lab != 1):
-			t.Errorf("%s: client %d server %d; want 0, 1", w.Name, p.Wire, p.Lab)
-		case w.Streams > 1 && (p.Wire != 1 || p.Lab != 1):
+		if p := w.Placement.Iperf; p.Wire != 1 || p.Lab != 1 {
 			t.Errorf("%s: client %d server %d; want both away from the worker, on 1", w.Name, p.Wire, p.Lab)
 		}
 	}
