@@ -52,12 +52,15 @@ demo:
 	$(MAKE) --no-print-directory -j2 deps-demo build-tapfwd
 	./scripts/demo.sh
 
-# The main job: tapfwd against the Linux bridge on the built-in netns test bed.
+# The main job: does IFF_NAPI help on this kernel? IFF_NAPI on, and the
+# TAP's NAPI threaded, against off, inside each run on two queues of one
+# TAP, on the QEMU patch's six rows (tapfwd-bench throughput's default
+# run, the same as tapfwd-bench napi --rows seed): at most 25 minutes.
 bench: deps-bench build
 	./$(BENCH_BIN) throughput $(BENCH_FLAGS)
 
-# The committed throughput report under docs/ (5 repetitions, about 12
-# minutes; run it on a quiet machine).
+# The committed throughput report under docs/ (the default run, at most
+# 25 minutes; run it on a quiet machine).
 bench-docs: deps-bench build
 	./$(BENCH_BIN) throughput --out docs/bench-throughput
 

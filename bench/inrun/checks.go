@@ -112,7 +112,7 @@ func (r *Report) answer() string {
 func pairAnswer(pair string, tp, cost []Comparison) string {
 	name := map[string]string{PairOn: "IFF_NAPI", PairThreaded: "IFF_NAPI with the TAP's NAPI threaded"}[pair]
 	if len(tp) == 1 {
-		s := fmt.Sprintf("%s against IFF_NAPI off, %s: tapfwd's throughput is %s", name, rowWords(tp[0].Workload), tp[0].Sentence)
+		s := fmt.Sprintf("%s against IFF_NAPI off, %s: tapfwd's throughput %s", name, rowWords(tp[0].Workload), tp[0].Sentence)
 		if len(cost) == 1 {
 			s += fmt.Sprintf(", its CPU per byte %s", cost[0].Sentence)
 		}

@@ -51,6 +51,10 @@ type Options struct {
 	// KthreadCPU is where the threaded pair's NAPI kthread is pinned; -1
 	// leaves it.
 	KthreadCPU int
+	// MaxRuns, when positive, is the most runs a comparison's first stage
+	// may ask for and get: one that asks for more keeps its first stage,
+	// and the budget goes to the others.
+	MaxRuns int
 	// BackgroundLimit is the background load, in CPUs, above which a run
 	// is flagged.
 	BackgroundLimit float64
@@ -61,13 +65,22 @@ type Options struct {
 
 // Defaults.
 const (
-	DefaultWindows = 60
-	DefaultOmit    = 500 * time.Millisecond
+	DefaultWindows = 40
+	// DefaultMaxRuns is Options.MaxRuns unless given.
+	DefaultMaxRuns = 40
+	// DefaultTarget is the half-width, in percent, each comparison takes
+	// runs for: an estimate within ±1.5% then lies wholly inside the ±5%
+	// of an equivalence verdict.
+	DefaultTarget = 3.5
+	DefaultOmit   = 500 * time.Millisecond
 	// ControlShare is the calibrated control's delay per 1,500 bytes, as
 	// a share of the time arm A takes to deliver 1,500 bytes on the first
-	// row: tapfwd's worker spins for about that share of its time more,
-	// on the CPU it shares with the iperf3 client.
-	ControlShare = 0.25
+	// row: with 1, arm B's worker spends, spinning alone, all the time
+	// arm A took for the same bytes, so B cannot keep A's rate. A smaller
+	// share can hide in a worker with time to spare, and a spinning
+	// worker, which never sleeps, can even be faster (on 4 KB writes a
+	// quarter share read +16%).
+	ControlShare = 1.0
 	// DefaultDelay is the control's delay per 1,500 bytes when nothing
 	// has measured the first row yet (the control runs alone): a quarter
 	// of the time at 0.15 Gbit/s.
@@ -157,38 +170,64 @@ func (o *Options) defaults() error {
 	return nil
 }
 
-// pending is what repetition rep runs: by pair, the rows whose
-// comparisons still need runs (all of them in the first stage).
-func (e *experiment) pending(rep int) map[string][]throughput.Workload {
-	todo := map[string][]throughput.Workload{}
+// task is one comparison's runs in a visit: n runs of a pair on row w,
+// throughput or cost.
+type task struct {
+	w    throughput.Workload
+	cost bool
+	n    int
+}
+
+// PerVisit is the most runs a comparison makes in one visit after the
+// first stage (whose runs come one a visit, each on its own bed).
+const PerVisit = 3
+
+// pending is what repetition rep runs, by pair: in the first stage a run
+// of every comparison (cost too, with Options.Cost), then, for the
+// throughput comparisons whose first stage asks for more runs than they
+// have (and no more than Options.MaxRuns), up to PerVisit runs each.
+// Cost comparisons keep their first stage: the question is throughput,
+// and the budget goes to it.
+func (e *experiment) pending(rep int) map[string][]task {
+	todo := map[string][]task{}
 	for _, p := range e.pairs {
 		for i, w := range e.o.Rows {
 			if p.check && i > 0 {
 				break
 			}
-			if rep <= e.o.Rule.Stage1 || e.needs(key{p.name, w.Name, false}) || (e.o.Cost && e.needs(key{p.name, w.Name, true})) {
-				todo[p.name] = append(todo[p.name], w)
+			if rep <= e.o.Rule.Stage1 {
+				todo[p.name] = append(todo[p.name], task{w, false, 1})
+				if e.o.Cost {
+					todo[p.name] = append(todo[p.name], task{w, true, 1})
+				}
+				continue
+			}
+			if n := e.wants(key{p.name, w.Name, false}); n > 0 {
+				todo[p.name] = append(todo[p.name], task{w, false, min(n, PerVisit)})
 			}
 		}
 	}
 	return todo
 }
 
-// needs says whether comparison k has fewer runs than its first stage
-// asks for.
-func (e *experiment) needs(k key) bool {
+// wants is how many more runs comparison k's first stage asks for: 0
+// when it has them, or when it asks for more than Options.MaxRuns (no
+// budget would give them: the runs go to comparisons they can answer).
+func (e *experiment) wants(k key) int {
 	d := e.estimates(k, guardHeadline)
 	need := stats.ABRunsNeeded(d, e.o.Rule)
-	return need < 0 || len(d) < need
+	if need < 0 || (e.o.MaxRuns > 0 && need > e.o.MaxRuns) {
+		return 0
+	}
+	return max(need-len(d), 0)
 }
 
 // estimate is how long the runs todo would take, at the mean so far.
-func (e *experiment) estimate(todo map[string][]throughput.Workload) time.Duration {
+func (e *experiment) estimate(todo map[string][]task) time.Duration {
 	n := 0
-	for _, ws := range todo {
-		n += len(ws)
-		if e.o.Cost {
-			n += len(ws)
+	for _, ts := range todo {
+		for _, t := range ts {
+			n += t.n
 		}
 	}
 	return time.Duration(n) * e.spent / time.Duration(e.made)
@@ -196,7 +235,7 @@ func (e *experiment) estimate(todo map[string][]throughput.Workload) time.Durati
 
 // repetition visits each instance that has pending pairs, in an order
 // that turns with rep.
-func (e *experiment) repetition(ctx context.Context, rep int, todo map[string][]throughput.Workload) error {
+func (e *experiment) repetition(ctx context.Context, rep int, todo map[string][]task) error {
 	insts := []string{instNAPI, instThreaded, instPlain}
 	for i := range insts {
 		inst := insts[(i+rep-1)%len(insts)]
@@ -227,7 +266,7 @@ func (e *experiment) repetition(ctx context.Context, rep int, todo map[string][]
 // visit builds a bed, starts tapfwd as instance inst with a control FIFO,
 // checks what the kernel shows of its queues, and makes the runs of
 // pairs.
-func (e *experiment) visit(ctx context.Context, inst string, rep int, pairs []pairDef, todo map[string][]throughput.Workload) error {
+func (e *experiment) visit(ctx context.Context, inst string, rep int, pairs []pairDef, todo map[string][]task) error {
 	dir, err := os.MkdirTemp("", "tapfwd-inrun-")
 	if err != nil {
 		return err
@@ -272,40 +311,53 @@ func wantKthreads(inst string) int {
 	return 0
 }
 
-// pairRuns makes pair p's runs on rows, in a seeded random order: a
-// throughput run, then a cost run at CostShare of the row's saturation.
-func (e *experiment) pairRuns(ctx context.Context, s runSpec, p pairDef, rep int, rows []throughput.Workload, fws matrix.Forwarders) error {
-	rows = slices.Clone(rows)
-	e.rng.Shuffle(len(rows), func(i, j int) { rows[i], rows[j] = rows[j], rows[i] })
-	for _, w := range rows {
-		for _, cost := range []bool{false, true} {
-			if cost && !e.o.Cost {
-				continue
-			}
-			if err := fws.Alive(); err != nil {
-				return err
-			}
-			s.w, s.arms, s.seed, s.rate = w, p.arms, e.rng.Uint64(), 0
-			if cost {
-				if s.rate = CostShare * e.saturation(w.Name); s.rate <= 0 {
-					continue
-				}
-			}
-			r, err := measure(ctx, s)
-			r.Pair, r.Row, r.Rep = p.name, w.Name, rep
-			r.Flagged = r.Background > e.o.BackgroundLimit
-			if err != nil {
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				r.Err = matrix.ErrLine(err)
-				e.o.Log.Warn("run failed", "pair", p.name, "row", w.Name, "rep", rep, "err", err)
-			}
-			e.runs = append(e.runs, r)
-			e.progress(r)
+// pairRuns makes pair p's runs of tasks, in a seeded random order,
+// throughput before cost on a row (a cost run offers CostShare of the
+// row's saturation, known once a throughput run measured it).
+func (e *experiment) pairRuns(ctx context.Context, s runSpec, p pairDef, rep int, tasks []task, fws matrix.Forwarders) error {
+	var order []task
+	for _, t := range tasks {
+		for range t.n {
+			order = append(order, task{t.w, t.cost, 1})
 		}
 	}
+	e.rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	slices.SortStableFunc(order, func(a, b task) int { return cmpBool(a.cost, b.cost) })
+	for _, t := range order {
+		if err := fws.Alive(); err != nil {
+			return err
+		}
+		s.w, s.arms, s.seed, s.rate = t.w, p.arms, e.rng.Uint64(), 0
+		if t.cost {
+			if s.rate = CostShare * e.saturation(t.w.Name); s.rate <= 0 {
+				continue
+			}
+		}
+		r, err := measure(ctx, s)
+		r.Pair, r.Row, r.Rep = p.name, t.w.Name, rep
+		r.Flagged = r.Background > e.o.BackgroundLimit
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			r.Err = matrix.ErrLine(err)
+			e.o.Log.Warn("run failed", "pair", p.name, "row", t.w.Name, "rep", rep, "err", err)
+		}
+		e.runs = append(e.runs, r)
+		e.progress(r)
+	}
 	return nil
+}
+
+// cmpBool orders false before true.
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
 }
 
 // saturation is the median rate of arm A's windows, in Gbit/s, over the

@@ -145,7 +145,7 @@ func TestReport(t *testing.T) {
 	if !r.Checks.AACovers0 || !r.Checks.ControlDetected || !r.Checks.SetupsOK || r.Checks.GuardsAgree != 1 {
 		t.Errorf("checks = %+v", r.Checks)
 	}
-	if !strings.Contains(r.Answer, "IFF_NAPI against IFF_NAPI off, TCP 64B writes, 1 stream, wire->lab: tapfwd's throughput is equivalent") {
+	if !strings.Contains(r.Answer, "IFF_NAPI against IFF_NAPI off, TCP 64B writes, 1 stream, wire->lab: tapfwd's throughput equivalent") {
 		t.Errorf("answer = %q", r.Answer)
 	}
 	var c Comparison

@@ -71,8 +71,8 @@ type watchedProc struct {
 	tasks bool
 }
 
-// task is one thread's schedstat, held open and read with pread.
-type task struct {
+// threadStat is one thread's schedstat, held open and read with pread.
+type threadStat struct {
 	f    *os.File
 	role Role
 	last time.Duration // the last CPU time read: kept once the thread is gone
@@ -86,9 +86,9 @@ type probe struct {
 	tap   string
 	dev   *os.File // /proc/SERVER/net/dev
 	procs []watchedProc
-	tasks map[int]*task // by tid
-	snmp  string        // /proc/CLIENT/net/snmp: RetransSegs
-	ofo   string        // /proc/SERVER/net/netstat: TCPOFOQueue
+	tasks map[int]*threadStat // by tid
+	snmp  string              // /proc/CLIENT/net/snmp: RetransSegs
+	ofo   string              // /proc/SERVER/net/netstat: TCPOFOQueue
 	// rx says whether the TAP's receive counters are the ones to read (a
 	// wire->lab run: tapfwd writes into the TAP); else its transmit ones.
 	rx  bool
@@ -102,7 +102,7 @@ func newProbe(tap string, rx bool, tapfwd, server, client int, kthreads []int) (
 	if err != nil {
 		return nil, fmt.Errorf("inrun: the lab's counters: %w", err)
 	}
-	p := &probe{start: time.Now(), tap: tap, dev: dev, rx: rx, tasks: map[int]*task{}, buf: make([]byte, 64<<10),
+	p := &probe{start: time.Now(), tap: tap, dev: dev, rx: rx, tasks: map[int]*threadStat{}, buf: make([]byte, 64<<10),
 		snmp: fmt.Sprintf("/proc/%d/net/snmp", client), ofo: fmt.Sprintf("/proc/%d/net/netstat", server)}
 	p.procs = []watchedProc{{tapfwd, RoleTapfwd, true}, {server, RoleServer, true}, {client, RoleClient, true}}
 	for _, k := range kthreads {
@@ -148,7 +148,7 @@ func (p *probe) rescan() {
 			if err != nil {
 				continue
 			}
-			p.tasks[tid] = &task{f: f, role: w.role}
+			p.tasks[tid] = &threadStat{f: f, role: w.role}
 		}
 	}
 }

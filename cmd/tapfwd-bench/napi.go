@@ -29,7 +29,7 @@ type napiFlags struct {
 	*benchFlags
 	rows                *string
 	threaded, cost      *bool
-	windows             *int
+	windows, maxRuns    *int
 	omit, budget, delay *time.Duration
 	target, equivalence *float64
 }
@@ -44,10 +44,11 @@ func napiFlagSet(stdout io.Writer) (*flag.FlagSet, *napiFlags) {
 		threaded:    fs.Bool("threaded", false, "also compare IFF_NAPI with the TAP's NAPI threaded against IFF_NAPI off (--rows seed always does)"),
 		cost:        fs.Bool("cost", true, "also compare CPU per byte, in runs at 60% of the row's saturation"),
 		windows:     fs.Int("windows", inrun.DefaultWindows, "windows of 100 ms per run, a multiple of 4 (ABBA blocks)"),
+		maxRuns:     fs.Int("max-runs", inrun.DefaultMaxRuns, "a comparison whose first stage asks for more runs than this keeps its first stage, leaving the budget to the others; 0: no limit"),
 		omit:        fs.Duration("omit", inrun.DefaultOmit, "start of each iperf3 run left out before the first window"),
 		budget:      fs.Duration("budget", 0, "stop starting repetitions that would end past this much time from the start; 0: 5m with --rows one, 23m with --rows seed"),
 		delay:       fs.Duration("delay", 0, "the positive control's delay for every 1,500 bytes of each frame written, a slowdown the bench must detect; 0 calibrates it: a quarter of the time IFF_NAPI off takes to deliver 1,500 bytes on the first row"),
-		target:      fs.Float64("target", stats.DefaultABRule.TargetHalfWidth, "half-width, in percent, each comparison takes runs for"),
+		target:      fs.Float64("target", inrun.DefaultTarget, "half-width, in percent, each comparison takes runs for"),
 		equivalence: fs.Float64("equivalence", stats.DefaultABRule.Equivalence, "margin, in percent: an interval wholly inside +-this is 'equivalent'"),
 	}
 }
@@ -81,7 +82,7 @@ Flags:
 
 // options checks the flags and turns them into the run's options.
 func (f *napiFlags) options(fs *flag.FlagSet) (inrun.Options, error) {
-	o := inrun.Options{Omit: *f.omit, Windows: *f.windows, Cost: *f.cost, Delay: *f.delay, Budget: *f.budget, Seed: *f.seed, KthreadCPU: -1}
+	o := inrun.Options{Omit: *f.omit, Windows: *f.windows, Cost: *f.cost, Delay: *f.delay, Budget: *f.budget, Seed: *f.seed, KthreadCPU: -1, MaxRuns: *f.maxRuns}
 	_, err := f.check(fs, nil)
 	if err != nil {
 		return o, err
@@ -116,6 +117,8 @@ func (f *napiFlags) options(fs *flag.FlagSet) (inrun.Options, error) {
 // checkValues refuses values out of range, naming the flag and value.
 func (f *napiFlags) checkValues(o inrun.Options) error {
 	switch {
+	case *f.maxRuns < 0:
+		return fmt.Errorf("--max-runs %d: want 0 (no limit) or more", *f.maxRuns)
 	case *f.reps < 2:
 		return fmt.Errorf("--reps %d: a first stage needs at least 2 runs", *f.reps)
 	case *f.windows < 8 || *f.windows%4 != 0 || *f.windows > 6000:

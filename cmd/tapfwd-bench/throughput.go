@@ -484,9 +484,9 @@ func (f *throughputFlags) inRun(fs *flag.FlagSet) (inrun.Options, bool, error) {
 	if *f.from != "" && !inrun.IsReport(*f.from) {
 		return inrun.Options{}, false, nil
 	}
-	nf := &napiFlags{benchFlags: f.benchFlags, rows: ptr(rowsSeed), threaded: ptr(true), cost: ptr(true), windows: ptr(inrun.DefaultWindows),
+	nf := &napiFlags{benchFlags: f.benchFlags, rows: ptr(rowsSeed), threaded: ptr(true), cost: ptr(true), windows: ptr(inrun.DefaultWindows), maxRuns: ptr(inrun.DefaultMaxRuns),
 		omit: ptr(inrun.DefaultOmit), budget: ptr(time.Duration(0)), delay: ptr(time.Duration(0)),
-		target: ptr(stats.DefaultABRule.TargetHalfWidth), equivalence: ptr(stats.DefaultABRule.Equivalence)}
+		target: ptr(inrun.DefaultTarget), equivalence: ptr(stats.DefaultABRule.Equivalence)}
 	if !set["reps"] {
 		*nf.reps = stats.DefaultABRule.Stage1
 	}
