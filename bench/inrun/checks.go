@@ -19,7 +19,7 @@ func (r *Report) checks(e *experiment) {
 		case !c.Check && len(c.Guards) == len(stats.ABGuards):
 			ch.GuardsOf++
 			g := c.Guards
-			if inside(g[0].Median, c.Percent) && inside(g[len(g)-1].Median, c.Percent) {
+			if overlap(g[0], c.Percent) && overlap(g[len(g)-1], c.Percent) {
 				ch.GuardsAgree++
 			}
 		}
@@ -68,7 +68,8 @@ func (r *Report) checks(e *experiment) {
 	}
 }
 
-func inside(v float64, e stats.Estimate) bool { return v >= e.Low && v <= e.High }
+// overlap says whether two intervals share a point.
+func overlap(a, b stats.Estimate) bool { return a.Low <= b.High && b.Low <= a.High }
 
 func per(sum, n float64) float64 {
 	if n == 0 {

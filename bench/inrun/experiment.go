@@ -66,6 +66,9 @@ type Options struct {
 // Defaults.
 const (
 	DefaultWindows = 40
+	// DefaultStage1 is the first stage's runs: even, so that half of them
+	// run in each orientation (swappedIn).
+	DefaultStage1 = 6
 	// DefaultMaxRuns is Options.MaxRuns unless given.
 	DefaultMaxRuns = 40
 	// DefaultTarget is the half-width, in percent, each comparison takes
@@ -283,16 +286,17 @@ func (e *experiment) visit(ctx context.Context, inst string, rep int, pairs []pa
 		return fmt.Errorf("inrun: control FIFO: %w", err)
 	}
 	defer ctl.Close()
-	opts := instanceOptions(inst, e.controlDelay(), e.o.KthreadCPU)
+	swapped := swappedIn(rep)
+	opts := instanceOptions(inst, e.controlDelay(), e.o.KthreadCPU, swapped)
 	opts.ABControl = path
 	c := report.Tapfwd(inst, "in-run A/B instance "+inst, opts)
 	return e.o.Lab.Visit(ctx, &c, rep, func(bed *testbed.Bed, fws matrix.Forwarders) error {
 		kthreads, _ := napi.Kthreads(bed.LabIf)
-		e.setups = append(e.setups, Setup{Instance: inst, Rep: rep, Kthreads: len(kthreads), Want: wantKthreads(inst)})
+		e.setups = append(e.setups, Setup{Instance: inst, Rep: rep, Swapped: swapped, Kthreads: len(kthreads), Want: wantKthreads(inst)})
 		if len(kthreads) != wantKthreads(inst) {
 			return fmt.Errorf("the TAP has %d NAPI kthreads, want %d: its queues are not what the instance asked for", len(kthreads), wantKthreads(inst))
 		}
-		spec := runSpec{bed: bed, tapfwd: fws.Pids()[0], ctl: ctl, kthreads: kthreads, windows: e.o.Windows, omit: e.o.Omit}
+		spec := runSpec{bed: bed, tapfwd: fws.Pids()[0], ctl: ctl, kthreads: kthreads, windows: e.o.Windows, omit: e.o.Omit, swapped: swapped}
 		for _, p := range pairs {
 			if err := e.pairRuns(ctx, spec, p, rep, todo[p.name], fws); err != nil {
 				return err
@@ -327,14 +331,14 @@ func (e *experiment) pairRuns(ctx context.Context, s runSpec, p pairDef, rep int
 		if err := fws.Alive(); err != nil {
 			return err
 		}
-		s.w, s.arms, s.seed, s.rate = t.w, p.arms, e.rng.Uint64(), 0
+		s.w, s.arms, s.seed, s.rate = t.w, orient(p.arms, s.swapped), e.rng.Uint64(), 0
 		if t.cost {
 			if s.rate = CostShare * e.saturation(t.w.Name); s.rate <= 0 {
 				continue
 			}
 		}
 		r, err := measure(ctx, s)
-		r.Pair, r.Row, r.Rep = p.name, t.w.Name, rep
+		r.Pair, r.Row, r.Rep, r.Swapped = p.name, t.w.Name, rep, s.swapped
 		r.Flagged = r.Background > e.o.BackgroundLimit
 		if err != nil {
 			if ctx.Err() != nil {

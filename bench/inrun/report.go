@@ -75,6 +75,7 @@ type PairInfo struct {
 type Setup struct {
 	Instance string `json:"instance"`
 	Rep      int    `json:"rep"`
+	Swapped  bool   `json:"swapped,omitempty"`
 	Kthreads int    `json:"kthreads"`
 	Want     int    `json:"want"`
 }
@@ -178,7 +179,7 @@ func (r *Report) finish(e *experiment) {
 	r.Settings.DelayMicros = float64(e.delay) / float64(time.Microsecond)
 	for _, p := range pairDefs(e.delay) {
 		if slices.ContainsFunc(e.pairs, func(q pairDef) bool { return q.name == p.name }) {
-			args := instanceOptions(p.instance, e.delay, e.o.KthreadCPU)
+			args := instanceOptions(p.instance, e.delay, e.o.KthreadCPU, false)
 			args.ABControl = "FIFO"
 			r.Pairs = append(r.Pairs, PairInfo{Name: p.name, What: p.what, Check: p.check, Args: args.Args()})
 		}

@@ -29,6 +29,8 @@ type Record struct {
 	Cost     bool    `json:"cost,omitempty"`
 	RateGbit float64 `json:"offered_gbit,omitempty"`
 	Seed     uint64  `json:"seed"`
+	// Swapped says arm B was on TAP queue 0 and arm A on queue 1.
+	Swapped bool `json:"swapped,omitempty"`
 	// Windows are the run's windows with their bins.
 	Windows []stats.ABWindow `json:"windows"`
 	// Switched[i] says whether window i followed a window of the other
@@ -71,6 +73,7 @@ type runSpec struct {
 	omit     time.Duration
 	seed     uint64
 	rate     float64 // offered Gbit/s in all; 0: unlimited
+	swapped  bool    // arm B on queue 0 (instanceOptions)
 }
 
 // measure makes one run: iperf3 runs for the omitted start, the windows

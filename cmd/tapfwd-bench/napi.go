@@ -37,7 +37,7 @@ type napiFlags struct {
 func napiFlagSet(stdout io.Writer) (*flag.FlagSet, *napiFlags) {
 	fs := newFlagSet("napi", "napi [flags]", stdout)
 	fs.Usage = func() { napiUsage(fs, stdout) }
-	reps := repsDefault{reps: stats.DefaultABRule.Stage1, help: "runs of every comparison in the first stage, whose spread fixes how many runs it needs (Stein's rule)"}
+	reps := repsDefault{reps: inrun.DefaultStage1, help: "runs of every comparison in the first stage, whose spread fixes how many runs it needs (Stein's rule); even, half with arm B on each TAP queue"}
 	return fs, &napiFlags{
 		benchFlags:  addBenchFlags(fs, reps, "napi.{txt,md,json}", "", "log each test bed and every failure to stderr"),
 		rows:        fs.String("rows", rowsOne, "one: TCP 64 B writes, 1 stream, wire->lab; seed: the QEMU patch's six rows (64 B, 128 B, 4 KB x 1 and 4 streams); or a comma-separated list of those rows by name, e.g. tcp-4KB-P4-w2l"),

@@ -488,7 +488,7 @@ func (f *throughputFlags) inRun(fs *flag.FlagSet) (inrun.Options, bool, error) {
 		omit: ptr(inrun.DefaultOmit), budget: ptr(time.Duration(0)), delay: ptr(time.Duration(0)),
 		target: ptr(inrun.DefaultTarget), equivalence: ptr(stats.DefaultABRule.Equivalence)}
 	if !set["reps"] {
-		*nf.reps = stats.DefaultABRule.Stage1
+		*nf.reps = inrun.DefaultStage1
 	}
 	if set["budget"] {
 		nf.budget = f.budget
