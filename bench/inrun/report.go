@@ -43,23 +43,23 @@ type Report struct {
 
 // Settings are how the experiment ran.
 type Settings struct {
-	WindowMillis   int     `json:"window_ms"`
-	Windows        int     `json:"windows_per_run"`
-	OmitSeconds    float64 `json:"omit_seconds"`
-	GuardsMillis   []int   `json:"guards_ms"`
-	HeadlineGuard  int     `json:"headline_guard_ms"`
-	Rule           stats.ABRule
-	BudgetSeconds  float64 `json:"budget_seconds"`
-	StoppedBy      string  `json:"stopped_by"`
-	Cost           bool    `json:"cost"`
-	CostShare      float64 `json:"cost_offered_share,omitempty"`
-	DelayMicros    float64 `json:"control_delay_us"`
-	KthreadCPU     int     `json:"kthread_cpu"`
-	Seed           uint64  `json:"seed"`
-	Background     float64 `json:"background_limit_cpus"`
-	Multiple       string  `json:"multiple_comparisons"`
-	ExpectedFalse  float64 `json:"expected_false_verdicts"`
-	ExpectedFalseC float64 `json:"expected_false_verdicts_cost,omitempty"`
+	WindowMillis   int          `json:"window_ms"`
+	Windows        int          `json:"windows_per_run"`
+	OmitSeconds    float64      `json:"omit_seconds"`
+	GuardsMillis   []int        `json:"guards_ms"`
+	HeadlineGuard  int          `json:"headline_guard_ms"`
+	Rule           stats.ABRule `json:"rule"`
+	BudgetSeconds  float64      `json:"budget_seconds"`
+	StoppedBy      string       `json:"stopped_by"`
+	Cost           bool         `json:"cost"`
+	CostShare      float64      `json:"cost_offered_share,omitempty"`
+	DelayMicros    float64      `json:"control_delay_us"`
+	KthreadCPU     int          `json:"kthread_cpu"`
+	Seed           uint64       `json:"seed"`
+	Background     float64      `json:"background_limit_cpus"`
+	Multiple       string       `json:"multiple_comparisons"`
+	ExpectedFalse  float64      `json:"expected_false_verdicts"`
+	ExpectedFalseC float64      `json:"expected_false_verdicts_cost,omitempty"`
 }
 
 // PairInfo says what a pair compares.
