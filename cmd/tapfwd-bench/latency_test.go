@@ -213,7 +213,7 @@ func TestBenchLatencyInterrupt(t *testing.T) {
 // the help text.
 func TestBenchLatencyErrors(t *testing.T) {
 	clitest.Check(t, "tapfwd-bench", run, []clitest.Case{
-		{nil, 2, "Usage: tapfwd-bench throughput|latency"},
+		{nil, 2, "Usage: tapfwd-bench napi|throughput|latency"},
 		{[]string{"latency", "--json", "--markdown"}, 2, "pick one"},
 		{[]string{"latency", "--configs", "tapfwd-maybe"}, 2, `unknown configuration "tapfwd-maybe"`},
 		{[]string{"latency", "--points", "12K"}, 2, "--points: bad point"},

@@ -53,7 +53,7 @@ func TestABMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ctl.Close()
-	fw := testkit.StartOn(t, bed, testkit.Tapfwd(t), "--ab-control", path, "--tap-napi-threaded", "--ab-delay", "20us")
+	fw := testkit.StartOn(t, bed, testkit.Tapfwd(t), "--ab-control", path, "--tap-napi-threaded", "--ab-delay", "2us")
 	kthreads, err := napi.Kthreads(bed.LabIf)
 	if err != nil || len(kthreads) != 1 {
 		t.Fatalf("NAPI kthreads of the TAP: %v, %v; want one, queue 1's\n%s", kthreads, err, fw.Output())
@@ -92,7 +92,7 @@ func TestABMode(t *testing.T) {
 		}
 		prev = st
 	}
-	if prev.NAPI != [2]bool{false, true} || prev.DelaySeconds != 20e-6 {
+	if prev.NAPI != [2]bool{false, true} || prev.DelaySeconds != 2e-6 {
 		t.Errorf("status %+v", prev)
 	}
 	if err := syscall.Kill(fw.Pid(), syscall.SIGTERM); err != nil {
