@@ -48,9 +48,9 @@ type Arrivals struct {
 // shared by sender (each guest, the wire, the TAP: a frame's Tag says
 // which), not first come first served: a sender holding Share times the
 // frames or the bytes the inbox has left free is refused, so one sender
-// flooding alone holds at most three quarters of it (SoleShare), several
-// split it evenly, and a quarter, or more, is always left for the others
-// (a guest that floods on all its queue pairs reaches every TAP queue's
+// flooding alone holds at most three quarters of it (SoleShare), and
+// however many flood, room stays free for a sender that sends little (a
+// guest that floods on all its queue pairs reaches every TAP queue's
 // inbox, but takes no room another sender needs). The owner takes a run
 // of frames, writes them without the lock, and only then releases them,
 // so a producer never overwrites a frame in use.
