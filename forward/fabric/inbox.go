@@ -63,11 +63,11 @@ type Inbox struct {
 	wr      int     // where in buf the next frame goes, when it fits there
 	arrived Arrivals
 	used    int              // bytes in buf held by frames not yet released
-	held    [senders]holding // what each sender's frames hold of the inbox
 	pushed  atomic.Bool      // frames came since the last Wake
 	efd     int              // readable while frames wait; written once per producer batch
 	one     [8]byte          // what Wake writes (never changes: producers share it)
 	drain   [8]byte          // what Settle reads into (the owner's)
+	held    [senders]holding // what each sender's frames hold of the inbox
 }
 
 type entry struct {
@@ -212,14 +212,18 @@ func (b *Inbox) Take(out [][]byte, tags []Tag) (int, Arrivals) {
 func (b *Inbox) Release(k int) (left bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	n := uint64(len(b.frames))
-	for end := b.head + uint64(k); b.head < end; b.head++ {
-		e := &b.frames[b.head%n]
+	i := int(b.head % uint64(len(b.frames)))
+	for range k {
+		e := &b.frames[i]
 		h := &b.held[e.sender]
 		h.frames--
 		h.bytes -= e.len
 		b.used -= e.len
+		if i++; i == len(b.frames) {
+			i = 0
+		}
 	}
+	b.head += uint64(k)
 	return b.tail != b.head
 }
 
