@@ -94,7 +94,9 @@ type GuestCounters struct {
 // What an inbox holds: toward a guest, a ring's worth of frames (a
 // virtio ring has at most 1024 entries by default in QEMU, 256 in most
 // guests) in 2 MiB, 32 of the largest GSO frames; toward a TAP queue,
-// 256 frames in 4 MiB.
+// 256 frames in 4 MiB. One sender (a guest, the wire, the TAP) holds at
+// most three quarters of either (fabric.SoleShare), so that a guest
+// flooding on all its queue pairs leaves room for the others.
 const (
 	guestInboxFrames = 1024
 	guestInboxBytes  = 2 << 20

@@ -1,11 +1,14 @@
 package forward
 
 import (
+	"bytes"
 	"encoding/binary"
+	"net"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/tapfwd/tapfwd/forward/fabric"
 	"github.com/tapfwd/tapfwd/forward/forwardtest"
 	"github.com/tapfwd/tapfwd/vnethdr"
 )
@@ -99,5 +102,100 @@ func waitFor(t *testing.T, ok func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatal("timed out")
 		}
+	}
+}
+
+// TestGuestFloodOnAllPairs: a guest flooding the TAP on four queue pairs
+// reaches every TAP queue's inbox, one of which another guest's frames
+// for the TAP share; with the TAP the bottleneck (each queue worker takes
+// a batch of 16 a round, the flooder offers 32 on each pair) the other
+// guest's steady stream loses no frame (no tap_write), all of it written
+// to the TAP, while the flooder loses what the TAP cannot take. The
+// flooder sends half its round before the steady guest and half after,
+// so it always finds the room the TAP's worker freed first.
+func TestGuestFloodOnAllPairs(t *testing.T) {
+	const pairs, rounds, flood, steady = 4, 100, 32, 2
+	var taps []Endpoint
+	var nics []NIC
+	var tapFakes []*forwardtest.Fake
+	for range pairs {
+		tapFakes = append(tapFakes, forwardtest.NewFake(t))
+		taps, nics = append(taps, tapFakes[len(tapFakes)-1]), append(nics, forwardtest.NewFake(t))
+	}
+	ports := []GuestPort{{MAC: guestMAC0}, {MAC: guestMAC1}}
+	var guests [2][]*forwardtest.Fake
+	for i, n := range []int{pairs, 1} {
+		for range n {
+			g := forwardtest.NewFake(t)
+			guests[i] = append(guests[i], g)
+			ports[i].Queues = append(ports[i].Queues, GuestQueue{Guest: g, NIC: forwardtest.NewFake(t), CPU: -1})
+		}
+	}
+	lab := net.HardwareAddr{0x02, 0, 0, 0, 0x30, 1}
+	f, err := New(taps, nics, Config{Batch: 16, CPUs: []int{-1, -1, -1, -1}, TAPVnetHdr: true, TAPMACs: []net.HardwareAddr{lab}, Guests: ports})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var flooder []*GuestWorker
+	var calm *GuestWorker
+	for _, w := range f.workers[pairs:] {
+		g := w.kind.(*GuestWorker)
+		g.where.Learn([][]byte{ether(t, lab, g.MAC, 60)}, []fabric.Tag{{From: fabric.TAP}}) // the lab is behind the TAP
+		if g.ID == 0 {
+			flooder = append(flooder, g)
+		} else {
+			calm = g
+		}
+	}
+	flood0, steady1 := ether(t, guestMAC0, lab, 1000), ether(t, guestMAC1, lab, 100)
+	sendOn := func(g *GuestWorker, fake *forwardtest.Fake, b []byte, n int) {
+		for range n {
+			fake.Push(forwardtest.Frame{Data: b})
+		}
+		for sent := 0; sent < n; {
+			k, err := g.fromGuestPort()
+			if err != nil || k == 0 {
+				t.Fatalf("guest %d pair %d: read %d frames: %v", g.ID, g.Queue, k, err)
+			}
+			sent += k
+		}
+	}
+	for range rounds {
+		for k, g := range flooder {
+			sendOn(g, guests[0][k], flood0, flood/2)
+		}
+		sendOn(calm, guests[1][0], steady1, steady)
+		for k, g := range flooder {
+			sendOn(g, guests[0][k], flood0, flood/2)
+		}
+		for _, q := range f.queues {
+			if _, err := q.guestsToTAP(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, q := range f.queues { // what still waits behind the flood
+		for more := true; more; {
+			if more, err = q.guestsToTAP(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	c0, c1 := &f.GuestWorkers()[0].Counters.From, &f.GuestWorkers()[1].Counters.From
+	if d := c1.Drops[DropTAPWrite].Load(); d != 0 || c1.Tx.Packets.Load() != rounds*steady {
+		t.Errorf("the steady guest: tap_write %d, sent %d of %d", d, c1.Tx.Packets.Load(), rounds*steady)
+	}
+	got := 0
+	for _, b := range tapFakes[1].Written() {
+		if bytes.Equal(b[vnethdr.Len+6:vnethdr.Len+12], guestMAC1) {
+			got++
+		}
+	}
+	if got != rounds*steady {
+		t.Errorf("TAP queue 1 got %d of the steady guest's %d frames", got, rounds*steady)
+	}
+	if c0.Drops[DropTAPWrite].Load() == 0 {
+		t.Error("the flooder lost nothing: the TAP was no bottleneck")
 	}
 }

@@ -85,8 +85,8 @@ func (s *Switch) IsGuest(dst [6]byte) bool {
 // with that address, or every guest for a group address, each on the
 // queue pair its flow hashes to. It reports whether b was for a guest
 // alone, and marks in dirty the guests whose inbox took it (Wake them
-// after the batch). A full inbox drops it, and its owner finds that in
-// Arrivals.
+// after the batch). An inbox with no room for it, or none within its
+// sender's share (Inbox), drops it, and its owner finds that in Arrivals.
 func (s *Switch) Deliver(b []byte, tag Tag, dirty *uint64) (alone bool) {
 	except := -1
 	if tag.From == Guest {

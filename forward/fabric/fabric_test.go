@@ -42,13 +42,14 @@ func ports(macs ...net.HardwareAddr) []Port {
 
 // TestInbox: frames come out in order across the ring's wrap, a full inbox
 // drops what comes and says so in Arrivals (once), and frames taken but
-// not released come again.
+// not released come again. Each frame comes from a guest of its own, so
+// that no sender's share stops it before the inbox is full.
 func TestInbox(t *testing.T) {
 	in := newSwitch(t, 4, mac0).Inbox(0, 0)
 	out, tags := make([][]byte, 8), make([]Tag, 8)
 	for round := 0; round < 3; round++ {
 		for i := 0; i < 6; i++ {
-			in.Push(frame(far, mac0, round*10+i), Tag{From: Wire, Guest: uint8(i)})
+			in.Push(frame(far, mac0, round*10+i), Tag{From: Guest, Guest: uint8(i)})
 		}
 		k, a := in.Take(out, tags)
 		if k != 4 || a != (Arrivals{Frames: 6, Bytes: uint64(6*14 + round*60 + 15), Full: 2}) {

@@ -44,9 +44,16 @@ type Arrivals struct {
 // number of frames, packed one after another into a byte ring carved once,
 // filled by any worker (copying the frame in), emptied by its owner alone.
 // Small frames fill its frame count, large ones its bytes; a full inbox
-// drops what comes (a slow consumer never stalls the others). The owner
-// takes a run of frames, writes them without the lock, and only then
-// releases them, so a producer never overwrites a frame in use.
+// drops what comes (a slow consumer never stalls the others). The room is
+// shared by sender (each guest, the wire, the TAP: a frame's Tag says
+// which), not first come first served: a sender holding Share times the
+// frames or the bytes the inbox has left free is refused, so one sender
+// flooding alone holds at most three quarters of it (SoleShare), and
+// however many flood, room stays free for a sender that sends little (a
+// guest that floods on all its queue pairs reaches every TAP queue's
+// inbox, but takes no room another sender needs). The owner takes a run
+// of frames, writes them without the lock, and only then releases them,
+// so a producer never overwrites a frame in use.
 type Inbox struct {
 	mu      sync.Mutex
 	buf     []byte  // the byte ring
@@ -55,15 +62,44 @@ type Inbox struct {
 	tail    uint64  // the next frame to fill
 	wr      int     // where in buf the next frame goes, when it fits there
 	arrived Arrivals
-	pushed  atomic.Bool // frames came since the last Wake
-	efd     int         // readable while frames wait; written once per producer batch
-	one     [8]byte     // what Wake writes (never changes: producers share it)
-	drain   [8]byte     // what Settle reads into (the owner's)
+	used    int              // bytes in buf held by frames not yet released
+	pushed  atomic.Bool      // frames came since the last Wake
+	efd     int              // readable while frames wait; written once per producer batch
+	one     [8]byte          // what Wake writes (never changes: producers share it)
+	drain   [8]byte          // what Settle reads into (the owner's)
+	held    [senders]holding // what each sender's frames hold of the inbox
 }
 
 type entry struct {
 	off, len int
 	tag      Tag
+	sender   uint8
+}
+
+// Share is how many times the room an inbox has left free (in frames and
+// in bytes) one sender may hold before its frames are refused: the
+// dynamic threshold of shared-memory switches (Choudhury and Hahne, 1998).
+// k senders that keep it full hold Share/(Share*k+1) of it each, and
+// 1/(Share*k+1) stays free for a sender that sends little.
+const Share = 3
+
+// SoleShare is how many of n frames (or bytes) one sender alone may fill:
+// the least h at which h >= Share*(n-h).
+func SoleShare(n int) int { return (Share*n + Share) / (Share + 1) }
+
+// senders are those whose frames an inbox tells apart: each guest, then
+// one per From of the others.
+const senders = MaxGuests + 4
+
+// holding is what one sender's frames hold of an inbox.
+type holding struct{ frames, bytes int }
+
+// sender is the index of the sender of a frame with tag t in Inbox.held.
+func (t Tag) sender() uint8 {
+	if t.From == Guest {
+		return t.Guest % MaxGuests
+	}
+	return MaxGuests + uint8(t.From)%4
 }
 
 // NewInbox returns an inbox of up to frames frames and bytes bytes of them
@@ -85,17 +121,28 @@ func (b *Inbox) Push(frame []byte, tag Tag) bool {
 	if len(frame) > vnethdr.Len {
 		b.arrived.Bytes += uint64(len(frame) - vnethdr.Len)
 	}
+	s := tag.sender()
+	h := &b.held[s]
 	off, ok := b.room(len(frame))
-	if !ok {
+	if !ok || !b.fair(h) {
 		b.arrived.Full++
 		return false
 	}
 	copy(b.buf[off:], frame)
-	b.frames[b.tail%uint64(len(b.frames))] = entry{off: off, len: len(frame), tag: tag}
+	b.frames[b.tail%uint64(len(b.frames))] = entry{off: off, len: len(frame), tag: tag, sender: s}
 	b.tail++
 	b.wr = off + len(frame)
+	h.frames++
+	h.bytes += len(frame)
+	b.used += len(frame)
 	b.pushed.Store(true)
 	return true
+}
+
+// fair reports whether a sender holding h may have one more frame in the
+// inbox: it holds less than Share times the frames and the bytes left free.
+func (b *Inbox) fair(h *holding) bool {
+	return h.frames < Share*(len(b.frames)-int(b.tail-b.head)) && h.bytes < Share*(len(b.buf)-b.used)
 }
 
 // room finds where n bytes go in the byte ring: after the newest frame, or
@@ -165,6 +212,17 @@ func (b *Inbox) Take(out [][]byte, tags []Tag) (int, Arrivals) {
 func (b *Inbox) Release(k int) (left bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	i := int(b.head % uint64(len(b.frames)))
+	for range k {
+		e := &b.frames[i]
+		h := &b.held[e.sender]
+		h.frames--
+		h.bytes -= e.len
+		b.used -= e.len
+		if i++; i == len(b.frames) {
+			i = 0
+		}
+	}
 	b.head += uint64(k)
 	return b.tail != b.head
 }
