@@ -83,8 +83,10 @@ func TestABMode(t *testing.T) {
 		switch {
 		case st.Arm != q || st.Delay != (arm&2 != 0):
 			t.Errorf("arm %d: status says arm %d delay %v", arm, st.Arm, st.Delay)
-		case moved[q] < uint64(u.Packets) || moved[1-q] != 0:
-			t.Errorf("arm %d: frames per queue %v; want at least %d on queue %d, none on the other", arm, moved, u.Packets, q)
+		case moved[q] < uint64(u.Packets)*9/10 || moved[1-q] != 0:
+			// UDP may lose a few datagrams on a loaded machine (the
+			// NIC's socket full): most, not all, must reach the queue.
+			t.Errorf("arm %d: frames per queue %v; want at least %d on queue %d (9 in 10 of the UDP datagrams sent), none on the other", arm, moved, u.Packets*9/10, q)
 		case (ran > 0) != (q == 1):
 			t.Errorf("arm %d: the NAPI kthread ran %d ns; want it to run only while queue 1 takes the writes", arm, ran)
 		case (st.DelayedFrames > prev.DelayedFrames) != (arm&2 != 0):
