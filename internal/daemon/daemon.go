@@ -178,16 +178,27 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	go d.status.run(ctx)
 	n := &notifier{log: d.log, Notify: d.c.Notify}
+	ready := make(chan struct{})
 	go func() {
+		defer close(ready)
 		select {
 		case <-d.fw.Started():
-			d.log.Info("ready: every worker runs")
-			n.ready(fmt.Sprintf("forwarding %s <-> %s, %d queues", d.dev.Name(), d.c.NIC.Name, d.c.TAP.Queues))
 		case <-ctx.Done():
+			// Both may be done by the time this runs: workers that
+			// started still count, whichever select picks.
+			select {
+			case <-d.fw.Started():
+			default:
+				return
+			}
 		}
+		d.log.Info("ready: every worker runs")
+		n.ready(fmt.Sprintf("forwarding %s <-> %s, %d queues", d.dev.Name(), d.c.NIC.Name, d.c.TAP.Queues))
 	}()
 	go n.watchdog(ctx, d.fw.Stalled)
 	defer n.stopping()
+	// Ready is said (or not) before stopping is, and before Run returns.
+	defer func() { cancel(); <-ready }()
 	var err error
 	for {
 		err = d.runForwarder(ctx)
