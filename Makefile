@@ -22,7 +22,7 @@ all: build
 # stamped in, also where GOFLAGS turns Go's own VCS stamping off
 # (-buildvcs=false).
 REVISION = $(shell git describe --always --dirty 2>/dev/null)
-LDFLAGS = -X github.com/tapfwd/tapfwd/internal/buildinfo.revision=$(REVISION)
+LDFLAGS = -X github.com/tapfwd/tapfwd/internal/base/buildinfo.revision=$(REVISION)
 build: build-tapfwd build-bench
 
 build-tapfwd:

@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/tapfwd/tapfwd/forward"
-	"github.com/tapfwd/tapfwd/internal/buildinfo"
+	"github.com/tapfwd/tapfwd/internal/base/buildinfo"
 	"github.com/tapfwd/tapfwd/netns"
 	"github.com/tapfwd/tapfwd/tap"
 	"github.com/tapfwd/tapfwd/vhostuser"

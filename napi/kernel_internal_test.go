@@ -12,7 +12,7 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/tapfwd/tapfwd/internal/testbed"
+	"github.com/tapfwd/tapfwd/internal/lab/testbed"
 )
 
 // VethNAPI builds a Forwarder bed, turns GRO on for its NIC w1 (a veth has

@@ -22,7 +22,7 @@ var (
 	ErrNotFound = errors.New("no such entry in " + Dir)
 	// ErrNotPermitted means the kernel refused a change for want of
 	// CAP_NET_ADMIN. Packages that change links or devices on top of this
-	// one (tap, vmport) wrap it too.
+	// one (tap, tapport) wrap it too.
 	ErrNotPermitted = errors.New("needs CAP_NET_ADMIN (run as root)")
 	// ErrNoEnter means the kernel refused to let this process into a
 	// named namespace: setns(2) needs CAP_SYS_ADMIN.

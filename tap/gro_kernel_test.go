@@ -16,7 +16,7 @@ import (
 	"github.com/google/gopacket/layers"
 	"golang.org/x/sys/unix"
 
-	"github.com/tapfwd/tapfwd/internal/testbed"
+	"github.com/tapfwd/tapfwd/internal/lab/testbed"
 	"github.com/tapfwd/tapfwd/internal/testkit/kernel"
 	"github.com/tapfwd/tapfwd/tap"
 	"github.com/tapfwd/tapfwd/vnethdr"

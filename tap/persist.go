@@ -265,7 +265,7 @@ func (d *Device) unpersist() {
 // Remove deletes the persistent TAP name in namespace ns ("" for the
 // caller's). It refuses a TAP some process is attached to (ErrAttached)
 // and anything that is not a TAP (ErrNoTAP). The kernel removes the VM
-// ports stacked on it; their device nodes are the caller's (vmport).
+// ports stacked on it; their device nodes are the caller's (internal/tapport).
 func Remove(name, ns string) error {
 	n, err := netns.Open(ns)
 	if err != nil {

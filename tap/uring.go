@@ -5,7 +5,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/tapfwd/tapfwd/internal/uring"
+	"github.com/tapfwd/tapfwd/internal/base/uring"
 )
 
 // ErrNoURing means io_uring cannot batch a queue's I/O: the kernel has no

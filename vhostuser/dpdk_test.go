@@ -11,8 +11,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/tapfwd/tapfwd/internal/syncbuf"
-	"github.com/tapfwd/tapfwd/internal/testpmd"
+	"github.com/tapfwd/tapfwd/internal/base/syncbuf"
+	"github.com/tapfwd/tapfwd/internal/lab/testpmd"
 	"github.com/tapfwd/tapfwd/vhostuser"
 	"github.com/tapfwd/tapfwd/vnethdr"
 )

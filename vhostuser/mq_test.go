@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/tapfwd/tapfwd/internal/syncbuf"
+	"github.com/tapfwd/tapfwd/internal/base/syncbuf"
 	"github.com/tapfwd/tapfwd/vhostuser"
 	"github.com/tapfwd/tapfwd/vhostuser/vhostusertest"
 	"github.com/tapfwd/tapfwd/vnethdr"

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tapfwd/tapfwd/internal/testbed"
+	"github.com/tapfwd/tapfwd/internal/lab/testbed"
 	"github.com/tapfwd/tapfwd/internal/testkit/vm"
 	"github.com/tapfwd/tapfwd/vhostuser"
 	"github.com/tapfwd/tapfwd/vnethdr"

@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/tapfwd/tapfwd/internal/rootdir"
+	"github.com/tapfwd/tapfwd/internal/base/rootdir"
 )
 
 // maxSunPath is the longest socket path bind takes (sizeof sun_path

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/tapfwd/tapfwd/internal/procfs"
+	"github.com/tapfwd/tapfwd/internal/base/procfs"
 )
 
 // Times is CPU time summed over all CPUs, in the three parts a report

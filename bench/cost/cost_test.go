@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tapfwd/tapfwd/internal/procfs"
+	"github.com/tapfwd/tapfwd/internal/base/procfs"
 )
 
 func TestPer(t *testing.T) {

@@ -3,7 +3,7 @@ package forwarder
 import (
 	"context"
 
-	"github.com/tapfwd/tapfwd/internal/testbed"
+	"github.com/tapfwd/tapfwd/internal/lab/testbed"
 )
 
 // NaiveCommand is the tapfwd-bench subcommand that runs the naive baseline

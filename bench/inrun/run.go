@@ -9,9 +9,9 @@ import (
 
 	"github.com/tapfwd/tapfwd/bench/stats"
 	"github.com/tapfwd/tapfwd/bench/throughput"
-	"github.com/tapfwd/tapfwd/internal/procfs"
-	"github.com/tapfwd/tapfwd/internal/testbed"
-	"github.com/tapfwd/tapfwd/internal/testbed/iperf"
+	"github.com/tapfwd/tapfwd/internal/base/procfs"
+	"github.com/tapfwd/tapfwd/internal/lab/iperf"
+	"github.com/tapfwd/tapfwd/internal/lab/testbed"
 )
 
 // Window is the length of one arm's turn, and binEdges where its bins

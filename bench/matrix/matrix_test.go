@@ -14,7 +14,7 @@ import (
 
 	"github.com/tapfwd/tapfwd/bench/forwarder"
 	"github.com/tapfwd/tapfwd/bench/report"
-	"github.com/tapfwd/tapfwd/internal/testbed"
+	"github.com/tapfwd/tapfwd/internal/lab/testbed"
 )
 
 // fakeVisits scripts the visits of a plan: fail says how a visit of

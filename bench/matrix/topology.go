@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/tapfwd/tapfwd/bench/report"
-	"github.com/tapfwd/tapfwd/internal/testbed"
+	"github.com/tapfwd/tapfwd/internal/lab/testbed"
 )
 
 // Topology is what a Lab builds for each visit.

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/tapfwd/tapfwd/bench/trace"
-	"github.com/tapfwd/tapfwd/internal/procfs"
+	"github.com/tapfwd/tapfwd/internal/base/procfs"
 )
 
 // CPUTime is what one CPU did over a window, in percent of it

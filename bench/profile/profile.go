@@ -17,7 +17,7 @@ import (
 	"github.com/tapfwd/tapfwd/bench/rr"
 	"github.com/tapfwd/tapfwd/bench/throughput"
 	"github.com/tapfwd/tapfwd/bench/trace"
-	"github.com/tapfwd/tapfwd/internal/testbed"
+	"github.com/tapfwd/tapfwd/internal/lab/testbed"
 )
 
 // Options configure Run.

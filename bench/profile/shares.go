@@ -115,9 +115,9 @@ func syscallSite(stack []string) string {
 			return NICRecv
 		}
 	}
-	// internal/uring's own calls, with no TAP I/O above them: the NAPI
+	// internal/base/uring's own calls, with no TAP I/O above them: the NAPI
 	// busy poll of a worker's wait or of the --busy-poll-cpu thread.
-	if slices.ContainsFunc(stack, func(f string) bool { return packageOf(f) == module+"internal/uring" }) {
+	if slices.ContainsFunc(stack, func(f string) bool { return packageOf(f) == module+"internal/base/uring" }) {
 		return BusyPoll
 	}
 	return OtherSyscall

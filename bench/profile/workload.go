@@ -11,8 +11,8 @@ import (
 	"github.com/tapfwd/tapfwd/bench/latency"
 	"github.com/tapfwd/tapfwd/bench/rr"
 	"github.com/tapfwd/tapfwd/bench/throughput"
-	"github.com/tapfwd/tapfwd/internal/testbed"
-	"github.com/tapfwd/tapfwd/internal/testbed/iperf"
+	"github.com/tapfwd/tapfwd/internal/lab/iperf"
+	"github.com/tapfwd/tapfwd/internal/lab/testbed"
 )
 
 // Workload is a load to profile: one of the throughput guard's iperf3

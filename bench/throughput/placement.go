@@ -5,8 +5,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/tapfwd/tapfwd/internal/cpulist"
-	"github.com/tapfwd/tapfwd/internal/testbed/iperf"
+	"github.com/tapfwd/tapfwd/internal/base/cpulist"
+	"github.com/tapfwd/tapfwd/internal/lab/iperf"
 )
 
 // Placement is where a workload's iperf3 processes run. tapfwd places

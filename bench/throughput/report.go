@@ -10,7 +10,7 @@ import (
 	"github.com/tapfwd/tapfwd/bench/report"
 	"github.com/tapfwd/tapfwd/bench/stats"
 	"github.com/tapfwd/tapfwd/bench/trace"
-	"github.com/tapfwd/tapfwd/internal/testbed/iperf"
+	"github.com/tapfwd/tapfwd/internal/lab/iperf"
 )
 
 // Schema names the JSON layout of Report; it changes when a field changes

@@ -10,7 +10,7 @@ import (
 	"github.com/tapfwd/tapfwd/bench/cost"
 	"github.com/tapfwd/tapfwd/bench/report"
 	"github.com/tapfwd/tapfwd/bench/stats"
-	"github.com/tapfwd/tapfwd/internal/procfs"
+	"github.com/tapfwd/tapfwd/internal/base/procfs"
 )
 
 // TestCostCells checks the cost of every configuration, the bridge and

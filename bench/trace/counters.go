@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/tapfwd/tapfwd/internal/procfs"
+	"github.com/tapfwd/tapfwd/internal/base/procfs"
 )
 
 // softirqs are the NET_RX and NET_TX counts per CPU.

@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tapfwd/tapfwd/internal/procfs"
+	"github.com/tapfwd/tapfwd/internal/base/procfs"
 	"github.com/tapfwd/tapfwd/napi"
 )
 

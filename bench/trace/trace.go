@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tapfwd/tapfwd/internal/testbed"
+	"github.com/tapfwd/tapfwd/internal/lab/testbed"
 )
 
 // Roles of the threads a trace follows.

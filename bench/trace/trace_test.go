@@ -11,8 +11,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/tapfwd/tapfwd/internal/cpulist"
-	"github.com/tapfwd/tapfwd/internal/procfs"
+	"github.com/tapfwd/tapfwd/internal/base/cpulist"
+	"github.com/tapfwd/tapfwd/internal/base/procfs"
 )
 
 func TestParseSoftirqs(t *testing.T) {
@@ -34,7 +34,7 @@ func TestParseSoftirqs(t *testing.T) {
 }
 
 func TestParseIperf(t *testing.T) {
-	raw, err := os.ReadFile("../../internal/testbed/iperf/testdata/tcp.json")
+	raw, err := os.ReadFile("../../internal/lab/iperf/testdata/tcp.json")
 	if err != nil {
 		t.Fatal(err)
 	}

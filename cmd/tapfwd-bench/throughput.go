@@ -18,9 +18,9 @@ import (
 	"github.com/tapfwd/tapfwd/bench/report"
 	"github.com/tapfwd/tapfwd/bench/stats"
 	"github.com/tapfwd/tapfwd/bench/throughput"
+	"github.com/tapfwd/tapfwd/internal/base/cpulist"
 	"github.com/tapfwd/tapfwd/internal/cliflag"
-	"github.com/tapfwd/tapfwd/internal/cpulist"
-	"github.com/tapfwd/tapfwd/internal/testbed/iperf"
+	"github.com/tapfwd/tapfwd/internal/lab/iperf"
 )
 
 // The default run answers the QEMU patch's question inside each run

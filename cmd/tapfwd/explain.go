@@ -9,18 +9,17 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tapfwd/tapfwd/afxdp"
-	"github.com/tapfwd/tapfwd/hostport"
 	"github.com/tapfwd/tapfwd/internal/daemon"
+	"github.com/tapfwd/tapfwd/internal/tapport"
 	"github.com/tapfwd/tapfwd/napi"
 	"github.com/tapfwd/tapfwd/tap"
 	"github.com/tapfwd/tapfwd/vhostuser"
-	"github.com/tapfwd/tapfwd/vmport"
 )
 
-// explain adds to an error from tap or vmport the flag a user can change:
+// explain adds to an error from tap or tapport the flag a user can change:
 // the libraries say what went wrong, only the CLI knows its flags.
 func explain(err error) error {
-	var pe *vmport.Error
+	var pe *tapport.Error
 	errors.As(err, &pe)
 	switch {
 	case err == nil:
@@ -29,19 +28,19 @@ func explain(err error) error {
 		return fmt.Errorf("%w (choose another --tap or delete it)", err)
 	case errors.Is(err, tap.ErrNoMultiQueue):
 		return fmt.Errorf("%w: use --queues 1", err)
-	case pe == nil, errors.Is(err, vmport.ErrNotTAP):
+	case pe == nil, errors.Is(err, tapport.ErrNotTAP):
 		return err
-	case errors.Is(err, vmport.ErrNoTAP):
+	case errors.Is(err, tapport.ErrNoTAP):
 		hint := ""
 		if pe.Netns == "" {
 			hint = " If it moved the TAP with --tap-netns, pass that namespace with --tap-netns here too."
 		}
 		return fmt.Errorf("%w (is tapfwd running with --tap %s?%s)", err, pe.Name, hint)
-	case errors.Is(err, vmport.ErrNoPort):
+	case errors.Is(err, tapport.ErrNoPort):
 		return fmt.Errorf("%w (list them with: tapfwd vm-port list%s)", err, vmNetnsFlag(pe.Netns))
-	case errors.Is(err, vmport.ErrMACInUse):
+	case errors.Is(err, tapport.ErrMACInUse):
 		return fmt.Errorf("%w (choose another --mac, or leave it out for a random one)", err)
-	case errors.Is(err, vmport.ErrNameInUse):
+	case errors.Is(err, tapport.ErrNameInUse):
 		return fmt.Errorf("%w: choose another --name", err)
 	}
 	return err
@@ -90,7 +89,7 @@ func explainRun(err error, c *daemon.Config) error {
 		advice = fmt.Sprintf(" (give --tap-mtu %d or less)", tap.MaxMTU)
 	case errors.Is(err, vhostuser.ErrUnsafeDir):
 		advice = " (the directory must be root's and writable by no one else, or others could take the guests' connections: chown root and chmod go-w it, or choose another)"
-	case de.Part == daemon.PartHostPort && errors.Is(err, hostport.ErrNameInUse):
+	case de.Part == daemon.PartHostPort && errors.Is(err, tapport.ErrNameInUse):
 		advice = " (rename or remove that interface)"
 	case errors.Is(err, afxdp.ErrNotSupported):
 		advice = " (use --nic-backend packet, or a kernel built with CONFIG_XDP_SOCKETS and no seccomp filter, such as systemd's RestrictAddressFamilies=, denying AF_XDP)"

@@ -11,13 +11,12 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tapfwd/tapfwd/afxdp"
-	"github.com/tapfwd/tapfwd/hostport"
 	"github.com/tapfwd/tapfwd/internal/daemon"
+	"github.com/tapfwd/tapfwd/internal/tapport"
 	"github.com/tapfwd/tapfwd/napi"
 	"github.com/tapfwd/tapfwd/netns"
 	"github.com/tapfwd/tapfwd/tap"
 	"github.com/tapfwd/tapfwd/vhostuser"
-	"github.com/tapfwd/tapfwd/vmport"
 )
 
 // TestExplain checks the flag advice the CLI adds to the libraries' typed
@@ -29,14 +28,14 @@ func TestExplain(t *testing.T) {
 	}{
 		{fmt.Errorf("tap: name %q is in use: %w", "lab0", tap.ErrNameInUse), " (choose another --tap or delete it)"},
 		{fmt.Errorf("tap: 4 queues: %w", tap.ErrNoMultiQueue), ": use --queues 1"},
-		{&vmport.Error{Kind: vmport.ErrNoTAP, Name: "lab0"}, " (is tapfwd running with --tap lab0? If it moved the TAP with --tap-netns, pass that namespace with --tap-netns here too.)"},
-		{&vmport.Error{Kind: vmport.ErrNoTAP, Netns: "lab", Name: "lab0"}, " (is tapfwd running with --tap lab0?)"},
-		{&vmport.Error{Kind: vmport.ErrNotTAP, Netns: "lab", Name: "w1"}, ""},
-		{errors.Join(&vmport.Error{Kind: vmport.ErrNoPort, Netns: "lab", Name: "tfwvm9"}), " (list them with: tapfwd vm-port list --tap-netns lab)"},
-		{&vmport.Error{Kind: vmport.ErrNoPort, Name: "tfwvm9"}, " (list them with: tapfwd vm-port list)"},
-		{&vmport.Error{Kind: vmport.ErrMACInUse, Name: "02:00:00:00:00:10"}, " (choose another --mac, or leave it out for a random one)"},
-		{&vmport.Error{Kind: vmport.ErrNameInUse, Name: "tfwvm0"}, ": choose another --name"},
-		{&vmport.Error{Kind: vmport.ErrNoMacvtap}, ""},
+		{&tapport.Error{Kind: tapport.ErrNoTAP, Name: "lab0"}, " (is tapfwd running with --tap lab0? If it moved the TAP with --tap-netns, pass that namespace with --tap-netns here too.)"},
+		{&tapport.Error{Kind: tapport.ErrNoTAP, Netns: "lab", Name: "lab0"}, " (is tapfwd running with --tap lab0?)"},
+		{&tapport.Error{Kind: tapport.ErrNotTAP, Netns: "lab", Name: "w1"}, ""},
+		{errors.Join(&tapport.Error{Kind: tapport.ErrNoPort, Netns: "lab", Name: "tfwvm9"}), " (list them with: tapfwd vm-port list --tap-netns lab)"},
+		{&tapport.Error{Kind: tapport.ErrNoPort, Name: "tfwvm9"}, " (list them with: tapfwd vm-port list)"},
+		{&tapport.Error{Kind: tapport.ErrMACInUse, Name: "02:00:00:00:00:10"}, " (choose another --mac, or leave it out for a random one)"},
+		{&tapport.Error{Kind: tapport.ErrNameInUse, Name: "tfwvm0"}, ": choose another --name"},
+		{&tapport.Error{Kind: tapport.ErrNoMacvtap}, ""},
 		{fmt.Errorf("netns: network namespace %q not found: %w", "x", netns.ErrNotFound), ""},
 		{errors.New("tap: something else"), ""},
 	} {
@@ -97,7 +96,7 @@ func TestExplainRun(t *testing.T) {
 		{&daemon.Error{Part: daemon.PartMetricsAddr, Err: inUse}, `--metrics-addr: address already in use (choose another address, or "" to disable metrics)`},
 		{&daemon.Error{Part: daemon.PartUser, Value: "nobody", Err: inUse}, "--user nobody: address already in use"},
 		{&daemon.Error{Part: daemon.PartReadyFd, Value: "3", Err: errors.New("not an open file descriptor")}, "--ready-fd 3: not an open file descriptor"},
-		{&daemon.Error{Part: daemon.PartHostPort, Err: fmt.Errorf("hostport: lab0h: %w", hostport.ErrNameInUse)}, "--host-port: hostport: lab0h: port name in use (rename or remove that interface)"},
+		{&daemon.Error{Part: daemon.PartHostPort, Err: fmt.Errorf("hostport: lab0h: %w", tapport.ErrNameInUse)}, "--host-port: hostport: lab0h: port name in use (rename or remove that interface)"},
 		{&daemon.Error{Part: daemon.PartNICNAPI, Err: fmt.Errorf("w1: %w", napi.ErrNoInstances)}, "--nic-napi-threaded: w1 has no NAPI instances (a veth has them only with GRO on: ethtool -K w1 gro on)"},
 		{&daemon.Error{Part: daemon.PartVhostDir, Err: fmt.Errorf("%w: /x exists", vhostuser.ErrNotSocket)}, "--vhost-user: vhostuser: not a socket"},
 		{&daemon.Error{Part: daemon.PartDHCP, Err: inUse}, "--dhcp: address already in use"},
@@ -118,7 +117,7 @@ func TestExplainRun(t *testing.T) {
 		}
 	}
 	// A VM port's error from the start is not vm-port's to advise on.
-	if err := (&vmport.Error{Kind: vmport.ErrMACInUse, Name: "02:00:00:00:00:10"}); explainRun(err, c) != error(err) {
+	if err := (&tapport.Error{Kind: tapport.ErrMACInUse, Name: "02:00:00:00:00:10"}); explainRun(err, c) != error(err) {
 		t.Errorf("explainRun added advice to %v", err)
 	}
 	for p := daemon.PartUser; p <= daemon.PartTAPIO; p++ {

@@ -17,8 +17,8 @@ import (
 
 	"github.com/tapfwd/tapfwd/internal/cliflag/clitest"
 	"github.com/tapfwd/tapfwd/internal/daemon"
+	"github.com/tapfwd/tapfwd/internal/tapport"
 	"github.com/tapfwd/tapfwd/tap"
-	"github.com/tapfwd/tapfwd/vmport"
 )
 
 // commands are tapfwd's commands that take flags.
@@ -177,9 +177,9 @@ func runAdvice(t *testing.T) (advice, dynamic []string) {
 	for p := daemon.PartUser; p <= daemon.PartNICNAPICPU; p++ {
 		advice = append(advice, explainRun(&daemon.Error{Part: p, Err: errors.New("x")}, c).Error())
 	}
-	for _, kind := range []error{vmport.ErrNoTAP, vmport.ErrNoPort, vmport.ErrMACInUse, vmport.ErrNameInUse} {
+	for _, kind := range []error{tapport.ErrNoTAP, tapport.ErrNoPort, tapport.ErrMACInUse, tapport.ErrNameInUse} {
 		for _, ns := range []string{"", "lab"} {
-			dynamic = append(dynamic, explain(&vmport.Error{Kind: kind, Name: "lab0", Netns: ns}).Error())
+			dynamic = append(dynamic, explain(&tapport.Error{Kind: kind, Name: "lab0", Netns: ns}).Error())
 		}
 	}
 	for _, m := range append(advice, dynamic...) {

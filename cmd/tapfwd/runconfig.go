@@ -13,12 +13,12 @@ import (
 	"time"
 
 	"github.com/tapfwd/tapfwd/afxdp"
-	"github.com/tapfwd/tapfwd/dhcp"
 	"github.com/tapfwd/tapfwd/forward"
-	"github.com/tapfwd/tapfwd/hostport"
+	"github.com/tapfwd/tapfwd/internal/base/cpulist"
 	"github.com/tapfwd/tapfwd/internal/cliflag"
-	"github.com/tapfwd/tapfwd/internal/cpulist"
 	"github.com/tapfwd/tapfwd/internal/daemon"
+	"github.com/tapfwd/tapfwd/internal/dhcp"
+	"github.com/tapfwd/tapfwd/internal/tapport"
 	"github.com/tapfwd/tapfwd/napi"
 	"github.com/tapfwd/tapfwd/netns"
 	"github.com/tapfwd/tapfwd/tap"
@@ -435,7 +435,7 @@ func (f *runFlags) hostSide(c *daemon.Config) error {
 	}
 	// A name the kernel fills in ("tap%d") is checked when dnsmasq starts.
 	if name := c.TAP.Name; name != "" && !strings.Contains(name, "%") {
-		if err := dhcp.CheckInterface(hostport.Name(name)); err != nil {
+		if err := dhcp.CheckInterface(tapport.HostName(name)); err != nil {
 			return fmt.Errorf("--dhcp: %w (the host port is named after --tap %s: choose another)", err, name)
 		}
 	}

@@ -10,8 +10,8 @@ import (
 
 	"github.com/tapfwd/tapfwd/internal/cliflag"
 	"github.com/tapfwd/tapfwd/internal/daemon"
+	"github.com/tapfwd/tapfwd/internal/tapport"
 	"github.com/tapfwd/tapfwd/tap"
-	"github.com/tapfwd/tapfwd/vmport"
 )
 
 const vmPortUsage = `Usage: tapfwd vm-port COMMAND [flags]
@@ -41,7 +41,7 @@ func vmPortAdd(args []string, stdout io.Writer) error {
 	tapName := fs.String("tap", "", "the TAP tapfwd runs on (tapfwd run --tap); required")
 	netns := netnsFlag(fs, "network namespace of the TAP (tapfwd run --tap-netns); empty: this one")
 	mac := fs.String("mac", "", "the guest's Ethernet address, e.g. 02:00:00:00:00:10; empty picks a random locally administered one")
-	name := fs.String("name", "", `name of the port's interface (at most 15 bytes); empty picks "`+vmport.NamePrefix+`N"`)
+	name := fs.String("name", "", `name of the port's interface (at most 15 bytes); empty picks "`+tapport.NamePrefix+`N"`)
 	owner := fs.String("vm-port-owner", "", "USER[:GROUP] that owns the port's device node (mode 0660), so an unprivileged QEMU (libvirt's) can open it; empty: root, mode 0600")
 	cliflag.Alias(fs, "owner", "vm-port-owner")
 	asJSON := fs.Bool("json", false, "print JSON instead of text")
@@ -55,13 +55,13 @@ func vmPortAdd(args []string, stdout io.Writer) error {
 	if err != nil {
 		return cliflag.Misuse(fs, "--mac %s: %w", cliflag.Quote(*mac), err)
 	}
-	c := vmport.Config{TAP: *tapName, Netns: *netns, Name: *name, MAC: m}
+	c := tapport.Config{TAP: *tapName, Netns: *netns, Name: *name, MAC: m}
 	if *owner != "" {
 		if c.Owner, err = daemon.LookupOwner(*owner); err != nil {
 			return fmt.Errorf("--vm-port-owner %s: %w", cliflag.Quote(*owner), err)
 		}
 	}
-	p, err := vmport.Add(c)
+	p, err := tapport.Add(c)
 	if err != nil {
 		return explain(err)
 	}
@@ -95,7 +95,7 @@ func vmPortList(args []string, stdout io.Writer) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	ports, err := vmport.List(*netns, *tapName)
+	ports, err := tapport.List(*netns, *tapName)
 	if err != nil {
 		return explain(err)
 	}
@@ -128,7 +128,7 @@ func vmPortDel(args []string, stdout io.Writer) error {
 	if *name == "" {
 		return cliflag.Misuse(fs, "--name is required")
 	}
-	return explain(vmport.Del(*netns, *name))
+	return explain(tapport.Del(*netns, *name))
 }
 
 const downUsage = `Usage: tapfwd down [--tap NAME] [--tap-netns NS] [--vhost-user DIR]

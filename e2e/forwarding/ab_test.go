@@ -14,8 +14,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/tapfwd/tapfwd/internal/testbed"
-	"github.com/tapfwd/tapfwd/internal/testbed/iperf"
+	"github.com/tapfwd/tapfwd/internal/lab/iperf"
+	"github.com/tapfwd/tapfwd/internal/lab/testbed"
 	"github.com/tapfwd/tapfwd/internal/testkit"
 	"github.com/tapfwd/tapfwd/napi"
 )

@@ -15,7 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/tapfwd/tapfwd/internal/testbed/iperf"
+	"github.com/tapfwd/tapfwd/internal/lab/iperf"
 	"github.com/tapfwd/tapfwd/internal/testkit"
 	"github.com/tapfwd/tapfwd/internal/testkit/kernel"
 	"github.com/tapfwd/tapfwd/internal/testkit/prom"

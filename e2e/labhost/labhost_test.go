@@ -16,12 +16,12 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/tapfwd/tapfwd/dhcp"
-	"github.com/tapfwd/tapfwd/hostport"
 	"github.com/tapfwd/tapfwd/internal/cliflag/clitest"
+	"github.com/tapfwd/tapfwd/internal/dhcp"
+	"github.com/tapfwd/tapfwd/internal/lab/iperf"
+	"github.com/tapfwd/tapfwd/internal/lab/testbed"
+	"github.com/tapfwd/tapfwd/internal/tapport"
 	"github.com/tapfwd/tapfwd/internal/tapport/tapporttest"
-	"github.com/tapfwd/tapfwd/internal/testbed"
-	"github.com/tapfwd/tapfwd/internal/testbed/iperf"
 	"github.com/tapfwd/tapfwd/internal/testkit"
 	"github.com/tapfwd/tapfwd/internal/testkit/kernel"
 	"github.com/tapfwd/tapfwd/internal/testkit/prom"
@@ -37,9 +37,9 @@ func labIP(bed *testbed.Bed, host byte) netip.Addr {
 }
 
 // hostPortOf is the host port tapfwd run --host-port put on bed's TAP.
-func hostPortOf(t *testing.T, bed *testbed.Bed) hostport.Port {
+func hostPortOf(t *testing.T, bed *testbed.Bed) tapport.HostPort {
 	t.Helper()
-	p, ok, err := hostport.Find(bed.LabNS, bed.LabIf)
+	p, ok, err := tapport.FindHost(bed.LabNS, bed.LabIf)
 	if err != nil || !ok {
 		t.Fatalf("no host port on %s: %v", bed.LabIf, err)
 	}
@@ -406,7 +406,7 @@ func TestHostPortPersist(t *testing.T) {
 	// The wire still knows the host port's MAC: forget it.
 	testkit.BedRun(t, bed, bed.WireNS, "ip", "neigh", "flush", "dev", bed.WireIf)
 	fw = testkit.StartOn(t, bed, testkit.Tapfwd(t), "--persist", "--metrics-addr", "")
-	if _, ok, err := hostport.Find(bed.LabNS, bed.LabIf); ok || err != nil {
+	if _, ok, err := tapport.FindHost(bed.LabNS, bed.LabIf); ok || err != nil {
 		t.Errorf("a run without --host-port kept the host port (%v)", err)
 	}
 	if out := testkit.BedRun(t, bed, bed.LabNS, "ip", "-o", "addr", "show", "dev", bed.LabIf); !strings.Contains(out, bed.LabAddr.String()) {
@@ -446,7 +446,7 @@ func TestHostPortDHCPFails(t *testing.T) {
 	args := append(append([]string{"run"}, bed.ForwarderArgs()...), "--host-port", "--metrics-addr", "", "--log-level", "warn",
 		"--dhcp", labIP(bed, 100).String()+"-"+labIP(bed, 150).String())
 	cmd := bed.Command(context.Background(), bed.FwdNS, testkit.Tapfwd(t), args...)
-	clitest.OneLineError(t, "--dhcp with port 67 taken", cmd, "--dhcp: dhcp: dnsmasq did not start on "+hostport.Name(bed.LabIf)+": failed to bind DHCP server socket: Address already in use")
+	clitest.OneLineError(t, "--dhcp with port 67 taken", cmd, "--dhcp: dhcp: dnsmasq did not start on "+tapport.HostName(bed.LabIf)+": failed to bind DHCP server socket: Address already in use")
 	if _, err := os.Stat(dhcp.LeaseFile(bed.LabNS, bed.LabIf)); !os.IsNotExist(err) {
 		t.Errorf("lease file after the failed start: %v", err)
 	}

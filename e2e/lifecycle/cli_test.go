@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/tapfwd/tapfwd/internal/cliflag/clitest"
-	"github.com/tapfwd/tapfwd/internal/testbed"
+	"github.com/tapfwd/tapfwd/internal/lab/testbed"
 	"github.com/tapfwd/tapfwd/internal/testkit"
 	"github.com/tapfwd/tapfwd/netns"
 	"github.com/tapfwd/tapfwd/tap"

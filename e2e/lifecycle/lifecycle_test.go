@@ -11,13 +11,13 @@ import (
 	"time"
 
 	"github.com/tapfwd/tapfwd/internal/cliflag/clitest"
-	"github.com/tapfwd/tapfwd/internal/testbed"
-	"github.com/tapfwd/tapfwd/internal/testbed/iperf"
+	"github.com/tapfwd/tapfwd/internal/lab/iperf"
+	"github.com/tapfwd/tapfwd/internal/lab/testbed"
+	"github.com/tapfwd/tapfwd/internal/tapport"
 	"github.com/tapfwd/tapfwd/internal/testkit"
 	"github.com/tapfwd/tapfwd/internal/testkit/kernel"
 	"github.com/tapfwd/tapfwd/internal/testkit/prom"
 	"github.com/tapfwd/tapfwd/internal/testkit/traffic"
-	"github.com/tapfwd/tapfwd/vmport"
 )
 
 // TestNotRoot checks the one-line errors without privileges: each says
@@ -187,7 +187,7 @@ func TestUser(t *testing.T) {
 	if prom.Sample(m, "tapfwd_scrape_errors") != 0 || prom.Sample(m, "tapfwd_netdev_drops_total", `device="`+bed.LabIf+`"`) < 0 {
 		t.Errorf("metrics without privileges: scrape errors %v", prom.Sample(m, "tapfwd_scrape_errors"))
 	}
-	ports, err := vmport.List(bed.LabNS, bed.LabIf)
+	ports, err := tapport.List(bed.LabNS, bed.LabIf)
 	if err != nil || len(ports) != 2 {
 		t.Fatalf("VM ports: %+v %v", ports, err)
 	}
@@ -197,7 +197,7 @@ func TestUser(t *testing.T) {
 	nodesGone(t, "SIGTERM", ports)
 	// Killed outright, it leaves no node behind either.
 	fw = testkit.StartOn(t, bed, testkit.PlainTapfwd(t), "--user", "nobody", "--vm-ports", "1", "--tap-mac", mac)
-	if ports, err = vmport.List(bed.LabNS, bed.LabIf); err != nil || len(ports) != 1 {
+	if ports, err = tapport.List(bed.LabNS, bed.LabIf); err != nil || len(ports) != 1 {
 		t.Fatalf("VM ports: %+v %v", ports, err)
 	}
 	fw.Kill()
@@ -205,7 +205,7 @@ func TestUser(t *testing.T) {
 }
 
 // nodesGone waits up to 2 s for the ports' links and device nodes to go.
-func nodesGone(t *testing.T, what string, ports []vmport.Port) {
+func nodesGone(t *testing.T, what string, ports []tapport.Port) {
 	t.Helper()
 	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		var left []string

@@ -15,11 +15,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/tapfwd/tapfwd/internal/testbed"
+	"github.com/tapfwd/tapfwd/internal/lab/testbed"
+	"github.com/tapfwd/tapfwd/internal/tapport"
 	"github.com/tapfwd/tapfwd/internal/testkit"
 	"github.com/tapfwd/tapfwd/internal/testkit/kernel"
 	"github.com/tapfwd/tapfwd/internal/testkit/traffic"
-	"github.com/tapfwd/tapfwd/vmport"
 )
 
 // TestNotify: under a service manager (NOTIFY_SOCKET, WATCHDOG_USEC)
@@ -144,7 +144,7 @@ func TestUnitCapabilities(t *testing.T) {
 		if got := kernel.Status(t, fw.Pid())["CapEff"]; got != capMask(t, caps) {
 			t.Errorf("%s: CapEff %s, want %s (%v)", start, got, capMask(t, caps), caps)
 		}
-		ports, err := vmport.List(bed.FwdNS, bed.LabIf)
+		ports, err := tapport.List(bed.FwdNS, bed.LabIf)
 		if err != nil || len(ports) != 2 {
 			t.Fatalf("%s: VM ports %+v, %v", start, ports, err)
 		}

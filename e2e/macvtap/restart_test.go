@@ -9,11 +9,11 @@ import (
 	"time"
 
 	"github.com/tapfwd/tapfwd/internal/cliflag/clitest"
-	"github.com/tapfwd/tapfwd/internal/testbed"
+	"github.com/tapfwd/tapfwd/internal/lab/testbed"
+	"github.com/tapfwd/tapfwd/internal/tapport"
 	"github.com/tapfwd/tapfwd/internal/testkit"
 	"github.com/tapfwd/tapfwd/internal/testkit/vm"
 	"github.com/tapfwd/tapfwd/netns"
-	"github.com/tapfwd/tapfwd/vmport"
 )
 
 // pingEvery is the guest's ping interval in the restart test.
@@ -128,7 +128,7 @@ func checkPersisted(t *testing.T, bed *testbed.Bed, p vm.Port) {
 	if err != nil || !l.Tun.Persist {
 		t.Fatalf("the persistent TAP is gone or not persistent: %+v %v", l.Tun, err)
 	}
-	ports, err := vmport.List(bed.LabNS, bed.LabIf)
+	ports, err := tapport.List(bed.LabNS, bed.LabIf)
 	if err != nil || len(ports) != 1 || ports[0].Index != p.Ifindex || ports[0].Dev != p.Dev {
 		t.Fatalf("the VM port did not stay as it was: %+v (was %+v), %v", ports, p, err)
 	}

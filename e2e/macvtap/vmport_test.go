@@ -12,11 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tapfwd/tapfwd/internal/tapport"
 	"github.com/tapfwd/tapfwd/internal/testkit"
 	"github.com/tapfwd/tapfwd/internal/testkit/prom"
 	"github.com/tapfwd/tapfwd/internal/testkit/traffic"
 	"github.com/tapfwd/tapfwd/internal/testkit/vm"
-	"github.com/tapfwd/tapfwd/vmport"
 )
 
 // TestVMPortCLIErrors checks the one-line errors a user gets, and that a
@@ -43,7 +43,7 @@ func TestVMPortCLIErrors(t *testing.T) {
 			t.Errorf("tapfwd vm-port %q: exit %d, want 1 and one line containing %q, got:\n%s", tc.args, code, tc.want, s)
 		}
 	}
-	ports, err := vmport.List(bed.LabNS, bed.LabIf)
+	ports, err := tapport.List(bed.LabNS, bed.LabIf)
 	if err != nil || len(ports) != 1 {
 		t.Errorf("after failed adds: ports %+v, %v; want only tfwvmx", ports, err)
 	}
@@ -159,7 +159,7 @@ func TestVMGuests(t *testing.T) {
 	if _, err := os.Stat(ports[1].Dev); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("%s still there after vm-port del: %v", ports[1].Dev, err)
 	}
-	if got, _ := vmport.List(bed.LabNS, ""); len(got) != 1 {
+	if got, _ := tapport.List(bed.LabNS, ""); len(got) != 1 {
 		t.Errorf("after del: %+v", got)
 	}
 }

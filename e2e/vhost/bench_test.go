@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tapfwd/tapfwd/internal/testbed"
+	"github.com/tapfwd/tapfwd/internal/lab/testbed"
+	"github.com/tapfwd/tapfwd/internal/lab/testpmd"
 	"github.com/tapfwd/tapfwd/internal/testkit"
-	"github.com/tapfwd/tapfwd/internal/testpmd"
 )
 
 // BenchmarkBackEnds measures tapfwd's vhost-user port beside DPDK's own

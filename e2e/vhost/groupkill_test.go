@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tapfwd/tapfwd/internal/syncbuf"
-	"github.com/tapfwd/tapfwd/internal/testbed"
+	"github.com/tapfwd/tapfwd/internal/base/syncbuf"
+	"github.com/tapfwd/tapfwd/internal/lab/testbed"
 	"github.com/tapfwd/tapfwd/internal/testkit"
 )
 

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tapfwd/tapfwd/internal/procfs"
-	"github.com/tapfwd/tapfwd/internal/testbed"
+	"github.com/tapfwd/tapfwd/internal/base/procfs"
+	"github.com/tapfwd/tapfwd/internal/lab/testbed"
 	"github.com/tapfwd/tapfwd/internal/testkit"
 	"github.com/tapfwd/tapfwd/internal/testkit/prom"
 	"github.com/tapfwd/tapfwd/vhostuser/vhostusertest"

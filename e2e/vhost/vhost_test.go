@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/tapfwd/tapfwd/internal/cliflag/clitest"
-	"github.com/tapfwd/tapfwd/internal/testbed"
+	"github.com/tapfwd/tapfwd/internal/lab/testbed"
 	"github.com/tapfwd/tapfwd/internal/testkit"
 	"github.com/tapfwd/tapfwd/internal/testkit/prom"
 	"github.com/tapfwd/tapfwd/internal/testkit/traffic"

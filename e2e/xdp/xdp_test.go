@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tapfwd/tapfwd/internal/testbed"
+	"github.com/tapfwd/tapfwd/internal/lab/testbed"
 	"github.com/tapfwd/tapfwd/internal/testkit"
 	"github.com/tapfwd/tapfwd/internal/testkit/kernel"
 	"github.com/tapfwd/tapfwd/internal/testkit/traffic"

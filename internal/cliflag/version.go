@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/tapfwd/tapfwd/internal/buildinfo"
+	"github.com/tapfwd/tapfwd/internal/base/buildinfo"
 )
 
 // Version is the command `prog version [--json]` (and prog --version):

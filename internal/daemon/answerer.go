@@ -10,7 +10,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/tapfwd/tapfwd/internal/procfs"
+	"github.com/tapfwd/tapfwd/internal/base/procfs"
 )
 
 // Answerer is the process that answered FetchStatus, as far as /proc

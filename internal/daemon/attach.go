@@ -3,7 +3,7 @@ package daemon
 import (
 	"fmt"
 
-	"github.com/tapfwd/tapfwd/vmport"
+	"github.com/tapfwd/tapfwd/internal/tapport"
 )
 
 // MacvtapPort is a macvtap VM port and how to attach a guest to it: the
@@ -29,7 +29,7 @@ type MacvtapPort struct {
 // its place among its TAP's ports in the list (netdev n0 on fd 3, n1 on
 // fd 4, ...), so that the lines of two ports given to one guest do not
 // clash.
-func DescribeMacvtaps(ports []vmport.Port) []MacvtapPort {
+func DescribeMacvtaps(ports []tapport.Port) []MacvtapPort {
 	out := make([]MacvtapPort, 0, len(ports))
 	place := map[string]int{}
 	for _, p := range ports {
@@ -42,8 +42,8 @@ func DescribeMacvtaps(ports []vmport.Port) []MacvtapPort {
 
 // DescribeAdded describes p, a port just added, numbered as
 // DescribeMacvtaps numbers its TAP's ports.
-func DescribeAdded(p vmport.Port) MacvtapPort {
-	ports, err := vmport.List(p.Netns, p.TAP)
+func DescribeAdded(p tapport.Port) MacvtapPort {
+	ports, err := tapport.List(p.Netns, p.TAP)
 	for i, d := range DescribeMacvtaps(ports) {
 		if err == nil && d.Name == p.Name {
 			return describeMacvtap(p, i)
@@ -52,7 +52,7 @@ func DescribeAdded(p vmport.Port) MacvtapPort {
 	return describeMacvtap(p, 0)
 }
 
-func describeMacvtap(p vmport.Port, i int) MacvtapPort {
+func describeMacvtap(p tapport.Port, i int) MacvtapPort {
 	return MacvtapPort{
 		Name: p.Name, Ifindex: p.Index, MAC: p.MAC.String(), TAP: p.TAP, TAPIndex: p.TAPIndex,
 		Netns: p.Netns, Dev: p.Dev, DevNum: fmt.Sprintf("%d:%d", p.Major, p.Minor), Up: p.Up,
@@ -65,7 +65,7 @@ func describeMacvtap(p vmport.Port, i int) MacvtapPort {
 // the device as fd 3+i, QEMU takes it as netdev ni on that fd (vnet
 // headers on, so guest offloads pass). Add the VM's own options (disk,
 // memory, -accel kvm).
-func macvtapQEMU(p vmport.Port, i int) string {
+func macvtapQEMU(p tapport.Port, i int) string {
 	dev := p.Dev
 	if dev == "" {
 		dev = "DEVICE"
@@ -76,7 +76,7 @@ func macvtapQEMU(p vmport.Port, i int) string {
 // macvtapLibvirt uses the port itself: libvirt (5.7 and later) opens an
 // existing macvtap named by <target managed='no'>. libvirtd must see the
 // port, so the TAP must live in libvirtd's namespace.
-func macvtapLibvirt(p vmport.Port) string {
+func macvtapLibvirt(p tapport.Port) string {
 	return fmt.Sprintf(`<interface type='ethernet'>
   <mac address='%s'/>
   <target dev='%s' managed='no'/>
@@ -86,7 +86,7 @@ func macvtapLibvirt(p vmport.Port) string {
 
 // macvtapLibvirtDirect has libvirt create and delete its own macvtap on
 // the port's TAP (no port needed; give it a MAC no port uses).
-func macvtapLibvirtDirect(p vmport.Port) string {
+func macvtapLibvirtDirect(p tapport.Port) string {
 	return fmt.Sprintf(`<interface type='direct'>
   <source dev='%s' mode='bridge'/>
   <model type='virtio'/>

@@ -11,9 +11,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/tapfwd/tapfwd/dhcp"
-	"github.com/tapfwd/tapfwd/internal/cpulist"
-	"github.com/tapfwd/tapfwd/internal/procfs"
+	"github.com/tapfwd/tapfwd/internal/base/cpulist"
+	"github.com/tapfwd/tapfwd/internal/base/procfs"
+	"github.com/tapfwd/tapfwd/internal/dhcp"
 	"github.com/tapfwd/tapfwd/napi"
 )
 

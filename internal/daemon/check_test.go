@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tapfwd/tapfwd/internal/cpulist"
-	"github.com/tapfwd/tapfwd/internal/syncbuf"
+	"github.com/tapfwd/tapfwd/internal/base/cpulist"
+	"github.com/tapfwd/tapfwd/internal/base/syncbuf"
 )
 
 // TestSharedPollerCPU: check warns in one line when a queue worker is

@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/tapfwd/tapfwd/internal/uring"
+	"github.com/tapfwd/tapfwd/internal/base/uring"
 )
 
 // spinPeriod is how long each io_uring_enter of a CPU poller busy-polls

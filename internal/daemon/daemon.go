@@ -8,10 +8,9 @@ import (
 	"net"
 
 	"github.com/tapfwd/tapfwd/forward"
-	"github.com/tapfwd/tapfwd/hostport"
 	"github.com/tapfwd/tapfwd/internal/abtap"
+	"github.com/tapfwd/tapfwd/internal/tapport"
 	"github.com/tapfwd/tapfwd/tap"
-	"github.com/tapfwd/tapfwd/vmport"
 )
 
 // Daemon is one forwarder: what Open made, and how Close undoes it.
@@ -20,12 +19,12 @@ type Daemon struct {
 	log  *slog.Logger
 	undo cleanup
 
-	m     machine        // what the Config names on this machine
-	dev   *tap.Device    // the TAP
-	ports vmPorts        // the VM ports
-	host  *hostport.Port // Config.Host's port; nil without
-	nic   nicSockets     // the queues' packet sockets
-	rings xdpRings       // their ring counters, with BackendXDP
+	m     machine           // what the Config names on this machine
+	dev   *tap.Device       // the TAP
+	ports vmPorts           // the VM ports
+	host  *tapport.HostPort // Config.Host's port; nil without
+	nic   nicSockets        // the queues' packet sockets
+	rings xdpRings          // their ring counters, with BackendXDP
 	fw    *forward.Forwarder
 	ab    *abtap.Endpoint // Config.AB's; nil without
 	// http is the metrics listener, bound before the privilege drop and
@@ -39,7 +38,7 @@ type Daemon struct {
 // ports' owner, the NIC, the queue workers' CPUs.
 type machine struct {
 	cred  *credential
-	owner *vmport.Owner
+	owner *tapport.Owner
 	nic   *net.Interface
 	cpus  []int
 }
@@ -147,7 +146,7 @@ func (d *Daemon) openTAP() error {
 	}
 	// Nodes whose port is gone point at minor numbers the next port may
 	// get: any run that finds them removes them.
-	if err := vmport.Sweep(dev.Netns()); err != nil {
+	if err := tapport.Sweep(dev.Netns()); err != nil {
 		d.log.Warn("sweeping stale VM-port device nodes", "err", err)
 	}
 	return nil

@@ -16,9 +16,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/tapfwd/tapfwd/hostport"
-	"github.com/tapfwd/tapfwd/internal/syncbuf"
-	"github.com/tapfwd/tapfwd/internal/testbed"
+	"github.com/tapfwd/tapfwd/internal/base/syncbuf"
+	"github.com/tapfwd/tapfwd/internal/lab/testbed"
+	"github.com/tapfwd/tapfwd/internal/tapport"
 	"github.com/tapfwd/tapfwd/napi"
 	"github.com/tapfwd/tapfwd/netns"
 	"github.com/tapfwd/tapfwd/tap"
@@ -150,13 +150,13 @@ func TestOpenFails(t *testing.T) {
 	c.VMPorts.N = 1
 	// An interface where the host port goes: the start fails after the
 	// TAP and the VM port are made.
-	if _, err := bed.Run(context.Background(), bed.LabNS, "ip", "link", "add", hostport.Name(bed.LabIf), "type", "veth", "peer", "name", hostport.Name(bed.LabIf)+"p"); err != nil {
+	if _, err := bed.Run(context.Background(), bed.LabNS, "ip", "link", "add", tapport.HostName(bed.LabIf), "type", "veth", "peer", "name", tapport.HostName(bed.LabIf)+"p"); err != nil {
 		t.Fatal(err)
 	}
 	c.Host = &HostPort{}
 	_, err := open(t, bed, c)
 	var de *Error
-	if !errors.As(err, &de) || de.Part != PartHostPort || !errors.Is(err, hostport.ErrNameInUse) {
+	if !errors.As(err, &de) || de.Part != PartHostPort || !errors.Is(err, tapport.ErrNameInUse) {
 		t.Errorf("Open: %v, want an *Error about the host port", err)
 	}
 	if !strings.Contains(log.String(), "msg=vm-port") || !tapGone(t, bed) {

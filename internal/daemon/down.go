@@ -3,9 +3,9 @@ package daemon
 import (
 	"errors"
 
+	"github.com/tapfwd/tapfwd/internal/tapport"
 	"github.com/tapfwd/tapfwd/tap"
 	"github.com/tapfwd/tapfwd/vhostuser"
-	"github.com/tapfwd/tapfwd/vmport"
 )
 
 // Removed is what Down removed.
@@ -38,7 +38,7 @@ func Down(tapName, ns, vhostDir string) (Removed, error) {
 
 // downTAP is Down's removal of the TAP.
 func downTAP(r *Removed, tapName, ns, vhostDir string) error {
-	ports, err := vmport.List(ns, tapName)
+	ports, err := tapport.List(ns, tapName)
 	if err != nil {
 		return err
 	}
@@ -47,7 +47,7 @@ func downTAP(r *Removed, tapName, ns, vhostDir string) error {
 		return err
 	}
 	// The kernel took the ports with the TAP; their nodes are stale now.
-	if err := vmport.Sweep(ns); err != nil {
+	if err := tapport.Sweep(ns); err != nil {
 		return err
 	}
 	if err := removeLeases(ns, tapName); err != nil {

@@ -7,9 +7,9 @@ import (
 	"os"
 	"strings"
 
-	"github.com/tapfwd/tapfwd/dhcp"
-	"github.com/tapfwd/tapfwd/hostport"
+	"github.com/tapfwd/tapfwd/internal/dhcp"
 	"github.com/tapfwd/tapfwd/internal/keeper"
+	"github.com/tapfwd/tapfwd/internal/tapport"
 	"github.com/tapfwd/tapfwd/netns"
 	"github.com/tapfwd/tapfwd/tap"
 )
@@ -25,12 +25,12 @@ func (d *Daemon) addHostPort() error {
 	if d.c.Host == nil {
 		return d.dropHostPort()
 	}
-	c := hostport.Config{TAP: d.dev.Name(), Netns: d.dev.Netns(), Addr: d.c.Host.Addr}
+	c := tapport.HostConfig{TAP: d.dev.Name(), Netns: d.dev.Netns(), Addr: d.c.Host.Addr}
 	if key := d.c.TAP.MACKey; key != nil {
 		// The lab's address is on this port: its MAC stays across restarts.
-		c.MAC = tap.StableMAC(key, c.Netns, hostport.Name(c.TAP))
+		c.MAC = tap.StableMAC(key, c.Netns, tapport.HostName(c.TAP))
 	}
-	p, err := hostport.Ensure(c)
+	p, err := tapport.EnsureHost(c)
 	if err != nil {
 		return fail(PartHostPort, "", err)
 	}
@@ -48,11 +48,11 @@ func (d *Daemon) dropHostPort() error {
 	if !d.dev.Attached() {
 		return nil
 	}
-	p, ok, err := hostport.Find(d.dev.Netns(), d.dev.Name())
+	p, ok, err := tapport.FindHost(d.dev.Netns(), d.dev.Name())
 	if err != nil || !ok {
 		return err
 	}
-	if err := hostport.Remove(p); err != nil {
+	if err := tapport.RemoveHost(p); err != nil {
 		return err
 	}
 	d.log.Info("removed the host port an earlier run left (no --host-port now): the lab address is on the TAP", "name", p.Name)

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/tapfwd/tapfwd/forward"
-	"github.com/tapfwd/tapfwd/internal/buildinfo"
+	"github.com/tapfwd/tapfwd/internal/base/buildinfo"
 	"github.com/tapfwd/tapfwd/vhostuser"
 )
 

@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tapfwd/tapfwd/internal/syncbuf"
+	"github.com/tapfwd/tapfwd/internal/base/syncbuf"
 
 	"github.com/tapfwd/tapfwd/forward"
-	"github.com/tapfwd/tapfwd/internal/testbed"
+	"github.com/tapfwd/tapfwd/internal/lab/testbed"
 )
 
 // TestTAPIOURing: with --tap-io auto on a kernel that has io_uring for

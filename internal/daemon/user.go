@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/tapfwd/tapfwd/internal/privdrop"
-	"github.com/tapfwd/tapfwd/vmport"
+	"github.com/tapfwd/tapfwd/internal/tapport"
 )
 
 type credential struct{ uid, gid int }
@@ -48,7 +48,7 @@ func (c *credential) drop(log *slog.Logger) error {
 
 // LookupOwner resolves USER[:GROUP] (names or numbers): the user's uid and
 // the group's gid, the user's primary group when none is given.
-func LookupOwner(spec string) (*vmport.Owner, error) {
+func LookupOwner(spec string) (*tapport.Owner, error) {
 	name, group, hasGroup := strings.Cut(spec, ":")
 	u, err := user.Lookup(name)
 	if err != nil {
@@ -71,5 +71,5 @@ func LookupOwner(spec string) (*vmport.Owner, error) {
 	if err1 != nil || err2 != nil {
 		return nil, fmt.Errorf("%q has a non-numeric uid or gid", spec)
 	}
-	return &vmport.Owner{UID: uid, GID: gid}, nil
+	return &tapport.Owner{UID: uid, GID: gid}, nil
 }

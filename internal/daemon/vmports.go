@@ -5,12 +5,12 @@ import (
 	"net"
 
 	"github.com/tapfwd/tapfwd/internal/keeper"
-	"github.com/tapfwd/tapfwd/vmport"
+	"github.com/tapfwd/tapfwd/internal/tapport"
 )
 
 // vmPorts are the TAP's VM ports: macvtaps, or vhost-user ports.
 type vmPorts struct {
-	macvtaps []vmport.Port
+	macvtaps []tapport.Port
 	vhost    []*vhostPort
 }
 
@@ -43,7 +43,7 @@ func (d *Daemon) addVMPorts() error {
 	if d.c.VMPorts.VhostDir != "" {
 		return d.addVhostPorts()
 	}
-	all, added, err := vmport.Ensure(vmport.Config{TAP: d.dev.Name(), Netns: d.dev.Netns(), Owner: d.m.owner}, d.c.VMPorts.N)
+	all, added, err := tapport.Ensure(tapport.Config{TAP: d.dev.Name(), Netns: d.dev.Netns(), Owner: d.m.owner}, d.c.VMPorts.N)
 	if err != nil {
 		return err
 	}
@@ -58,11 +58,11 @@ func (d *Daemon) addVMPorts() error {
 		// After the drop only a privileged process can remove them.
 		k, err := keeper.StartJanitor(keeper.Janitor{Ports: added})
 		if err != nil {
-			return errors.Join(err, vmport.Remove(added))
+			return errors.Join(err, tapport.Remove(added))
 		}
 		d.undo.closing("stopping the janitor", k.Stop)
 	default:
-		d.undo.closing("removing the VM ports", func() error { return vmport.Remove(added) })
+		d.undo.closing("removing the VM ports", func() error { return tapport.Remove(added) })
 	}
 	for i, p := range all {
 		d.log.Info("vm-port", "name", p.Name, "dev", p.Dev, "mac", p.MAC.String(), "qemu", macvtapQEMU(p, i))

@@ -14,7 +14,7 @@ import (
 
 	"github.com/tapfwd/tapfwd/afxdp"
 	"github.com/tapfwd/tapfwd/forward"
-	"github.com/tapfwd/tapfwd/internal/uring"
+	"github.com/tapfwd/tapfwd/internal/base/uring"
 	"github.com/tapfwd/tapfwd/napi"
 	"github.com/tapfwd/tapfwd/netns"
 )

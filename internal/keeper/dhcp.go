@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"strconv"
 
-	"github.com/tapfwd/tapfwd/dhcp"
+	"github.com/tapfwd/tapfwd/internal/dhcp"
 )
 
 // DHCP is a running DHCP keeper: it runs dnsmasq, and stops it and

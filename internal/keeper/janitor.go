@@ -4,8 +4,8 @@ import (
 	"errors"
 	"io"
 
+	"github.com/tapfwd/tapfwd/internal/tapport"
 	"github.com/tapfwd/tapfwd/vhostuser"
-	"github.com/tapfwd/tapfwd/vmport"
 )
 
 // A process that drops privileges can no longer delete the VM ports it
@@ -17,7 +17,7 @@ import (
 type Janitor struct {
 	// Ports are removed with their device nodes while they are still
 	// there with the same ifindex.
-	Ports []vmport.Port `json:"ports,omitempty"`
+	Ports []tapport.Port `json:"ports,omitempty"`
 	// Sockets are removed only while they are the files the ports made
 	// (a restarted tapfwd may have put its own there already).
 	Sockets []vhostuser.SocketFile `json:"sockets,omitempty"`
@@ -41,7 +41,7 @@ func (j *Janitor) done() <-chan struct{} { return nil }
 func (j *Janitor) end(io.Writer) error {
 	var errs []error
 	if len(j.Ports) > 0 {
-		errs = append(errs, vmport.Remove(j.Ports))
+		errs = append(errs, tapport.Remove(j.Ports))
 	}
 	for _, f := range j.Sockets {
 		errs = append(errs, vhostuser.RemoveSocketFile(f))

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tapfwd/tapfwd/internal/syncbuf"
+	"github.com/tapfwd/tapfwd/internal/base/syncbuf"
 	"github.com/tapfwd/tapfwd/vhostuser"
 )
 

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/tapfwd/tapfwd/internal/procfs"
+	"github.com/tapfwd/tapfwd/internal/base/procfs"
 	"golang.org/x/sys/unix"
 )
 

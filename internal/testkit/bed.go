@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tapfwd/tapfwd/internal/testbed"
+	"github.com/tapfwd/tapfwd/internal/lab/testbed"
 )
 
 // BedRun runs args in namespace ns of bed and returns the output; it fails

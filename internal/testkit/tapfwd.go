@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tapfwd/tapfwd/internal/testbed"
+	"github.com/tapfwd/tapfwd/internal/lab/testbed"
 )
 
 // MetricsAddr is where tapfwd serves /metrics and /status by default, in

@@ -1,11 +1,11 @@
 // Package tapporttest is for the tests of the packages that stack ports on
-// a TAP (vmport, hostport): a TAP in a lab namespace and settings there.
+// a TAP (VM ports and the host port): a TAP in a lab namespace and settings there.
 package tapporttest
 
 import (
 	"testing"
 
-	"github.com/tapfwd/tapfwd/internal/testbed"
+	"github.com/tapfwd/tapfwd/internal/lab/testbed"
 	"github.com/tapfwd/tapfwd/netns"
 	"github.com/tapfwd/tapfwd/tap"
 )

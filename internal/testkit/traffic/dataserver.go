@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tapfwd/tapfwd/internal/testbed"
+	"github.com/tapfwd/tapfwd/internal/lab/testbed"
 )
 
 // DataServer runs in the wire namespace (or, StartDataServerAt, another

@@ -11,7 +11,7 @@ import (
 	"github.com/google/gopacket/layers"
 	"golang.org/x/sys/unix"
 
-	"github.com/tapfwd/tapfwd/internal/testbed"
+	"github.com/tapfwd/tapfwd/internal/lab/testbed"
 )
 
 // ethPAll is ETH_P_ALL in network byte order, the order packet sockets

@@ -17,9 +17,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tapfwd/tapfwd/internal/testbed"
+	"github.com/tapfwd/tapfwd/internal/lab/testbed"
+	"github.com/tapfwd/tapfwd/internal/tapport"
 	"github.com/tapfwd/tapfwd/internal/testkit"
-	"github.com/tapfwd/tapfwd/vmport"
 )
 
 // Image is the test guest: its kernel and initramfs.
@@ -82,10 +82,10 @@ type Port struct {
 }
 
 // Ports are the n VM ports tapfwd made on tap in namespace ns (tapfwd run
-// --vm-ports), as vmport.List reads them; it fails t when there are not n.
+// --vm-ports), as tapport.List reads them; it fails t when there are not n.
 func Ports(t testing.TB, ns, tap string, n int) []Port {
 	t.Helper()
-	ports, err := vmport.List(ns, tap)
+	ports, err := tapport.List(ns, tap)
 	if err != nil || len(ports) != n {
 		t.Fatalf("VM ports on %s: %+v, %v; want %d", tap, ports, err, n)
 	}

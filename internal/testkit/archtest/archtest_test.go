@@ -215,7 +215,7 @@ var flagInText = regexp.MustCompile(`--[a-z][a-z-]+`)
 func TestLibrariesNameNoFlags(t *testing.T) {
 	for _, p := range list(t, "./...") {
 		rel, _ := ours(p.ImportPath)
-		if strings.HasPrefix(rel, "cmd/") || rel == "internal/cliflag" || inBench(p.ImportPath) || strings.HasPrefix(rel, "internal/archtest") {
+		if strings.HasPrefix(rel, "cmd/") || rel == "internal/cliflag" || inBench(p.ImportPath) || strings.HasPrefix(rel, "internal/testkit/archtest") {
 			continue
 		}
 		for _, f := range p.GoFiles {

@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tapfwd/tapfwd/internal/rootdir"
+	"github.com/tapfwd/tapfwd/internal/base/rootdir"
 	"github.com/tapfwd/tapfwd/netns"
 )
 
@@ -32,7 +32,7 @@ var (
 	// read as something else.
 	ErrInterfaceName = errors.New("a name dnsmasq cannot take")
 	// ErrUnsafeDir means Dir is not a root-owned directory only root may
-	// write to; no lease file is put there. It is vmport.ErrUnsafeDir too.
+	// write to; no lease file is put there. It is tapport.ErrUnsafeDir too.
 	ErrUnsafeDir = rootdir.ErrUnsafe
 )
 

@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tapfwd/tapfwd/internal/syncbuf"
+	"github.com/tapfwd/tapfwd/internal/base/syncbuf"
 )
 
 // Process is a process started in a bed's namespace with its output

@@ -1,4 +1,4 @@
-package hostport
+package tapport
 
 import (
 	"errors"
@@ -11,18 +11,17 @@ import (
 
 	"github.com/tapfwd/tapfwd/internal/tapport/tapporttest"
 	"github.com/tapfwd/tapfwd/internal/testkit"
-	"github.com/tapfwd/tapfwd/vmport"
 )
 
-func TestName(t *testing.T) {
+func TestHostName(t *testing.T) {
 	for tap, want := range map[string]string{
 		"lab0":            "lab0h",
 		"tfwtap-a1b2c3":   "tfwtap-a1b2c3h",
 		"tfwtap-a1b2c3d":  "tfwtap-a1b2c3dh",
 		"tfwtap-a1b2c3de": "tfwtap-a1b2c3dh",
 	} {
-		if got := Name(tap); got != want || len(got) >= unix.IFNAMSIZ {
-			t.Errorf("Name(%q) = %q, want %q (shorter than IFNAMSIZ)", tap, got, want)
+		if got := HostName(tap); got != want || len(got) >= unix.IFNAMSIZ {
+			t.Errorf("HostName(%q) = %q, want %q (shorter than IFNAMSIZ)", tap, got, want)
 		}
 	}
 }
@@ -31,18 +30,18 @@ func TestName(t *testing.T) {
 // adopts it again, finds it, and removes it: the address moves from the
 // TAP to the port, the TAP is quietened while the port is there and gets
 // the namespace's defaults back after.
-func TestLifecycle(t *testing.T) {
+func TestHostLifecycle(t *testing.T) {
 	bed, d := tapporttest.LabTAP(t)
 	addr := bed.LabAddr
 	testkit.BedRun(t, bed, bed.LabNS, "ip", "addr", "add", addr.String(), "dev", d.Name())
-	if _, ok, err := Find(bed.LabNS, d.Name()); ok || err != nil {
+	if _, ok, err := FindHost(bed.LabNS, d.Name()); ok || err != nil {
 		t.Fatalf("Find before any: ok %v, %v", ok, err)
 	}
-	p, err := Ensure(Config{TAP: d.Name(), Netns: bed.LabNS, Addr: addr})
+	p, err := EnsureHost(HostConfig{TAP: d.Name(), Netns: bed.LabNS, Addr: addr})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Name != Name(d.Name()) || p.Adopted || p.MAC[0]&3 != 2 || p.Addr != addr || p.Netns != bed.LabNS || p.TAP != d.Name() {
+	if p.Name != HostName(d.Name()) || p.Adopted || p.MAC[0]&3 != 2 || p.Addr != addr || p.Netns != bed.LabNS || p.TAP != d.Name() {
 		t.Errorf("Ensure = %+v", p)
 	}
 	link := testkit.BedRun(t, bed, bed.LabNS, "ip", "-d", "-o", "link", "show", "dev", p.Name)
@@ -57,56 +56,56 @@ func TestLifecycle(t *testing.T) {
 	}
 	tapporttest.CheckSettings(t, bed.LabNS, d.Name(), map[string]string{"arp_ignore": "8", "rp_filter": "1", "disable_ipv6": "1"})
 
-	again, err := Ensure(Config{TAP: d.Name(), Netns: bed.LabNS, Addr: addr})
+	again, err := EnsureHost(HostConfig{TAP: d.Name(), Netns: bed.LabNS, Addr: addr})
 	if err != nil || !again.Adopted || again.Index != p.Index || again.MAC.String() != p.MAC.String() {
 		t.Errorf("Ensure again = %+v, %v; want %s adopted", again, err, p.Name)
 	}
-	found, ok, err := Find(bed.LabNS, d.Name())
+	found, ok, err := FindHost(bed.LabNS, d.Name())
 	if err != nil || !ok || found.Index != p.Index || found.MAC.String() != p.MAC.String() {
 		t.Errorf("Find = %+v, %v, %v", found, ok, err)
 	}
 	// A VM port cannot take the host port's MAC.
-	if _, err := vmport.Add(vmport.Config{TAP: d.Name(), Netns: bed.LabNS, MAC: p.MAC}); !errors.Is(err, ErrMACInUse) {
+	if _, err := Add(Config{TAP: d.Name(), Netns: bed.LabNS, MAC: p.MAC}); !errors.Is(err, ErrMACInUse) {
 		t.Errorf("a VM port with the host port's MAC: %v", err)
 	}
 
-	if err := Remove(p); err != nil {
+	if err := RemoveHost(p); err != nil {
 		t.Fatal(err)
 	}
-	if err := Remove(p); err != nil {
+	if err := RemoveHost(p); err != nil {
 		t.Errorf("Remove again: %v", err)
 	}
-	if _, ok, _ := Find(bed.LabNS, d.Name()); ok {
+	if _, ok, _ := FindHost(bed.LabNS, d.Name()); ok {
 		t.Error("Find after Remove found one")
 	}
 	tapporttest.CheckSettings(t, bed.LabNS, d.Name(), map[string]string{"arp_ignore": "0", "rp_filter": "0", "disable_ipv6": "0"})
 }
 
-func TestRefuses(t *testing.T) {
+func TestHostRefuses(t *testing.T) {
 	bed, d := tapporttest.LabTAP(t)
-	name := Name(d.Name())
+	name := HostName(d.Name())
 	testkit.BedRun(t, bed, bed.LabNS, "ip", "link", "add", name, "type", "veth", "peer", "name", "tfwhpp0")
-	_, err := Ensure(Config{TAP: d.Name(), Netns: bed.LabNS})
+	_, err := EnsureHost(HostConfig{TAP: d.Name(), Netns: bed.LabNS})
 	if !errors.Is(err, ErrNameInUse) || !strings.Contains(err.Error(), "a veth device, not a macvlan on "+d.Name()) {
 		t.Errorf("name taken by a veth: %v", err)
 	}
 	testkit.BedRun(t, bed, bed.LabNS, "ip", "link", "del", name)
-	if _, err := Ensure(Config{TAP: d.Name(), Netns: bed.LabNS, MAC: d.MAC()}); !errors.Is(err, ErrMACInUse) {
+	if _, err := EnsureHost(HostConfig{TAP: d.Name(), Netns: bed.LabNS, MAC: d.MAC()}); !errors.Is(err, ErrMACInUse) {
 		t.Errorf("the TAP's MAC: %v", err)
 	}
-	if _, err := Ensure(Config{TAP: bed.NIC, Netns: bed.FwdNS}); !errors.Is(err, ErrNotTAP) {
+	if _, err := EnsureHost(HostConfig{TAP: bed.NIC, Netns: bed.FwdNS}); !errors.Is(err, ErrNotTAP) {
 		t.Errorf("a veth: %v", err)
 	}
-	if _, err := Ensure(Config{TAP: d.Name(), Netns: bed.LabNS, MAC: net.HardwareAddr{1, 0, 0, 0, 0, 1}}); err == nil {
+	if _, err := EnsureHost(HostConfig{TAP: d.Name(), Netns: bed.LabNS, MAC: net.HardwareAddr{1, 0, 0, 0, 0, 1}}); err == nil {
 		t.Error("a multicast MAC was taken")
 	}
 	// A failed address leaves no port behind: the kernel refuses a
 	// multicast one (net/ipv6/addrconf.c: inet6_addr_add).
 	bad := netip.MustParsePrefix("ff02::1/64")
-	if _, err := Ensure(Config{TAP: d.Name(), Netns: bed.LabNS, Addr: bad}); err == nil {
+	if _, err := EnsureHost(HostConfig{TAP: d.Name(), Netns: bed.LabNS, Addr: bad}); err == nil {
 		t.Error("a bad prefix was taken")
 	}
-	if _, ok, _ := Find(bed.LabNS, d.Name()); ok {
+	if _, ok, _ := FindHost(bed.LabNS, d.Name()); ok {
 		t.Error("a failed Ensure left its port")
 	}
 }

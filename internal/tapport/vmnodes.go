@@ -1,4 +1,4 @@
-package vmport
+package tapport
 
 import (
 	"errors"
@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/tapfwd/tapfwd/internal/rootdir"
+	"github.com/tapfwd/tapfwd/internal/base/rootdir"
 	"github.com/tapfwd/tapfwd/netns"
 )
 
@@ -36,13 +36,13 @@ func portDevt(mnt int, name string, index int) (major, minor uint32, err error) 
 	rel := fmt.Sprintf("class/net/%s/macvtap/tap%d/dev", name, index)
 	s, err := readAt(mnt, rel)
 	if err != nil {
-		return 0, 0, fmt.Errorf("vmport: character device of %s: %w", name, err)
+		return 0, 0, fmt.Errorf("character device of %s: %w", name, err)
 	}
 	a, b, ok := strings.Cut(s, ":")
 	ma, err1 := strconv.ParseUint(a, 10, 32)
 	mi, err2 := strconv.ParseUint(b, 10, 32)
 	if !ok || err1 != nil || err2 != nil {
-		return 0, 0, fmt.Errorf("vmport: character device of %s: bad %s %q", name, rel, s)
+		return 0, 0, fmt.Errorf("character device of %s: bad %s %q", name, rel, s)
 	}
 	return uint32(ma), uint32(mi), nil
 }
@@ -90,7 +90,7 @@ type Owner struct{ UID, GID int }
 // can plant or swap nodes in it.
 func devDir() error {
 	if err := rootdir.Ensure(DevDir); err != nil {
-		return fmt.Errorf("vmport: %w", err)
+		return err
 	}
 	return nil
 }
@@ -114,17 +114,17 @@ func makeNode(path string, major, minor uint32, owner *Owner) error {
 		mode = 0o660
 	}
 	if err := unix.Mknod(path, unix.S_IFCHR|mode, int(unix.Mkdev(major, minor))); err != nil {
-		return fmt.Errorf("vmport: create device node %s: %w", path, os.NewSyscallError("mknod", err))
+		return fmt.Errorf("create device node %s: %w", path, os.NewSyscallError("mknod", err))
 	}
 	// Mknod applies the umask: set the mode as asked.
 	if err := unix.Fchmodat(unix.AT_FDCWD, path, mode, 0); err != nil {
 		os.Remove(path)
-		return fmt.Errorf("vmport: chmod %s: %w", path, os.NewSyscallError("fchmodat", err))
+		return fmt.Errorf("chmod %s: %w", path, os.NewSyscallError("fchmodat", err))
 	}
 	if owner != nil {
 		if err := unix.Lchown(path, owner.UID, owner.GID); err != nil {
 			os.Remove(path)
-			return fmt.Errorf("vmport: chown %s to %d:%d: %w", path, owner.UID, owner.GID, os.NewSyscallError("lchown", err))
+			return fmt.Errorf("chown %s to %d:%d: %w", path, owner.UID, owner.GID, os.NewSyscallError("lchown", err))
 		}
 	}
 	return nil
@@ -137,7 +137,7 @@ func makeNode(path string, major, minor uint32, owner *Owner) error {
 func evict(keep string, dev uint64) error {
 	ents, err := os.ReadDir(DevDir)
 	if err != nil {
-		return fmt.Errorf("vmport: %w", err)
+		return err
 	}
 	for _, e := range ents {
 		path := filepath.Join(DevDir, e.Name())
@@ -146,7 +146,7 @@ func evict(keep string, dev uint64) error {
 			continue
 		}
 		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("vmport: remove %s, a stale node of the device %d:%d: %w", path, unix.Major(dev), unix.Minor(dev), err)
+			return fmt.Errorf("remove %s, a stale node of the device %d:%d: %w", path, unix.Major(dev), unix.Minor(dev), err)
 		}
 	}
 	return nil
@@ -172,13 +172,13 @@ func removeNode(path string) error {
 		if errors.Is(err, unix.ENOENT) {
 			return nil
 		}
-		return fmt.Errorf("vmport: %w", &os.PathError{Op: "lstat", Path: path, Err: err})
+		return fmt.Errorf("%w", &os.PathError{Op: "lstat", Path: path, Err: err})
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFCHR || unix.Major(st.Rdev) != macvtapMajor() {
-		return fmt.Errorf("vmport: %s is not a VM port's device node: %w", path, ErrNotNode)
+		return fmt.Errorf("%s is not a VM port's device node: %w", path, ErrNotNode)
 	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("vmport: %w", err)
+		return err
 	}
 	os.Remove(DevDir) // fails while other nodes are there
 	return nil

@@ -1,4 +1,4 @@
-package vmport
+package tapport
 
 import (
 	"errors"
@@ -10,7 +10,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/tapfwd/tapfwd/internal/tapport"
 	"github.com/tapfwd/tapfwd/netns"
 )
 
@@ -70,9 +69,9 @@ func Add(c Config) (Port, error) {
 			return Port{}, err
 		}
 	}
-	h, err := tapport.Open(c.TAP, c.MAC, c.Netns)
+	h, err := Open(c.TAP, c.MAC, c.Netns)
 	if err != nil {
-		return Port{}, fmt.Errorf("vmport: %w", err)
+		return Port{}, err
 	}
 	defer h.Close()
 	label := h.Label()
@@ -85,13 +84,13 @@ func addPort(h *netns.NS, label string, c Config) (Port, error) {
 	for try := 0; ; try++ {
 		links, err := h.Links()
 		if err != nil {
-			return Port{}, fmt.Errorf("vmport: %w", err)
+			return Port{}, err
 		}
-		t, err := tapport.FindTAP(h, links, c.TAP)
+		t, err := FindTAP(h, links, c.TAP)
 		if err != nil {
 			return Port{}, err
 		}
-		mac, err := tapport.PickMAC(h, links, c.MAC)
+		mac, err := PickMAC(h, links, c.MAC)
 		if err != nil {
 			return Port{}, err
 		}
@@ -99,7 +98,7 @@ func addPort(h *netns.NS, label string, c Config) (Port, error) {
 		if name == "" {
 			name = freeName(links)
 		} else if l := netns.LinkNamed(links, name); l != nil {
-			return Port{}, tapport.Errorf(ErrNameInUse, h, name, "vm-port name %q is in use in %s (a %s device)", name, h, l.KindName())
+			return Port{}, Errorf(ErrNameInUse, h, name, "vm-port name %q is in use in %s (a %s device)", name, h, l.KindName())
 		}
 		err = h.NewMacvtap(name, t.Index, mac, freeIndex(links))
 		// EEXIST: the name (when picked here) or the index was taken
@@ -108,7 +107,7 @@ func addPort(h *netns.NS, label string, c Config) (Port, error) {
 			continue
 		}
 		if err != nil {
-			return Port{}, tapport.CreateErr(h, "macvtap", ErrNoMacvtap, name, c.TAP, err)
+			return Port{}, CreateErr(h, "macvtap", ErrNoMacvtap, name, c.TAP, err)
 		}
 		p, err := finishPort(h, label, name, t, mac, c.Owner)
 		if err != nil {
@@ -128,25 +127,25 @@ func addPort(h *netns.NS, label string, c Config) (Port, error) {
 func finishPort(h *netns.NS, label, name string, t *netns.Link, mac net.HardwareAddr, owner *Owner) (Port, error) {
 	l, err := h.Link(name)
 	if err != nil {
-		return Port{}, fmt.Errorf("vmport: %w", err)
+		return Port{}, err
 	}
 	if err := quieten(h, l.Index, name); err != nil {
 		return Port{}, err
 	}
-	if err := tapport.SetUp(h, l.Index, name, mac, t.Name); err != nil {
+	if err := SetUp(h, l.Index, name, mac, t.Name); err != nil {
 		return Port{}, err
 	}
-	p := Port{Name: name, Index: l.Index, MAC: mac, TAP: t.Name, TAPIndex: t.Index, Netns: tapport.Netns(h, label), Up: true}
+	p := Port{Name: name, Index: l.Index, MAC: mac, TAP: t.Name, TAPIndex: t.Index, Netns: Netns(h, label), Up: true}
 	mnt, err := h.Sysfs(false)
 	if err != nil {
-		return Port{}, fmt.Errorf("vmport: %w", err)
+		return Port{}, err
 	}
 	defer unix.Close(mnt)
 	if p.Major, p.Minor, err = portDevt(mnt, name, p.Index); err != nil {
 		return Port{}, err
 	}
 	if k := kernelNode(p.Index); fileExists(k) && !nodeIs(k, p.Major, p.Minor) {
-		return Port{}, fmt.Errorf("vmport: %s belongs to another namespace's port: %w", k, errNodeTaken)
+		return Port{}, fmt.Errorf("%s belongs to another namespace's port: %w", k, errNodeTaken)
 	}
 	p.Dev = nodePath(label, name)
 	if err := makeNode(p.Dev, p.Major, p.Minor, owner); err != nil {
@@ -162,11 +161,11 @@ func finishPort(h *netns.NS, label, name string, t *netns.Link, mac net.Hardware
 // multicast its netdev's groups hash to (drivers/net/macvlan.c:
 // macvlan_set_mac_lists), unless IFF_ALLMULTI.
 func quieten(h *netns.NS, index int, name string) error {
-	if err := tapport.Quieten(h, name); err != nil {
-		return fmt.Errorf("vmport: %w", err)
+	if err := Quieten(h, name); err != nil {
+		return err
 	}
 	if err := h.SetLink(index, netns.LinkChange{AllMulti: true}); err != nil {
-		return fmt.Errorf("vmport: %w", err)
+		return err
 	}
 	return nil
 }
@@ -189,11 +188,11 @@ func List(ns, tapName string) ([]Port, error) {
 	sweepNodes(h, label)
 	links, err := h.Links()
 	if err != nil {
-		return nil, fmt.Errorf("vmport: %w", err)
+		return nil, err
 	}
 	var only *netns.Link
 	if tapName != "" {
-		if only, err = tapport.FindTAP(h, links, tapName); err != nil {
+		if only, err = FindTAP(h, links, tapName); err != nil {
 			return nil, err
 		}
 	}
@@ -213,10 +212,10 @@ func List(ns, tapName string) ([]Port, error) {
 		if l.Kind != "macvtap" || l.ParentElsewhere || t == nil || !t.IsTAP() || (only != nil && t.Index != only.Index) {
 			continue
 		}
-		p := Port{Name: l.Name, Index: l.Index, MAC: l.MAC, TAP: t.Name, TAPIndex: t.Index, Netns: tapport.Netns(h, label), Up: l.Up}
+		p := Port{Name: l.Name, Index: l.Index, MAC: l.MAC, TAP: t.Name, TAPIndex: t.Index, Netns: Netns(h, label), Up: l.Up}
 		if mnt < 0 {
 			if mnt, err = h.Sysfs(false); err != nil {
-				return nil, fmt.Errorf("vmport: %w", err)
+				return nil, err
 			}
 		}
 		if p.Major, p.Minor, err = portDevt(mnt, l.Name, p.Index); err != nil {
@@ -249,7 +248,7 @@ func Del(ns, name string) error {
 	label := h.Label()
 	err = delLink(h, name, 0)
 	if errors.Is(err, ErrNoPort) {
-		err = tapport.Errorf(ErrNoPort, h, name, "no vm-port %q in %s", name, h)
+		err = Errorf(ErrNoPort, h, name, "no vm-port %q in %s", name, h)
 	}
 	// The node goes either way: without its port it is stale.
 	if rerr := removeNode(nodePath(label, name)); rerr != nil {
@@ -348,7 +347,7 @@ func Remove(ports []Port) error {
 func checkIfName(name string) error {
 	// net/core/dev.c: dev_valid_name.
 	if name == "" || len(name) >= unix.IFNAMSIZ || name == "." || name == ".." || strings.ContainsAny(name, "/: \t\n") {
-		return fmt.Errorf("vmport: bad interface name %q: want 1 to %d bytes, no '/', ':' or spaces", name, unix.IFNAMSIZ-1)
+		return fmt.Errorf("bad interface name %q: want 1 to %d bytes, no '/', ':' or spaces", name, unix.IFNAMSIZ-1)
 	}
 	return nil
 }
@@ -367,21 +366,21 @@ func freeName(links []netns.Link) string {
 func delLink(h *netns.NS, name string, index int) error {
 	links, err := h.Links()
 	if err != nil {
-		return fmt.Errorf("vmport: %w", err)
+		return err
 	}
 	l := netns.LinkNamed(links, name)
 	if l == nil || (index != 0 && l.Index != index) {
 		return ErrNoPort
 	}
 	if l.Kind != "macvtap" {
-		return fmt.Errorf("vmport: %q is a %s device, not a vm-port (macvtap): not deleting it", name, l.KindName())
+		return fmt.Errorf("%q is a %s device, not a vm-port (macvtap): not deleting it", name, l.KindName())
 	}
 	err = h.DelLink(l.Index)
 	if errors.Is(err, unix.ENODEV) {
 		return ErrNoPort
 	}
 	if err != nil {
-		return fmt.Errorf("vmport: delete %s: %w", name, err)
+		return fmt.Errorf("delete %s: %w", name, err)
 	}
 	return nil
 }

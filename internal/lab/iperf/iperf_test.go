@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tapfwd/tapfwd/internal/testbed"
+	"github.com/tapfwd/tapfwd/internal/lab/testbed"
 )
 
 var update = flag.Bool("update", false, "capture fresh iperf3 JSON samples into testdata/ (needs root and iperf3)")

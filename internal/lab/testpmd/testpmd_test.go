@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tapfwd/tapfwd/internal/testpmd"
+	"github.com/tapfwd/tapfwd/internal/lab/testpmd"
 	"github.com/tapfwd/tapfwd/vhostuser/vhostusertest"
 )
 

@@ -1,4 +1,4 @@
-package vmport
+package tapport
 
 import (
 	"bytes"
@@ -13,9 +13,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/tapfwd/tapfwd/hostport"
+	"github.com/tapfwd/tapfwd/internal/lab/testbed"
 	"github.com/tapfwd/tapfwd/internal/tapport/tapporttest"
-	"github.com/tapfwd/tapfwd/internal/testbed"
 	"github.com/tapfwd/tapfwd/internal/testkit"
 	"github.com/tapfwd/tapfwd/netns"
 )
@@ -46,7 +45,7 @@ func TestOneAnswerForTheLab(t *testing.T) {
 			}
 			host, hostIndex := d.MAC(), tapLink.Index
 			if withHost {
-				hp, err := hostport.Ensure(hostport.Config{TAP: d.Name(), Netns: bed.LabNS, Addr: bed.LabAddr})
+				hp, err := EnsureHost(HostConfig{TAP: d.Name(), Netns: bed.LabNS, Addr: bed.LabAddr})
 				if err != nil {
 					t.Fatal(err)
 				}

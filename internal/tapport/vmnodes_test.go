@@ -1,4 +1,4 @@
-package vmport
+package tapport
 
 import (
 	"errors"

@@ -18,7 +18,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tapfwd/tapfwd/internal/procfs"
+	"github.com/tapfwd/tapfwd/internal/base/procfs"
 )
 
 // Mode selects the topology between the wire and lab namespaces.

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tapfwd/tapfwd/internal/testbed"
+	"github.com/tapfwd/tapfwd/internal/lab/testbed"
 )
 
 // Options for one iperf3 run. The zero value is a 5 s single-stream TCP
