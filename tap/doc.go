@@ -1,3 +1,3 @@
 // Package tap opens a multiqueue Linux TAP device with a raw TUNSETIFF,
-// after probing TUNGETFEATURES, and configures it through package netns.
+// after probing TUNGETFEATURES, and sets its offloads, queues and NAPI.
 package tap

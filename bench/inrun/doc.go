@@ -8,9 +8,9 @@
 // and frames tapfwd wrote into the TAP, and the CPU time of every thread
 // of the run (tapfwd's, the TAP's NAPI kthread, ksoftirqd, both iperf3
 // processes), read from schedstat. A run's estimate is the log ratio of
-// the arms' summed rates (stats.RunEffect), or of their CPU per byte at a
-// fixed offered rate (stats.RunCost); runs are the replicates of the
-// interval (stats.ABInterval, Stein's two-stage rule across runs), so the
+// the arms' summed rates, or of their CPU per byte at a
+// fixed offered rate; runs are the replicates of the
+// interval (Stein's two-stage rule across runs), so the
 // slow noise of a shared machine, which moves both arms alike within a
 // run, cancels. Every report carries its own checks: an A/A comparison
 // (two queues, neither with IFF_NAPI), a positive control (a delay

@@ -1,6 +1,6 @@
-// Package forwardtest provides stand-ins for forward's endpoints, so the
-// workers can be tested without a TAP, a NIC or privileges: socketpairs
-// behind the real tap.Queue and afpacket.Socket code, the real afxdp.Socket
+// Package forwardtest provides stand-ins for the forwarding workers' endpoints, so
+// the workers can be tested without a TAP, a NIC or privileges: socketpairs
+// behind the real TAP-queue and packet-socket code, the real AF_XDP socket
 // code over an in-memory UMEM, and a scripted fake that replays frames, VLAN
 // tags and errors.
 package forwardtest

@@ -1,3 +1,3 @@
-// Package iperf runs iperf3 across a testbed.Bed (server in the lab
+// Package iperf runs iperf3 across the namespace test bed (server in the lab
 // namespace, client in the wire namespace) and parses its JSON report.
 package iperf

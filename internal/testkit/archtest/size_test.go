@@ -11,7 +11,7 @@ import (
 	"testing"
 )
 
-// The command line stays thin (docs/architecture.md): what it does beyond
+// The command line stays thin (docs/design/architecture.md): what it does beyond
 // flags, advice and dispatch belongs in a library.
 const (
 	maxCLILines     = 1200 // non-blank lines of cmd/tapfwd's non-test code

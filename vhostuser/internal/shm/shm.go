@@ -1,6 +1,6 @@
 // Package shm holds the memory primitives both sides of a virtqueue need on
-// memory the guest shares with the port: vhostuser, the device, and
-// vhostusertest, the driver it is tested against.
+// memory the guest shares with the port: the device side (the vhost-user
+// port) and the driver side (the fake front-end its tests drive).
 //
 // The ring indices the two sides hand each other need ordered access: the
 // driver publishes avail->idx with a release store after the entries it
