@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Installs what tapfwd's bench (deps.sh bench), its demo (deps.sh demo) or
 # its tests (deps.sh test, the default) need, when it is missing. The
-# bench: iperf3 (traffic) and iproute2 (ip, ss: the namespace test bed).
+# bench: iperf3 (traffic), iproute2 (ip, ss: the namespace test bed) and
+# Open vSwitch (openvswitch-switch: the userspace peer the bench compares
+# with; the bench starts its daemons itself, so the package's service is
+# kept from starting).
 # The demo also: ping, curl (it reads /metrics), QEMU and the test guest
 # (scripts/vmguest.sh, cached under ~/.cache/tapfwd/vmguest). The tests
 # also: ethtool, Prometheus (promtool checks the rules; the server scrapes
@@ -21,7 +24,7 @@ bench | demo | test) ;;
 	exit 2
 	;;
 esac
-declare -A pkg=([iperf3]=iperf3 [ip]=iproute2 [ss]=iproute2)
+declare -A pkg=([iperf3]=iperf3 [ip]=iproute2 [ss]=iproute2 [ovs-vswitchd]=openvswitch-switch)
 if [ "$what" != bench ]; then
 	pkg+=([ping]=iputils-ping [curl]=curl [qemu-system-x86_64]=qemu-system-x86)
 fi
@@ -51,7 +54,19 @@ if [ ${#missing[@]} -gt 0 ]; then
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq
 	updated=1
-	apt-get install -y -qq --no-install-recommends "${uniq[@]}" >/dev/null
+	# No package's service starts: Open vSwitch's would run a system-wide
+	# switch the bench must not touch. policy-rc.d is removed afterwards
+	# unless it was there before.
+	norc=
+	if [ ! -e /usr/sbin/policy-rc.d ]; then
+		printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+		chmod 755 /usr/sbin/policy-rc.d
+		norc=1
+	fi
+	status=0
+	apt-get install -y -qq --no-install-recommends "${uniq[@]}" >/dev/null || status=$?
+	[ -z "$norc" ] || rm -f /usr/sbin/policy-rc.d
+	[ "$status" -eq 0 ] || exit "$status"
 fi
 
 [ "$what" != bench ] || exit 0
