@@ -91,7 +91,7 @@ func TestCompareRuns(t *testing.T) {
 // schema 2 run: the cells both have, throughput only (the old run has no
 // cost).
 func TestCompareWithSchemaV1(t *testing.T) {
-	c := compareWithB(t, "../../docs/bench-throughput/first-schema/throughput.json", "old.json")
+	c := compareWithB(t, "../../docs/results/2026-11-30-throughput-first-schema/throughput.json", "old.json")
 	if len(c.Rows) != 5 || len(c.OnlyB) != 0 || len(c.OnlyA) == 0 {
 		t.Fatalf("%d rows, only in B %v: want the 5 cells compare-b.json has", len(c.Rows), c.OnlyB)
 	}

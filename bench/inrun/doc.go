@@ -18,5 +18,5 @@
 // ms, retransmits and reordering around switches, the background load of
 // each run, and the kernel's view of the two queues (the NAPI kthreads).
 //
-// docs/ab-method.md explains the estimator and its coverage.
+// docs/design/ab-method.md explains the estimator and its coverage.
 package inrun

@@ -9,7 +9,7 @@ import (
 
 // BenchmarkNullSyscall is what one system call costs on this host when
 // the kernel does next to nothing (getppid): its entry and exit, which
-// page-table isolation without PCID makes dear (see docs/performance.md).
+// page-table isolation without PCID makes dear (see docs/design/performance.md).
 // cpu-ns/op is the thread's CPU time per call, which preemption on a
 // loaded machine does not inflate as it does ns/op. Raw leaves out the Go
 // runtime's entersyscall/exitsyscall around the call.

@@ -17,7 +17,7 @@ import (
 // first bins of a window carry over the previous arm's state (queues
 // still draining, a NAPI instance still scheduled), so a guard leaves
 // them out. Each run gives one estimate of B against A, and the runs of
-// an experiment give the interval (ABInterval). docs/ab-method.md
+// an experiment give the interval (ABInterval). docs/design/ab-method.md
 // explains the method and gives the simulation's figures.
 
 // ABBins is the number of time bins each window's counters are split

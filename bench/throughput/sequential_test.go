@@ -289,7 +289,7 @@ func TestRunsRoundTrip(t *testing.T) {
 // default run and the VXLAN one): their comparisons as they were made,
 // under the rule and the words of then.
 func TestReadSchemaV2(t *testing.T) {
-	for _, path := range []string{"../../docs/bench-throughput/schema-2/throughput.json", "../../docs/bench-vxlan/throughput.json"} {
+	for _, path := range []string{"../../docs/results/2026-12-01-throughput-schema-2/throughput.json", "../../docs/results/2026-12-01-throughput-vxlan/throughput.json"} {
 		r, err := Read(path)
 		if err != nil {
 			t.Fatal(err)
@@ -313,7 +313,7 @@ func TestReadSchemaV2(t *testing.T) {
 			t.Errorf("%s: rendered with what it was not made by", path)
 		}
 	}
-	r, _ := Read("../../docs/bench-throughput/schema-2/throughput.json")
+	r, _ := Read("../../docs/results/2026-12-01-throughput-schema-2/throughput.json")
 	var txt bytes.Buffer
 	r.Document().WriteText(&txt)
 	if !strings.Contains(txt.String(), "+0.015 [-0.085, +0.122] (+2.7%)  18%   9      interval +-18%: too wide for a verdict at the +-7.5% target") {

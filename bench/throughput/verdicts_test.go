@@ -178,7 +178,7 @@ func TestVerdictRule(t *testing.T) {
 // TestReadSchemaV1 renders the committed run of the first schema again:
 // its verdicts as they were made, under the rule they were made by.
 func TestReadSchemaV1(t *testing.T) {
-	r, err := Read("../../docs/bench-throughput/first-schema/throughput.json")
+	r, err := Read("../../docs/results/2026-11-30-throughput-first-schema/throughput.json")
 	if err != nil {
 		t.Fatal(err)
 	}

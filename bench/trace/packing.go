@@ -20,7 +20,7 @@ const (
 // PerSegmentMax is the most bytes an IP packet of a PerSegment run
 // carries on average: two Ethernet-MTU frames. Runs of either state
 // measured on the bench's bed lie far from it (1.2 to 1.6 KB against 5
-// to 54 KB per packet; docs/bench.md, "Why the 128 B rows were
+// to 54 KB per packet; docs/design/bench-method.md, "Why the 128 B rows were
 // bimodal").
 const PerSegmentMax = 3000
 

@@ -20,7 +20,7 @@ import (
 const (
 	fixtureA = "../../bench/compare/testdata/compare-a.json"
 	fixtureB = "../../bench/compare/testdata/compare-b.json"
-	oldRun   = "../../docs/bench-throughput/first-schema/throughput.json"
+	oldRun   = "../../docs/results/2026-11-30-throughput-first-schema/throughput.json"
 )
 
 // TestCompareCLI runs `tapfwd-bench compare` on two saved runs in each

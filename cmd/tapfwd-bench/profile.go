@@ -43,7 +43,7 @@ func profileFlagSet(stdout io.Writer) (*flag.FlagSet, *profileFlags) {
 	f := &profileFlags{
 		bench: &benchFlags{
 			asJSON:  fs.Bool("json", false, "print the report as JSON"),
-			asMD:    fs.Bool("markdown", false, "print the report as Markdown (to paste into docs/performance.md)"),
+			asMD:    fs.Bool("markdown", false, "print the report as Markdown (to paste into docs/design/performance.md)"),
 			outDir:  fs.String("out", "", "also write the report (profile.{txt,md,json}) and the raw profiles (CONFIG-WORKLOAD.pprof for go tool pprof, CONFIG-WORKLOAD.perf.data for perf report -i) into this directory"),
 			from:    fs.String("from", "", "render a report saved with --json (or --out) instead of profiling"),
 			tapfwd:  fs.String("tapfwd", "", "the tapfwd binary to profile; empty takes the tapfwd next to tapfwd-bench, else the one on $PATH"),

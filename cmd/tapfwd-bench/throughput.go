@@ -31,7 +31,7 @@ import (
 // modes, the bridge (ratios and cost) and the direct veth, sequential: a
 // first stage of stats.Stage1Reps repetitions, then as many as the
 // comparisons need for intervals within +-7.5%, within a budget
-// (docs/bench.md: "The default run: why these settings").
+// (docs/design/bench-method.md: "The default run: why these settings").
 var (
 	defaultConfigs  = []string{throughput.NAPIOff, throughput.NAPIOn, throughput.NAPIThreaded, throughput.Bridge, throughput.Direct}
 	defaultReps     = stats.Stage1Reps
@@ -52,7 +52,7 @@ var (
 	fullTime = "about 40 minutes"
 )
 
-// --perf: the guard (docs/performance.md, "The guard"): tapfwd as it
+// --perf: the guard (docs/guide/bench.md, "The guard"): tapfwd as it
 // ships against the bridge, paired, on the rows the targets are set for;
 // a first stage of stats.Stage1Reps repetitions, then as many as the
 // ratios need within perfBudget.

@@ -135,12 +135,15 @@ func TestHintsNameFlagsTheyTake(t *testing.T) {
 }
 
 // hintTexts are the texts whose suggestions TestHintsNameFlagsTheyTake
-// checks, by path: the README, docs/, deploy/ and scripts/, and the
+// checks, by path: the README, CONTRIBUTING, docs/ (its pages and
+// theirs one folder down), deploy/ and scripts/, and the
 // string literals of the Go code, by directory.
 func hintTexts(t *testing.T) map[string]string {
 	t.Helper()
 	texts := map[string]string{}
 	files, _ := filepath.Glob("../../docs/*.md")
+	sub, _ := filepath.Glob("../../docs/*/*.md")
+	files = append(append(files, sub...), "../../CONTRIBUTING.md")
 	for _, dir := range []string{"../../deploy", "../../scripts"} {
 		filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 			if err == nil && !d.IsDir() {
