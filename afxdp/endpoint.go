@@ -75,7 +75,7 @@ func (s *Socket) BusyPoll() error {
 // Write queues bufs[i][offset:] (each a virtio_net_hdr and an Ethernet
 // frame) on the TX ring in order and kicks the kernel once for the batch.
 // The kernel has no vnet header here, so a GSO frame goes out as its
-// segments (vnethdr.Segment, into the UMEM) and a partial checksum is
+// segments (offload.Segment, into the UMEM) and a partial checksum is
 // completed first (in bufs[i], whose header is cleared so that a retry does
 // not complete it twice). A frame longer than a chunk spans chunks
 // (multi-buffer) or is refused with EMSGSIZE.

@@ -3,6 +3,7 @@ package afxdp
 import (
 	"golang.org/x/sys/unix"
 
+	"github.com/tapfwd/tapfwd/offload"
 	"github.com/tapfwd/tapfwd/vnethdr"
 )
 
@@ -365,7 +366,7 @@ func (q *queue) queueDesc(c uint32, n int, opts uint32) {
 	q.txQueued++
 }
 
-// putGSO segments a GSO frame (vnethdr.Segment: finished checksums) and
+// putGSO segments a GSO frame (offload.Segment: finished checksums) and
 // queues the segments: straight into TX chunks when a segment fits one,
 // else through the scratch buffer and putFrame's chunk chains.
 func (q *queue) putGSO(h vnethdr.Hdr, frame []byte) error {
@@ -386,7 +387,7 @@ func (q *queue) putGSO(h vnethdr.Hdr, frame []byte) error {
 			c := uint64(q.free[len(q.free)-j])
 			out = append(out, q.mem[c*q.chunk:(c+1)*q.chunk])
 		}
-		n, err := vnethdr.Segment(h, frame, out, q.segSizes)
+		n, err := offload.Segment(h, frame, out, q.segSizes)
 		if err != nil {
 			return unix.EINVAL
 		}
@@ -410,7 +411,7 @@ func (q *queue) putJumboGSO(h vnethdr.Hdr, frame []byte, need, segLen int) error
 	for j := 0; j < need; j++ {
 		out = append(out, q.scratch[j*segLen:(j+1)*segLen])
 	}
-	n, err := vnethdr.Segment(h, frame, out, q.segSizes)
+	n, err := offload.Segment(h, frame, out, q.segSizes)
 	if err != nil {
 		return unix.EINVAL
 	}

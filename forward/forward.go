@@ -35,11 +35,11 @@ type Config struct {
 	Busy bool
 	// GRO coalesces consecutive TCP segments of a flow received from the
 	// NIC into one GSO frame before writing them to the TAP (needs
-	// TAPVnetHdr; vnethdr.GRO).
+	// TAPVnetHdr; offload.GRO).
 	GRO bool
 	// GROWindow, with GRO, is how long a worker that read less than a
 	// batch from the NIC may wait for more while the batch's last frame
-	// leaves its flow open (vnethdr.GRO.Open): frames of a flow that
+	// leaves its flow open (offload.GRO.Open): frames of a flow that
 	// arrive a little apart then merge into one TAP write. It waits in
 	// ppoll on the NIC alone; 0 never waits.
 	GROWindow time.Duration
@@ -61,7 +61,7 @@ type Config struct {
 	// L2 is what frames from the TAP side may carry onto the wire.
 	L2 L2Policy
 	// GROMaxIPv4 and GROMaxIPv6 bound what userspace GRO builds: the TAP's
-	// gro_ipv4_max_size and gro_max_size (0: 65536, vnethdr.GRO's default).
+	// gro_ipv4_max_size and gro_max_size (0: 65536, offload.GRO's default).
 	GROMaxIPv4, GROMaxIPv6 int
 	// Guests are VMs on the segment besides the TAP and the NIC, each with
 	// a worker of its own (at most 64).

@@ -18,12 +18,13 @@ import (
 
 	"github.com/tapfwd/tapfwd/internal/lab/testbed"
 	"github.com/tapfwd/tapfwd/internal/testkit/kernel"
+	"github.com/tapfwd/tapfwd/offload"
 	"github.com/tapfwd/tapfwd/tap"
 	"github.com/tapfwd/tapfwd/vnethdr"
 )
 
-// What vnethdr's GRO builds, checked against this kernel: the UDP
-// super-frames Coalesce makes (their layout is checked in vnethdr's own
+// What offload's GRO builds, checked against this kernel: the UDP
+// super-frames Coalesce makes (their layout is checked in offload's own
 // tests) written into a real TAP, and what the kernel does with them.
 
 // IPv6 addresses of the USO test, from the IPv6 benchmarking range
@@ -36,14 +37,14 @@ var (
 // udpMaxSegments is UDP_MAX_SEGMENTS (include/linux/udp.h): the most
 // datagrams the kernel takes in one USO frame; udpGROMaxSegments is
 // UDP_GRO_CNT_MAX (net/ipv4/udp_offload.c), the most its GRO merges into
-// one, where vnethdr's GRO stops too. TestUSOIntoTAP checks both.
+// one, where offload's GRO stops too. TestUSOIntoTAP checks both.
 const (
 	udpMaxSegments    = 128
 	udpGROMaxSegments = 64
 )
 
 // TestUSOIntoTAP checks, on this kernel, what the UDP half of
-// vnethdr.GRO.Coalesce relies on: a USO super-frame written into an
+// offload.GRO.Coalesce relies on: a USO super-frame written into an
 // IFF_VNET_HDR TAP (drivers/net/tun.c: tun_get_user ->
 // include/linux/virtio_net.h: virtio_net_hdr_to_skb, as SKB_GSO_UDP_L4)
 // reaches a plain UDP socket as the original datagrams, in order
@@ -203,7 +204,7 @@ func testMaxSegments(t *testing.T, bed *testbed.Bed, d *tap.Device) {
 	// 129 datagrams: runs of 64, 64 and 1.
 	fs := frames(t, run(base, udpMaxSegments+1, 18, 0, 5), allModes(csumValid))
 	want := udpMaxSegments + 1 - 3
-	if n := vnethdr.NewGRO(len(fs)).Coalesce(fs); n != want || fs[udpGROMaxSegments].Merged || fs[2*udpGROMaxSegments].Merged {
+	if n := offload.NewGRO(len(fs)).Coalesce(fs); n != want || fs[udpGROMaxSegments].Merged || fs[2*udpGROMaxSegments].Merged {
 		t.Errorf("Coalesce of %d datagrams merged %d (datagram %d merged: %v, %d: %v); want %d, runs of at most %d",
 			udpMaxSegments+1, n, udpGROMaxSegments, fs[udpGROMaxSegments].Merged, 2*udpGROMaxSegments, fs[2*udpGROMaxSegments].Merged, want, udpGROMaxSegments)
 	}
@@ -362,7 +363,7 @@ func BenchmarkTAPWriteUSO(b *testing.B) {
 		for _, f := range fs {
 			single = append(single, wire(f))
 		}
-		if vnethdr.NewGRO(len(fs)).Coalesce(fs) != len(fs)-1 {
+		if offload.NewGRO(len(fs)).Coalesce(fs) != len(fs)-1 {
 			b.Fatal("the batch did not merge into one frame")
 		}
 		uso := [][]byte{wire(fs[0])}
@@ -436,7 +437,7 @@ func TestUSOForwarded(t *testing.T) {
 				src: net.IPv4(198, 18, x, 3).To4(), dst: far}
 			segs := run(base, 64, 64, 20, 7)
 			fs := frames(t, segs, allModes(csumValid))
-			if n := vnethdr.NewGRO(len(fs)).Coalesce(fs); n != len(fs)-1 {
+			if n := offload.NewGRO(len(fs)).Coalesce(fs); n != len(fs)-1 {
 				t.Fatalf("merged %d of %d", n, len(fs))
 			}
 			before := kernel.Netdev(t, bed.WireNS, "f1").RxPackets
@@ -566,14 +567,14 @@ const headroom = 32
 
 // frames puts segs into Frames with room to grow to a 64 KiB super-frame,
 // in the checksum states mode gives.
-func frames(tb testing.TB, segs []datagram, mode func(int) csumMode) []vnethdr.Frame {
+func frames(tb testing.TB, segs []datagram, mode func(int) csumMode) []offload.Frame {
 	tb.Helper()
-	fs := make([]vnethdr.Frame, len(segs))
+	fs := make([]offload.Frame, len(segs))
 	for i, s := range segs {
 		f := s.build(tb)
 		buf := make([]byte, headroom+len(f), headroom+len(f)+65536)
 		copy(buf[headroom:], f)
-		fs[i] = vnethdr.Frame{Buf: buf, Start: headroom, End: headroom + len(f)}
+		fs[i] = offload.Frame{Buf: buf, Start: headroom, End: headroom + len(f)}
 		switch mode(i) {
 		case csumValid:
 			fs[i].Hdr.Flags = vnethdr.FlagDataValid
@@ -588,10 +589,10 @@ func frames(tb testing.TB, segs []datagram, mode func(int) csumMode) []vnethdr.F
 
 // coalesceAll coalesces segs, which must merge into one super-frame, and
 // returns it.
-func coalesceAll(t *testing.T, segs []datagram, mode func(int) csumMode) vnethdr.Frame {
+func coalesceAll(t *testing.T, segs []datagram, mode func(int) csumMode) offload.Frame {
 	t.Helper()
 	fs := frames(t, segs, mode)
-	if n := vnethdr.NewGRO(len(fs)).Coalesce(fs); n != len(fs)-1 {
+	if n := offload.NewGRO(len(fs)).Coalesce(fs); n != len(fs)-1 {
 		t.Fatalf("Coalesce merged %d of %d datagrams, want all into the first", n, len(fs))
 	}
 	return fs[0]
@@ -600,7 +601,7 @@ func coalesceAll(t *testing.T, segs []datagram, mode func(int) csumMode) vnethdr
 // uso is one USO super-frame of segs datagrams of size bytes from base, as
 // a packet socket hands one out: IP and UDP lengths of the whole, the
 // pseudo-header sum in the check field, NEEDS_CSUM, GSO_UDP_L4.
-func uso(tb testing.TB, base datagram, size, segs int) vnethdr.Frame {
+func uso(tb testing.TB, base datagram, size, segs int) offload.Frame {
 	tb.Helper()
 	base.payload = bytes.Repeat([]byte{9}, size*segs)
 	f := frames(tb, []datagram{base}, allModes(csumPartial))[0]
@@ -609,7 +610,7 @@ func uso(tb testing.TB, base datagram, size, segs int) vnethdr.Frame {
 }
 
 // wire is f as written into a TAP: the vnet header, then the frame.
-func wire(f vnethdr.Frame) []byte {
+func wire(f offload.Frame) []byte {
 	b := make([]byte, vnethdr.Len, vnethdr.Len+f.End-f.Start)
 	f.Hdr.Encode(b)
 	return append(b, f.Buf[f.Start:f.End]...)

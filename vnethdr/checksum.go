@@ -5,16 +5,16 @@ import (
 	"math/bits"
 )
 
-// sum adds b to acc as a one's complement sum of big-endian 16-bit words
+// Sum adds b to acc as a one's complement sum of big-endian 16-bit words
 // (RFC 1071) and returns the new accumulator, not yet folded. acc may be any
-// earlier result of sum, or a small start value (a protocol, a length).
+// earlier result of Sum, or a small start value (a protocol, a length).
 //
 // Eight bytes are added at a time as one big-endian 64-bit word: since
 // 2^16 = 1 (mod 0xffff), a 64-bit word is congruent to the sum of its four
 // 16-bit words and a carry out of bit 63 is worth 1, so adding the carry back
-// (end-around) keeps the sum exact; fold reduces it at the end. b must start
+// (end-around) keeps the sum exact; Fold reduces it at the end. b must start
 // at an even offset of the checksummed data, as every caller's slice does.
-func sum(b []byte, acc uint64) uint64 {
+func Sum(b []byte, acc uint64) uint64 {
 	var c uint64
 	for len(b) >= 32 {
 		acc, c = bits.Add64(acc, binary.BigEndian.Uint64(b[0:8]), c)
@@ -45,9 +45,9 @@ func sum(b []byte, acc uint64) uint64 {
 	return acc + c
 }
 
-// fold reduces a sum accumulator to 16 bits with end-around carries. The
+// Fold reduces a Sum accumulator to 16 bits with end-around carries. The
 // result is 0 only if every word summed was 0.
-func fold(acc uint64) uint16 {
+func Fold(acc uint64) uint16 {
 	acc = (acc >> 32) + (acc & 0xffffffff)
 	for acc > 0xffff {
 		acc = (acc >> 16) + (acc & 0xffff)
@@ -55,13 +55,13 @@ func fold(acc uint64) uint16 {
 	return uint16(acc)
 }
 
-// csumResult turns an accumulated sum into the value for a checksum field.
-// A result of 0 is written as 0xffff, like net/core/dev.c: skb_checksum_help
-// (CSUM_MANGLED_0): for UDP 0 means "no checksum" (RFC 768, and is illegal
-// over IPv6, RFC 8200 section 8.1); for TCP both are the same number in one's
-// complement, so it is always safe.
-func csumResult(acc uint64) uint16 {
-	c := ^fold(acc)
+// Checksum turns an accumulated Sum into the value for a checksum field:
+// the complement of its Fold. A result of 0 is written as 0xffff, like
+// net/core/dev.c: skb_checksum_help (CSUM_MANGLED_0): for UDP 0 means "no
+// checksum" (RFC 768, and is illegal over IPv6, RFC 8200 section 8.1); for
+// TCP both are the same number in one's complement, so it is always safe.
+func Checksum(acc uint64) uint16 {
+	c := ^Fold(acc)
 	if c == 0 {
 		c = 0xffff
 	}
@@ -87,7 +87,7 @@ func CompleteChecksum(h *Hdr, frame []byte) error {
 	if field+2 > end {
 		return ErrCsumBounds
 	}
-	c := csumResult(sum(frame[start:end], 0))
+	c := Checksum(Sum(frame[start:end], 0))
 	binary.BigEndian.PutUint16(frame[field:], c)
 	h.Flags &^= FlagNeedsCsum
 	return nil

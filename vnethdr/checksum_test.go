@@ -14,39 +14,39 @@ func TestSumMatchesReference(t *testing.T) {
 		for off := 0; off < 8; off++ { // odd memory alignment must not matter
 			for n := 0; n <= 300 && off+n <= len(src); n++ {
 				b := src[off : off+n]
-				if got, want := fold(sum(b, 0)), refSum(b); got != want && !(got == 0xffff && want == 0 || got == 0 && want == 0xffff) {
+				if got, want := Fold(Sum(b, 0)), refSum(b); got != want && !(got == 0xffff && want == 0 || got == 0 && want == 0xffff) {
 					t.Fatalf("off %d len %d: %#04x, want %#04x", off, n, got, want)
 				}
 			}
 		}
-		if got, want := fold(sum(src, 0)), refSum(src); got != want {
+		if got, want := Fold(Sum(src, 0)), refSum(src); got != want {
 			t.Fatalf("len %d: %#04x, want %#04x", len(src), got, want)
 		}
 	}
 	// Chaining sums over even-length pieces equals one sum.
-	acc := sum(data[:1000], 0)
-	acc = sum(data[1000:2024], acc)
-	acc = sum(data[2024:], acc)
-	if fold(acc) != fold(sum(data, 0)) {
+	acc := Sum(data[:1000], 0)
+	acc = Sum(data[1000:2024], acc)
+	acc = Sum(data[2024:], acc)
+	if Fold(acc) != Fold(Sum(data, 0)) {
 		t.Fatal("chained sum differs")
 	}
 	// An accumulator close to overflow still folds right.
-	if got, want := fold(sum([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, ^uint64(0))), uint16(0xffff); got != want {
+	if got, want := Fold(Sum([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, ^uint64(0))), uint16(0xffff); got != want {
 		t.Fatalf("overflowing accumulator: %#04x", got)
 	}
 }
 
 func TestCompleteChecksum(t *testing.T) {
 	for _, s := range []spec{
-		{payload: pattern(1448, 1)},
-		{payload: pattern(1, 2)},
-		{tcpOpts: true, vlan: true, payload: pattern(999, 3)},
-		{v6: true, payload: pattern(1001, 4)},
-		{v6: true, ext: true, payload: pattern(64, 5)},
-		{udp: true, payload: pattern(1472, 6)},
-		{udp: true, ipOpts: true, payload: pattern(3, 7)},
-		{udp: true, v6: true, payload: pattern(1233, 8)},
-		{udp: true, v6: true, qinq: true, vlan: true, payload: pattern(0, 9)},
+		{Payload: pattern(1448, 1)},
+		{Payload: pattern(1, 2)},
+		{TCPOpts: true, VLAN: true, Payload: pattern(999, 3)},
+		{V6: true, Payload: pattern(1001, 4)},
+		{V6: true, Ext: true, Payload: pattern(64, 5)},
+		{UDP: true, Payload: pattern(1472, 6)},
+		{UDP: true, IPOpts: true, Payload: pattern(3, 7)},
+		{UDP: true, V6: true, Payload: pattern(1233, 8)},
+		{UDP: true, V6: true, QinQ: true, VLAN: true, Payload: pattern(0, 9)},
 	} {
 		want := build(t, s)
 		h, f := superFrame(t, s, 0)
@@ -57,33 +57,33 @@ func TestCompleteChecksum(t *testing.T) {
 		if h.Flags&FlagNeedsCsum != 0 {
 			t.Error("FlagNeedsCsum still set")
 		}
-		got, exp := binary.BigEndian.Uint16(f[s.l4()+s.csumOff():]), binary.BigEndian.Uint16(want[s.l4()+s.csumOff():])
+		got, exp := binary.BigEndian.Uint16(f[s.L4()+s.CsumOff():]), binary.BigEndian.Uint16(want[s.L4()+s.CsumOff():])
 		if got != exp && !(got == 0xffff && exp == 0) {
-			t.Errorf("v6 %v udp %v len %d: checksum %#04x, gopacket %#04x", s.v6, s.udp, len(s.payload), got, exp)
+			t.Errorf("v6 %v udp %v len %d: checksum %#04x, gopacket %#04x", s.V6, s.UDP, len(s.Payload), got, exp)
 		}
 		if _, ok := decodeFrame(t, f); !ok {
-			t.Errorf("v6 %v udp %v: completed frame does not verify", s.v6, s.udp)
+			t.Errorf("v6 %v udp %v: completed frame does not verify", s.V6, s.UDP)
 		}
 	}
 }
 
 // A UDP checksum that sums to 0 must go out as 0xffff (RFC 768).
 func TestCompleteChecksumUDPZero(t *testing.T) {
-	s := spec{udp: true, payload: make([]byte, 2)}
+	s := spec{UDP: true, Payload: make([]byte, 2)}
 	h, f := superFrame(t, s, 0)
 	h.GSOType = GSONone
 	// Pick the two payload bytes so that the full sum is 0xffff, i.e. the
 	// checksum is 0: sum without them is x, so they must be ^x.
 	binary.BigEndian.PutUint16(f[len(f)-2:], 0)
-	field := binary.BigEndian.Uint16(f[s.l4()+6:])
-	binary.BigEndian.PutUint16(f[s.l4()+6:], 0)
-	x := refSum(s.seg().pseudo(10), f[s.l4():])
+	field := binary.BigEndian.Uint16(f[s.L4()+6:])
+	binary.BigEndian.PutUint16(f[s.L4()+6:], 0)
+	x := refSum(s.Seg().Pseudo(10), f[s.L4():])
 	binary.BigEndian.PutUint16(f[len(f)-2:], ^x)
-	binary.BigEndian.PutUint16(f[s.l4()+6:], field)
+	binary.BigEndian.PutUint16(f[s.L4()+6:], field)
 	if err := CompleteChecksum(&h, f); err != nil {
 		t.Fatal(err)
 	}
-	if c := binary.BigEndian.Uint16(f[s.l4()+6:]); c != 0xffff {
+	if c := binary.BigEndian.Uint16(f[s.L4()+6:]); c != 0xffff {
 		t.Fatalf("checksum %#04x, want 0xffff", c)
 	}
 	if _, ok := decodeFrame(t, f); !ok {
@@ -94,7 +94,7 @@ func TestCompleteChecksumUDPZero(t *testing.T) {
 // Ethernet padding after a short IP packet is not part of the checksum.
 func TestCompleteChecksumPadding(t *testing.T) {
 	for _, v6 := range []bool{false, true} {
-		s := spec{v6: v6, udp: true, payload: pattern(3, 1)}
+		s := spec{V6: v6, UDP: true, Payload: pattern(3, 1)}
 		want := build(t, s)
 		h, f := superFrame(t, s, 0)
 		h.GSOType = GSONone
@@ -102,14 +102,14 @@ func TestCompleteChecksumPadding(t *testing.T) {
 		if err := CompleteChecksum(&h, f); err != nil {
 			t.Fatal(err)
 		}
-		if got, exp := binary.BigEndian.Uint16(f[s.l4()+6:]), binary.BigEndian.Uint16(want[s.l4()+6:]); got != exp {
+		if got, exp := binary.BigEndian.Uint16(f[s.L4()+6:]), binary.BigEndian.Uint16(want[s.L4()+6:]); got != exp {
 			t.Errorf("v6 %v: checksum %#04x, want %#04x", v6, got, exp)
 		}
 	}
 }
 
 func TestCompleteChecksumNoFlagAndBounds(t *testing.T) {
-	s := spec{payload: pattern(100, 1)}
+	s := spec{Payload: pattern(100, 1)}
 	_, f := superFrame(t, s, 0)
 	orig := append([]byte(nil), f...)
 	plain := Hdr{Flags: FlagDataValid, CsumStart: 0xffff, CsumOffset: 0xffff}

@@ -5,23 +5,24 @@ import "encoding/binary"
 // udpMaxSegments is UDP_MAX_SEGMENTS (include/linux/udp.h): the kernel
 // refuses USO frames that would make more segments than this
 // (include/linux/virtio_net.h: virtio_net_hdr_to_skb). It bounds what a
-// write may carry; what GRO merges is bounded by udpGROMaxSegments.
+// write may carry, not what GRO merges (UDP_GRO_CNT_MAX, 64).
 const udpMaxSegments = 128
 
 // gsoSizeByFrags is GSO_BY_FRAGS (include/linux/netdevice.h), an internal
 // marker the kernel refuses from virtio headers.
 const gsoSizeByFrags = 0xffff
 
-// tcpMinMSS is TCP_MIN_MSS (include/net/tcp.h, "minimal accepted MSS",
+// TCPMinMSS is TCP_MIN_MSS (include/net/tcp.h, "minimal accepted MSS",
 // (60+60+8) - (20+20)): Linux refuses a smaller TCP_MAXSEG and its MTU
-// probing never goes below it. Fixup refuses TCP GSO frames with a smaller
-// gso_size. The kernel takes any gso_size from 1 up, so without a floor one
-// write of 65,000 bytes with gso_size 1 becomes 65,000 frames on the wire;
-// with it, one write makes at most about 745. The price: a peer that
+// probing never goes below it. Fixup (and CheckGSO) refuses TCP GSO frames
+// with a smaller gso_size, so GRO must not make them. The kernel takes any
+// gso_size from 1 up, so without a floor one write of 65,000 bytes with
+// gso_size 1 becomes 65,000 frames on the wire; with it, one write makes
+// at most about 745. The price: a peer that
 // advertises a smaller MSS can still make Linux send segments down to
 // net.ipv4.tcp_min_snd_mss (TCP_MIN_SND_MSS, 48), and such a flow's TSO
 // frames are refused here. USO needs no floor: udpMaxSegments bounds it.
-const tcpMinMSS = 88
+const TCPMinMSS = 88
 
 // nhMinLen is the smallest transport offset virtio_net_hdr_to_skb takes
 // (include/linux/virtio_net.h: nh_min_len): csum_start, counted from the
@@ -65,7 +66,7 @@ const csumStartMax = 0xffff - 1 - 1024
 //   - GSO frames: the type must be TCPv4, TCPv6 or UDP_L4 (ErrGSOType; UFO
 //     and ECN on UDP_L4 too) and match the IP version and L4 protocol;
 //     gso_size must not be 0 or GSO_BY_FRAGS (0xffff), for TCP not below
-//     tcpMinMSS (88), and a USO frame must not make more than
+//     TCPMinMSS (88), and a USO frame must not make more than
 //     UDP_MAX_SEGMENTS (128) segments (ErrGSOSize); the frame must not be
 //     an IP fragment, and the IP length must end exactly at the end of the
 //     frame (ErrMalformed). With FlagNeedsCsum, csum_start must be the L4
@@ -98,24 +99,24 @@ func Fixup(h *Hdr, frame []byte) error {
 		}
 		return fixupCsum(h, frame)
 	}
-	l, err := checkGSO(h, frame)
+	l, err := CheckGSO(h, frame)
 	if err != nil {
 		return err
 	}
 	if h.GSOType == GSOUDPL4 {
-		if pay := len(frame) - l.payload; pay > int(h.GSOSize)*udpMaxSegments {
+		if pay := len(frame) - l.Payload; pay > int(h.GSOSize)*udpMaxSegments {
 			return ErrGSOSize
 		}
 	}
-	if l.payload > 0xffff { // IPv6 extension headers filling a 64 KiB packet
+	if l.Payload > 0xffff { // IPv6 extension headers filling a 64 KiB packet
 		return ErrMalformed
 	}
 	if h.Flags&FlagNeedsCsum == 0 {
-		if err := partialize(h, frame, &l); err != nil {
+		if err := Partialize(h, frame, &l); err != nil {
 			return err
 		}
 	}
-	h.HdrLen = uint16(l.payload)
+	h.HdrLen = uint16(l.Payload)
 	return nil
 }
 
@@ -126,20 +127,20 @@ func fixupCsum(h *Hdr, frame []byte) error {
 	if need > len(frame) || need > 0xffff || start > csumStartMax {
 		return ErrCsumBounds
 	}
-	l, err := parse(frame)
+	l, err := Parse(frame)
 	switch err {
 	case nil:
-		if need > l.end {
+		if need > l.End {
 			return ErrCsumBounds
 		}
-		if l.l4 == start && l.payload > need && l.payload <= 0xffff {
-			need = l.payload
+		if l.L4 == start && l.Payload > need && l.Payload <= 0xffff {
+			need = l.Payload
 		}
 	case errNotIP:
 	default:
 		return err
 	}
-	// After parse, so that a frame whose headers do not parse says so.
+	// After Parse, so that a frame whose headers do not parse says so.
 	if start < nhMinLen {
 		return ErrCsumBounds
 	}
@@ -147,10 +148,16 @@ func fixupCsum(h *Hdr, frame []byte) error {
 	return nil
 }
 
-// checkGSO is the read-only part of validating a GSO frame, shared by Fixup
-// and Segment.
-func checkGSO(h *Hdr, frame []byte) (layout, error) {
-	var l layout
+// CheckGSO is the read-only part of Fixup for a GSO header: it validates h
+// against frame by Fixup's GSO rules (gso_type against the headers,
+// gso_size, no fragment, no padding, a final destination it can read, and
+// with FlagNeedsCsum csum_start and csum_offset at the TCP/UDP check field;
+// not the UDP_MAX_SEGMENTS bound) and returns where the headers are.
+// Neither h nor frame is written. It is what segmenting in userspace checks
+// first: a frame it accepts has a Layout with an L4 header and no
+// fragment, and AddrSum succeeds on it.
+func CheckGSO(h *Hdr, frame []byte) (Layout, error) {
+	var l Layout
 	switch h.GSOType &^ GSOECN {
 	case GSOTCPv4, GSOTCPv6:
 	case GSOUDPL4:
@@ -161,82 +168,89 @@ func checkGSO(h *Hdr, frame []byte) (layout, error) {
 		return l, ErrGSOType
 	}
 	tcp := h.GSOType&^GSOECN != GSOUDPL4
-	if h.GSOSize == 0 || h.GSOSize == gsoSizeByFrags || (tcp && h.GSOSize < tcpMinMSS) {
+	if h.GSOSize == 0 || h.GSOSize == gsoSizeByFrags || (tcp && h.GSOSize < TCPMinMSS) {
 		return l, ErrGSOSize
 	}
-	l, err := parse(frame)
+	l, err := Parse(frame)
 	switch {
 	case err == errNotIP:
 		return l, ErrGSOType
 	case err != nil:
 		return l, err
-	case l.frag:
+	case l.Frag:
 		return l, ErrMalformed
-	case l.end != len(frame):
+	case l.End != len(frame):
 		// A super-frame is never padded: the IP length is the frame length.
 		return l, ErrMalformed
 	}
 	var ok bool
 	switch h.GSOType &^ GSOECN {
 	case GSOTCPv4:
-		ok = !l.ipv6 && l.proto == protoTCP
+		ok = !l.IPv6 && l.Proto == protoTCP
 	case GSOTCPv6:
-		ok = l.ipv6 && l.proto == protoTCP
+		ok = l.IPv6 && l.Proto == protoTCP
 	case GSOUDPL4:
-		ok = l.proto == protoUDP
+		ok = l.Proto == protoUDP
 	}
 	if !ok {
 		return l, ErrGSOType
 	}
 	if l.rh != 0 {
-		// Segment needs the pseudo-header's final destination; a routing
-		// header that hides it (RPL, unknown types with segments left)
-		// cannot be segmented, so it is not accepted either.
-		if _, ok := addrSum(frame, &l); !ok {
+		// Segmenting needs the pseudo-header's final destination; a
+		// routing header that hides it (RPL, unknown types with segments
+		// left) cannot be segmented, so it is not accepted either.
+		if _, ok := l.AddrSum(frame); !ok {
 			return l, ErrMalformed
 		}
 	}
 	if h.Flags&FlagNeedsCsum != 0 {
 		// virtio_net_hdr_to_skb: needed = start + max(thlen, off + 2)
 		// within the frame; the L4 header (thlen) is within it once start
-		// is where parse found that header.
+		// is where Parse found that header.
 		start := int(h.CsumStart)
 		if start+int(h.CsumOffset)+2 > len(frame) {
 			return l, ErrCsumBounds
 		}
-		if start != l.l4 {
+		if start != l.L4 {
 			return l, ErrMalformed
 		}
-		if int(h.CsumOffset) != l4CsumOff(l.proto) {
+		if int(h.CsumOffset) != l.CsumOffset() {
 			return l, ErrCsumBounds
 		}
 	}
 	return l, nil
 }
 
-func l4CsumOff(proto uint8) int {
-	if proto == protoTCP {
+// CsumOffset is the offset of the TCP or UDP check field from the L4
+// header (offsetof(struct tcphdr, check) or offsetof(struct udphdr,
+// check)): the Hdr.CsumOffset that a header for this frame's L4 header has.
+func (l *Layout) CsumOffset() int {
+	if l.Proto == protoTCP {
 		return tcpCsumOff
 	}
 	return udpCsumOff
 }
 
-// partialize puts a GSO frame into CHECKSUM_PARTIAL form: the check field
-// holds the folded pseudo-header sum over the whole L4 length, as
-// net/ipv4/tcp_ipv4.c: __tcp_v4_send_check and net/ipv4/udp.c: udp_send_skb
-// leave it; GSO later adjusts it per segment.
-func partialize(h *Hdr, frame []byte, l *layout) error {
-	acc, ok := addrSum(frame, l)
+// Partialize puts the GSO frame l describes into CHECKSUM_PARTIAL form:
+// the check field holds the folded pseudo-header sum over the whole L4
+// length, as net/ipv4/tcp_ipv4.c: __tcp_v4_send_check and net/ipv4/udp.c:
+// udp_send_skb leave it (GSO later adjusts it per segment), a UDP header
+// the length of the whole, and h gets FlagNeedsCsum (its only flag) with
+// CsumStart and CsumOffset at the check field; its other fields are left.
+// ErrMalformed, with nothing written, when AddrSum cannot read the final
+// destination.
+func Partialize(h *Hdr, frame []byte, l *Layout) error {
+	acc, ok := l.AddrSum(frame)
 	if !ok {
 		return ErrMalformed
 	}
-	l4Len := l.end - l.l4
-	if l.proto == protoUDP {
-		binary.BigEndian.PutUint16(frame[l.l4+4:], uint16(l4Len))
+	l4Len := l.End - l.L4
+	if l.Proto == protoUDP {
+		binary.BigEndian.PutUint16(frame[l.L4+4:], uint16(l4Len))
 	}
-	off := l4CsumOff(l.proto)
-	binary.BigEndian.PutUint16(frame[l.l4+off:], fold(acc+uint64(l.proto)+uint64(l4Len)))
+	off := l.CsumOffset()
+	binary.BigEndian.PutUint16(frame[l.L4+off:], Fold(acc+uint64(l.Proto)+uint64(l4Len)))
 	h.Flags = FlagNeedsCsum
-	h.CsumStart, h.CsumOffset = uint16(l.l4), uint16(off)
+	h.CsumStart, h.CsumOffset = uint16(l.L4), uint16(off)
 	return nil
 }

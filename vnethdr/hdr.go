@@ -33,8 +33,8 @@ const (
 // Sentinel errors, each naming one way a header or frame is refused. None of
 // them is fatal: the frame is dropped, the queue goes on. The forwarder counts
 // drops by the step that refused the frame, not by the error: bad_vnet_hdr
-// for Decode, Fixup, CheckTunnel, InsertVLAN and CompleteChecksum,
-// segmentation for Segment and SegmentTunnel.
+// for Decode, Fixup, InsertVLAN and CompleteChecksum, segmentation when
+// segmenting a frame failed (CheckGSO's errors among them).
 var (
 	// ErrShort: a buffer is shorter than the header or the bounds it must hold
 	// (Decode, InsertVLAN).
@@ -56,10 +56,6 @@ var (
 	// frame, the frame is an IP fragment, or csum_start is not where the L4
 	// header is.
 	ErrMalformed = errors.New("vnethdr: malformed frame")
-	// ErrTooManySegments: Segment got fewer output buffers than segments.
-	ErrTooManySegments = errors.New("vnethdr: too many segments for output buffers")
-	// ErrSegmentTooBig: a segment does not fit its output buffer.
-	ErrSegmentTooBig = errors.New("vnethdr: segment larger than output buffer")
 	// ErrNoHeadroom: InsertVLAN has fewer than 4 bytes before the frame.
 	ErrNoHeadroom = errors.New("vnethdr: no headroom for VLAN tag")
 )
@@ -107,5 +103,5 @@ func (h *Hdr) Encode(b []byte) {
 // not a GSO type (include/linux/virtio_net.h: virtio_net_hdr_to_skb rejects it).
 func (h Hdr) IsGSO() bool { return h.GSOType&^GSOECN != GSONone }
 
-// errNotIP is internal: parse found no IPv4 or IPv6 header.
+// errNotIP is internal: Parse found no IPv4 or IPv6 header.
 var errNotIP = errors.New("vnethdr: not an IP frame")

@@ -76,8 +76,7 @@ func TestIsGSO(t *testing.T) {
 }
 
 func TestErrorsDistinct(t *testing.T) {
-	errs := []error{ErrShort, ErrCsumBounds, ErrGSOType, ErrGSOSize, ErrMalformed,
-		ErrTooManySegments, ErrSegmentTooBig, ErrNoHeadroom}
+	errs := []error{ErrShort, ErrCsumBounds, ErrGSOType, ErrGSOSize, ErrMalformed, ErrNoHeadroom}
 	seen := map[string]bool{}
 	for i, a := range errs {
 		if seen[a.Error()] {

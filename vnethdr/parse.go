@@ -33,16 +33,19 @@ const (
 	maxExtHdrs = 8
 )
 
-// layout is where the headers of a frame are, as offsets into the frame.
-type layout struct {
-	l3      int // IP header
-	l4      int // TCP/UDP header; 0 if not reached (fragment, other protocol)
-	payload int // L4 payload (end of all headers); 0 if l4 is 0
-	end     int // end of the IP packet; the frame may be longer (padding)
-	rh      int // IPv6 routing header, 0 if none
-	ipv6    bool
-	frag    bool  // IPv4 fragment or IPv6 fragment header: no L4 header to work on
-	proto   uint8 // protoTCP or protoUDP if l4 != 0
+// Layout is where the headers of an Ethernet frame are, as offsets into
+// the frame: what Parse and ParseIP find. Code that GROs or segments
+// frames works from it; a Layout built from its fields describes a packet
+// without a routing header.
+type Layout struct {
+	L3      int   // IP header
+	L4      int   // TCP/UDP header; 0 if not reached (fragment, other protocol)
+	Payload int   // L4 payload (end of all headers); 0 if L4 is 0
+	End     int   // end of the IP packet; the frame may be longer (padding)
+	rh      int   // IPv6 routing header, 0 if none
+	IPv6    bool  // an IPv6 header at L3, else IPv4
+	Frag    bool  // IPv4 fragment or IPv6 fragment header: no L4 header to work on
+	Proto   uint8 // 6 (TCP) or 17 (UDP) if L4 != 0
 }
 
 // L3Offset is where the frame's L3 header starts, past the Ethernet header
@@ -67,17 +70,20 @@ func L3Offset(frame []byte) (off int, etherType uint16, ok bool) {
 	return off + 2, et, true
 }
 
-// parse finds the IP and TCP/UDP headers of an Ethernet frame. It returns
-// errNotIP for other EtherTypes and ErrMalformed when the IP or L4 headers do
-// not fit the frame or the IP length. Reaching no L4 header (fragments,
-// other protocols) is not an error: l4 stays 0.
-func parse(frame []byte) (layout, error) {
-	var l layout
+// Parse finds the IP and TCP/UDP headers of an Ethernet frame, past up to
+// two VLAN tags (L3Offset). IPv4 options and IPv6 hop-by-hop, routing and
+// destination options headers are walked. It returns ErrMalformed when the
+// IP or L4 headers do not fit the frame or the IP length, and another
+// error for EtherTypes other than IPv4 and IPv6. Reaching no L4 header
+// (fragments, other protocols) is not an error: L4 stays 0. frame is only
+// read.
+func Parse(frame []byte) (Layout, error) {
+	var l Layout
 	l3, et, ok := L3Offset(frame)
 	if !ok {
 		return l, ErrMalformed
 	}
-	l.l3 = l3
+	l.L3 = l3
 	switch et {
 	case etherTypeIPv4:
 		return parseIPv4(frame, l)
@@ -87,8 +93,26 @@ func parse(frame []byte) (layout, error) {
 	return l, errNotIP
 }
 
-func parseIPv4(frame []byte, l layout) (layout, error) {
-	b := frame[l.l3:]
+// ParseIP is Parse for an IP header at off, not behind an Ethernet header
+// (an inner header in a tunnel): IPv4 or IPv6 by its version field, any
+// other version an error (not ErrMalformed), and L3 = off. Its IPv4 header
+// checksum is not verified.
+func ParseIP(frame []byte, off int) (Layout, error) {
+	if off < 0 || off >= len(frame) {
+		return Layout{}, ErrMalformed
+	}
+	l := Layout{L3: off}
+	switch frame[off] >> 4 {
+	case 4:
+		return parseIPv4(frame, l)
+	case 6:
+		return parseIPv6(frame, l)
+	}
+	return l, errNotIP
+}
+
+func parseIPv4(frame []byte, l Layout) (Layout, error) {
+	b := frame[l.L3:]
 	if len(b) < ipv4MinLen || b[0]>>4 != 4 {
 		return l, ErrMalformed
 	}
@@ -99,16 +123,16 @@ func parseIPv4(frame []byte, l layout) (layout, error) {
 	if ihl < ipv4MinLen || tot < ihl || tot > len(b) {
 		return l, ErrMalformed
 	}
-	l.end = l.l3 + tot
+	l.End = l.L3 + tot
 	if binary.BigEndian.Uint16(b[6:])&0x3fff != 0 { // MF or fragment offset
-		l.frag = true
+		l.Frag = true
 		return l, nil
 	}
-	return parseL4(frame, l, b[9], l.l3+ihl)
+	return parseL4(frame, l, b[9], l.L3+ihl)
 }
 
-func parseIPv6(frame []byte, l layout) (layout, error) {
-	b := frame[l.l3:]
+func parseIPv6(frame []byte, l Layout) (Layout, error) {
+	b := frame[l.L3:]
 	if len(b) < ipv6HdrLen || b[0]>>4 != 6 {
 		return l, ErrMalformed
 	}
@@ -119,13 +143,13 @@ func parseIPv6(frame []byte, l layout) (layout, error) {
 	if plen == 0 || ipv6HdrLen+plen > len(b) {
 		return l, ErrMalformed
 	}
-	l.ipv6 = true
-	l.end = l.l3 + ipv6HdrLen + plen
-	next, off := b[6], l.l3+ipv6HdrLen
+	l.IPv6 = true
+	l.End = l.L3 + ipv6HdrLen + plen
+	next, off := b[6], l.L3+ipv6HdrLen
 	for i := 0; ; i++ {
 		switch next {
 		case 0, 43, 60: // hop-by-hop, routing, destination options
-			if i == maxExtHdrs || off+8 > l.end {
+			if i == maxExtHdrs || off+8 > l.End {
 				return l, ErrMalformed
 			}
 			if next == 43 && l.rh == 0 {
@@ -133,11 +157,11 @@ func parseIPv6(frame []byte, l layout) (layout, error) {
 			}
 			next = frame[off]
 			off += (int(frame[off+1]) + 1) * 8
-			if off > l.end {
+			if off > l.End {
 				return l, ErrMalformed
 			}
 		case 44: // fragment header
-			l.frag = true
+			l.Frag = true
 			return l, nil
 		default:
 			return parseL4(frame, l, next, off)
@@ -145,26 +169,26 @@ func parseIPv6(frame []byte, l layout) (layout, error) {
 	}
 }
 
-func parseL4(frame []byte, l layout, proto uint8, off int) (layout, error) {
+func parseL4(frame []byte, l Layout, proto uint8, off int) (Layout, error) {
 	switch proto {
 	case protoTCP:
-		if off+tcpMinLen > l.end {
+		if off+tcpMinLen > l.End {
 			return l, ErrMalformed
 		}
 		doff := int(frame[off+12]>>4) * 4
-		if doff < tcpMinLen || off+doff > l.end {
+		if doff < tcpMinLen || off+doff > l.End {
 			return l, ErrMalformed
 		}
-		l.payload = off + doff
+		l.Payload = off + doff
 	case protoUDP:
-		if off+udpHdrLen > l.end {
+		if off+udpHdrLen > l.End {
 			return l, ErrMalformed
 		}
-		l.payload = off + udpHdrLen
+		l.Payload = off + udpHdrLen
 	default:
 		return l, nil
 	}
-	l.l4, l.proto = off, proto
+	l.L4, l.Proto = off, proto
 	return l, nil
 }
 
@@ -189,17 +213,19 @@ func ipEnd(frame []byte) int {
 	return len(frame)
 }
 
-// addrSum is the one's complement sum of the pseudo-header addresses (RFC 793
-// section 3.1, RFC 768; RFC 8200 section 8.1 for IPv6). When an IPv6 routing
-// header still has segments left, the pseudo-header carries the final
-// destination, which is in the routing header, not in the IPv6 header. ok is
-// false for routing header types whose final destination cannot be read
-// (RPL's compressed type 3, unknown types).
-func addrSum(frame []byte, l *layout) (acc uint64, ok bool) {
-	if !l.ipv6 {
-		return sum(frame[l.l3+12:l.l3+20], 0), true
+// AddrSum is the one's complement sum (Sum, not folded) of the addresses in
+// the pseudo-header of the TCP or UDP header l describes in frame (RFC 793
+// section 3.1, RFC 768; RFC 8200 section 8.1 for IPv6); the protocol and
+// L4 length are the caller's to add. When an IPv6 routing header still has
+// segments left, the pseudo-header carries the final destination, which
+// is in the routing header, not in the IPv6 header. ok is false for
+// routing header types whose final destination cannot be read (RPL's
+// compressed type 3, unknown types).
+func (l *Layout) AddrSum(frame []byte) (acc uint64, ok bool) {
+	if !l.IPv6 {
+		return Sum(frame[l.L3+12:l.L3+20], 0), true
 	}
-	dst := frame[l.l3+24 : l.l3+40]
+	dst := frame[l.L3+24 : l.L3+40]
 	if l.rh != 0 {
 		rh := frame[l.rh:]
 		extLen, typ, left := int(rh[1]), rh[2], rh[3]
@@ -218,5 +244,5 @@ func addrSum(frame []byte, l *layout) (acc uint64, ok bool) {
 			dst = rh[at : at+16]
 		}
 	}
-	return sum(dst, sum(frame[l.l3+8:l.l3+24], 0)), true
+	return Sum(dst, Sum(frame[l.L3+8:l.L3+24], 0)), true
 }

@@ -21,18 +21,18 @@ import "encoding/binary"
 // whose complete checksum happens to equal the pseudo-header sum is
 // completed to the same value, so right checksums stay right.)
 func RecoverPartial(frame []byte) (Hdr, bool) {
-	l, err := parse(frame)
-	if err != nil || l.l4 == 0 {
+	l, err := Parse(frame)
+	if err != nil || l.L4 == 0 {
 		return Hdr{}, false
 	}
-	acc, ok := addrSum(frame, &l)
+	acc, ok := l.AddrSum(frame)
 	if !ok {
 		return Hdr{}, false
 	}
-	off := l4CsumOff(l.proto)
-	pseudo := fold(acc + uint64(l.proto) + uint64(l.end-l.l4))
-	if binary.BigEndian.Uint16(frame[l.l4+off:]) != pseudo {
+	off := l.CsumOffset()
+	pseudo := Fold(acc + uint64(l.Proto) + uint64(l.End-l.L4))
+	if binary.BigEndian.Uint16(frame[l.L4+off:]) != pseudo {
 		return Hdr{}, false
 	}
-	return Hdr{Flags: FlagNeedsCsum, CsumStart: uint16(l.l4), CsumOffset: uint16(off)}, true
+	return Hdr{Flags: FlagNeedsCsum, CsumStart: uint16(l.L4), CsumOffset: uint16(off)}, true
 }

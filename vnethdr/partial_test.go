@@ -11,34 +11,34 @@ import (
 func TestRecoverPartial(t *testing.T) {
 	payload := bytes.Repeat([]byte("xdp!"), 100)
 	for _, s := range []spec{
-		{payload: payload},
-		{udp: true, payload: payload},
-		{v6: true, payload: payload},
-		{v6: true, udp: true, ext: true, payload: payload},
-		{vlan: true, qinq: true, ipOpts: true, payload: payload},
+		{Payload: payload},
+		{UDP: true, Payload: payload},
+		{V6: true, Payload: payload},
+		{V6: true, UDP: true, Ext: true, Payload: payload},
+		{VLAN: true, QinQ: true, IPOpts: true, Payload: payload},
 	} {
 		full := build(t, s)
 		if _, ok := RecoverPartial(full); ok {
 			t.Errorf("%+v: complete frame taken for a partial one", s)
 		}
-		l, err := parse(full)
+		l, err := Parse(full)
 		if err != nil {
 			t.Fatal(err)
 		}
 		part := bytes.Clone(full)
 		var h Hdr
-		if err := partialize(&h, part, &l); err != nil {
+		if err := Partialize(&h, part, &l); err != nil {
 			t.Fatal(err)
 		}
 		got, ok := RecoverPartial(part)
 		if !ok || got != (Hdr{Flags: FlagNeedsCsum, CsumStart: h.CsumStart, CsumOffset: h.CsumOffset}) {
-			t.Fatalf("%+v: RecoverPartial = %+v, %v; want the header partialize made (%+v)", s, got, ok, h)
+			t.Fatalf("%+v: RecoverPartial = %+v, %v; want the header Partialize made (%+v)", s, got, ok, h)
 		}
 		if err := CompleteChecksum(&got, part); err != nil || !bytes.Equal(part, full) {
 			t.Errorf("%+v: completing the recovered header does not give the original frame (%v)", s, err)
 		}
 		bad := bytes.Clone(part)
-		bad[l.l4+l4CsumOff(l.proto)] ^= 0x40
+		bad[l.L4+l.CsumOffset()] ^= 0x40
 		if _, ok := RecoverPartial(bad); ok {
 			t.Errorf("%+v: a corrupt check field taken for a partial one", s)
 		}

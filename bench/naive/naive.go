@@ -14,6 +14,7 @@ import (
 	"github.com/songgao/water"
 	"golang.org/x/sys/unix"
 
+	"github.com/tapfwd/tapfwd/offload"
 	"github.com/tapfwd/tapfwd/tap"
 	"github.com/tapfwd/tapfwd/vnethdr"
 )
@@ -181,7 +182,7 @@ func (f *Forwarder) nicToTAP() error {
 			continue
 		}
 		if h.IsGSO() {
-			k, err := vnethdr.Segment(h, frame, segs, sizes)
+			k, err := offload.Segment(h, frame, segs, sizes)
 			if err != nil {
 				f.C.Drops.Add(1)
 				continue

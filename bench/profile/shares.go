@@ -27,7 +27,7 @@ const (
 	BusyPoll     = "waiting with the kernel busy-polling the NIC (io_uring_enter: --poll kernel, --busy-poll-cpu)"
 	OtherSyscall = "other system calls"
 	Copies       = "copies and clears (memmove, memclr)"
-	Frames       = "vnet headers, GRO, segmentation, checksums (vnethdr)"
+	Frames       = "vnet headers, GRO, segmentation, checksums (vnethdr, offload)"
 	Worker       = "the worker's own code (forward, tap, afpacket)"
 	Runtime      = "Go runtime and scheduler"
 	Other        = "other (metrics, profiler, logging)"
@@ -71,7 +71,7 @@ func goShare(stack []string) string {
 		return syscallSite(stack)
 	case strings.HasPrefix(leaf, "runtime.mem"):
 		return Copies
-	case pkg == module+"vnethdr" || strings.Contains(strings.ToLower(leaf), "segment"):
+	case pkg == module+"vnethdr" || pkg == module+"offload" || strings.Contains(strings.ToLower(leaf), "segment"):
 		return Frames
 	case strings.HasPrefix(pkg, module):
 		return Worker

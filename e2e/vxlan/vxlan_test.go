@@ -204,7 +204,7 @@ func vxlanTCP(t *testing.T, h *testbed.Hosts, views [2]*testbed.Bed) {
 // VXLAN device has a socket on that port, so its GRO merges the lab
 // tunnel's TCP segments into super-frames of TCP inside a UDP tunnel, which
 // the vnet header of a packet socket can only call TCPv4: tapfwd segments
-// them (vnethdr.SegmentTunnel) rather than drop them as bad_vnet_hdr. A
+// them (offload.SegmentTunnel) rather than drop them as bad_vnet_hdr. A
 // token bucket on host 1's underlay releases frames in bursts, so host
 // 2's GRO gets several per poll, as a NIC's interrupt coalescing gives it.
 func vxlanNested(t *testing.T, h *testbed.Hosts, views [2]*testbed.Bed) {

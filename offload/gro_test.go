@@ -1,10 +1,12 @@
-package vnethdr
+package offload
 
 import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
 	"testing"
+
+	"github.com/tapfwd/tapfwd/vnethdr"
 )
 
 // run makes n in-order segments (or datagrams) of base with size bytes of
@@ -12,15 +14,15 @@ import (
 // and base.id.
 func run(base groSeg, n, size, last int, seed byte) []groSeg {
 	segs := make([]groSeg, n)
-	seq, id := base.seq, base.id
+	seq, id := base.Seq, base.ID
 	for i := range segs {
 		s := base
 		sz := size
 		if i == n-1 && last != 0 {
 			sz = last
 		}
-		s.seq, s.id = seq, id
-		s.payload = pattern(sz, seed+byte(i))
+		s.Seq, s.ID = seq, id
+		s.Payload = pattern(sz, seed+byte(i))
 		seq += uint32(sz)
 		id++
 		segs[i] = s
@@ -80,16 +82,16 @@ func checkGroups(t *testing.T, got, in []Frame, n int, want [][]int) {
 			if !ok {
 				t.Fatalf("frame %d: segment %d does not decode", g[0], k)
 			}
-			payload = append(payload, d.payload...)
+			payload = append(payload, d.Payload...)
 		}
 		// The super-frame itself, as gopacket sees it once finished.
 		fc := append([]byte(nil), head.Buf[head.Start:head.End]...)
 		h := head.Hdr
-		if err := CompleteChecksum(&h, fc); err != nil {
+		if err := vnethdr.CompleteChecksum(&h, fc); err != nil {
 			t.Fatal(err)
 		}
 		d, ok := decodeFrame(t, fc)
-		if !ok || !bytes.Equal(d.payload, payload) {
+		if !ok || !bytes.Equal(d.Payload, payload) {
 			t.Errorf("frame %d: super-frame payload does not match its segments", g[0])
 		}
 	}
@@ -141,33 +143,33 @@ func coalesceSegs(t *testing.T, segs []groSeg, mode func(int) csumMode, want [][
 func checkHead(t *testing.T, f Frame, segs []groSeg) {
 	t.Helper()
 	s := segs[0]
-	want := Hdr{Flags: FlagNeedsCsum, GSOType: s.gsoType(), HdrLen: uint16(s.hdrLen()), GSOSize: uint16(len(s.payload)),
-		CsumStart: uint16(s.l4()), CsumOffset: uint16(s.csumOff())}
+	want := vnethdr.Hdr{Flags: vnethdr.FlagNeedsCsum, GSOType: s.GSOType(), HdrLen: uint16(s.HdrLen()), GSOSize: uint16(len(s.Payload)),
+		CsumStart: uint16(s.L4()), CsumOffset: uint16(s.CsumOff())}
 	if f.Hdr != want {
 		t.Errorf("header %+v, want %+v", f.Hdr, want)
 	}
 	b := f.Buf[f.Start:f.End]
-	if s.v6 {
-		if got := int(binary.BigEndian.Uint16(b[s.l3()+4:])); got != len(b)-s.l3()-40 {
-			t.Errorf("IPv6 payload length %d, frame has %d", got, len(b)-s.l3()-40)
+	if s.V6 {
+		if got := int(binary.BigEndian.Uint16(b[s.L3()+4:])); got != len(b)-s.L3()-40 {
+			t.Errorf("IPv6 payload length %d, frame has %d", got, len(b)-s.L3()-40)
 		}
 	} else {
-		if got := int(binary.BigEndian.Uint16(b[s.l3()+2:])); got != len(b)-s.l3() {
-			t.Errorf("IPv4 total length %d, frame has %d", got, len(b)-s.l3())
+		if got := int(binary.BigEndian.Uint16(b[s.L3()+2:])); got != len(b)-s.L3() {
+			t.Errorf("IPv4 total length %d, frame has %d", got, len(b)-s.L3())
 		}
-		if refSum(b[s.l3():s.l3()+20]) != 0xffff {
+		if refSum(b[s.L3():s.L3()+20]) != 0xffff {
 			t.Error("IPv4 header checksum does not verify")
 		}
 	}
-	l4Len := len(b) - s.l4()
-	if got, want := binary.BigEndian.Uint16(b[s.l4()+s.csumOff():]), refSum(s.pseudo(l4Len)); got != want {
+	l4Len := len(b) - s.L4()
+	if got, want := binary.BigEndian.Uint16(b[s.L4()+s.CsumOff():]), refSum(s.Pseudo(l4Len)); got != want {
 		t.Errorf("check field %#04x, want the pseudo-header sum %#04x", got, want)
 	}
-	if s.udp {
-		if got := int(binary.BigEndian.Uint16(b[s.l4()+4:])); got != l4Len {
+	if s.UDP {
+		if got := int(binary.BigEndian.Uint16(b[s.L4()+4:])); got != l4Len {
 			t.Errorf("UDP length %d, want the whole %d (udp_send_skb)", got, l4Len)
 		}
-	} else if psh, want := b[s.l4()+13]&tcpPSH != 0, segs[len(segs)-1].flags&tcpPSH != 0; psh != want {
+	} else if psh, want := b[s.L4()+13]&tcpPSH != 0, segs[len(segs)-1].Flags&tcpPSH != 0; psh != want {
 		t.Errorf("PSH %v, want %v", psh, want)
 	}
 }
@@ -184,12 +186,12 @@ type coalesceCase struct {
 
 func testCoalesceRuns(t *testing.T, udp bool, tests []coalesceCase) {
 	for _, tt := range tests {
-		tt.base.udp = udp
+		tt.base.UDP = udp
 		for m := csumMode(0); m < numCsumModes; m++ {
 			t.Run(fmt.Sprintf("%s/%v", tt.name, m), func(t *testing.T) {
 				segs := run(tt.base, tt.n, tt.size, tt.last, 1)
 				if tt.lastPSH {
-					segs[len(segs)-1].flags = tcpACK | tcpPSH
+					segs[len(segs)-1].Flags = tcpACK | tcpPSH
 				}
 				fs := coalesceSegs(t, segs, allModes(m), groups(tt.n, tt.n))
 				checkHead(t, fs[0], segs)
@@ -216,40 +218,40 @@ func testRefuses(t *testing.T, udp bool, tests []refuseCase) {
 		csum = udpCsumOff
 	}
 	common := []refuseCase{
-		{name: "ipv4 id skip", next: func(a, b *groSeg) { b.id++ }},
-		{name: "ipv4 id backwards", next: func(a, b *groSeg) { b.id -= 2 }},
-		{name: "tos", next: func(a, b *groSeg) { b.tos = 1 }},
-		{name: "tos ecn ce", next: func(a, b *groSeg) { b.tos = 3 }},
-		{name: "ttl", next: func(a, b *groSeg) { b.ttl = 63 }},
-		{name: "df", next: func(a, b *groSeg) { b.noDF = true }},
-		{name: "ipv4 options", next: func(a, b *groSeg) { a.ipOpts, b.ipOpts = true, true }},
-		{name: "ipv4 options on one", next: func(a, b *groSeg) { b.ipOpts = true }},
-		{name: "ipv4 fragment", next: func(a, b *groSeg) { b.mf = true }},
+		{name: "ipv4 id skip", next: func(a, b *groSeg) { b.ID++ }},
+		{name: "ipv4 id backwards", next: func(a, b *groSeg) { b.ID -= 2 }},
+		{name: "tos", next: func(a, b *groSeg) { b.TOS = 1 }},
+		{name: "tos ecn ce", next: func(a, b *groSeg) { b.TOS = 3 }},
+		{name: "ttl", next: func(a, b *groSeg) { b.TTL = 63 }},
+		{name: "df", next: func(a, b *groSeg) { b.NoDF = true }},
+		{name: "ipv4 options", next: func(a, b *groSeg) { a.IPOpts, b.IPOpts = true, true }},
+		{name: "ipv4 options on one", next: func(a, b *groSeg) { b.IPOpts = true }},
+		{name: "ipv4 fragment", next: func(a, b *groSeg) { b.MF = true }},
 		// net/ipv4/af_inet.c: inet_gro_receive flushes a packet with any
 		// frag_off bit but DF, the reserved one included, even when both
 		// have it.
-		{name: "ipv4 reserved bit on both", next: func(a, b *groSeg) { a.evil, b.evil = true, true }},
-		{name: "ipv4 reserved bit on the first", next: func(a, b *groSeg) { a.evil = true }},
-		{name: "ipv4 reserved bit on the second", next: func(a, b *groSeg) { b.evil = true }},
+		{name: "ipv4 reserved bit on both", next: func(a, b *groSeg) { a.Evil, b.Evil = true, true }},
+		{name: "ipv4 reserved bit on the first", next: func(a, b *groSeg) { a.Evil = true }},
+		{name: "ipv4 reserved bit on the second", next: func(a, b *groSeg) { b.Evil = true }},
 		// Ethernet padding after the IP packet: inet_gro_receive and
 		// ipv6_gro_receive flush a packet whose IP length is not the
 		// frame's.
 		{name: "padding on both", frame: func(a, b *Frame) { pad(a, 2); pad(b, 2) }},
 		{name: "padding on the first", frame: func(a, b *Frame) { pad(a, 1) }},
 		{name: "padding on the second", frame: func(a, b *Frame) { pad(b, 6) }},
-		{name: "ipv6 padding on the second", base: groSeg{v6: true}, frame: func(a, b *Frame) { pad(b, 4) }},
-		{name: "ipv6 traffic class", base: groSeg{v6: true}, next: func(a, b *groSeg) { b.tos = 4 }},
-		{name: "ipv6 flow label", base: groSeg{v6: true}, next: func(a, b *groSeg) { b.flowLabel = 7 }},
-		{name: "ipv6 hop limit", base: groSeg{v6: true}, next: func(a, b *groSeg) { b.ttl = 1 }},
-		{name: "ipv6 extension headers", base: groSeg{v6: true}, next: func(a, b *groSeg) { a.ext, b.ext = true, true }},
-		{name: "ipv6 extension headers on one", base: groSeg{v6: true}, next: func(a, b *groSeg) { b.ext = true }},
-		{name: "larger than the first", next: func(a, b *groSeg) { b.payload = pattern(1001, 9) }},
-		{name: "other source port", next: func(a, b *groSeg) { b.srcPort = 40001 }},
-		{name: "other destination port", next: func(a, b *groSeg) { b.dstPort = 5202 }},
-		{name: "other source mac", next: func(a, b *groSeg) { b.srcMAC = 9 }},
-		{name: "other vlan", base: groSeg{vlan: true}, next: func(a, b *groSeg) { b.vid = 101 }},
-		{name: "tagged and untagged", next: func(a, b *groSeg) { b.vlan = true }},
-		{name: "ipv4 and ipv6", next: func(a, b *groSeg) { b.v6 = true }},
+		{name: "ipv6 padding on the second", base: groSeg{V6: true}, frame: func(a, b *Frame) { pad(b, 4) }},
+		{name: "ipv6 traffic class", base: groSeg{V6: true}, next: func(a, b *groSeg) { b.TOS = 4 }},
+		{name: "ipv6 flow label", base: groSeg{V6: true}, next: func(a, b *groSeg) { b.FlowLabel = 7 }},
+		{name: "ipv6 hop limit", base: groSeg{V6: true}, next: func(a, b *groSeg) { b.TTL = 1 }},
+		{name: "ipv6 extension headers", base: groSeg{V6: true}, next: func(a, b *groSeg) { a.Ext, b.Ext = true, true }},
+		{name: "ipv6 extension headers on one", base: groSeg{V6: true}, next: func(a, b *groSeg) { b.Ext = true }},
+		{name: "larger than the first", next: func(a, b *groSeg) { b.Payload = pattern(1001, 9) }},
+		{name: "other source port", next: func(a, b *groSeg) { b.SrcPort = 40001 }},
+		{name: "other destination port", next: func(a, b *groSeg) { b.DstPort = 5202 }},
+		{name: "other source mac", next: func(a, b *groSeg) { b.SrcMAC = 9 }},
+		{name: "other vlan", base: groSeg{VLAN: true}, next: func(a, b *groSeg) { b.VID = 101 }},
+		{name: "tagged and untagged", next: func(a, b *groSeg) { b.VLAN = true }},
+		{name: "ipv4 and ipv6", next: func(a, b *groSeg) { b.V6 = true }},
 		{name: "bad checksum on the second", frame: func(a, b *Frame) { b.Buf[b.End-1]++ }},
 		{name: "bad checksum on the first", frame: func(a, b *Frame) { a.Buf[a.End-1]++ }},
 		{name: "bad checksum in the check field", frame: func(a, b *Frame) { b.Buf[b.Start+34+csum]++ }},
@@ -264,9 +266,9 @@ func testRefuses(t *testing.T, udp bool, tests []refuseCase) {
 	for _, tt := range append(common, tests...) {
 		t.Run(tt.name, func(t *testing.T) {
 			a := tt.base
-			a.udp, a.seq, a.id, a.payload = udp, 1000, 10, pattern(1000, 1)
+			a.UDP, a.Seq, a.ID, a.Payload = udp, 1000, 10, pattern(1000, 1)
 			b := a
-			b.seq, b.id, b.payload = a.seq+1000, a.id+1, pattern(1000, 2)
+			b.Seq, b.ID, b.Payload = a.Seq+1000, a.ID+1, pattern(1000, 2)
 			a0, b0 := a, b
 			if tt.next != nil {
 				tt.next(&a, &b)
@@ -319,34 +321,34 @@ func testBatches(t *testing.T, tests []batchCase) {
 func TestCoalesce(t *testing.T) {
 	testCoalesceRuns(t, false, []coalesceCase{
 		{name: "tcp4 two", base: groSeg{}, n: 2, size: 1460},
-		{name: "tcp4 eight timestamps", base: groSeg{ts: true, tsval: 99}, n: 8, size: 1448},
-		{name: "tcp4 short last", base: groSeg{ts: true}, n: 5, size: 1448, last: 100},
+		{name: "tcp4 eight timestamps", base: groSeg{TS: true, TSVal: 99}, n: 8, size: 1448},
+		{name: "tcp4 short last", base: groSeg{TS: true}, n: 5, size: 1448, last: 100},
 		{name: "tcp4 psh last", base: groSeg{}, n: 4, size: 1460, lastPSH: true},
-		{name: "tcp4 short psh last", base: groSeg{ts: true}, n: 4, size: 1448, last: 7, lastPSH: true},
-		{name: "tcp4 no DF", base: groSeg{noDF: true, id: 0x1234}, n: 3, size: 1000},
-		{name: "tcp4 seq and id wrap", base: groSeg{seq: 0xffffffff - 2000, id: 0xfffe}, n: 6, size: 1000},
-		{name: "tcp4 tos ttl ack window", base: groSeg{tos: 0xb8, ttl: 3, ack: 0xdeadbeef, win: 65535}, n: 3, size: 1460},
-		{name: "tcp4 full 64k", base: groSeg{ts: true}, n: 45, size: 1448},
-		{name: "tcp4 TCP_MIN_MSS segments", base: groSeg{}, n: 10, size: tcpMinMSS},
+		{name: "tcp4 short psh last", base: groSeg{TS: true}, n: 4, size: 1448, last: 7, lastPSH: true},
+		{name: "tcp4 no DF", base: groSeg{NoDF: true, ID: 0x1234}, n: 3, size: 1000},
+		{name: "tcp4 seq and id wrap", base: groSeg{Seq: 0xffffffff - 2000, ID: 0xfffe}, n: 6, size: 1000},
+		{name: "tcp4 tos ttl ack window", base: groSeg{TOS: 0xb8, TTL: 3, Ack: 0xdeadbeef, Win: 65535}, n: 3, size: 1460},
+		{name: "tcp4 full 64k", base: groSeg{TS: true}, n: 45, size: 1448},
+		{name: "tcp4 TCP_MIN_MSS segments", base: groSeg{}, n: 10, size: vnethdr.TCPMinMSS},
 		{name: "tcp4 odd mss", base: groSeg{}, n: 7, size: 1001, last: 3},
-		{name: "tcp4 vlan", base: groSeg{vlan: true}, n: 6, size: 1456},
-		{name: "tcp4 qinq timestamps", base: groSeg{qinq: true, vlan: true, ts: true}, n: 6, size: 1440},
-		{name: "tcp6", base: groSeg{v6: true, flowLabel: 0x12345}, n: 10, size: 1440},
-		{name: "tcp6 timestamps", base: groSeg{v6: true, ts: true, tos: 0x28}, n: 10, size: 1428},
-		{name: "tcp6 vlan short last", base: groSeg{v6: true, vlan: true, ts: true}, n: 3, size: 1428, last: 1},
-		{name: "tcp6 full 64k", base: groSeg{v6: true}, n: 65495 / 1440, size: 1440},
+		{name: "tcp4 vlan", base: groSeg{VLAN: true}, n: 6, size: 1456},
+		{name: "tcp4 qinq timestamps", base: groSeg{QinQ: true, VLAN: true, TS: true}, n: 6, size: 1440},
+		{name: "tcp6", base: groSeg{V6: true, FlowLabel: 0x12345}, n: 10, size: 1440},
+		{name: "tcp6 timestamps", base: groSeg{V6: true, TS: true, TOS: 0x28}, n: 10, size: 1428},
+		{name: "tcp6 vlan short last", base: groSeg{V6: true, VLAN: true, TS: true}, n: 3, size: 1428, last: 1},
+		{name: "tcp6 full 64k", base: groSeg{V6: true}, n: 65495 / 1440, size: 1440},
 	})
 }
 
 // Segments of one run may arrive with different checksum states.
 func TestCoalesceMixedChecksums(t *testing.T) {
-	coalesceSegs(t, run(groSeg{ts: true}, 9, 1448, 0, 3), mixedModes, [][]int{{0, 1, 2, 3, 4, 5, 6, 7, 8}})
+	coalesceSegs(t, run(groSeg{TS: true}, 9, 1448, 0, 3), mixedModes, [][]int{{0, 1, 2, 3, 4, 5, 6, 7, 8}})
 }
 
 // Segments smaller than TCP_MIN_MSS are left alone: a super-frame of them
 // would have a gso_size Fixup refuses (issue 13, item 5).
 func TestCoalesceTinySegments(t *testing.T) {
-	for _, size := range []int{1, 2, tcpMinMSS - 1} {
+	for _, size := range []int{1, 2, vnethdr.TCPMinMSS - 1} {
 		segs := run(groSeg{}, 10, size, 0, 5)
 		fs := frames(t, segs, allModes(csumFull), bigRoom)
 		in, n := coalesce(t, fs)
@@ -360,7 +362,7 @@ func TestCoalesceTinySegments(t *testing.T) {
 // ipv6_gro_receive). Before issue 13 the padding was cut and they merged.
 func TestCoalescePadded(t *testing.T) {
 	for _, v6 := range []bool{false, true} {
-		segs := run(groSeg{v6: v6}, 4, tcpMinMSS, 0, 5)
+		segs := run(groSeg{V6: v6}, 4, vnethdr.TCPMinMSS, 0, 5)
 		fs := frames(t, segs, allModes(csumFull), bigRoom)
 		for i := range fs {
 			fs[i].End += 4 // zero padding from make
@@ -375,58 +377,58 @@ func TestCoalescePadded(t *testing.T) {
 // successor with one thing changed, and nothing is merged.
 func TestCoalesceRefuses(t *testing.T) {
 	testRefuses(t, false, []refuseCase{
-		{name: "seq gap", next: func(a, b *groSeg) { b.seq++ }},
-		{name: "seq retransmit", next: func(a, b *groSeg) { b.seq -= 1000 }},
-		{name: "seq before", next: func(a, b *groSeg) { b.seq -= 2000 }},
-		{name: "ipv4 id fixed with DF", next: func(a, b *groSeg) { b.id-- }},
-		{name: "ack number", next: func(a, b *groSeg) { b.ack++ }},
-		{name: "window", next: func(a, b *groSeg) { b.win = 1000 }},
-		{name: "urgent pointer", next: func(a, b *groSeg) { b.urg = 1 }},
-		{name: "timestamp value", base: groSeg{ts: true}, next: func(a, b *groSeg) { b.tsval++ }},
-		{name: "timestamps on one", next: func(a, b *groSeg) { b.ts = true }},
-		{name: "timestamps off on one", base: groSeg{ts: true}, next: func(a, b *groSeg) { b.ts = false }},
-		{name: "syn", next: func(a, b *groSeg) { b.flags = tcpACK | 0x02 }},
-		{name: "fin", next: func(a, b *groSeg) { b.flags = tcpACK | tcpFIN }},
-		{name: "rst", next: func(a, b *groSeg) { b.flags = tcpACK | 0x04 }},
-		{name: "urg", next: func(a, b *groSeg) { b.flags = tcpACK | 0x20 }},
-		{name: "ece", next: func(a, b *groSeg) { b.flags = tcpACK | 0x40 }},
-		{name: "cwr", next: func(a, b *groSeg) { b.flags = tcpACK | tcpCWR }},
-		{name: "no ack", next: func(a, b *groSeg) { b.flags = tcpPSH }},
-		{name: "pure ack", next: func(a, b *groSeg) { b.payload = nil }},
-		{name: "psh on the first", next: func(a, b *groSeg) { a.flags = tcpACK | tcpPSH }},
+		{name: "seq gap", next: func(a, b *groSeg) { b.Seq++ }},
+		{name: "seq retransmit", next: func(a, b *groSeg) { b.Seq -= 1000 }},
+		{name: "seq before", next: func(a, b *groSeg) { b.Seq -= 2000 }},
+		{name: "ipv4 id fixed with DF", next: func(a, b *groSeg) { b.ID-- }},
+		{name: "ack number", next: func(a, b *groSeg) { b.Ack++ }},
+		{name: "window", next: func(a, b *groSeg) { b.Win = 1000 }},
+		{name: "urgent pointer", next: func(a, b *groSeg) { b.Urg = 1 }},
+		{name: "timestamp value", base: groSeg{TS: true}, next: func(a, b *groSeg) { b.TSVal++ }},
+		{name: "timestamps on one", next: func(a, b *groSeg) { b.TS = true }},
+		{name: "timestamps off on one", base: groSeg{TS: true}, next: func(a, b *groSeg) { b.TS = false }},
+		{name: "syn", next: func(a, b *groSeg) { b.Flags = tcpACK | 0x02 }},
+		{name: "fin", next: func(a, b *groSeg) { b.Flags = tcpACK | tcpFIN }},
+		{name: "rst", next: func(a, b *groSeg) { b.Flags = tcpACK | 0x04 }},
+		{name: "urg", next: func(a, b *groSeg) { b.Flags = tcpACK | 0x20 }},
+		{name: "ece", next: func(a, b *groSeg) { b.Flags = tcpACK | 0x40 }},
+		{name: "cwr", next: func(a, b *groSeg) { b.Flags = tcpACK | tcpCWR }},
+		{name: "no ack", next: func(a, b *groSeg) { b.Flags = tcpPSH }},
+		{name: "pure ack", next: func(a, b *groSeg) { b.Payload = nil }},
+		{name: "psh on the first", next: func(a, b *groSeg) { a.Flags = tcpACK | tcpPSH }},
 		{name: "payload under TCP_MIN_MSS", next: func(a, b *groSeg) {
-			a.payload, b.payload, b.seq = pattern(tcpMinMSS-1, 1), pattern(tcpMinMSS-1, 2), a.seq+tcpMinMSS-1
+			a.Payload, b.Payload, b.Seq = pattern(vnethdr.TCPMinMSS-1, 1), pattern(vnethdr.TCPMinMSS-1, 2), a.Seq+vnethdr.TCPMinMSS-1
 		}},
 		{name: "first under TCP_MIN_MSS", next: func(a, b *groSeg) {
-			a.payload, b.payload, b.seq = pattern(tcpMinMSS-1, 1), pattern(1, 2), a.seq+tcpMinMSS-1
+			a.Payload, b.Payload, b.Seq = pattern(vnethdr.TCPMinMSS-1, 1), pattern(1, 2), a.Seq+vnethdr.TCPMinMSS-1
 		}},
 		{name: "partial checksum offset", mode: csumPartial, frame: func(a, b *Frame) { b.Hdr.CsumOffset = udpCsumOff }},
-		{name: "gso second", mode: csumPartial, frame: func(a, b *Frame) { b.Hdr.GSOType, b.Hdr.GSOSize = GSOTCPv4, 500 }},
-		{name: "gso first", mode: csumPartial, frame: func(a, b *Frame) { a.Hdr.GSOType, a.Hdr.GSOSize = GSOTCPv4, 500 }},
-		{name: "ecn bit alone", mode: csumPartial, frame: func(a, b *Frame) { b.Hdr.GSOType = GSOECN }},
+		{name: "gso second", mode: csumPartial, frame: func(a, b *Frame) { b.Hdr.GSOType, b.Hdr.GSOSize = vnethdr.GSOTCPv4, 500 }},
+		{name: "gso first", mode: csumPartial, frame: func(a, b *Frame) { a.Hdr.GSOType, a.Hdr.GSOSize = vnethdr.GSOTCPv4, 500 }},
+		{name: "ecn bit alone", mode: csumPartial, frame: func(a, b *Frame) { b.Hdr.GSOType = vnethdr.GSOECN }},
 	})
 }
 
 // Batches with more than one run: which frames end up together.
 func TestCoalesceBatches(t *testing.T) {
-	a := run(groSeg{ts: true}, 8, 1448, 0, 1)
-	b := run(groSeg{srcPort: 40001, seq: 77, ts: true}, 8, 1448, 0, 2)
-	c := run(groSeg{v6: true, vlan: true}, 8, 1440, 0, 3)
-	d := run(groSeg{srcPort: 40001, vlan: true, vid: 7}, 8, 1460, 0, 4)
-	reverse := groSeg{srcPort: 40000, ack: 12345, flags: tcpACK}
-	reverse.srcMAC = 2
+	a := run(groSeg{TS: true}, 8, 1448, 0, 1)
+	b := run(groSeg{SrcPort: 40001, Seq: 77, TS: true}, 8, 1448, 0, 2)
+	c := run(groSeg{V6: true, VLAN: true}, 8, 1440, 0, 3)
+	d := run(groSeg{SrcPort: 40001, VLAN: true, VID: 7}, 8, 1460, 0, 4)
+	reverse := groSeg{SrcPort: 40000, Ack: 12345, Flags: tcpACK}
+	reverse.SrcMAC = 2
 	f := func(s groSeg) Frame { return segFrame(t, s, csumFull, bigRoom) }
-	u := spec{udp: true, payload: pattern(200, 7)}.seg() // IPv4 ID 0: never merges
+	u := spec{UDP: true, Payload: pattern(200, 7)}.Seg() // IPv4 ID 0: never merges
 	udp := func() Frame { return segFrame(t, u, csumPartial, bigRoom) }
-	psh := func(s groSeg) groSeg { s.flags = tcpACK | tcpPSH; return s }
-	short := func(s groSeg) groSeg { s.payload = s.payload[:100]; return s }
+	psh := func(s groSeg) groSeg { s.Flags = tcpACK | tcpPSH; return s }
+	short := func(s groSeg) groSeg { s.Payload = s.Payload[:100]; return s }
 	bad := func(s groSeg) Frame { fr := f(s); fr.Buf[fr.End-1]++; return fr }
 	testBatches(t, []batchCase{
 		{"psh in the middle ends the run", []Frame{f(a[0]), f(a[1]), f(psh(a[2])), f(a[3]), f(a[4])},
 			[][]int{{0, 1, 2}, {3, 4}}},
 		{"short in the middle ends the run", []Frame{f(a[0]), f(a[1]), f(short(a[2])), f(a[3]), f(a[4])},
 			[][]int{{0, 1, 2}, {3, 4}}}, // a[3] starts the next run
-		{"nothing follows a short one", []Frame{f(a[0]), f(short(a[1])), f(groSeg{ts: true, seq: a[1].seq + 100, id: 2, payload: pattern(100, 9)})},
+		{"nothing follows a short one", []Frame{f(a[0]), f(short(a[1])), f(groSeg{TS: true, Seq: a[1].Seq + 100, ID: 2, Payload: pattern(100, 9)})},
 			[][]int{{0, 1}, {2}}},
 		{"out of order", []Frame{f(a[0]), f(a[2]), f(a[1]), f(a[3]), f(a[4])},
 			[][]int{{0}, {1}, {2}, {3, 4}}},
@@ -438,7 +440,7 @@ func TestCoalesceBatches(t *testing.T) {
 			f(a[0]), f(b[0]), f(c[0]), f(d[0]), udp(), f(a[1]), f(reverse), f(b[1]), f(c[1]), f(d[1]),
 			f(a[2]), udp(), f(b[2]), f(c[2]), f(reverse), f(d[2]), f(d[3])},
 			[][]int{{0, 5, 10}, {1, 7, 12}, {2, 8, 13}, {3, 9, 15, 16}}},
-		{"pure ack of the flow ends the run", []Frame{f(a[0]), f(a[1]), f(groSeg{ts: true, seq: a[2].seq}), f(a[2]), f(a[3])},
+		{"pure ack of the flow ends the run", []Frame{f(a[0]), f(a[1]), f(groSeg{TS: true, Seq: a[2].Seq}), f(a[2]), f(a[3])},
 			[][]int{{0, 1}, {3, 4}}},
 		{"bad checksum in the middle", []Frame{f(a[0]), f(a[1]), bad(a[2]), f(a[3]), f(a[4])},
 			[][]int{{0, 1}, {3, 4}}},
@@ -455,9 +457,9 @@ func TestCoalesceBatches(t *testing.T) {
 // (expand checks the size).
 func TestCoalesceSizeCap(t *testing.T) {
 	for _, v6 := range []bool{false, true} {
-		base := groSeg{v6: v6, ts: true}
+		base := groSeg{V6: v6, TS: true}
 		// 20 (or 40) + 32 + 45 * 1448 <= 65535 < ... + 46 * 1448
-		per := (65535 - (base.hdrLen() - base.l3())) / 1448
+		per := (65535 - (base.HdrLen() - base.L3())) / 1448
 		coalesceSegs(t, run(base, 64, 1448, 0, 1), allModes(csumValid), groups(64, per))
 	}
 }
@@ -471,22 +473,22 @@ func TestCoalesceSetMaxSize(t *testing.T) {
 	for _, tt := range []struct {
 		name       string
 		base       groSeg
-		ipv4, ipv6 int
+		ipv4, IPv6 int
 		size       int // the bound that applies; 0: nothing merges
 	}{
-		{"default v4", groSeg{ts: true}, 0, 0, 65536},
-		{"default v6 vlan", groSeg{v6: true, vlan: true}, 0, 0, 65536},
-		{"v4 16k", groSeg{ts: true}, 16384, 65536, 16384},
-		{"v6 16k", groSeg{v6: true}, 65536, 16384, 16384},
-		{"v6 ignores the v4 size", groSeg{v6: true}, 1000, 20000, 20000},
+		{"default v4", groSeg{TS: true}, 0, 0, 65536},
+		{"default v6 vlan", groSeg{V6: true, VLAN: true}, 0, 0, 65536},
+		{"v4 16k", groSeg{TS: true}, 16384, 65536, 16384},
+		{"v6 16k", groSeg{V6: true}, 65536, 16384, 16384},
+		{"v6 ignores the v4 size", groSeg{V6: true}, 1000, 20000, 20000},
 		{"v4 ignores the v6 size", groSeg{}, 30000, 1000, 30000},
-		{"v4 vlan takes the smaller", groSeg{vlan: true}, 30000, 10000, 10000},
-		{"v6 qinq takes the smaller", groSeg{v6: true, qinq: true, vlan: true}, 12000, 40000, 12000},
+		{"v4 vlan takes the smaller", groSeg{VLAN: true}, 30000, 10000, 10000},
+		{"v6 qinq takes the smaller", groSeg{V6: true, QinQ: true, VLAN: true}, 12000, 40000, 12000},
 		{"big tcp clamped", groSeg{}, 185000, 185000, 65536},
 		{"exactly two segments fit", groSeg{}, 20 + 20 + 2*1448 + 1, 0, 20 + 20 + 2*1448 + 1},
 		{"two segments do not fit", groSeg{}, 20 + 20 + 2*1448, 0, 20 + 20 + 2*1448},
 		{"zero", groSeg{}, 0, -1, 0},
-		{"negative", groSeg{v6: true}, 65536, -5, 0},
+		{"negative", groSeg{V6: true}, 65536, -5, 0},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			const n = 64
@@ -494,14 +496,14 @@ func TestCoalesceSetMaxSize(t *testing.T) {
 			fs := frames(t, segs, allModes(csumValid), bigRoom)
 			in := cloneFrames(fs)
 			g := NewGRO(n)
-			if tt.ipv4 != 0 || tt.ipv6 != 0 {
-				g.SetMaxSize(tt.ipv4, tt.ipv6)
+			if tt.ipv4 != 0 || tt.IPv6 != 0 {
+				g.SetMaxSize(tt.ipv4, tt.IPv6)
 			}
 			got := g.Coalesce(fs)
 			// Per super-frame: as many segments as keep the length
 			// after the Ethernet header below the size.
 			per := 1
-			if hdrs := tt.base.hdrLen() - 14; tt.size > hdrs {
+			if hdrs := tt.base.HdrLen() - 14; tt.size > hdrs {
 				per = max(1, (tt.size-1-hdrs)/1448)
 			}
 			checkGroups(t, fs, in, got, groups(n, per))
@@ -522,7 +524,7 @@ func TestGROReuse(t *testing.T) {
 		if round == 2 {
 			g.gen = ^uint32(0)
 		}
-		segs := run(groSeg{seq: uint32(round) * 99999}, 4, 1000, 0, byte(round))
+		segs := run(groSeg{Seq: uint32(round) * 99999}, 4, 1000, 0, byte(round))
 		fs := frames(t, segs, allModes(csumValid), bigRoom)
 		in := cloneFrames(fs)
 		n := g.Coalesce(fs)
@@ -534,7 +536,7 @@ func TestGROReuse(t *testing.T) {
 	var fs []Frame
 	for k := 0; k < 2; k++ {
 		for p := 0; p < 6; p++ {
-			s := groSeg{srcPort: uint16(1000 + p), seq: uint32(k * 500), id: uint16(k), payload: pattern(500, byte(p))}
+			s := groSeg{SrcPort: uint16(1000 + p), Seq: uint32(k * 500), ID: uint16(k), Payload: pattern(500, byte(p))}
 			fs = append(fs, segFrame(t, s, csumValid, bigRoom))
 		}
 	}
@@ -571,7 +573,7 @@ func benchBatch(tb testing.TB, base groSeg, flows, size int, mode csumMode) []Fr
 	fs := make([]Frame, 64)
 	for k := 0; k < flows; k++ {
 		b := base
-		b.srcPort, b.seq, b.id = uint16(40000+k), uint32(k)<<20, uint16(k)<<12
+		b.SrcPort, b.Seq, b.ID = uint16(40000+k), uint32(k)<<20, uint16(k)<<12
 		for i, s := range run(b, 64/flows, size, 0, byte(k)) {
 			fs[i*flows+k] = segFrame(tb, s, mode, bigRoom)
 		}
@@ -605,7 +607,7 @@ func testZeroAllocs(t *testing.T, base groSeg, size int, merged map[int]int) {
 }
 
 func TestCoalesceZeroAllocs(t *testing.T) {
-	testZeroAllocs(t, groSeg{ts: true}, 1448, map[int]int{1: 62, 4: 60})
+	testZeroAllocs(t, groSeg{TS: true}, 1448, map[int]int{1: 62, 4: 60})
 }
 
 // benchCoalesce merges batches of base: one flow or four interleaved, with
@@ -657,29 +659,29 @@ func benchRun(b *testing.B, fs []Frame, merge bool) {
 // first (64 copies of 66 bytes); BenchmarkCoalesce/reset measures that
 // alone.
 func BenchmarkCoalesce(b *testing.B) {
-	benchCoalesce(b, groSeg{ts: true}, 1448)
+	benchCoalesce(b, groSeg{TS: true}, 1448)
 }
 
 // TestGROOpen: a segment GRO could extend leaves its flow open; PSH, no
 // payload, a GSO frame, UDP with UDP off and a non-IP frame do not.
 func TestGROOpen(t *testing.T) {
-	seg := groSeg{payload: pattern(1000, 1)}
+	seg := groSeg{Payload: pattern(1000, 1)}
 	g := NewGRO(4)
 	for _, tc := range []struct {
 		name string
 		s    groSeg
-		hdr  func(h *Hdr)
+		hdr  func(h *vnethdr.Hdr)
 		noUD bool
 		want bool
 	}{
 		{name: "tcp segment", s: seg, want: true},
-		{name: "tcp over ipv6", s: groSeg{v6: true, payload: seg.payload}, want: true},
-		{name: "psh", s: groSeg{flags: tcpACK | tcpPSH, payload: seg.payload}},
+		{name: "tcp over ipv6", s: groSeg{V6: true, Payload: seg.Payload}, want: true},
+		{name: "psh", s: groSeg{Flags: tcpACK | tcpPSH, Payload: seg.Payload}},
 		{name: "pure ack", s: groSeg{}},
-		{name: "fin", s: groSeg{flags: tcpACK | tcpFIN, payload: seg.payload}},
-		{name: "gso frame", s: seg, hdr: func(h *Hdr) { h.GSOType, h.GSOSize = GSOTCPv4, 500 }},
-		{name: "udp", s: groSeg{udp: true, payload: seg.payload}, want: true},
-		{name: "udp off", s: groSeg{udp: true, payload: seg.payload}, noUD: true},
+		{name: "fin", s: groSeg{Flags: tcpACK | tcpFIN, Payload: seg.Payload}},
+		{name: "gso frame", s: seg, hdr: func(h *vnethdr.Hdr) { h.GSOType, h.GSOSize = vnethdr.GSOTCPv4, 500 }},
+		{name: "udp", s: groSeg{UDP: true, Payload: seg.Payload}, want: true},
+		{name: "udp off", s: groSeg{UDP: true, Payload: seg.Payload}, noUD: true},
 	} {
 		f := segFrame(t, tc.s, csumPartial, bigRoom)
 		if tc.hdr != nil {
@@ -692,7 +694,7 @@ func TestGROOpen(t *testing.T) {
 	}
 	arp := make([]byte, 60)
 	binary.BigEndian.PutUint16(arp[12:], 0x0806)
-	if g.Open(&Hdr{}, arp) {
+	if g.Open(&vnethdr.Hdr{}, arp) {
 		t.Error("Open on an ARP frame")
 	}
 }

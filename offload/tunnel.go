@@ -1,8 +1,10 @@
-package vnethdr
+package offload
 
 import (
 	"encoding/binary"
 	"errors"
+
+	"github.com/tapfwd/tapfwd/vnethdr"
 )
 
 // Tunnel GSO frames. The kernel's GRO also merges the TCP segments (and UDP
@@ -16,14 +18,15 @@ import (
 // alone (include/linux/virtio_net.h: virtio_net_hdr_from_skb), with
 // csum_start at the inner transport header when the checksum is partial.
 // Written to a TAP as it is, the frame would pass for a TCP or UDP
-// super-frame whose outer header is not TCP or UDP; Fixup refuses it.
+// super-frame whose outer header is not TCP or UDP; vnethdr.Fixup refuses
+// it.
 // SegmentTunnel cuts it back into the packets it was made of, as the
 // kernel does before a device without tunnel offloads
 // (net/ipv4/udp_offload.c: skb_udp_tunnel_segment, gre_gso_segment,
 // inet_gso_segment).
 
 // ErrNotTunnel: SegmentTunnel found no tunnel it can segment in the frame.
-var ErrNotTunnel = errors.New("vnethdr: not a GSO frame inside a tunnel")
+var ErrNotTunnel = errors.New("offload: not a GSO frame inside a tunnel")
 
 const (
 	protoIPIP = 4  // IPv4 in IP
@@ -41,23 +44,23 @@ const (
 
 // tunnel is where the headers of a tunnel GSO frame are.
 type tunnel struct {
-	outer layout // the outer IP header
-	udp   int    // the outer UDP header; 0 for IP-in-IP and GRE
-	inner layout // the inner IP and TCP or UDP headers
+	outer vnethdr.Layout // the outer IP header
+	udp   int            // the outer UDP header; 0 for IP-in-IP and GRE
+	inner vnethdr.Layout // the inner IP and TCP or UDP headers
 }
 
 // parseTunnel finds the outer and inner headers of a GSO frame h describes
 // whose TCP or UDP segments are inside a tunnel, and checks h against the
-// inner headers as checkGSO does for a plain frame.
-func parseTunnel(h *Hdr, frame []byte) (tunnel, error) {
+// inner headers as vnethdr.CheckGSO does for a plain frame.
+func parseTunnel(h *vnethdr.Hdr, frame []byte) (tunnel, error) {
 	var tn tunnel
-	gso := h.GSOType &^ GSOECN
+	gso := h.GSOType &^ vnethdr.GSOECN
 	switch {
-	case gso != GSOTCPv4 && gso != GSOTCPv6 && gso != GSOUDPL4, gso == GSOUDPL4 && h.GSOType&GSOECN != 0:
+	case gso != vnethdr.GSOTCPv4 && gso != vnethdr.GSOTCPv6 && gso != vnethdr.GSOUDPL4, gso == vnethdr.GSOUDPL4 && h.GSOType&vnethdr.GSOECN != 0:
 		return tn, ErrNotTunnel
 	}
-	outer, err := parse(frame)
-	if err != nil || outer.frag || outer.end != len(frame) || outer.proto == protoTCP {
+	outer, err := vnethdr.Parse(frame)
+	if err != nil || outer.Frag || outer.End != len(frame) || outer.Proto == protoTCP {
 		return tn, ErrNotTunnel
 	}
 	tn.outer = outer
@@ -69,15 +72,15 @@ func parseTunnel(h *Hdr, frame []byte) (tunnel, error) {
 		return tn, ErrNotTunnel
 	}
 	in := &tn.inner
-	tcp := gso != GSOUDPL4
+	tcp := gso != vnethdr.GSOUDPL4
 	switch {
-	case tcp && in.proto != protoTCP, !tcp && in.proto != protoUDP,
-		gso == GSOTCPv4 && in.ipv6, gso == GSOTCPv6 && !in.ipv6:
+	case tcp && in.Proto != protoTCP, !tcp && in.Proto != protoUDP,
+		gso == vnethdr.GSOTCPv4 && in.IPv6, gso == vnethdr.GSOTCPv6 && !in.IPv6:
 		return tn, ErrNotTunnel
-	case h.GSOSize == 0 || h.GSOSize == gsoSizeByFrags || (tcp && h.GSOSize < tcpMinMSS):
-		return tn, ErrGSOSize
-	case h.Flags&FlagNeedsCsum != 0 && int(h.CsumOffset) != l4CsumOff(in.proto):
-		return tn, ErrCsumBounds
+	case h.GSOSize == 0 || h.GSOSize == gsoSizeByFrags || (tcp && h.GSOSize < vnethdr.TCPMinMSS):
+		return tn, vnethdr.ErrGSOSize
+	case h.Flags&vnethdr.FlagNeedsCsum != 0 && int(h.CsumOffset) != in.CsumOffset():
+		return tn, vnethdr.ErrCsumBounds
 	}
 	return tn, nil
 }
@@ -87,23 +90,23 @@ func parseTunnel(h *Hdr, frame []byte) (tunnel, error) {
 // IP-in-IP.
 func tunnelPayload(frame []byte, tn *tunnel) (int, bool) {
 	o := &tn.outer
-	if o.proto == protoUDP {
+	if o.Proto == protoUDP {
 		// A super-frame's UDP length runs to its end
 		// (net/ipv4/udp_offload.c: udp_gro_complete).
-		if int(binary.BigEndian.Uint16(frame[o.l4+4:])) != len(frame)-o.l4 {
+		if int(binary.BigEndian.Uint16(frame[o.L4+4:])) != len(frame)-o.L4 {
 			return 0, false
 		}
-		tn.udp = o.l4
-		return o.payload, true
+		tn.udp = o.L4
+		return o.Payload, true
 	}
-	// parse reached no transport header: IP-in-IP or GRE. Extension
+	// Parse reached no transport header: IP-in-IP or GRE. Extension
 	// headers in an outer IPv6 header are not looked through.
 	var proto uint8
 	var off int
-	if o.ipv6 {
-		proto, off = frame[o.l3+6], o.l3+ipv6HdrLen
+	if o.IPv6 {
+		proto, off = frame[o.L3+6], o.L3+ipv6HdrLen
 	} else {
-		proto, off = frame[o.l3+9], o.l3+int(frame[o.l3]&0x0f)*4
+		proto, off = frame[o.L3+9], o.L3+int(frame[o.L3]&0x0f)*4
 	}
 	switch proto {
 	case protoIPIP, protoIPv6:
@@ -125,42 +128,35 @@ func tunnelPayload(frame []byte, tn *tunnel) (int, bool) {
 // (a VXLAN or Geneve header and an inner Ethernet header, GRE's key and
 // sequence number) is copied into every segment as it is. With
 // FlagNeedsCsum its transport header must be at csum_start.
-func findInner(h *Hdr, frame []byte, start int) (layout, bool) {
+func findInner(h *vnethdr.Hdr, frame []byte, start int) (vnethdr.Layout, bool) {
 	end := min(start+maxTunnelHdr, len(frame)-ipv4MinLen)
 	for off := start; off <= end; off++ {
 		l, ok := innerAt(frame, off)
-		if ok && (h.Flags&FlagNeedsCsum == 0 || int(h.CsumStart) == l.l4) {
+		if ok && (h.Flags&vnethdr.FlagNeedsCsum == 0 || int(h.CsumStart) == l.L4) {
 			return l, true
 		}
 	}
-	return layout{}, false
+	return vnethdr.Layout{}, false
 }
 
 // innerAt reports whether an inner IP header whose packet ends where the
 // frame ends, and carries TCP or UDP, starts at off, and parses it. An
 // IPv4 header's checksum must verify.
-func innerAt(frame []byte, off int) (layout, bool) {
-	var l layout
-	var err error
-	switch frame[off] >> 4 {
-	case 4:
+func innerAt(frame []byte, off int) (vnethdr.Layout, bool) {
+	if frame[off]>>4 == 4 {
 		ihl := int(frame[off]&0x0f) * 4
-		if ihl < ipv4MinLen || off+ihl > len(frame) || fold(sum(frame[off:off+ihl], 0)) != 0xffff {
-			return l, false
+		if ihl < ipv4MinLen || off+ihl > len(frame) || vnethdr.Fold(vnethdr.Sum(frame[off:off+ihl], 0)) != 0xffff {
+			return vnethdr.Layout{}, false
 		}
-		l, err = parseIPv4(frame, layout{l3: off})
-	case 6:
-		l, err = parseIPv6(frame, layout{l3: off})
-	default:
-		return l, false
 	}
-	return l, err == nil && !l.frag && l.l4 != 0 && l.end == len(frame)
+	l, err := vnethdr.ParseIP(frame, off)
+	return l, err == nil && !l.Frag && l.L4 != 0 && l.End == len(frame)
 }
 
 // CheckTunnel returns nil when SegmentTunnel can split the frame h
 // describes, else what SegmentTunnel would return (before its output
 // buffers are looked at). It reads only.
-func CheckTunnel(h Hdr, frame []byte) error {
+func CheckTunnel(h vnethdr.Hdr, frame []byte) error {
 	_, err := parseTunnel(&h, frame)
 	return err
 }
@@ -176,22 +172,23 @@ func CheckTunnel(h Hdr, frame []byte) error {
 // between the outer and inner headers are copied as they are.
 //
 // ErrNotTunnel when h or frame is not such a frame (a plain super-frame is
-// Segment's; anything else is no GSO frame the kernel makes), ErrGSOSize
-// and ErrCsumBounds as checkGSO, ErrTooManySegments and ErrSegmentTooBig
-// as Segment, all before anything is written. frame is only read;
+// Segment's; anything else is no GSO frame the kernel makes),
+// vnethdr.ErrGSOSize and vnethdr.ErrCsumBounds as vnethdr.CheckGSO,
+// ErrTooManySegments and ErrSegmentTooBig as Segment, all before anything
+// is written. frame is only read;
 // SegmentTunnel does not allocate.
-func SegmentTunnel(h Hdr, frame []byte, out [][]byte, sizes []int) (int, error) {
+func SegmentTunnel(h vnethdr.Hdr, frame []byte, out [][]byte, sizes []int) (int, error) {
 	tn, err := parseTunnel(&h, frame)
 	if err != nil {
 		return 0, err
 	}
 	in := &tn.inner
-	innerAddrs, ok1 := addrSum(frame, in)
-	outerAddrs, ok2 := addrSum(frame, &tn.outer)
+	innerAddrs, ok1 := in.AddrSum(frame)
+	outerAddrs, ok2 := tn.outer.AddrSum(frame)
 	if !ok1 || !ok2 {
 		return 0, ErrNotTunnel
 	}
-	hdrLen, mss := in.payload, int(h.GSOSize)
+	hdrLen, mss := in.Payload, int(h.GSOSize)
 	n, err := countSegments(hdrLen, mss, len(frame)-hdrLen, out, sizes)
 	if err != nil {
 		return 0, err
@@ -208,8 +205,8 @@ func SegmentTunnel(h Hdr, frame []byte, out [][]byte, sizes []int) (int, error) 
 			binary.BigEndian.PutUint16(o[u+4:], uint16(size-u))
 			o[u+udpCsumOff], o[u+udpCsumOff+1] = 0, 0
 			if udpCsum {
-				acc := sum(o[u:size], outerAddrs+protoUDP+uint64(size-u))
-				binary.BigEndian.PutUint16(o[u+udpCsumOff:], csumResult(acc))
+				acc := vnethdr.Sum(o[u:size], outerAddrs+protoUDP+uint64(size-u))
+				binary.BigEndian.PutUint16(o[u+udpCsumOff:], vnethdr.Checksum(acc))
 			}
 		}
 		sizes[i] = size

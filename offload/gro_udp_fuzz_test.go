@@ -1,8 +1,10 @@
-package vnethdr
+package offload
 
 import (
 	"encoding/binary"
 	"testing"
+
+	"github.com/tapfwd/tapfwd/vnethdr"
 )
 
 // Actions of FuzzCoalesceUDP, one per generated frame; a datagram is the
@@ -74,10 +76,10 @@ func FuzzCoalesceUDP(f *testing.F) {
 			seq  uint32
 		}
 		flows := [udpFuzzFlows]gen{
-			{base: groSeg{udp: true}},
-			{base: groSeg{udp: true, v6: true, flowLabel: 5}},
-			{base: groSeg{udp: true, vlan: true}}, // flow 0's 5-tuple on a VLAN
-			{base: groSeg{udp: true, v6: true, qinq: true, vlan: true, srcPort: 40001}},
+			{base: groSeg{UDP: true}},
+			{base: groSeg{UDP: true, V6: true, FlowLabel: 5}},
+			{base: groSeg{UDP: true, VLAN: true}}, // flow 0's 5-tuple on a VLAN
+			{base: groSeg{UDP: true, V6: true, QinQ: true, VLAN: true, SrcPort: 40001}},
 			{base: groSeg{}}, // TCP on flow 0's addresses and ports
 		}
 		sizes := [...]int{18, 1, 64, 1472, 7, 100, 536, 1000}
@@ -99,7 +101,7 @@ func FuzzCoalesceUDP(f *testing.F) {
 			k, act := int(op)%udpFuzzFlows, int(op)/udpFuzzFlows%numUacts
 			fl := &flows[k]
 			s := fl.base
-			s.id = fl.id
+			s.ID = fl.id
 			size := fl.size
 			mode := csumMode(arg % 3)
 			// Room for a head to grow: none, a datagram or two, a few
@@ -109,14 +111,14 @@ func FuzzCoalesceUDP(f *testing.F) {
 				udpMaxSegments * fl.size, (udpMaxSegments + 1) * fl.size}[(arg/3)&7])
 			flow, isBad := k, false
 			if k == 4 { // TCP
-				s.seq = fl.seq
+				s.Seq = fl.seq
 				switch {
 				case act >= uactShort && act < uactLarger:
 					size = 1 + int(arg2)%size
 				case act == uactLarger:
-					s.flags = tcpACK | tcpPSH
+					s.Flags = tcpACK | tcpPSH
 				}
-				s.payload = pattern(size, byte(n))
+				s.Payload = pattern(size, byte(n))
 				batch.add(segFrame(t, s, mode, room), flow, false)
 				fl.seq += uint32(size)
 				fl.id++
@@ -130,22 +132,22 @@ func FuzzCoalesceUDP(f *testing.F) {
 			case uactEmpty:
 				size = 0
 			case uactIDSkip:
-				s.id++
+				s.ID++
 			case uactIDRepeat:
-				s.id--
+				s.ID--
 			case uactTOS:
-				s.tos = arg2 | 1
+				s.TOS = arg2 | 1
 			case uactTTL:
-				s.ttl = arg2 | 1
+				s.TTL = arg2 | 1
 			case uactDF:
-				s.noDF = true
-				s.flowLabel++
+				s.NoDF = true
+				s.FlowLabel++
 			case uactNoCsum:
-				mode, s.noCsum, isBad = csumValid, true, true
+				mode, s.NoCsum, isBad = csumValid, true, true
 			case uactBadCsum:
 				mode, isBad = csumFull, true
 			case uactBadIPCsum:
-				mode, isBad = csumValid, !s.v6
+				mode, isBad = csumValid, !s.V6
 			case uactULen:
 				mode, isBad = csumValid, true
 			case uactCsumStart:
@@ -156,25 +158,25 @@ func FuzzCoalesceUDP(f *testing.F) {
 			case uactNoRoom:
 				room = 0
 			case uactOptions:
-				s.ipOpts, s.ext = !s.v6, s.v6
+				s.IPOpts, s.Ext = !s.V6, s.V6
 			case uactPort:
-				s.dstPort = 5202
+				s.DstPort = 5202
 				flow = udpFuzzFlows + k
 			case uactFragment:
-				if !s.v6 {
-					s.mf, flow = true, -1
+				if !s.V6 {
+					s.MF, flow = true, -1
 				}
 			case uactSize:
 				fl.size = sizes[arg2&7]
 				size = fl.size
 			case uactEvil:
-				s.evil, isBad = true, !s.v6
+				s.Evil, isBad = true, !s.V6
 			case uactPadded:
 				room, isBad = max(room, 8), true
 			}
-			s.payload = pattern(size, byte(n))
+			s.Payload = pattern(size, byte(n))
 			fr := segFrame(t, s, mode, room)
-			l4 := fr.Start + s.l4()
+			l4 := fr.Start + s.L4()
 			switch act {
 			case uactBadCsum:
 				// A payload byte or the check field; not the ports, which
@@ -185,21 +187,21 @@ func FuzzCoalesceUDP(f *testing.F) {
 					fr.Buf[l4+udpCsumOff+at-size] ^= 1 << (arg2 % 8)
 				}
 			case uactBadIPCsum:
-				if !s.v6 {
-					fr.Buf[fr.Start+s.l3()+10] ^= 0x40
+				if !s.V6 {
+					fr.Buf[fr.Start+s.L3()+10] ^= 0x40
 				}
 			case uactULen:
 				binary.BigEndian.PutUint16(fr.Buf[l4+4:], uint16(8+size-1-int(arg2)%max(size, 1)))
 			case uactCsumStart:
-				fr.Hdr.CsumStart = uint16(s.l3() + int(arg2)%20)
+				fr.Hdr.CsumStart = uint16(s.L3() + int(arg2)%20)
 			case uactGSO:
-				fr.Hdr.GSOType, fr.Hdr.GSOSize = GSOUDPL4, uint16(fl.size)
+				fr.Hdr.GSOType, fr.Hdr.GSOSize = vnethdr.GSOUDPL4, uint16(fl.size)
 			case uactPadded:
 				pad(&fr, 1+int(arg2)%8)
 			}
 			batch.add(fr, flow, isBad)
 			// The sender moves on as a real one would.
-			fl.id = s.id + 1
+			fl.id = s.ID + 1
 			if act == uactGSO {
 				fl.id++
 			}

@@ -1,12 +1,42 @@
-package vnethdr
+package offload
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"errors"
+
+	"github.com/tapfwd/tapfwd/vnethdr"
+)
 
 // TCP flag bits in byte 13 of the TCP header.
 const (
 	tcpFIN = 0x01
 	tcpPSH = 0x08
 	tcpCWR = 0x80
+)
+
+// Header lengths, protocol numbers and field offsets that frames are read
+// by (IEEE 802.3, RFC 791, RFC 8200, RFC 768).
+const (
+	ethHdrLen  = 14 // Ethernet header without VLAN tags
+	ipv4MinLen = 20
+	ipv6HdrLen = 40
+	protoTCP   = 6
+	protoUDP   = 17
+	udpCsumOff = 6 // offsetof(struct udphdr, check)
+
+	// gsoSizeByFrags is GSO_BY_FRAGS (include/linux/netdevice.h), a
+	// gso_size the kernel refuses from virtio headers.
+	gsoSizeByFrags = 0xffff
+)
+
+// Segment's and SegmentTunnel's own errors, beside vnethdr's: the output
+// buffers cannot take the segments. Both are found before anything is
+// written.
+var (
+	// ErrTooManySegments: fewer output buffers than segments.
+	ErrTooManySegments = errors.New("offload: too many segments for output buffers")
+	// ErrSegmentTooBig: a segment does not fit its output buffer.
+	ErrSegmentTooBig = errors.New("offload: segment larger than output buffer")
 )
 
 // Segment does in userspace what the kernel's GSO does before a device
@@ -25,21 +55,22 @@ const (
 // checksum is computed from scratch (pseudo-header included), so the frame's
 // check field may hold anything, partial or not.
 //
-// h is validated as by Fixup (its HdrLen and csum fields are checked, not
-// used), and a non-GSO h is ErrGSOType. ErrTooManySegments if out or sizes
+// h is validated by vnethdr.CheckGSO, Fixup's GSO rules (its HdrLen and
+// csum fields are checked, not used), whose errors Segment returns: a
+// non-GSO h is vnethdr.ErrGSOType. ErrTooManySegments if out or sizes
 // has fewer entries than segments, ErrSegmentTooBig if a segment is longer
 // than len(out[i]); both are checked before anything is written. frame is
 // only read. Segment does not allocate.
-func Segment(h Hdr, frame []byte, out [][]byte, sizes []int) (int, error) {
-	l, err := checkGSO(&h, frame)
+func Segment(h vnethdr.Hdr, frame []byte, out [][]byte, sizes []int) (int, error) {
+	l, err := vnethdr.CheckGSO(&h, frame)
 	if err != nil {
 		return 0, err
 	}
-	addrs, ok := addrSum(frame, &l)
+	addrs, ok := l.AddrSum(frame)
 	if !ok {
-		return 0, ErrMalformed
+		return 0, vnethdr.ErrMalformed
 	}
-	hdrLen, mss := l.payload, int(h.GSOSize)
+	hdrLen, mss := l.Payload, int(h.GSOSize)
 	n, err := countSegments(hdrLen, mss, len(frame)-hdrLen, out, sizes)
 	if err != nil {
 		return 0, err
@@ -82,39 +113,39 @@ func copySegment(o, frame []byte, hdrLen, mss, i int) int {
 // fixIP sets the length of segment i (size bytes in o) in the IP header l
 // describes: the payload length for IPv6; for IPv4 the total length, the
 // input's ID + i and the header checksum.
-func fixIP(o, frame []byte, l *layout, size, i int) {
-	if l.ipv6 {
-		binary.BigEndian.PutUint16(o[l.l3+4:], uint16(size-l.l3-ipv6HdrLen))
+func fixIP(o, frame []byte, l *vnethdr.Layout, size, i int) {
+	if l.IPv6 {
+		binary.BigEndian.PutUint16(o[l.L3+4:], uint16(size-l.L3-ipv6HdrLen))
 		return
 	}
-	ihl := int(o[l.l3]&0x0f) * 4
-	binary.BigEndian.PutUint16(o[l.l3+2:], uint16(size-l.l3))
-	binary.BigEndian.PutUint16(o[l.l3+4:], binary.BigEndian.Uint16(frame[l.l3+4:])+uint16(i))
-	o[l.l3+10], o[l.l3+11] = 0, 0
-	binary.BigEndian.PutUint16(o[l.l3+10:], ^fold(sum(o[l.l3:l.l3+ihl], 0)))
+	ihl := int(o[l.L3]&0x0f) * 4
+	binary.BigEndian.PutUint16(o[l.L3+2:], uint16(size-l.L3))
+	binary.BigEndian.PutUint16(o[l.L3+4:], binary.BigEndian.Uint16(frame[l.L3+4:])+uint16(i))
+	o[l.L3+10], o[l.L3+11] = 0, 0
+	binary.BigEndian.PutUint16(o[l.L3+10:], ^vnethdr.Fold(vnethdr.Sum(o[l.L3:l.L3+ihl], 0)))
 }
 
 // fixL4 finishes the TCP or UDP header of segment i of n (size bytes in o,
 // mss of payload each but the last): TCP sequence number and flags (CWR on
 // the first, FIN and PSH on the last), UDP length, and the checksum from
 // scratch with the pseudo-header sum addrs.
-func fixL4(o, frame []byte, l *layout, size, i, n, mss int, addrs uint64) {
-	l4Len := size - l.l4
-	if l.proto == protoTCP {
-		binary.BigEndian.PutUint32(o[l.l4+4:], binary.BigEndian.Uint32(frame[l.l4+4:])+uint32(i*mss))
-		f := frame[l.l4+13]
+func fixL4(o, frame []byte, l *vnethdr.Layout, size, i, n, mss int, addrs uint64) {
+	l4Len := size - l.L4
+	if l.Proto == protoTCP {
+		binary.BigEndian.PutUint32(o[l.L4+4:], binary.BigEndian.Uint32(frame[l.L4+4:])+uint32(i*mss))
+		f := frame[l.L4+13]
 		if i > 0 {
 			f &^= tcpCWR
 		}
 		if i < n-1 {
 			f &^= tcpFIN | tcpPSH
 		}
-		o[l.l4+13] = f
+		o[l.L4+13] = f
 	} else {
-		binary.BigEndian.PutUint16(o[l.l4+4:], uint16(l4Len))
+		binary.BigEndian.PutUint16(o[l.L4+4:], uint16(l4Len))
 	}
-	off := l.l4 + l4CsumOff(l.proto)
+	off := l.L4 + l.CsumOffset()
 	o[off], o[off+1] = 0, 0
-	acc := sum(o[l.l4:size], addrs+uint64(l.proto)+uint64(l4Len))
-	binary.BigEndian.PutUint16(o[off:], csumResult(acc))
+	acc := vnethdr.Sum(o[l.L4:size], addrs+uint64(l.Proto)+uint64(l4Len))
+	binary.BigEndian.PutUint16(o[off:], vnethdr.Checksum(acc))
 }

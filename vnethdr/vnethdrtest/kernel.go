@@ -1,4 +1,17 @@
-package vnethdr
+package vnethdrtest
+
+// Hdr is struct virtio_net_hdr as include/uapi/linux/virtio_net.h has it,
+// field for field what vnethdr.Hdr is, so that either converts to the
+// other (vnethdr.Hdr(h), vnethdrtest.Hdr(h)). It is its own type because
+// this package does not import vnethdr: vnethdr's own tests use it.
+type Hdr struct {
+	Flags      uint8
+	GSOType    uint8
+	HdrLen     uint16
+	GSOSize    uint16
+	CsumStart  uint16
+	CsumOffset uint16
+}
 
 // kernelHeadroom is the most headroom a skb built from tapfwd's write has
 // when virtio_net_hdr_to_skb sees it: drivers/net/tun.c: tun_build_skb
@@ -8,10 +21,10 @@ package vnethdr
 // Ethernet).
 const kernelHeadroom = 64 + 256
 
-// kernelRefusal says why the kernel would refuse the vnet header h in front
+// KernelRefusal says why the kernel would refuse the vnet header h in front
 // of a frame of frameLen bytes that tapfwd writes into a TAP or sends on a
 // packet socket, or "" if both would take it. It is written from the
-// kernel's code, not from Fixup's:
+// kernel's code, not from vnethdr.Fixup's:
 //
 //   - drivers/net/tun_vnet.h: tun_vnet_hdr_get and net/packet/af_packet.c:
 //     __packet_snd_vnet_parse: with NEEDS_CSUM, hdr_len becomes
@@ -26,8 +39,8 @@ const kernelHeadroom = 64 + 256
 // It does not look at the frame's bytes: nor do those functions, on the
 // NEEDS_CSUM path. A GSO header without NEEDS_CSUM makes a packet socket run
 // the flow dissector over the frame, which this does not model: it counts
-// as refused (Fixup never hands one out).
-func kernelRefusal(h Hdr, frameLen int) string {
+// as refused (vnethdr.Fixup never hands one out).
+func KernelRefusal(h Hdr, frameLen int) string {
 	const (
 		gsoTCPv4, gsoTCPv6, gsoUDP, gsoUDPL4, gsoECN = 1, 4, 3, 5, 0x80
 		needsCsum                                    = 1

@@ -1,33 +1,35 @@
-package vnethdr
+package offload
 
 import (
 	"encoding/binary"
 	"fmt"
 	"net"
 	"testing"
+
+	"github.com/tapfwd/tapfwd/vnethdr"
 )
 
 func TestCoalesceUDP(t *testing.T) {
 	testCoalesceRuns(t, true, []coalesceCase{
 		{name: "udp4 two", n: 2, size: 1472},
 		{name: "udp4 64 x 64 bytes", n: 64, size: 64},
-		{name: "udp4 minimum frames", base: groSeg{id: 7}, n: 30, size: 18},
+		{name: "udp4 minimum frames", base: groSeg{ID: 7}, n: 30, size: 18},
 		{name: "udp4 short last", n: 5, size: 1000, last: 999},
 		{name: "udp4 one-byte last", n: 5, size: 1000, last: 1},
 		{name: "udp4 one-byte datagrams", n: 10, size: 1},
 		{name: "udp4 odd size", n: 7, size: 1001, last: 3},
-		{name: "udp4 no DF", base: groSeg{noDF: true, id: 0x1234}, n: 3, size: 1000},
-		{name: "udp4 id wrap", base: groSeg{id: 0xfffd}, n: 6, size: 500},
-		{name: "udp4 tos ttl ports", base: groSeg{tos: 0xb8, ttl: 3, srcPort: 1234, dstPort: 9999}, n: 3, size: 512},
-		{name: "udp4 vlan", base: groSeg{vlan: true}, n: 6, size: 1468},
-		{name: "udp4 qinq", base: groSeg{qinq: true, vlan: true}, n: 6, size: 1464},
+		{name: "udp4 no DF", base: groSeg{NoDF: true, ID: 0x1234}, n: 3, size: 1000},
+		{name: "udp4 id wrap", base: groSeg{ID: 0xfffd}, n: 6, size: 500},
+		{name: "udp4 tos ttl ports", base: groSeg{TOS: 0xb8, TTL: 3, SrcPort: 1234, DstPort: 9999}, n: 3, size: 512},
+		{name: "udp4 vlan", base: groSeg{VLAN: true}, n: 6, size: 1468},
+		{name: "udp4 qinq", base: groSeg{QinQ: true, VLAN: true}, n: 6, size: 1464},
 		{name: "udp4 full 64k", n: 44, size: 1472},
 		{name: "udp4 64 segments", n: udpGROMaxSegments, size: 18},
-		{name: "udp6", base: groSeg{v6: true, flowLabel: 0x12345}, n: 10, size: 1452},
-		{name: "udp6 traffic class small", base: groSeg{v6: true, tos: 0x28}, n: 64, size: 64, last: 10},
-		{name: "udp6 vlan short last", base: groSeg{v6: true, vlan: true}, n: 3, size: 1448, last: 1},
-		{name: "udp6 full 64k", base: groSeg{v6: true}, n: (65535 - 48) / 1452, size: 1452},
-		{name: "udp6 64 segments", base: groSeg{v6: true}, n: udpGROMaxSegments, size: 2, last: 1},
+		{name: "udp6", base: groSeg{V6: true, FlowLabel: 0x12345}, n: 10, size: 1452},
+		{name: "udp6 traffic class small", base: groSeg{V6: true, TOS: 0x28}, n: 64, size: 64, last: 10},
+		{name: "udp6 vlan short last", base: groSeg{V6: true, VLAN: true}, n: 3, size: 1448, last: 1},
+		{name: "udp6 full 64k", base: groSeg{V6: true}, n: (65535 - 48) / 1452, size: 1452},
+		{name: "udp6 64 segments", base: groSeg{V6: true}, n: udpGROMaxSegments, size: 2, last: 1},
 	})
 }
 
@@ -37,16 +39,16 @@ func TestCoalesceUDP(t *testing.T) {
 func TestCoalesceUSOKernelRuns(t *testing.T) {
 	wire4, lab4 := net.IPv4(198, 18, 1, 1).To4(), net.IPv4(198, 18, 1, 2).To4()
 	tapMAC := net.HardwareAddr{0x02, 0, 0, 0, 0, 2}
-	for _, dst := range []struct{ v6, bcast bool }{{v6: false}, {v6: true}, {bcast: true}} {
+	for _, dst := range []struct{ V6, bcast bool }{{V6: false}, {V6: true}, {bcast: true}} {
 		for _, sz := range []struct{ n, size, last int }{{40, 100, 37}, {udpGROMaxSegments, 18, 0}, {3, 1472, 0}} {
-			t.Run(fmt.Sprintf("v6=%v/broadcast=%v/%dx%d+%d", dst.v6, dst.bcast, sz.n, sz.size, sz.last), func(t *testing.T) {
-				base := groSeg{udp: true, v6: dst.v6, dstPort: 7001, dstMAC: tapMAC, id: 0xfff0, srcIP: wire4, dstIP: lab4}
+			t.Run(fmt.Sprintf("v6=%v/broadcast=%v/%dx%d+%d", dst.V6, dst.bcast, sz.n, sz.size, sz.last), func(t *testing.T) {
+				base := groSeg{UDP: true, V6: dst.V6, DstPort: 7001, DstMAC: tapMAC, ID: 0xfff0, SrcIP: wire4, DstIP: lab4}
 				switch {
-				case dst.v6:
-					base.srcIP, base.dstIP = net.ParseIP("2001:2::1"), net.ParseIP("2001:2::2")
+				case dst.V6:
+					base.SrcIP, base.DstIP = net.ParseIP("2001:2::1"), net.ParseIP("2001:2::2")
 				case dst.bcast:
-					base.dstPort += 2
-					base.dstIP, base.dstMAC = net.IPv4(198, 18, 1, 255).To4(), net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+					base.DstPort += 2
+					base.DstIP, base.DstMAC = net.IPv4(198, 18, 1, 255).To4(), net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
 				}
 				segs := run(base, sz.n, sz.size, sz.last, byte(sz.size))
 				coalesceSegs(t, segs, mixedModes, groups(sz.n, sz.n))
@@ -60,7 +62,7 @@ func TestCoalesceUSOKernelRuns(t *testing.T) {
 // (net/ipv4/af_inet.c: inet_gro_receive flushes a packet whose IP length is
 // not the frame's). Before issue 13 the padding was cut and they merged.
 func TestCoalesceUDPMixedAndPadded(t *testing.T) {
-	segs := run(groSeg{udp: true}, 9, 4, 0, 3)
+	segs := run(groSeg{UDP: true}, 9, 4, 0, 3)
 	fs := frames(t, segs, mixedModes, bigRoom)
 	in, n := coalesce(t, fs)
 	checkGroups(t, fs, in, n, [][]int{{0, 1, 2, 3, 4, 5, 6, 7, 8}})
@@ -78,16 +80,16 @@ func TestCoalesceUDPMixedAndPadded(t *testing.T) {
 func TestCoalesceUDPRefuses(t *testing.T) {
 	l4 := 14 + 20
 	testRefuses(t, true, []refuseCase{
-		{name: "ipv4 id repeated", next: func(a, b *groSeg) { b.id-- }},
-		{name: "ipv4 id fixed at 0 (unconnected socket, DF)", next: func(a, b *groSeg) { a.id, b.id = 0, 0 }},
-		{name: "empty second", next: func(a, b *groSeg) { b.payload = nil }},
-		{name: "empty first", next: func(a, b *groSeg) { a.payload = nil }},
-		{name: "no checksum on the second", mode: csumFull, next: func(a, b *groSeg) { b.noCsum = true }},
-		{name: "no checksum on the second, data valid", mode: csumValid, next: func(a, b *groSeg) { b.noCsum = true }},
-		{name: "no checksum on the first", mode: csumValid, next: func(a, b *groSeg) { a.noCsum = true }},
-		{name: "no checksum on both", mode: csumValid, next: func(a, b *groSeg) { a.noCsum, b.noCsum = true, true }},
-		{name: "ipv6 zero checksum", base: groSeg{v6: true}, mode: csumValid, next: func(a, b *groSeg) { b.noCsum = true }},
-		{name: "udp then tcp on the same ports", next: func(a, b *groSeg) { b.udp = false }},
+		{name: "ipv4 id repeated", next: func(a, b *groSeg) { b.ID-- }},
+		{name: "ipv4 id fixed at 0 (unconnected socket, DF)", next: func(a, b *groSeg) { a.ID, b.ID = 0, 0 }},
+		{name: "empty second", next: func(a, b *groSeg) { b.Payload = nil }},
+		{name: "empty first", next: func(a, b *groSeg) { a.Payload = nil }},
+		{name: "no checksum on the second", mode: csumFull, next: func(a, b *groSeg) { b.NoCsum = true }},
+		{name: "no checksum on the second, data valid", mode: csumValid, next: func(a, b *groSeg) { b.NoCsum = true }},
+		{name: "no checksum on the first", mode: csumValid, next: func(a, b *groSeg) { a.NoCsum = true }},
+		{name: "no checksum on both", mode: csumValid, next: func(a, b *groSeg) { a.NoCsum, b.NoCsum = true, true }},
+		{name: "ipv6 zero checksum", base: groSeg{V6: true}, mode: csumValid, next: func(a, b *groSeg) { b.NoCsum = true }},
+		{name: "udp then tcp on the same ports", next: func(a, b *groSeg) { b.UDP = false }},
 		{name: "udp length short of the ip payload", mode: csumValid, frame: func(a, b *Frame) {
 			binary.BigEndian.PutUint16(b.Buf[b.Start+l4+4:], 1000+8-1)
 		}},
@@ -98,23 +100,23 @@ func TestCoalesceUDPRefuses(t *testing.T) {
 		// the checksum.
 		{name: "bad checksum in the length field", frame: func(a, b *Frame) { b.Buf[b.Start+l4+5]-- }},
 		{name: "partial checksum at the tcp offset", mode: csumPartial, frame: func(a, b *Frame) { b.Hdr.CsumOffset = tcpCsumOff }},
-		{name: "uso second", mode: csumPartial, frame: func(a, b *Frame) { b.Hdr.GSOType, b.Hdr.GSOSize = GSOUDPL4, 500 }},
-		{name: "uso first", mode: csumPartial, frame: func(a, b *Frame) { a.Hdr.GSOType, a.Hdr.GSOSize = GSOUDPL4, 500 }},
+		{name: "uso second", mode: csumPartial, frame: func(a, b *Frame) { b.Hdr.GSOType, b.Hdr.GSOSize = vnethdr.GSOUDPL4, 500 }},
+		{name: "uso first", mode: csumPartial, frame: func(a, b *Frame) { a.Hdr.GSOType, a.Hdr.GSOSize = vnethdr.GSOUDPL4, 500 }},
 	})
 }
 
 // Batches with more than one run, and TCP and UDP together: which frames
 // end up together.
 func TestCoalesceUDPBatches(t *testing.T) {
-	u := run(groSeg{udp: true}, 8, 200, 0, 1)
-	w := run(groSeg{udp: true, srcPort: 40001, id: 500}, 8, 200, 0, 2)
-	v := run(groSeg{udp: true, v6: true, vlan: true}, 8, 120, 0, 3)
-	x := run(groSeg{udp: true, dstPort: 5202, id: 9000}, 8, 64, 0, 4)
-	a := run(groSeg{ts: true}, 8, 1448, 0, 5) // TCP on u's addresses and ports
+	u := run(groSeg{UDP: true}, 8, 200, 0, 1)
+	w := run(groSeg{UDP: true, SrcPort: 40001, ID: 500}, 8, 200, 0, 2)
+	v := run(groSeg{UDP: true, V6: true, VLAN: true}, 8, 120, 0, 3)
+	x := run(groSeg{UDP: true, DstPort: 5202, ID: 9000}, 8, 64, 0, 4)
+	a := run(groSeg{TS: true}, 8, 1448, 0, 5) // TCP on u's addresses and ports
 	f := func(s groSeg) Frame { return segFrame(t, s, csumFull, bigRoom) }
-	short := func(s groSeg) groSeg { s.payload = s.payload[:100]; return s }
-	larger := func(s groSeg) groSeg { s.payload = pattern(300, 9); return s }
-	noCsum := func(s groSeg) groSeg { s.noCsum = true; return s }
+	short := func(s groSeg) groSeg { s.Payload = s.Payload[:100]; return s }
+	larger := func(s groSeg) groSeg { s.Payload = pattern(300, 9); return s }
+	noCsum := func(s groSeg) groSeg { s.NoCsum = true; return s }
 	testBatches(t, []batchCase{
 		{"two flows interleaved", []Frame{f(u[0]), f(w[0]), f(u[1]), f(w[1]), f(u[2]), f(w[2])},
 			[][]int{{0, 2, 4}, {1, 3, 5}}},
@@ -149,14 +151,14 @@ func TestCoalesceUDPCaps(t *testing.T) {
 		per     int
 	}{
 		{"segments", groSeg{}, 300, 18, udpGROMaxSegments},
-		{"segments v6 vlan", groSeg{v6: true, vlan: true}, 200, 1, udpGROMaxSegments},
+		{"segments v6 vlan", groSeg{V6: true, VLAN: true}, 200, 1, udpGROMaxSegments},
 		{"size", groSeg{}, 64, 1472, (65535 - 28) / 1472},
-		{"size v6", groSeg{v6: true}, 64, 1452, (65535 - 48) / 1452},
+		{"size v6", groSeg{V6: true}, 64, 1452, (65535 - 48) / 1452},
 		{"segments before size", groSeg{}, 300, 600, udpGROMaxSegments}, // 64 x 600 < 64 KiB
 		{"size before segments", groSeg{}, 300, 1100, (65535 - 28) / 1100},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			tt.base.udp = true
+			tt.base.UDP = true
 			coalesceSegs(t, run(tt.base, tt.n, tt.size, 0, 1), allModes(csumValid), groups(tt.n, tt.per))
 		})
 	}
@@ -164,7 +166,7 @@ func TestCoalesceUDPCaps(t *testing.T) {
 
 // SetUDP(false) leaves every UDP frame alone and TCP as it was.
 func TestCoalesceSetUDP(t *testing.T) {
-	u := run(groSeg{udp: true}, 4, 200, 0, 1)
+	u := run(groSeg{UDP: true}, 4, 200, 0, 1)
 	a := run(groSeg{}, 4, 1000, 0, 2)
 	var fs []Frame
 	for i := range u {
@@ -182,7 +184,7 @@ func TestCoalesceSetUDP(t *testing.T) {
 }
 
 func TestCoalesceUDPZeroAllocs(t *testing.T) {
-	testZeroAllocs(t, groSeg{udp: true}, 64, map[int]int{1: 63, 4: 60})
+	testZeroAllocs(t, groSeg{UDP: true}, 64, map[int]int{1: 63, 4: 60})
 }
 
 // BenchmarkCoalesceUDP merges a batch of 64 datagrams with 64 bytes of
@@ -192,6 +194,6 @@ func TestCoalesceUDPZeroAllocs(t *testing.T) {
 // looking at frames Coalesce leaves alone. Each iteration restores the
 // batch first; BenchmarkCoalesceUDP/reset measures that alone.
 func BenchmarkCoalesceUDP(b *testing.B) {
-	benchCoalesce(b, groSeg{udp: true}, 64)
-	b.Run("unmerged", func(b *testing.B) { benchRun(b, benchBatch(b, groSeg{udp: true}, 1, 64, csumValid), false) })
+	benchCoalesce(b, groSeg{UDP: true}, 64)
+	b.Run("unmerged", func(b *testing.B) { benchRun(b, benchBatch(b, groSeg{UDP: true}, 1, 64, csumValid), false) })
 }

@@ -1,9 +1,11 @@
-package vnethdr
+package offload
 
 import (
 	"bytes"
 	"encoding/binary"
 	"hash/maphash"
+
+	"github.com/tapfwd/tapfwd/vnethdr"
 )
 
 // Userspace GRO: TCP segments that arrive MTU-sized from the wire, and
@@ -28,7 +30,7 @@ const (
 	// most datagrams the kernel's GRO puts in one super-frame
 	// (udp_gro_receive_segment, "under small packet flood GRO count could
 	// elsewhere grow a lot"). The accept side, what a write may carry, is
-	// UDP_MAX_SEGMENTS (udpMaxSegments, 128).
+	// UDP_MAX_SEGMENTS (128).
 	udpGROMaxSegments = 64
 
 	tcpACK = 0x10
@@ -45,7 +47,7 @@ const (
 type Frame struct {
 	Buf        []byte
 	Start, End int
-	Hdr        Hdr
+	Hdr        vnethdr.Hdr
 	// Merged is set by Coalesce: this frame's payload now lives in an
 	// earlier frame of the batch; do not send it. Coalesce clears it on
 	// every other frame.
@@ -145,12 +147,12 @@ func (g *GRO) SetMaxSize(ipv4, ipv6 int) {
 
 // maxEnd is where a merged frame of this layout must end before: its
 // length from the end of the Ethernet header below the SetMaxSize bound.
-func (g *GRO) maxEnd(l *layout) int {
+func (g *GRO) maxEnd(l *vnethdr.Layout) int {
 	size := g.maxV4
 	switch {
-	case l.l3 != ethHdrLen: // tagged
+	case l.L3 != ethHdrLen: // tagged
 		size = min(g.maxV4, g.maxV6)
-	case l.ipv6:
+	case l.IPv6:
 		size = g.maxV6
 	}
 	return ethHdrLen + size
@@ -187,8 +189,9 @@ func (g *GRO) maxEnd(l *layout) int {
 // and TCP option bytes (timestamps included), flags ACK or ACK|PSH, and the
 // next sequence number. A merged segment with PSH ends the run, and the
 // super-frame carries its PSH. A head needs at least TCP_MIN_MSS (88) bytes
-// of payload: the super-frame's gso_size is the head's payload, and Fixup
-// refuses TCP GSO below that (tcpMinMSS); smaller segments are left alone.
+// of payload: the super-frame's gso_size is the head's payload, and
+// vnethdr.Fixup refuses TCP GSO below that (vnethdr.TCPMinMSS); smaller
+// segments are left alone.
 //
 // UDP, in addition (net/ipv4/udp_offload.c: udp_gro_receive_segment): the
 // UDP length must be the IP payload length, the check field must not be 0,
@@ -206,8 +209,8 @@ func (g *GRO) maxEnd(l *layout) int {
 // CsumStart at the TCP/UDP header and CsumOffset at its check field (a local
 // sender left it to offload; the field holds the pseudo-header sum), or, with
 // neither flag, Coalesce verifies the pseudo-header and frame sum itself:
-// one pass over each frame it merges, as costly as CompleteChecksum (about
-// 100 ns per 1500-byte segment on the 2-vCPU test VM, which nearly doubles
+// one pass over each frame it merges, as costly as vnethdr.CompleteChecksum
+// (about 100 ns per 1500-byte segment on the 2-vCPU test VM, which nearly doubles
 // the cost of merging it: BenchmarkCoalesce). The IPv4 header checksum is
 // always verified. A frame that fails is left alone, so a corrupt frame
 // never becomes part of one whose checksum is then computed afresh.
@@ -220,8 +223,8 @@ func (g *GRO) maxEnd(l *layout) int {
 // CsumStart = TCP header, CsumOffset = 16}; for UDP the UDP length of the
 // whole (as net/ipv4/udp.c: udp_send_skb leaves a GSO skb) and Hdr =
 // {FlagNeedsCsum, GSOUDPL4, HdrLen = headers, GSOSize, CsumStart = UDP
-// header, CsumOffset = 6}. Fixup accepts it unchanged, and the receiving
-// kernel splits a UDP one back into datagrams before a socket without UDP_GRO
+// header, CsumOffset = 6}. vnethdr.Fixup accepts it unchanged, and the
+// receiving kernel splits a UDP one back into datagrams before a socket without UDP_GRO
 // sees them (net/ipv4/udp.c: udp_queue_rcv_skb, udp_rcv_segment). The
 // merged frame stays within cap(Buf) of the head and, from the end of its
 // Ethernet header, below the size SetMaxSize gave (by default 65536, so an
@@ -229,8 +232,8 @@ func (g *GRO) maxEnd(l *layout) int {
 // that is not a head of a merge is left exactly as it was (bytes and Hdr),
 // and only Buf[Start:cap(Buf)] of a head is written.
 //
-// Call it on frames whose VLAN tags are back in the frame (InsertVLAN), so
-// that frames of different VLANs are told apart.
+// Call it on frames whose VLAN tags are back in the frame
+// (vnethdr.InsertVLAN), so that frames of different VLANs are told apart.
 func (g *GRO) Coalesce(frames []Frame) int {
 	g.gen++
 	if g.gen == 0 {
@@ -246,8 +249,8 @@ func (g *GRO) Coalesce(frames []Frame) int {
 			continue
 		}
 		frame := f.Buf[f.Start:f.End]
-		l, err := parse(frame)
-		if err != nil || (l.proto != protoTCP && (l.proto != protoUDP || g.noUDP)) {
+		l, err := vnethdr.Parse(frame)
+		if err != nil || (l.Proto != protoTCP && (l.Proto != protoUDP || g.noUDP)) {
 			continue // not TCP or UDP, malformed, a fragment: not part of any flow
 		}
 		fl := g.lookup(frame, &l)
@@ -273,26 +276,26 @@ func (g *GRO) Coalesce(frames []Frame) int {
 // TCP without PSH (which ends a run). It is what a reader that may wait a
 // little for more of a batch asks of the batch's last frame: when it is
 // false, more frames would not merge with it.
-func (g *GRO) Open(h *Hdr, frame []byte) bool {
-	l, err := parse(frame)
-	if err != nil || (l.proto != protoTCP && (l.proto != protoUDP || g.noUDP)) || !mergeable(h, frame, &l) {
+func (g *GRO) Open(h *vnethdr.Hdr, frame []byte) bool {
+	l, err := vnethdr.Parse(frame)
+	if err != nil || (l.Proto != protoTCP && (l.Proto != protoUDP || g.noUDP)) || !mergeable(h, frame, &l) {
 		return false
 	}
-	return l.proto != protoTCP || frame[l.l4+13]&tcpPSH == 0
+	return l.Proto != protoTCP || frame[l.L4+13]&tcpPSH == 0
 }
 
 // lookup returns the flow of a TCP or UDP frame, adding it if it is new in
 // this batch, or nil when the table is full.
-func (g *GRO) lookup(frame []byte, l *layout) *groFlow {
+func (g *GRO) lookup(frame []byte, l *vnethdr.Layout) *groFlow {
 	var k groKey
-	k[0], k[1] = byte(l.l3), l.proto
-	n := 2 + copy(k[2:], frame[:l.l3])
-	if l.ipv6 {
-		n += copy(k[n:], frame[l.l3+8:l.l3+40])
+	k[0], k[1] = byte(l.L3), l.Proto
+	n := 2 + copy(k[2:], frame[:l.L3])
+	if l.IPv6 {
+		n += copy(k[n:], frame[l.L3+8:l.L3+40])
 	} else {
-		n += copy(k[n:], frame[l.l3+12:l.l3+20])
+		n += copy(k[n:], frame[l.L3+12:l.L3+20])
 	}
-	n += copy(k[n:], frame[l.l4:l.l4+4])
+	n += copy(k[n:], frame[l.L4:l.L4+4])
 	for j := uint32(maphash.Bytes(g.seed, k[:n])) & g.mask; ; j = (j + 1) & g.mask {
 		s := &g.slots[j]
 		if s.gen != g.gen {
@@ -314,18 +317,18 @@ func (g *GRO) lookup(frame []byte, l *layout) *groFlow {
 // mergeable reports whether a TCP or UDP frame may be part of a super-frame
 // at all, as its head or appended to one; checksums are checked later, only
 // when a merge happens.
-func mergeable(h *Hdr, frame []byte, l *layout) bool {
-	if h.GSOType != GSONone {
+func mergeable(h *vnethdr.Hdr, frame []byte, l *vnethdr.Layout) bool {
+	if h.GSOType != vnethdr.GSONone {
 		return false
 	}
-	if h.Flags&FlagNeedsCsum != 0 && (int(h.CsumStart) != l.l4 || int(h.CsumOffset) != l4CsumOff(l.proto)) {
+	if h.Flags&vnethdr.FlagNeedsCsum != 0 && (int(h.CsumStart) != l.L4 || int(h.CsumOffset) != l.CsumOffset()) {
 		return false
 	}
-	if l.ipv6 {
-		if frame[l.l3+6] != l.proto { // extension headers
+	if l.IPv6 {
+		if frame[l.L3+6] != l.Proto { // extension headers
 			return false
 		}
-	} else if frame[l.l3] != 0x45 || frame[l.l3+6]&ipv4Evil != 0 {
+	} else if frame[l.L3] != 0x45 || frame[l.L3+6]&ipv4Evil != 0 {
 		// Options; the reserved bit: net/ipv4/af_inet.c: inet_gro_receive
 		// flushes a packet with any frag_off bit but DF set.
 		return false
@@ -334,23 +337,23 @@ func mergeable(h *Hdr, frame []byte, l *layout) bool {
 	// net/ipv6/ip6_offload.c: ipv6_gro_receive flush a packet whose IP
 	// length is not the length the skb has, so a frame with Ethernet
 	// padding is not merged (and a super-frame is never padded).
-	if l.end != len(frame) || l.end == l.payload {
+	if l.End != len(frame) || l.End == l.Payload {
 		return false
 	}
-	if l.proto == protoUDP {
+	if l.Proto == protoUDP {
 		// net/ipv4/udp_offload.c: udp_gro_receive_segment: the UDP length
 		// is the IP payload (no trailer inside the IP packet), and a
 		// check field of 0 (no checksum) is not merged.
-		return int(binary.BigEndian.Uint16(frame[l.l4+4:])) == l.end-l.l4 &&
-			binary.BigEndian.Uint16(frame[l.l4+udpCsumOff:]) != 0
+		return int(binary.BigEndian.Uint16(frame[l.L4+4:])) == l.End-l.L4 &&
+			binary.BigEndian.Uint16(frame[l.L4+udpCsumOff:]) != 0
 	}
-	flags := frame[l.l4+13]
+	flags := frame[l.L4+13]
 	return flags == tcpACK || flags == tcpACK|tcpPSH
 }
 
 // open makes frame i the flow's head if it can take segments after it;
 // the super-frame must end before maxEnd.
-func (fl *groFlow) open(frames []Frame, i int, l *layout, maxEnd int) {
+func (fl *groFlow) open(frames []Frame, i int, l *vnethdr.Layout, maxEnd int) {
 	f := &frames[i]
 	frame := f.Buf[f.Start:f.End]
 	fl.head = -1
@@ -358,25 +361,25 @@ func (fl *groFlow) open(frames []Frame, i int, l *layout, maxEnd int) {
 		return
 	}
 	// A TCP head with PSH ends its run; one with less than TCP_MIN_MSS of
-	// payload would make a gso_size that Fixup refuses.
-	if l.proto == protoTCP && (frame[l.l4+13]&tcpPSH != 0 || l.end-l.payload < tcpMinMSS) {
+	// payload would make a gso_size that vnethdr.Fixup refuses.
+	if l.Proto == protoTCP && (frame[l.L4+13]&tcpPSH != 0 || l.End-l.Payload < vnethdr.TCPMinMSS) {
 		return
 	}
 	*fl = groFlow{
 		key:  fl.key,
 		head: i,
-		l3:   l.l3, l4: l.l4, payload: l.payload, end: l.end,
-		ipv6: l.ipv6, proto: l.proto, maxEnd: maxEnd,
-		gsoSize: l.end - l.payload,
-		nextID:  binary.BigEndian.Uint16(frame[l.l3+4:]) + 1,
+		l3:   l.L3, l4: l.L4, payload: l.Payload, end: l.End,
+		ipv6: l.IPv6, proto: l.Proto, maxEnd: maxEnd,
+		gsoSize: l.End - l.Payload,
+		nextID:  binary.BigEndian.Uint16(frame[l.L3+4:]) + 1,
 	}
-	if l.proto == protoTCP {
-		fl.nextSeq = binary.BigEndian.Uint32(frame[l.l4+4:]) + uint32(l.end-l.payload)
+	if l.Proto == protoTCP {
+		fl.nextSeq = binary.BigEndian.Uint32(frame[l.L4+4:]) + uint32(l.End-l.Payload)
 	}
 }
 
 // append merges frame i into the flow's head if every rule allows it.
-func (fl *groFlow) append(frames []Frame, i int, l *layout) bool {
+func (fl *groFlow) append(frames []Frame, i int, l *vnethdr.Layout) bool {
 	h, c := &frames[fl.head], &frames[i]
 	cf := c.Buf[c.Start:c.End]
 	if !mergeable(&c.Hdr, cf, l) {
@@ -385,10 +388,10 @@ func (fl *groFlow) append(frames []Frame, i int, l *layout) bool {
 	// The flow key fixes the L2 length and the protocol; 0x45 or no
 	// extension headers fix the IP header length; for TCP the data offset
 	// (compared below) the rest.
-	if l.l4 != fl.l4 || l.payload != fl.payload {
+	if l.L4 != fl.l4 || l.Payload != fl.payload {
 		return false
 	}
-	pay := l.end - l.payload
+	pay := l.End - l.Payload
 	if pay > fl.gsoSize {
 		return false
 	}
@@ -412,7 +415,7 @@ func (fl *groFlow) append(frames []Frame, i int, l *layout) bool {
 		// open).
 		if binary.BigEndian.Uint32(cf[l4+4:]) != fl.nextSeq ||
 			!bytes.Equal(cf[l4+8:l4+13], hf[l4+8:l4+13]) || !bytes.Equal(cf[l4+14:l4+16], hf[l4+14:l4+16]) ||
-			!bytes.Equal(cf[l4+18:l.payload], hf[l4+18:l.payload]) {
+			!bytes.Equal(cf[l4+18:l.Payload], hf[l4+18:l.Payload]) {
 			return false
 		}
 	} else if fl.segs+2 > udpGROMaxSegments {
@@ -425,7 +428,7 @@ func (fl *groFlow) append(frames []Frame, i int, l *layout) bool {
 		return false
 	}
 	if !fl.checked {
-		hl := layout{l3: l3, l4: l4, payload: fl.payload, end: fl.end, ipv6: fl.ipv6, proto: fl.proto}
+		hl := vnethdr.Layout{L3: l3, L4: l4, Payload: fl.payload, End: fl.end, IPv6: fl.ipv6, Proto: fl.proto}
 		if !csumKnownGood(&h.Hdr, h.Buf[h.Start:h.Start+fl.end], &hl) {
 			return false
 		}
@@ -435,7 +438,7 @@ func (fl *groFlow) append(frames []Frame, i int, l *layout) bool {
 		return false
 	}
 
-	copy(h.Buf[h.Start+fl.end:h.Start+end], cf[l.payload:l.end])
+	copy(h.Buf[h.Start+fl.end:h.Start+end], cf[l.Payload:l.End])
 	fl.end = end
 	h.End = h.Start + end
 	fl.nextID++
@@ -458,15 +461,15 @@ func (fl *groFlow) append(frames []Frame, i int, l *layout) bool {
 // checked by the device (FlagDataValid), is left to offload (FlagNeedsCsum,
 // whose placement mergeable checked) or verifies here (a UDP check field of
 // 0, no checksum, never gets here: mergeable).
-func csumKnownGood(h *Hdr, frame []byte, l *layout) bool {
-	if !l.ipv6 && fold(sum(frame[l.l3:l.l3+ipv4MinLen], 0)) != 0xffff {
+func csumKnownGood(h *vnethdr.Hdr, frame []byte, l *vnethdr.Layout) bool {
+	if !l.IPv6 && vnethdr.Fold(vnethdr.Sum(frame[l.L3:l.L3+ipv4MinLen], 0)) != 0xffff {
 		return false
 	}
-	if h.Flags&(FlagDataValid|FlagNeedsCsum) != 0 {
+	if h.Flags&(vnethdr.FlagDataValid|vnethdr.FlagNeedsCsum) != 0 {
 		return true
 	}
-	acc, _ := addrSum(frame, l) // no routing header: always ok
-	return fold(sum(frame[l.l4:l.end], acc+uint64(l.proto)+uint64(l.end-l.l4))) == 0xffff
+	acc, _ := l.AddrSum(frame) // no routing header: always ok
+	return vnethdr.Fold(vnethdr.Sum(frame[l.L4:l.End], acc+uint64(l.Proto)+uint64(l.End-l.L4))) == 0xffff
 }
 
 // close ends the flow's open run; if segments were merged, it turns the
@@ -484,25 +487,25 @@ func (fl *groFlow) close(frames []Frame) {
 func (fl *groFlow) finish(f *Frame) {
 	frame := f.Buf[f.Start:f.End]
 	l3 := fl.l3
-	f.Hdr = Hdr{HdrLen: uint16(fl.payload), GSOSize: uint16(fl.gsoSize)}
+	f.Hdr = vnethdr.Hdr{HdrLen: uint16(fl.payload), GSOSize: uint16(fl.gsoSize)}
 	if fl.ipv6 {
 		binary.BigEndian.PutUint16(frame[l3+4:], uint16(fl.end-l3-ipv6HdrLen))
-		f.Hdr.GSOType = GSOTCPv6
+		f.Hdr.GSOType = vnethdr.GSOTCPv6
 	} else {
 		binary.BigEndian.PutUint16(frame[l3+2:], uint16(fl.end-l3))
 		frame[l3+10], frame[l3+11] = 0, 0
-		binary.BigEndian.PutUint16(frame[l3+10:], ^fold(sum(frame[l3:l3+ipv4MinLen], 0)))
-		f.Hdr.GSOType = GSOTCPv4
+		binary.BigEndian.PutUint16(frame[l3+10:], ^vnethdr.Fold(vnethdr.Sum(frame[l3:l3+ipv4MinLen], 0)))
+		f.Hdr.GSOType = vnethdr.GSOTCPv4
 	}
 	switch {
 	case fl.proto == protoUDP:
-		f.Hdr.GSOType = GSOUDPL4
+		f.Hdr.GSOType = vnethdr.GSOUDPL4
 	case fl.psh:
 		frame[fl.l4+13] |= tcpPSH
 	}
-	l := layout{l3: l3, l4: fl.l4, payload: fl.payload, end: fl.end, ipv6: fl.ipv6, proto: fl.proto}
+	l := vnethdr.Layout{L3: l3, L4: fl.l4, Payload: fl.payload, End: fl.end, IPv6: fl.ipv6, Proto: fl.proto}
 	// Sets FlagNeedsCsum, CsumStart, CsumOffset, the pseudo-header sum and,
 	// for UDP, the length of the whole; it fails only for a routing
 	// header, which a head never has.
-	_ = partialize(&f.Hdr, frame, &l)
+	_ = vnethdr.Partialize(&f.Hdr, frame, &l)
 }

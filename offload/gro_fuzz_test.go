@@ -1,4 +1,4 @@
-package vnethdr
+package offload
 
 import (
 	"bytes"
@@ -6,6 +6,8 @@ import (
 	"maps"
 	"slices"
 	"testing"
+
+	"github.com/tapfwd/tapfwd/vnethdr"
 )
 
 // fuzzBytes hands out fuzz input a byte at a time, zeros once it is spent.
@@ -82,14 +84,14 @@ func FuzzCoalesce(f *testing.F) {
 			id   uint16
 		}
 		flows := [4]gen{
-			{base: groSeg{ts: true}},
-			{base: groSeg{v6: true, flowLabel: 5}},
-			{base: groSeg{vlan: true}}, // flow 0's 5-tuple on a VLAN
-			{base: groSeg{v6: true, qinq: true, vlan: true, ts: true, srcPort: 40001}},
+			{base: groSeg{TS: true}},
+			{base: groSeg{V6: true, FlowLabel: 5}},
+			{base: groSeg{VLAN: true}}, // flow 0's 5-tuple on a VLAN
+			{base: groSeg{V6: true, QinQ: true, VLAN: true, TS: true, SrcPort: 40001}},
 		}
 		cfg := in.next()
 		for k := range flows {
-			flows[k].mss = [...]int{1448, tcpMinMSS - 1, 100, tcpMinMSS, 536, 1448, 1000, 1428}[(int(cfg)>>(2*k)+k)&7]
+			flows[k].mss = [...]int{1448, vnethdr.TCPMinMSS - 1, 100, vnethdr.TCPMinMSS, 536, 1448, 1000, 1428}[(int(cfg)>>(2*k)+k)&7]
 			flows[k].seq = uint32(in.next()) << 24
 			flows[k].id = 0xfff0 + uint16(k)
 		}
@@ -105,7 +107,7 @@ func FuzzCoalesce(f *testing.F) {
 			k, act := int(op&3), int(op>>2)
 			fl := &flows[k]
 			s := fl.base
-			s.seq, s.id = fl.seq, fl.id
+			s.Seq, s.ID = fl.seq, fl.id
 			size := fl.mss
 			mode := csumMode(arg % 3)
 			room := [...]int{0, fl.mss / 2, fl.mss, 2 * fl.mss, 4 * fl.mss, 16 * fl.mss, 45 * fl.mss, bigRoom}[(arg/3)&7]
@@ -114,44 +116,44 @@ func FuzzCoalesce(f *testing.F) {
 			case act >= actShort && act < actPSH:
 				size = 1 + int(arg2)%fl.mss
 			case act >= actPSH && act < actPureACK:
-				s.flags = tcpACK | tcpPSH
+				s.Flags = tcpACK | tcpPSH
 			case act == actPureACK:
 				size = 0
 			case act == actGap:
-				s.seq += 1 + uint32(arg2)
+				s.Seq += 1 + uint32(arg2)
 			case act == actRetransmit:
-				s.seq -= uint32(fl.mss)
+				s.Seq -= uint32(fl.mss)
 			case act == actTOS:
-				s.tos = arg2 | 1
+				s.TOS = arg2 | 1
 			case act == actTTL:
-				s.ttl = arg2 | 1
+				s.TTL = arg2 | 1
 			case act == actACK:
-				fl.base.ack++
-				s.ack++
+				fl.base.Ack++
+				s.Ack++
 			case act == actWindow:
-				fl.base.win = 1000 + uint16(arg2)
-				s.win = fl.base.win
+				fl.base.Win = 1000 + uint16(arg2)
+				s.Win = fl.base.Win
 			case act == actTSval:
-				fl.base.tsval++
-				s.tsval++
+				fl.base.TSVal++
+				s.TSVal++
 			case act == actFlags:
-				s.flags = tcpACK | [...]byte{tcpFIN, 0x02, 0x04, 0x20, 0x40, tcpCWR, 0}[arg2%7]
+				s.Flags = tcpACK | [...]byte{tcpFIN, 0x02, 0x04, 0x20, 0x40, tcpCWR, 0}[arg2%7]
 				if arg2%7 == 6 {
-					s.flags = tcpPSH
+					s.Flags = tcpPSH
 				}
 			case act == actBadCsum:
 				mode, isBad = csumFull, true
 			case act == actIDSkip:
-				s.id++
+				s.ID++
 			case act == actIDRepeat:
-				s.id--
+				s.ID--
 			case act == actOptions:
-				s.ipOpts, s.ext = !s.v6, s.v6
+				s.IPOpts, s.Ext = !s.V6, s.V6
 			case act == actBadIPCsum:
-				mode, isBad = csumValid, !s.v6
+				mode, isBad = csumValid, !s.V6
 			case act == actDF:
-				s.noDF = true
-				s.flowLabel++
+				s.NoDF = true
+				s.FlowLabel++
 			case act == actCsumStart:
 				mode = csumPartial
 			case act == actNoRoom:
@@ -160,37 +162,37 @@ func FuzzCoalesce(f *testing.F) {
 				size = 2 * fl.mss
 				mode = csumPartial
 			case act == actEvil:
-				s.evil, isBad = true, !s.v6
+				s.Evil, isBad = true, !s.V6
 			case act == actPadded:
 				room, isBad = max(room, 8), true
 			}
 			if act == actUDP {
-				u := spec{udp: true, v6: arg2&1 != 0, vlan: arg2&2 != 0, payload: pattern(int(arg2), arg)}
-				batch.add(segFrame(t, u.seg(), csumPartial, room), 4+int(arg2&3), false)
+				u := spec{UDP: true, V6: arg2&1 != 0, VLAN: arg2&2 != 0, Payload: pattern(int(arg2), arg)}
+				batch.add(segFrame(t, u.Seg(), csumPartial, room), 4+int(arg2&3), false)
 				continue
 			}
-			s.payload = pattern(size, byte(n))
+			s.Payload = pattern(size, byte(n))
 			fr := segFrame(t, s, mode, room)
 			switch act {
 			case actBadCsum:
 				fr.Buf[fr.End-1-int(arg2)%max(size, 1)] ^= 1 << (arg2 % 8)
 			case actBadIPCsum:
-				if !s.v6 {
-					fr.Buf[fr.Start+s.l3()+10] ^= 0x40
+				if !s.V6 {
+					fr.Buf[fr.Start+s.L3()+10] ^= 0x40
 				}
 			case actCsumStart:
-				fr.Hdr.CsumStart = uint16(s.l3() + int(arg2)%20)
+				fr.Hdr.CsumStart = uint16(s.L3() + int(arg2)%20)
 			case actGSO:
-				fr.Hdr.GSOType, fr.Hdr.GSOSize = s.gsoType(), uint16(fl.mss)
+				fr.Hdr.GSOType, fr.Hdr.GSOSize = s.GSOType(), uint16(fl.mss)
 			case actPadded:
 				pad(&fr, 1+int(arg2)%8)
 			}
 			batch.add(fr, k, isBad)
 			// The sender moves on as a real one would.
 			if act != actRetransmit {
-				fl.seq = s.seq + uint32(size)
+				fl.seq = s.Seq + uint32(size)
 			}
-			fl.id = s.id + 1
+			fl.id = s.ID + 1
 			if act == actGSO {
 				fl.id++
 			}
@@ -284,7 +286,7 @@ func (b *fuzzBatch) check(t *testing.T, maxBatch int, udp func(flow int) bool) {
 			t.Fatalf("frame %d: changed, but not into a super-frame: %+v -> %+v", i, orig[i].Hdr, fr.Hdr)
 		case !same && !bytes.Equal(fr.Buf[:fr.Start], orig[i].Buf[:fr.Start]):
 			t.Fatalf("frame %d: written before Start", i)
-		case !same && (fr.Hdr.GSOType == GSOUDPL4) != udp(k):
+		case !same && (fr.Hdr.GSOType == vnethdr.GSOUDPL4) != udp(k):
 			t.Fatalf("frame %d of flow %d: super-frame of GSO type %d", i, k, fr.Hdr.GSOType)
 		case !same && fr.End-fr.Start-14 >= b.maxLen(fr.Buf[fr.Start:fr.End]):
 			t.Fatalf("frame %d: super-frame of %d bytes, bound %d (SetMaxSize(%d, %d))",
@@ -328,7 +330,7 @@ func FuzzCoalesceRaw(f *testing.F) {
 	add := func(fs ...Frame) {
 		b := []byte{byte(len(fs))}
 		for _, fr := range fs {
-			var h [Len]byte
+			var h [vnethdr.Len]byte
 			fr.Hdr.Encode(h[:])
 			b = append(b, h[:]...)
 			b = binary.BigEndian.AppendUint16(b, uint16(fr.End-fr.Start))
@@ -339,14 +341,14 @@ func FuzzCoalesceRaw(f *testing.F) {
 	}
 	seg := func(s groSeg, m csumMode) Frame { return segFrame(f, s, m, 0) }
 	a := run(groSeg{}, 3, 100, 0, 1)
-	b := run(groSeg{v6: true, ts: true, vlan: true}, 3, tcpMinMSS, 9, 2)
+	b := run(groSeg{V6: true, TS: true, VLAN: true}, 3, vnethdr.TCPMinMSS, 9, 2)
 	add(seg(a[0], csumValid), seg(b[0], csumPartial), seg(a[1], csumFull), seg(b[1], csumValid), seg(a[2], csumPartial), seg(b[2], csumFull))
 	add(seg(a[0], csumFull), seg(a[2], csumFull), seg(a[1], csumFull))
 	// Trusted checksums: mutated payloads still merge.
 	add(seg(b[0], csumValid), seg(a[0], csumValid), seg(b[1], csumValid), seg(a[1], csumValid), seg(b[2], csumValid))
 	// UDP datagrams, v4 and v6 on a VLAN, between TCP segments.
-	u := run(groSeg{udp: true}, 3, 40, 9, 3)
-	v := run(groSeg{udp: true, v6: true, vlan: true}, 3, 18, 0, 4)
+	u := run(groSeg{UDP: true}, 3, 40, 9, 3)
+	v := run(groSeg{UDP: true, V6: true, VLAN: true}, 3, 18, 0, 4)
 	add(seg(u[0], csumValid), seg(a[0], csumFull), seg(v[0], csumPartial), seg(u[1], csumPartial), seg(v[1], csumFull),
 		seg(a[1], csumFull), seg(u[2], csumFull), seg(v[2], csumValid))
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -357,10 +359,10 @@ func FuzzCoalesceRaw(f *testing.F) {
 		k := cfg >> 4 & 7
 		sized.sizes(k | k<<3) // the same size for both, from bits 4-6
 		var frames []Frame
-		for len(in) >= Len+3 && len(frames) < 16 {
-			var h Hdr
+		for len(in) >= vnethdr.Len+3 && len(frames) < 16 {
+			var h vnethdr.Hdr
 			_ = h.Decode(in)
-			in = in[Len:]
+			in = in[vnethdr.Len:]
 			n := int(in.next())<<8 | int(in.next())
 			room := int(in.next()) * 64
 			n = min(n%2048, len(in))
@@ -414,10 +416,10 @@ func FuzzCoalesceRaw(f *testing.F) {
 func sameSegment(seg []byte, orig Frame) bool {
 	o := orig.Buf[orig.Start:orig.End]
 	o = o[:ipEnd(o)]
-	l, err := parse(seg)
-	if err != nil || (l.proto != protoTCP && l.proto != protoUDP) || len(o) != len(seg) {
+	l, err := vnethdr.Parse(seg)
+	if err != nil || (l.Proto != protoTCP && l.Proto != protoUDP) || len(o) != len(seg) {
 		return false
 	}
-	c := l.l4 + l4CsumOff(l.proto)
+	c := l.L4 + l.CsumOffset()
 	return bytes.Equal(seg[:c], o[:c]) && bytes.Equal(seg[c+2:], o[c+2:])
 }

@@ -1,4 +1,4 @@
-package vnethdr
+package offload
 
 import (
 	"bytes"
@@ -6,6 +6,8 @@ import (
 	"errors"
 	"net"
 	"testing"
+
+	"github.com/tapfwd/tapfwd/vnethdr"
 )
 
 // tunSpec describes a tunnel GSO frame as a packet socket hands it out
@@ -30,7 +32,7 @@ var (
 // its own header (as Segment takes it), and where the inner frame's bytes
 // start in the tunnel frame and in the inner frame (ipip drops the inner
 // Ethernet header).
-func (ts tunSpec) build(tb testing.TB) (h Hdr, frame []byte, ih Hdr, inner []byte, at, skip int) {
+func (ts tunSpec) build(tb testing.TB) (h vnethdr.Hdr, frame []byte, ih vnethdr.Hdr, inner []byte, at, skip int) {
 	tb.Helper()
 	ih, inner = superFrame(tb, ts.inner, ts.mss)
 	body := inner
@@ -43,7 +45,7 @@ func (ts tunSpec) build(tb testing.TB) (h Hdr, frame []byte, ih Hdr, inner []byt
 			0x08, 0, 0, 0, 0, 0, 42, 0} // VXLAN, VNI 42
 	case "ipip":
 		proto, body, skip = protoIPIP, inner[ethHdrLen:], ethHdrLen
-		if ts.inner.v6 {
+		if ts.inner.V6 {
 			proto = protoIPv6
 		}
 	case "gre":
@@ -84,7 +86,7 @@ func (ts tunSpec) build(tb testing.TB) (h Hdr, frame []byte, ih Hdr, inner []byt
 	h.CsumStart = uint16(int(ih.CsumStart) + at - skip)
 	h.HdrLen = 1464 // what af_packet left in it once; nothing reads it
 	if ts.dataValid {
-		h.Flags, h.CsumStart, h.CsumOffset = FlagDataValid, 0, 0
+		h.Flags, h.CsumStart, h.CsumOffset = vnethdr.FlagDataValid, 0, 0
 	}
 	return h, frame, ih, inner, at, skip
 }
@@ -96,7 +98,7 @@ func (ts tunSpec) build(tb testing.TB) (h Hdr, frame []byte, ih Hdr, inner []byt
 func checkTunnelSegments(t *testing.T, ts tunSpec) {
 	t.Helper()
 	h, frame, ih, inner, at, skip := ts.build(t)
-	if err := Fixup(&Hdr{Flags: h.Flags, GSOType: h.GSOType, GSOSize: h.GSOSize, CsumStart: h.CsumStart, CsumOffset: h.CsumOffset},
+	if err := vnethdr.Fixup(&vnethdr.Hdr{Flags: h.Flags, GSOType: h.GSOType, GSOSize: h.GSOSize, CsumStart: h.CsumStart, CsumOffset: h.CsumOffset},
 		append([]byte(nil), frame...)); err == nil {
 		t.Error("Fixup took a tunnel GSO frame as a plain one")
 	}
@@ -170,59 +172,59 @@ func checkOuter(t *testing.T, ts tunSpec, o, frame []byte, at, i int) {
 }
 
 func TestSegmentTunnel(t *testing.T) {
-	tcp := spec{tcpOpts: true, id: 100, seq: 7000, payload: pattern(5000, 1)}
+	tcp := spec{TCPOpts: true, ID: 100, Seq: 7000, Payload: pattern(5000, 1)}
 	for name, ts := range map[string]tunSpec{
 		"vxlan":                {kind: "vxlan", inner: tcp, mss: 1348},
 		"vxlan-udp-csum-0":     {kind: "vxlan", inner: tcp, mss: 1348, udpCsum0: true},
 		"vxlan-data-valid":     {kind: "vxlan", inner: tcp, mss: 1348, dataValid: true},
-		"vxlan-fin-cwr":        {kind: "vxlan", inner: spec{flags: 0x80 | 0x10 | 0x08 | 0x01, payload: pattern(3000, 2)}, mss: 1000},
-		"vxlan6-in-6":          {kind: "vxlan", outer6: true, inner: spec{v6: true, payload: pattern(4000, 3)}, mss: 1328},
-		"vxlan6-in-4":          {kind: "vxlan", inner: spec{v6: true, vlan: true, payload: pattern(4000, 4)}, mss: 1328},
-		"vxlan-uso":            {kind: "vxlan", inner: spec{udp: true, payload: pattern(4000, 5)}, mss: 1200},
+		"vxlan-fin-cwr":        {kind: "vxlan", inner: spec{Flags: 0x80 | 0x10 | 0x08 | 0x01, Payload: pattern(3000, 2)}, mss: 1000},
+		"vxlan6-in-6":          {kind: "vxlan", outer6: true, inner: spec{V6: true, Payload: pattern(4000, 3)}, mss: 1328},
+		"vxlan6-in-4":          {kind: "vxlan", inner: spec{V6: true, VLAN: true, Payload: pattern(4000, 4)}, mss: 1328},
+		"vxlan-uso":            {kind: "vxlan", inner: spec{UDP: true, Payload: pattern(4000, 5)}, mss: 1200},
 		"vxlan6-data-valid":    {kind: "vxlan", outer6: true, inner: tcp, mss: 1348, dataValid: true},
 		"ipip":                 {kind: "ipip", inner: tcp, mss: 1400},
-		"ip6ip6":               {kind: "ipip", outer6: true, inner: spec{v6: true, payload: pattern(4000, 6)}, mss: 1380},
+		"ip6ip6":               {kind: "ipip", outer6: true, inner: spec{V6: true, Payload: pattern(4000, 6)}, mss: 1380},
 		"ipip-data-valid":      {kind: "ipip", inner: tcp, mss: 1400, dataValid: true},
 		"gre":                  {kind: "gre", inner: tcp, mss: 1400},
-		"gre-one-segment":      {kind: "gre", inner: spec{payload: pattern(1000, 7)}, mss: 1400},
-		"vxlan-ipv4-options":   {kind: "vxlan", inner: spec{ipOpts: true, payload: pattern(3000, 8)}, mss: 1300},
-		"vxlan6-inner-ext-hdr": {kind: "vxlan", inner: spec{v6: true, ext: true, payload: pattern(3000, 9)}, mss: 1300},
+		"gre-one-segment":      {kind: "gre", inner: spec{Payload: pattern(1000, 7)}, mss: 1400},
+		"vxlan-ipv4-options":   {kind: "vxlan", inner: spec{IPOpts: true, Payload: pattern(3000, 8)}, mss: 1300},
+		"vxlan6-inner-ext-hdr": {kind: "vxlan", inner: spec{V6: true, Ext: true, Payload: pattern(3000, 9)}, mss: 1300},
 	} {
 		t.Run(name, func(t *testing.T) { checkTunnelSegments(t, ts) })
 	}
 }
 
 func TestSegmentTunnelRefuses(t *testing.T) {
-	tcp := spec{payload: pattern(5000, 1)}
+	tcp := spec{Payload: pattern(5000, 1)}
 	good := tunSpec{kind: "vxlan", inner: tcp, mss: 1348}
 	out, sizes := outBufs(64, 2000)
 	for _, tc := range []struct {
 		name string
 		ts   tunSpec
-		edit func(h *Hdr, frame []byte) []byte
+		edit func(h *vnethdr.Hdr, frame []byte) []byte
 		want error
 	}{
 		{"gre-with-checksum", tunSpec{kind: "gre-csum", inner: tcp, mss: 1400}, nil, ErrNotTunnel},
-		{"not-gso", good, func(h *Hdr, f []byte) []byte { h.GSOType = GSONone; return f }, ErrNotTunnel},
-		{"ufo", good, func(h *Hdr, f []byte) []byte { h.GSOType = GSOUDP; return f }, ErrNotTunnel},
-		{"v6-type-v4-inner", good, func(h *Hdr, f []byte) []byte { h.GSOType = GSOTCPv6; return f }, ErrNotTunnel},
-		{"udp-type-tcp-inner", good, func(h *Hdr, f []byte) []byte { h.GSOType = GSOUDPL4; return f }, ErrNotTunnel},
-		{"csum-start-elsewhere", good, func(h *Hdr, f []byte) []byte { h.CsumStart -= 4; return f }, ErrNotTunnel},
-		{"csum-offset", good, func(h *Hdr, f []byte) []byte { h.CsumOffset = 6; return f }, ErrCsumBounds},
-		{"gso-size-0", good, func(h *Hdr, f []byte) []byte { h.GSOSize = 0; return f }, ErrGSOSize},
-		{"gso-size-below-tcp-min-mss", good, func(h *Hdr, f []byte) []byte { h.GSOSize = 87; return f }, ErrGSOSize},
-		{"outer-udp-length", good, func(h *Hdr, f []byte) []byte { f[14+20+5]--; return f }, ErrNotTunnel},
-		{"inner-ip-length", good, func(h *Hdr, f []byte) []byte { f[64+3]--; return f }, ErrNotTunnel},
-		{"inner-ip-checksum", good, func(h *Hdr, f []byte) []byte { f[64+10]++; return f }, ErrNotTunnel},
-		{"padded", good, func(h *Hdr, f []byte) []byte { return append(f, 0, 0) }, ErrNotTunnel},
-		{"truncated", good, func(h *Hdr, f []byte) []byte { return f[:len(f)-1] }, ErrNotTunnel},
-		{"outer-fragment", good, func(h *Hdr, f []byte) []byte {
+		{"not-gso", good, func(h *vnethdr.Hdr, f []byte) []byte { h.GSOType = vnethdr.GSONone; return f }, ErrNotTunnel},
+		{"ufo", good, func(h *vnethdr.Hdr, f []byte) []byte { h.GSOType = vnethdr.GSOUDP; return f }, ErrNotTunnel},
+		{"v6-type-v4-inner", good, func(h *vnethdr.Hdr, f []byte) []byte { h.GSOType = vnethdr.GSOTCPv6; return f }, ErrNotTunnel},
+		{"udp-type-tcp-inner", good, func(h *vnethdr.Hdr, f []byte) []byte { h.GSOType = vnethdr.GSOUDPL4; return f }, ErrNotTunnel},
+		{"csum-start-elsewhere", good, func(h *vnethdr.Hdr, f []byte) []byte { h.CsumStart -= 4; return f }, ErrNotTunnel},
+		{"csum-offset", good, func(h *vnethdr.Hdr, f []byte) []byte { h.CsumOffset = 6; return f }, vnethdr.ErrCsumBounds},
+		{"gso-size-0", good, func(h *vnethdr.Hdr, f []byte) []byte { h.GSOSize = 0; return f }, vnethdr.ErrGSOSize},
+		{"gso-size-below-tcp-min-mss", good, func(h *vnethdr.Hdr, f []byte) []byte { h.GSOSize = 87; return f }, vnethdr.ErrGSOSize},
+		{"outer-udp-length", good, func(h *vnethdr.Hdr, f []byte) []byte { f[14+20+5]--; return f }, ErrNotTunnel},
+		{"inner-ip-length", good, func(h *vnethdr.Hdr, f []byte) []byte { f[64+3]--; return f }, ErrNotTunnel},
+		{"inner-ip-checksum", good, func(h *vnethdr.Hdr, f []byte) []byte { f[64+10]++; return f }, ErrNotTunnel},
+		{"padded", good, func(h *vnethdr.Hdr, f []byte) []byte { return append(f, 0, 0) }, ErrNotTunnel},
+		{"truncated", good, func(h *vnethdr.Hdr, f []byte) []byte { return f[:len(f)-1] }, ErrNotTunnel},
+		{"outer-fragment", good, func(h *vnethdr.Hdr, f []byte) []byte {
 			f[14+6] = 0x20 // MF
 			binary.BigEndian.PutUint16(f[14+10:], 0)
 			binary.BigEndian.PutUint16(f[14+10:], ^refSum(f[14:34]))
 			return f
 		}, ErrNotTunnel},
-		{"outer-tcp", good, func(h *Hdr, f []byte) []byte {
+		{"outer-tcp", good, func(h *vnethdr.Hdr, f []byte) []byte {
 			f[14+9] = protoTCP
 			binary.BigEndian.PutUint16(f[14+10:], 0)
 			binary.BigEndian.PutUint16(f[14+10:], ^refSum(f[14:34]))
@@ -253,7 +255,7 @@ func TestSegmentTunnelRefuses(t *testing.T) {
 }
 
 func TestSegmentTunnelZeroAllocs(t *testing.T) {
-	h, f, _, _, _, _ := tunSpec{kind: "vxlan", inner: spec{payload: pattern(30000, 1)}, mss: 1348}.build(t)
+	h, f, _, _, _, _ := tunSpec{kind: "vxlan", inner: spec{Payload: pattern(30000, 1)}, mss: 1348}.build(t)
 	out, sizes := outBufs(64, 2000)
 	if a := testing.AllocsPerRun(100, func() {
 		if _, err := SegmentTunnel(h, f, out, sizes); err != nil {
@@ -266,15 +268,15 @@ func TestSegmentTunnelZeroAllocs(t *testing.T) {
 
 func FuzzSegmentTunnel(f *testing.F) {
 	for _, ts := range []tunSpec{
-		{kind: "vxlan", inner: spec{payload: pattern(300, 1)}, mss: 100},
-		{kind: "vxlan", outer6: true, inner: spec{v6: true, udp: true, payload: pattern(200, 2)}, mss: 64},
-		{kind: "ipip", inner: spec{payload: pattern(300, 3)}, mss: 100, dataValid: true},
-		{kind: "gre", inner: spec{vlan: true, payload: pattern(300, 4)}, mss: 90},
+		{kind: "vxlan", inner: spec{Payload: pattern(300, 1)}, mss: 100},
+		{kind: "vxlan", outer6: true, inner: spec{V6: true, UDP: true, Payload: pattern(200, 2)}, mss: 64},
+		{kind: "ipip", inner: spec{Payload: pattern(300, 3)}, mss: 100, dataValid: true},
+		{kind: "gre", inner: spec{VLAN: true, Payload: pattern(300, 4)}, mss: 90},
 	} {
 		h, fr, _, _, _, _ := ts.build(f)
 		addHdr(f, h, fr)
 	}
-	fuzzHdr(f, func(t *testing.T, h Hdr, frame []byte) {
+	fuzzHdr(f, func(t *testing.T, h vnethdr.Hdr, frame []byte) {
 		orig := append([]byte(nil), frame...)
 		out, sizes := outBufs(16, 600)
 		n, err := SegmentTunnel(h, frame, out, sizes)
