@@ -94,7 +94,7 @@ const (
 	down
 	gone
 	breach
-	offload
+	needsOffload
 )
 
 func classify(err error) action {
@@ -113,7 +113,7 @@ func classify(err error) action {
 	case unix.EPROTO:
 		return breach
 	case unix.EOPNOTSUPP:
-		return offload
+		return needsOffload
 	}
 	return failed
 }
@@ -208,7 +208,7 @@ func (w *worker) send(s *sink, frames [][]byte, t *tally) (int, error) {
 		case busy:
 			t.drop(s.busy)
 			done++
-		case offload:
+		case needsOffload:
 			if s.soft != nil {
 				s.soft(frames[done], t)
 			} else {

@@ -275,7 +275,7 @@ func TestErrorContract(t *testing.T) {
 		{unix.EAGAIN, wait}, {unix.EINTR, retry}, {unix.ENOBUFS, busy},
 		{unix.ENETDOWN, down}, {unix.EIO, down},
 		{unix.ENODEV, gone}, {unix.ENXIO, gone}, {unix.EBADFD, gone},
-		{vhostuser.ErrBroken, breach}, {unix.EOPNOTSUPP, offload},
+		{vhostuser.ErrBroken, breach}, {unix.EOPNOTSUPP, needsOffload},
 		{unix.EINVAL, failed}, {unix.EMSGSIZE, failed}, {unix.EFAULT, failed}, {errors.New("other"), failed},
 	} {
 		if got := classify(c.err); got != c.want {

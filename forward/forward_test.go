@@ -15,7 +15,7 @@ import (
 
 	"github.com/tapfwd/tapfwd/afxdp"
 	"github.com/tapfwd/tapfwd/forward/forwardtest"
-	offloadpkg "github.com/tapfwd/tapfwd/offload"
+	"github.com/tapfwd/tapfwd/offload"
 	"github.com/tapfwd/tapfwd/vnethdr"
 )
 
@@ -509,7 +509,7 @@ func (tc fwdBench) pair(b *testing.B, batch int) *pair {
 		p = newPair(b, tc.tapVnet, batch)
 	}
 	if tc.gro {
-		p.q.gro = offloadpkg.NewGRO(batch)
+		p.q.gro = offload.NewGRO(batch)
 		p.q.groWindow = tc.window
 	}
 	return p
@@ -537,7 +537,7 @@ func mtuSegments(t testing.TB, n int) [][]byte {
 
 func newGROPair(t testing.TB, batch int) *pair {
 	p := newPair(t, true, batch)
-	p.q.gro = offloadpkg.NewGRO(batch)
+	p.q.gro = offload.NewGRO(batch)
 	return p
 }
 
@@ -586,7 +586,7 @@ func TestNICToTAPGRO(t *testing.T) {
 		p := newGROPair(t, 16)
 		if xdp {
 			p = newXDPPair(t, true, 16)
-			p.q.gro = offloadpkg.NewGRO(16)
+			p.q.gro = offload.NewGRO(16)
 		}
 		segs := mtuSegments(t, 8)
 		got := p.toTAP(t, segs...)
@@ -600,7 +600,7 @@ func TestNICToTAPGRO(t *testing.T) {
 		}
 		out := makeBufs(16, 1600)
 		sizes := make([]int, 16)
-		k, err := offloadpkg.Segment(h, got[0][vnethdr.Len:], out, sizes)
+		k, err := offload.Segment(h, got[0][vnethdr.Len:], out, sizes)
 		if err != nil || k != 8 {
 			t.Fatalf("xdp %v: Segment = %d, %v", xdp, k, err)
 		}

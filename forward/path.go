@@ -2,7 +2,7 @@ package forward
 
 import (
 	"github.com/tapfwd/tapfwd/forward/fabric"
-	offloadpkg "github.com/tapfwd/tapfwd/offload"
+	"github.com/tapfwd/tapfwd/offload"
 	"github.com/tapfwd/tapfwd/vnethdr"
 )
 
@@ -91,7 +91,7 @@ func (q *QueueWorker) acceptFromNIC(i, j int) {
 	if vnethdr.Fixup(&h, buf[start:end]) != nil {
 		// The kernel's GRO merges segments inside a tunnel too, and the
 		// vnet header cannot say so: toTAP segments such a frame.
-		if !orig.IsGSO() || offloadpkg.CheckTunnel(orig, buf[start:end]) != nil {
+		if !orig.IsGSO() || offload.CheckTunnel(orig, buf[start:end]) != nil {
 			t.drop(DropBadHdr)
 			return
 		}
@@ -117,7 +117,7 @@ func (q *QueueWorker) acceptFromNIC(i, j int) {
 		}
 	}
 	q.tunnel[len(q.frames)] = tunnel
-	q.frames = append(q.frames, offloadpkg.Frame{Buf: buf, Start: start, End: end, Hdr: h})
+	q.frames = append(q.frames, offload.Frame{Buf: buf, Start: start, End: end, Hdr: h})
 }
 
 // framesToTAP writes q.frames that GRO left standing to the TAP,
@@ -154,7 +154,7 @@ func (q *QueueWorker) framesToTAP(t *tally) error {
 
 // plainForTAP queues frame f for a TAP without a vnet header: a GSO frame
 // as its segments, any other with its checksum completed.
-func (q *QueueWorker) plainForTAP(f *offloadpkg.Frame, t *tally) error {
+func (q *QueueWorker) plainForTAP(f *offload.Frame, t *tally) error {
 	frame := f.Buf[f.Start:f.End]
 	if !f.Hdr.IsGSO() {
 		if vnethdr.CompleteChecksum(&f.Hdr, frame) != nil {
@@ -170,11 +170,11 @@ func (q *QueueWorker) plainForTAP(f *offloadpkg.Frame, t *tally) error {
 // segmentForTAP queues f's segments for the TAP. When the segment buffers
 // still hold earlier frames' segments and f's do not fit behind them, it
 // writes those first and starts again at the first buffer.
-func (q *QueueWorker) segmentForTAP(f *offloadpkg.Frame, tunnel bool, t *tally) error {
+func (q *QueueWorker) segmentForTAP(f *offload.Frame, tunnel bool, t *tally) error {
 	q.seg.ensure()
 	frame := f.Buf[f.Start:f.End]
 	k, err := q.seg.segment(f.Hdr, frame, tunnel, q.segUsed)
-	if err == offloadpkg.ErrTooManySegments && q.segUsed > 0 {
+	if err == offload.ErrTooManySegments && q.segUsed > 0 {
 		if err := q.flushTAP(t); err != nil {
 			return err
 		}
@@ -216,7 +216,7 @@ func (q *QueueWorker) guestsToTAP() (more bool, err error) {
 			var h vnethdr.Hdr
 			h.Decode(b) // the guest's worker checked it
 			q.tunnel[len(q.frames)] = false
-			q.frames = append(q.frames, offloadpkg.Frame{Buf: b, Start: hdrLen, End: len(b), Hdr: h})
+			q.frames = append(q.frames, offload.Frame{Buf: b, Start: hdrLen, End: len(b), Hdr: h})
 		}
 		if e := q.framesToTAP(t); e != nil {
 			err = e
