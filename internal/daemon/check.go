@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/tapfwd/tapfwd/internal/base/cpulist"
 	"github.com/tapfwd/tapfwd/internal/base/procfs"
@@ -163,6 +164,11 @@ func (d *Daemon) bindMetrics() error {
 	var oe *net.OpError
 	if errors.As(err, &oe) {
 		err = oe.Err // "bind: address already in use", not the call's name
+	}
+	if errors.Is(err, syscall.EADDRINUSE) {
+		if who := listeners(m.Addr); who != "" {
+			err = fmt.Errorf("%w, by %s", err, who)
+		}
 	}
 	if err != nil {
 		return fail(PartMetricsAddr, m.Addr, err)
