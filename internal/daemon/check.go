@@ -160,6 +160,11 @@ func (d *Daemon) bindMetrics() error {
 	if m == nil {
 		return nil
 	}
+	if m.Listener != nil {
+		d.http = &metricsServer{ln: m.Listener}
+		d.undo.add(func() { m.Listener.Close() })
+		return nil
+	}
 	ln, err := net.Listen("tcp", m.Addr)
 	var oe *net.OpError
 	if errors.As(err, &oe) {
