@@ -3,12 +3,15 @@ GO ?= go
 BIN := bin/tapfwd
 BENCH_BIN := bin/tapfwd-bench
 
-# make install: the binaries, the systemd unit and its drop-ins, the
-# Prometheus and Grafana files. DESTDIR stages a package's tree.
+# make install: the binaries, the systemd units and the drop-ins, a
+# sample instance configuration, the Prometheus and Grafana files. DESTDIR
+# stages a package's tree. The units read /etc/tapfwd/NAME.conf
+# (SYSCONFDIR moves it, whatever PREFIX is).
 PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
 UNITDIR ?= $(PREFIX)/lib/systemd/system
 SHAREDIR ?= $(PREFIX)/share/tapfwd
+SYSCONFDIR ?= /etc
 
 .PHONY: all build build-tapfwd build-bench deps deps-bench deps-demo demo bench bench-docs bench-docs-vxlan perf perf-baseline profile test fuzz soak install uninstall clean
 
@@ -130,20 +133,33 @@ fuzz:
 soak: deps
 	TAPFWD_SOAK=1 $(GO) test -count=1 -timeout 20m -v -run '^(TestOverload|TestSoak)$$' ./e2e/forwarding
 
-# The unit runs $(BINDIR)/tapfwd; its drop-ins (tap-netns, user) are
-# opt-in, per instance: see the README, "Running it as a service".
+# The units: tapfwd@NAME runs $(BINDIR)/tapfwd with
+# $(SYSCONFDIR)/tapfwd/NAME.conf, tapfwd-netns@NS makes a namespace for
+# tap-netns. Opt-in, per instance, from $(SHAREDIR)/systemd: the drop-ins
+# (tap-netns, user) and the metrics socket (tapfwd@.socket). The sample
+# configuration goes beside the instances' (never over a file there: it
+# may have been edited) and, as shipped, into $(SHAREDIR). See
+# docs/guide/service.md.
 install: build
 	install -D -m 755 $(BIN) $(DESTDIR)$(BINDIR)/tapfwd
 	install -D -m 755 $(BENCH_BIN) $(DESTDIR)$(BINDIR)/tapfwd-bench
 	install -d $(DESTDIR)$(UNITDIR)
-	sed 's|/usr/local/bin/tapfwd|$(BINDIR)/tapfwd|g' deploy/systemd/tapfwd@.service >$(DESTDIR)$(UNITDIR)/tapfwd@.service
-	chmod 644 $(DESTDIR)$(UNITDIR)/tapfwd@.service
-	install -D -m 644 -t $(DESTDIR)$(SHAREDIR)/systemd deploy/systemd/tapfwd@.service.d/*.conf
-	install -D -m 644 -t $(DESTDIR)$(SHAREDIR)/prometheus deploy/prometheus/prometheus.yml deploy/prometheus/rules.yml
+	for u in tapfwd@.service tapfwd-netns@.service; do \
+		sed -e 's|/usr/local/bin/tapfwd|$(BINDIR)/tapfwd|g' -e 's|/etc/tapfwd/|$(SYSCONFDIR)/tapfwd/|g' deploy/systemd/$$u >$(DESTDIR)$(UNITDIR)/$$u && \
+		chmod 644 $(DESTDIR)$(UNITDIR)/$$u || exit 1; \
+	done
+	install -D -m 644 -t $(DESTDIR)$(SHAREDIR)/systemd deploy/systemd/tapfwd@.service.d/*.conf deploy/systemd/tapfwd@.socket
+	install -D -m 644 -t $(DESTDIR)$(SHAREDIR)/prometheus deploy/prometheus/prometheus.yml deploy/prometheus/rules.yml deploy/prometheus/targets.yml
 	install -D -m 644 -t $(DESTDIR)$(SHAREDIR)/grafana deploy/grafana/tapfwd.json
+	install -D -m 644 -t $(DESTDIR)$(SHAREDIR) deploy/tapfwd.conf.sample
+	install -d -m 755 $(DESTDIR)$(SYSCONFDIR)/tapfwd
+	test -e $(DESTDIR)$(SYSCONFDIR)/tapfwd/tapfwd.conf.sample || \
+		install -m 644 deploy/tapfwd.conf.sample $(DESTDIR)$(SYSCONFDIR)/tapfwd/tapfwd.conf.sample
 
+# The configuration in $(SYSCONFDIR)/tapfwd stays: it is the admin's.
 uninstall:
-	rm -f $(DESTDIR)$(BINDIR)/tapfwd $(DESTDIR)$(BINDIR)/tapfwd-bench $(DESTDIR)$(UNITDIR)/tapfwd@.service
+	rm -f $(DESTDIR)$(BINDIR)/tapfwd $(DESTDIR)$(BINDIR)/tapfwd-bench
+	rm -f $(DESTDIR)$(UNITDIR)/tapfwd@.service $(DESTDIR)$(UNITDIR)/tapfwd-netns@.service
 	rm -rf $(DESTDIR)$(SHAREDIR)
 
 clean:
