@@ -3,12 +3,15 @@ GO ?= go
 BIN := bin/tapfwd
 BENCH_BIN := bin/tapfwd-bench
 
-# make install: the binaries, the systemd unit and its drop-ins, the
-# Prometheus and Grafana files. DESTDIR stages a package's tree.
+# make install: the binaries, the systemd units and the drop-ins, a
+# sample instance configuration, the Prometheus and Grafana files. DESTDIR
+# stages a package's tree. The units read /etc/tapfwd/NAME.conf
+# (SYSCONFDIR moves it, whatever PREFIX is).
 PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
 UNITDIR ?= $(PREFIX)/lib/systemd/system
 SHAREDIR ?= $(PREFIX)/share/tapfwd
+SYSCONFDIR ?= /etc
 
 .PHONY: all build build-tapfwd build-bench deps deps-bench deps-demo demo bench bench-docs bench-docs-vxlan perf perf-baseline profile test fuzz soak install uninstall clean
 
@@ -59,23 +62,22 @@ demo:
 bench: deps-bench build
 	./$(BENCH_BIN) throughput $(BENCH_FLAGS)
 
-# A throughput report to commit under docs/results/, in a folder named by
-# the day and subject (the default run, at most 25 minutes; run it on a
-# quiet machine, then add its line to docs/results/README.md).
+# The committed throughput report under docs/ (the default run, at most
+# 25 minutes; run it on a quiet machine).
 bench-docs: deps-bench build
-	./$(BENCH_BIN) throughput --out docs/results/$$(date -u +%F)-napi-inrun
+	./$(BENCH_BIN) throughput --out docs/bench-throughput
 
-# A run across two hosts over VXLAN to commit (docs/results/, read in
-# docs/design/performance.md, "Across two hosts over VXLAN"): tapfwd on each
+# The committed run across two hosts over VXLAN (docs/bench-vxlan/, read in
+# docs/performance.md, "Across two hosts over VXLAN"): tapfwd on each
 # host's VXLAN device against a bridge on each host, the default run of
 # --topology vxlan (about 10 minutes; run it on a quiet machine).
 # BENCH_VXLAN_OUT and BENCH_FLAGS (e.g. --quick) let a smoke test write
 # elsewhere.
-BENCH_VXLAN_OUT ?= docs/results/$(shell date -u +%F)-throughput-vxlan
+BENCH_VXLAN_OUT ?= docs/bench-vxlan
 bench-docs-vxlan: deps-bench build
 	./$(BENCH_BIN) throughput --topology vxlan --out $(BENCH_VXLAN_OUT) $(BENCH_FLAGS)
 
-# The guard (docs/guide/bench.md, "The guard"): tapfwd as it ships against
+# The guard (docs/performance.md, "The guard"): tapfwd as it ships against
 # the bridge on the five rows with targets, compared in pairs, sequential
 # within 8 minutes (5 to 8 on a 2-CPU VM), then compared with the
 # committed baseline: the compare's first table lists the rows that moved
@@ -83,7 +85,7 @@ bench-docs-vxlan: deps-bench build
 # quiet machine. PERF_FLAGS adds flags (e.g. --configs
 # tapfwd,tap-io-uring,bridge to measure a lever beside tapfwd); PERF_OUT
 # keeps the run; perf-baseline writes the baseline itself.
-PERF_BASELINE ?= docs/results/perf-baseline
+PERF_BASELINE ?= docs/perf-baseline
 PERF_OUT ?= bin/perf
 perf: deps-bench build
 	./$(BENCH_BIN) throughput --perf --out $(PERF_OUT) $(PERF_FLAGS)
@@ -131,20 +133,33 @@ fuzz:
 soak: deps
 	TAPFWD_SOAK=1 $(GO) test -count=1 -timeout 20m -v -run '^(TestOverload|TestSoak)$$' ./e2e/forwarding
 
-# The unit runs $(BINDIR)/tapfwd; its drop-ins (tap-netns, user) are
-# opt-in, per instance: see docs/guide/service.md.
+# The units: tapfwd@NAME runs $(BINDIR)/tapfwd with
+# $(SYSCONFDIR)/tapfwd/NAME.conf, tapfwd-netns@NS makes a namespace for
+# tap-netns. Opt-in, per instance, from $(SHAREDIR)/systemd: the drop-ins
+# (tap-netns, user) and the metrics socket (tapfwd@.socket). The sample
+# configuration goes beside the instances' (never over a file there: it
+# may have been edited) and, as shipped, into $(SHAREDIR). See
+# docs/guide/service.md.
 install: build
 	install -D -m 755 $(BIN) $(DESTDIR)$(BINDIR)/tapfwd
 	install -D -m 755 $(BENCH_BIN) $(DESTDIR)$(BINDIR)/tapfwd-bench
 	install -d $(DESTDIR)$(UNITDIR)
-	sed 's|/usr/local/bin/tapfwd|$(BINDIR)/tapfwd|g' deploy/systemd/tapfwd@.service >$(DESTDIR)$(UNITDIR)/tapfwd@.service
-	chmod 644 $(DESTDIR)$(UNITDIR)/tapfwd@.service
-	install -D -m 644 -t $(DESTDIR)$(SHAREDIR)/systemd deploy/systemd/tapfwd@.service.d/*.conf
-	install -D -m 644 -t $(DESTDIR)$(SHAREDIR)/prometheus deploy/prometheus/prometheus.yml deploy/prometheus/rules.yml
+	for u in tapfwd@.service tapfwd-netns@.service; do \
+		sed -e 's|/usr/local/bin/tapfwd|$(BINDIR)/tapfwd|g' -e 's|/etc/tapfwd/|$(SYSCONFDIR)/tapfwd/|g' deploy/systemd/$$u >$(DESTDIR)$(UNITDIR)/$$u && \
+		chmod 644 $(DESTDIR)$(UNITDIR)/$$u || exit 1; \
+	done
+	install -D -m 644 -t $(DESTDIR)$(SHAREDIR)/systemd deploy/systemd/tapfwd@.service.d/*.conf deploy/systemd/tapfwd@.socket
+	install -D -m 644 -t $(DESTDIR)$(SHAREDIR)/prometheus deploy/prometheus/prometheus.yml deploy/prometheus/rules.yml deploy/prometheus/targets.yml
 	install -D -m 644 -t $(DESTDIR)$(SHAREDIR)/grafana deploy/grafana/tapfwd.json
+	install -D -m 644 -t $(DESTDIR)$(SHAREDIR) deploy/tapfwd.conf.sample
+	install -d -m 755 $(DESTDIR)$(SYSCONFDIR)/tapfwd
+	test -e $(DESTDIR)$(SYSCONFDIR)/tapfwd/tapfwd.conf.sample || \
+		install -m 644 deploy/tapfwd.conf.sample $(DESTDIR)$(SYSCONFDIR)/tapfwd/tapfwd.conf.sample
 
+# The configuration in $(SYSCONFDIR)/tapfwd stays: it is the admin's.
 uninstall:
-	rm -f $(DESTDIR)$(BINDIR)/tapfwd $(DESTDIR)$(BINDIR)/tapfwd-bench $(DESTDIR)$(UNITDIR)/tapfwd@.service
+	rm -f $(DESTDIR)$(BINDIR)/tapfwd $(DESTDIR)$(BINDIR)/tapfwd-bench
+	rm -f $(DESTDIR)$(UNITDIR)/tapfwd@.service $(DESTDIR)$(UNITDIR)/tapfwd-netns@.service
 	rm -rf $(DESTDIR)$(SHAREDIR)
 
 clean:

@@ -1,5 +1,7 @@
 // Package deploy holds the tests of the files under deploy/: the systemd
-// template unit with each of its drop-ins.
+// template unit with each of its drop-ins, the lab namespace's unit and the
+// metrics socket, the sample configuration and the Prometheus targets, as
+// make install puts them down and as the units run them.
 package deploy
 
 import (

@@ -83,6 +83,8 @@ func explainRun(err error, c *daemon.Config) error {
 	flag := strings.TrimSpace(runFlag[de.Part] + " " + de.Value) // "--user nobody"
 	advice := ""
 	switch {
+	case de.Part == daemon.PartMetricsAddr && errors.Is(err, unix.EADDRINUSE):
+		advice = ` (choose another address, or "" to disable metrics: each tapfwd needs an address of its own, or a socket passed by its service manager)`
 	case de.Part == daemon.PartMetricsAddr:
 		advice = ` (choose another address, or "" to disable metrics)`
 	case de.Part == daemon.PartTAPMTU:

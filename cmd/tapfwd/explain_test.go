@@ -94,6 +94,8 @@ func TestExplainRun(t *testing.T) {
 		want string
 	}{
 		{&daemon.Error{Part: daemon.PartMetricsAddr, Err: inUse}, `--metrics-addr: address already in use (choose another address, or "" to disable metrics)`},
+		{&daemon.Error{Part: daemon.PartMetricsAddr, Value: "127.0.0.1:9310", Err: fmt.Errorf("bind: %w, by pid 7 (tapfwd run)", unix.EADDRINUSE)},
+			`--metrics-addr 127.0.0.1:9310: bind: address already in use, by pid 7 (tapfwd run) (choose another address, or "" to disable metrics: each tapfwd needs an address of its own`},
 		{&daemon.Error{Part: daemon.PartUser, Value: "nobody", Err: inUse}, "--user nobody: address already in use"},
 		{&daemon.Error{Part: daemon.PartReadyFd, Value: "3", Err: errors.New("not an open file descriptor")}, "--ready-fd 3: not an open file descriptor"},
 		{&daemon.Error{Part: daemon.PartHostPort, Err: fmt.Errorf("hostport: lab0h: %w", tapport.ErrNameInUse)}, "--host-port: hostport: lab0h: port name in use (rename or remove that interface)"},

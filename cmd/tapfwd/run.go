@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"github.com/coreos/go-systemd/v22/activation"
 	sd "github.com/coreos/go-systemd/v22/daemon"
 
 	"github.com/tapfwd/tapfwd/internal/daemon"
@@ -23,6 +25,13 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	c.Notify.Socket = os.Getenv("NOTIFY_SOCKET")
 	if every, err := sd.SdWatchdogEnabled(false); err == nil {
 		c.Notify.Watchdog = every
+	}
+	// Socket activation: a listener the service manager passed (bound in its
+	// namespace) serves the metrics; Listeners unsets LISTEN_FDS.
+	if lns, _ := activation.Listeners(); len(lns) > 1 || len(lns) == 1 && lns[0] == nil {
+		return fmt.Errorf("the service manager passed %d sockets (LISTEN_FDS), want one: a listening stream socket for the metrics", len(lns))
+	} else if len(lns) == 1 {
+		c.Metrics = &daemon.Metrics{Listener: lns[0], PProf: c.Metrics != nil && c.Metrics.PProf}
 	}
 	d, err := daemon.Open(*c)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -61,7 +62,7 @@ func TestChecksBeforeDevices(t *testing.T) {
 	}{
 		{[]string{"--cpus", "1023"}, 1, `--cpus 1023: "1023" is not a CPU this process may use`},
 		{[]string{"--metrics-addr", "198.18.0.1:1"}, 1, "--metrics-addr 198.18.0.1:1: bind: cannot assign requested address"},
-		{[]string{"--metrics-addr", inUse.Addr().String()}, 1, "bind: address already in use (choose another address"},
+		{[]string{"--metrics-addr", inUse.Addr().String()}, 1, fmt.Sprintf("bind: address already in use, by pid %d (%s", os.Getpid(), os.Args[0])},
 		{[]string{"--tap-napi-threaded", "--tap-napi-cpu", "1023"}, 1, "--tap-napi-cpu 1023: CPU 1023 is not online"},
 		{[]string{"--user", "tfw-no-such-user"}, 1, `--user: no user "tfw-no-such-user"`},
 		{[]string{"--vm-ports", "1", "--vm-port-owner", "tfw-no-such-user"}, 1, `--vm-port-owner: no user "tfw-no-such-user"`},

@@ -99,3 +99,35 @@ func answerProc(pid int) AnswerProc {
 	}
 	return p
 }
+
+// listeners names the processes that listen on addr (IP:PORT) in this
+// network namespace, for a bind that found it in use: "pid 12 (tapfwd run
+// --config /etc/tapfwd/lab1.conf)", with " and " between several; empty
+// when /proc does not tell.
+func listeners(addr string) string {
+	ap, err := netip.ParseAddrPort(addr)
+	socks, err2 := procfs.TCPSockets()
+	if err != nil || err2 != nil {
+		return ""
+	}
+	want := unmapped(ap)
+	inodes := map[uint64]bool{}
+	for _, s := range socks {
+		local := unmapped(s.Local)
+		sameAddr := local.Addr() == want.Addr() || local.Addr().IsUnspecified() || want.Addr().IsUnspecified()
+		if s.Inode != 0 && s.Remote.Port() == 0 && local.Port() == want.Port() && sameAddr {
+			inodes[s.Inode] = true
+		}
+	}
+	var ps []string
+	for _, pids := range procfs.SocketOwners(inodes) {
+		for _, pid := range pids {
+			cmd := "?"
+			if args, err := procfs.Cmdline(pid); err == nil {
+				cmd = strings.Join(args, " ")
+			}
+			ps = append(ps, fmt.Sprintf("pid %d (%s)", pid, printable(cmd)))
+		}
+	}
+	return strings.Join(ps, " and ")
+}

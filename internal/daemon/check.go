@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/tapfwd/tapfwd/internal/base/cpulist"
 	"github.com/tapfwd/tapfwd/internal/base/procfs"
@@ -159,10 +160,20 @@ func (d *Daemon) bindMetrics() error {
 	if m == nil {
 		return nil
 	}
+	if m.Listener != nil {
+		d.http = &metricsServer{ln: m.Listener}
+		d.undo.add(func() { m.Listener.Close() })
+		return nil
+	}
 	ln, err := net.Listen("tcp", m.Addr)
 	var oe *net.OpError
 	if errors.As(err, &oe) {
 		err = oe.Err // "bind: address already in use", not the call's name
+	}
+	if errors.Is(err, syscall.EADDRINUSE) {
+		if who := listeners(m.Addr); who != "" {
+			err = fmt.Errorf("%w, by %s", err, who)
+		}
 	}
 	if err != nil {
 		return fail(PartMetricsAddr, m.Addr, err)

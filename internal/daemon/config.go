@@ -3,6 +3,7 @@ package daemon
 import (
 	"github.com/tapfwd/tapfwd/vhostuser"
 	"log/slog"
+	"net"
 	"net/netip"
 	"time"
 
@@ -208,6 +209,11 @@ type DHCPRange struct{ First, Last netip.Addr }
 type Metrics struct {
 	// Addr is HOST:PORT to listen on (port 0: any free one).
 	Addr string
+	// Listener, when set, is served instead of binding Addr: a socket
+	// bound by someone else, such as a service manager in another network
+	// namespace (systemd's socket activation). Once Open has taken it, the
+	// daemon closes it: at Close, or when Open fails.
+	Listener net.Listener
 	// PProf also serves Go's profiler under /debug/pprof/.
 	PProf bool
 }
