@@ -57,16 +57,8 @@ const (
 	maxNICGROFlush = 10 * time.Millisecond
 )
 
-// The NAPI deferral --poll kernel sets unless told otherwise (the kernel's
-// own example for busy polling, Documentation/networking/napi.rst).
-const (
-	defaultNICDefer    = 2
-	defaultNICGROFlush = 200 * time.Microsecond
-	// defaultBusyPollTime covers one gro-flush-timeout: a frame that comes
-	// while the worker busy-polls is taken by it.
-	defaultBusyPollTime = 200 * time.Microsecond
-	maxBusyPollTime     = 10 * time.Millisecond
-)
+// maxBusyPollTime caps --busy-poll-time.
+const maxBusyPollTime = 10 * time.Millisecond
 
 func (f *runFlags) register(fs *flag.FlagSet, c *daemon.Config) {
 	fs.StringVar(&c.NIC.Name, "nic", "", "NIC (or veth) to forward to; required")
@@ -86,14 +78,14 @@ func (f *runFlags) register(fs *flag.FlagSet, c *daemon.Config) {
 	fs.StringVar(&f.nicThreaded, "nic-napi-threaded", "", "set the NIC's NAPI instances threaded over netlink: enabled (a kthread polls on demand) or busy-poll (Linux 6.19+, polls continuously); empty leaves them; restored on exit. A veth has NAPI instances only with GRO on")
 	fs.IntVar(&f.nicNapiCPU, "nic-napi-cpu", -1, "pin the NIC's NAPI kthreads (with --nic-napi-threaded) to this CPU; -1 leaves them")
 	fs.TextVar(&c.Workers.Poll, "poll", daemon.PollBlock, "how workers wait: block (sleep in ppoll until a fd is ready), busy (spin on non-blocking reads: lowest latency, one full CPU per queue), kernel (with --nic-backend xdp: the kernel busy-polls the NIC queue's NAPI while the worker waits, through io_uring) or threaded (block, with the NIC's NAPI threaded: --nic-napi-threaded enabled unless given)")
-	fs.IntVar(&f.nicDefer, "nic-napi-defer-hard-irqs", defaultNICDefer, "with --poll kernel, the NIC NAPI instances' defer-hard-irqs (netdev napi-set, restored at exit): how many polls that find nothing keep a NAPI masked, so that its frames wait for the worker's busy poll instead of being polled at once in the sender's softirq (0 to 2147483647 polls; 0 defers nothing)")
-	fs.DurationVar(&f.nicGROFlush, "nic-gro-flush-timeout", defaultNICGROFlush, "with --poll kernel, the NIC NAPI instances' gro-flush-timeout (netdev napi-set, restored at exit): the timer that polls a masked NAPI when no busy poll came, so the longest a frame waits while the worker is busy (a duration such as 200us, 0 to 10ms; 0 defers nothing)")
-	fs.DurationVar(&f.busyPollTime, "busy-poll-time", defaultBusyPollTime, "with --poll kernel, how long each wait of a worker busy-polls its NIC queue's NAPI (io_uring's busy-poll timeout) before it sleeps: CPU spent for latency (a duration such as 200us, 1us to 10ms)")
+	fs.IntVar(&f.nicDefer, "nic-napi-defer-hard-irqs", daemon.DefaultNICDeferHardIRQs, "with --poll kernel, the NIC NAPI instances' defer-hard-irqs (netdev napi-set, restored at exit): how many polls that find nothing keep a NAPI masked, so that its frames wait for the worker's busy poll instead of being polled at once in the sender's softirq (0 to 2147483647 polls; 0 defers nothing)")
+	fs.DurationVar(&f.nicGROFlush, "nic-gro-flush-timeout", daemon.DefaultNICGROFlushTimeout, "with --poll kernel, the NIC NAPI instances' gro-flush-timeout (netdev napi-set, restored at exit): the timer that polls a masked NAPI when no busy poll came, so the longest a frame waits while the worker is busy (a duration such as 200us, 0 to 10ms; 0 defers nothing)")
+	fs.DurationVar(&f.busyPollTime, "busy-poll-time", daemon.DefaultBusyPoll, "with --poll kernel, how long each wait of a worker busy-polls its NIC queue's NAPI (io_uring's busy-poll timeout) before it sleeps: CPU spent for latency (a duration such as 200us, 1us to 10ms)")
 	fs.IntVar(&f.busyPollCPU, "busy-poll-cpu", -1, "with --poll kernel, busy-poll the NIC queues' NAPI instances from a thread of tapfwd's pinned to this CPU, without pause (it keeps that CPU busy), while the workers sleep in ppoll; give the workers other CPUs (--cpus: a worker pinned to it is warned of); -1 busy-polls in each worker's wait (--busy-poll-time)")
 	fs.TextVar(&c.NIC.Backend, "nic-backend", daemon.BackendPacket, "sockets on the NIC: packet (AF_PACKET, fanout over the queues) or xdp (an AF_XDP socket bound to each NIC queue 0..--queues-1, fed by an XDP program attached while tapfwd runs; the NIC's RX queue count should equal --queues)")
 	fs.TextVar(&c.NIC.XDPMode, "xdp-mode", afxdp.ModeAuto, "with --nic-backend xdp, how the XDP program attaches: auto (native, else generic), native (in the driver) or generic (on the skb)")
 	fs.BoolVar(&c.Workers.GRO, "gro", true, "userspace GRO: merge consecutive TCP segments of a flow from the NIC into one GSO frame per TAP write, and same-size UDP datagrams into one USO frame when the TAP takes USO (needs the TAP's vnet header)")
-	fs.IntVar(&c.Workers.Batch, "batch", 64, "most frames moved per direction per wake-up (1-1024)")
+	fs.IntVar(&c.Workers.Batch, "batch", forward.DefaultBatch, "most frames moved per direction per wake-up (1-1024)")
 	fs.StringVar(&f.tapIO, "tap-io", "syscall", "how workers read and write the TAP: syscall (a read or write per frame), uring (a batch per io_uring_enter; fails where io_uring is missing or refused, or the kernel is older than 6.4), auto (uring where it works, else syscall, said in one log line)")
 	fs.DurationVar(&c.Workers.GROWindow, "gro-window", 0, "with --gro, how long a worker that read less than a batch from the NIC waits for more segments of an open flow to merge into one TAP write (e.g. 50us, at most 1ms); 0 never waits")
 	fs.BoolVar(&c.NIC.Promisc, "promisc", false, "put the NIC in promiscuous mode instead of asking for the TAP's MAC and all multicast")
@@ -103,7 +95,7 @@ func (f *runFlags) register(fs *flag.FlagSet, c *daemon.Config) {
 	fs.IntVar(&c.VMPorts.N, "vm-ports", 0, "VM ports to create at start and remove at exit (0-64): macvtaps in bridge mode on the TAP, or with --vhost-user vhost-user sockets; 0 creates none (see tapfwd vm-port)")
 	fs.IntVar(&c.VMPorts.Queues, "vm-port-queues", 0, "queue pairs of each --vhost-user port (1-64), each served by a worker of its own; the guest's NIC takes as many (the printed QEMU and libvirt lines say how); 0: as many as --queues")
 	fs.StringVar(&f.vhostUser, "vhost-user", "", "make the --vm-ports VM ports vhost-user sockets in this directory (made mode 0755 if missing) instead of macvtaps: TAP-I.sock, or NS:TAP-I.sock with --tap-netns, each with a MAC of its own derived from the TAP's name and I, printed at start with the QEMU and libvirt lines to attach; mode 0600 (0660 with --vm-port-owner); removed at exit unless --persist. Needs --tap. Empty: macvtaps")
-	fs.StringVar(&f.metricsAddr, "metrics-addr", "127.0.0.1:9310", `serve Prometheus metrics at http://HOST:PORT/metrics; empty disables`)
+	fs.StringVar(&f.metricsAddr, "metrics-addr", daemon.DefaultMetricsAddr, `serve Prometheus metrics at http://HOST:PORT/metrics; empty disables`)
 	fs.BoolVar(&f.pprof, "pprof", false, "also serve Go's profiler at /debug/pprof/ on --metrics-addr (for profiling the data path)")
 	fs.DurationVar(&c.Log.StatsEvery, "stats-interval", 0, "log a one-line throughput summary per queue this often (e.g. 10s); 0 disables")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
@@ -158,7 +150,7 @@ func (f *runFlags) check(c *daemon.Config, stderr io.Writer) error {
 	c.Notify.ReadyFd = max(f.readyFd, 0)
 	if f.metricsAddr != "" {
 		if _, port, err := net.SplitHostPort(f.metricsAddr); err != nil || !validPort(port) {
-			return fmt.Errorf("--metrics-addr %s: want HOST:PORT, e.g. 127.0.0.1:9310 (port 0: any free one)", cliflag.Quote(f.metricsAddr))
+			return fmt.Errorf("--metrics-addr %s: want HOST:PORT, e.g. %s (port 0: any free one)", cliflag.Quote(f.metricsAddr), daemon.DefaultMetricsAddr)
 		}
 		c.Metrics = &daemon.Metrics{Addr: f.metricsAddr, PProf: f.pprof}
 	}

@@ -82,11 +82,13 @@ type Workers struct {
 	// CPUs pins worker i to CPUs[i % len(CPUs)]: nil takes the CPUs this
 	// process may run on, in order; an empty non-nil list pins none.
 	CPUs []int
-	// Batch is the most frames moved per direction per wake-up; 0: 64.
+	// Batch is the most frames moved per direction per wake-up; 0:
+	// forward.DefaultBatch.
 	Batch int
 	// Poll is how the workers wait for frames.
 	Poll Poll
-	// KernelPoll tunes PollKernel; the zero value defers nothing.
+	// KernelPoll tunes PollKernel; the zero value defers nothing and
+	// busy-polls for DefaultBusyPoll.
 	KernelPoll KernelPoll
 	// GRO merges TCP segments (and UDP datagrams, when the TAP takes USO)
 	// of a flow from the NIC into one GSO frame per TAP write.
@@ -114,14 +116,17 @@ type KernelPoll struct {
 	// DeferHardIRQs is how many polls that find nothing the NAPI stays
 	// masked for (defer-hard-irqs): a veth's peer then only queues its
 	// frames instead of running the NAPI in its own softirq, and the
-	// worker's busy poll takes them. It needs GROFlushTimeout.
+	// worker's busy poll takes them. It needs GROFlushTimeout. tapfwd
+	// run's default: DefaultNICDeferHardIRQs.
 	DeferHardIRQs uint32
 	// GROFlushTimeout is the timer (gro-flush-timeout) that polls a masked
 	// NAPI when no busy poll came: the longest a frame waits while the
-	// worker is busy elsewhere.
+	// worker is busy elsewhere. tapfwd run's default:
+	// DefaultNICGROFlushTimeout.
 	GROFlushTimeout time.Duration
 	// BusyPoll is how long each wait of a worker busy-polls its queue's
-	// NAPI before it sleeps; 0: 50µs.
+	// NAPI before it sleeps (io_uring's busy-poll timeout); 0:
+	// DefaultBusyPoll.
 	BusyPoll time.Duration
 	// OwnCPU moves the busy poll onto a thread of its own pinned to CPU,
 	// which busy-polls every queue's NAPI without pause while the workers
@@ -159,6 +164,39 @@ type NAPI struct {
 
 // MaxVMPorts is the most VM ports one TAP takes.
 const MaxVMPorts = 64
+
+// The defaults that are not a zero value, for Open and tapfwd run's flags
+// to take from here.
+const (
+	// DefaultNICDeferHardIRQs and DefaultNICGROFlushTimeout are the
+	// deferral tapfwd run's --poll kernel sets unless told otherwise (the
+	// kernel's own example for busy polling,
+	// Documentation/networking/napi.rst).
+	DefaultNICDeferHardIRQs   = 2
+	DefaultNICGROFlushTimeout = 200 * time.Microsecond
+	// DefaultBusyPoll is KernelPoll.BusyPoll's default: it covers one
+	// DefaultNICGROFlushTimeout, so a frame that comes while the worker
+	// busy-polls is taken by it.
+	DefaultBusyPoll = 200 * time.Microsecond
+	// DefaultMetricsAddr is where tapfwd run serves /metrics and /status
+	// unless told otherwise, and where tapfwd status asks.
+	DefaultMetricsAddr = "127.0.0.1:9310"
+)
+
+// withDefaults is c with the defaults its zero settings stand for filled
+// in: the one place Open applies them.
+func (c Config) withDefaults() Config {
+	if c.TAP.Queues == 0 {
+		c.TAP.Queues = 1
+	}
+	if c.Workers.Batch == 0 {
+		c.Workers.Batch = forward.DefaultBatch
+	}
+	if kp := &c.Workers.KernelPoll; kp.BusyPoll == 0 && !kp.OwnCPU {
+		kp.BusyPoll = DefaultBusyPoll
+	}
+	return c
+}
 
 // VMPorts are the VM ports on the TAP: macvtaps in bridge mode, or
 // vhost-user sockets. Ports this run made are removed at Close unless the
@@ -206,7 +244,8 @@ type DHCPRange struct{ First, Last netip.Addr }
 
 // Metrics is the HTTP listener of /metrics and /status.
 type Metrics struct {
-	// Addr is HOST:PORT to listen on (port 0: any free one).
+	// Addr is HOST:PORT to listen on (port 0: any free one); tapfwd
+	// run's default is DefaultMetricsAddr.
 	Addr string
 	// PProf also serves Go's profiler under /debug/pprof/.
 	PProf bool

@@ -50,14 +50,11 @@ type machine struct {
 // what it made. A failure that one part of the Config
 // caused is an *Error.
 func Open(c Config) (*Daemon, error) {
-	d := &Daemon{c: c, log: c.Log.Logger}
+	d := &Daemon{c: c.withDefaults(), log: c.Log.Logger}
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
 	}
 	d.undo.log = d.log
-	if d.c.TAP.Queues == 0 {
-		d.c.TAP.Queues = 1
-	}
 	steps := []func() error{d.lookup, d.check, d.recoverNAPI, d.bindMetrics, d.prepareVhost, d.openTAP, d.addVMPorts, d.addHostPort, d.startDHCP,
 		d.openNIC, d.tuneNAPI, d.newForwarder, d.listenMetrics, d.dropPrivileges, d.serveMetrics}
 	for _, step := range steps {

@@ -96,9 +96,6 @@ func (d *Daemon) tapEndpoints() ([]forward.Endpoint, error) {
 		return out, nil
 	}
 	batch := d.c.Workers.Batch
-	if batch <= 0 {
-		batch = 64
-	}
 	for i, q := range qs {
 		u, err := tap.NewURingQueue(q.Fd(), batch)
 		if mode == TAPIOAuto && i == 0 && errors.Is(err, tap.ErrNoURing) {
