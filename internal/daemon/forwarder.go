@@ -103,7 +103,7 @@ func (d *Daemon) tapEndpoints() ([]forward.Endpoint, error) {
 			return out, nil
 		}
 		if err != nil {
-			return nil, fail(PartTAPIO, "", err)
+			return nil, fail(PartTAPIO, "uring", err)
 		}
 		d.undo.closing("closing a TAP queue's io_uring", u.Close)
 		out[i] = u
