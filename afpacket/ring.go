@@ -20,7 +20,7 @@ const DefaultBufBytes = 8 << 20
 type Config struct {
 	Ifname  string
 	Queues  int                // sockets in the fanout group; 0 means 1
-	Batch   int                // frames per recvmmsg/sendmmsg; 0 means 64
+	Batch   int                // frames per recvmmsg/sendmmsg, 1 or more: the caller's (its workers' batch)
 	BufSize int                // SO_RCVBUF/SO_SNDBUF bytes; 0 means DefaultBufBytes
 	MACs    []net.HardwareAddr // unicast addresses to receive (PACKET_MR_UNICAST)
 	Promisc bool               // PACKET_MR_PROMISC instead of unicast membership
@@ -30,10 +30,11 @@ type Config struct {
 	FilterMACs []net.HardwareAddr
 }
 
-// resolve fills in the defaults of Batch and BufSize and looks c.Ifname up.
+// resolve checks Batch, fills in the default of BufSize and looks
+// c.Ifname up.
 func (c *Config) resolve() (*net.Interface, error) {
-	if c.Batch <= 0 {
-		c.Batch = 64
+	if c.Batch < 1 {
+		return nil, fmt.Errorf("ring: batch of %d frames: want 1 or more", c.Batch)
 	}
 	if c.BufSize <= 0 {
 		c.BufSize = DefaultBufBytes
@@ -227,12 +228,10 @@ func (s *Socket) Close() error {
 }
 
 // NewSocketFd wraps fd, which must speak datagrams that begin with a vnet
-// header (a socketpair standing in for a packet socket in tests, say). The
-// Socket owns fd.
+// header (a socketpair standing in for a packet socket in tests, say),
+// moving up to batch frames per call (below 1: 1). The Socket owns fd.
 func NewSocketFd(fd, batch int) *Socket {
-	if batch <= 0 {
-		batch = 64
-	}
+	batch = max(batch, 1)
 	s := &Socket{fd: fd, ifindex: -1}
 	s.init(batch)
 	return s

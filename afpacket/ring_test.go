@@ -3,6 +3,7 @@ package afpacket
 import (
 	"bytes"
 	"net"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -145,5 +146,24 @@ func TestMACFilter(t *testing.T) {
 	}
 	if n, _ := vm.Run(frame(many[69])); n == 0 {
 		t.Error("the 70th address was not accepted")
+	}
+}
+
+// TestBatchFromCaller: the package has no batch of its own: Open and
+// OpenSender refuse a Config without one before any socket or device
+// look-up, so the sockets' batch is always the caller's.
+func TestBatchFromCaller(t *testing.T) {
+	for _, b := range []int{0, -1} {
+		c := Config{Ifname: "lo", Batch: b}
+		if socks, err := Open(c); err == nil || !strings.Contains(err.Error(), "want 1 or more") {
+			closeAll(socks)
+			t.Errorf("Open with batch %d: %v, want a refusal", b, err)
+		}
+		if s, err := OpenSender(c); err == nil || !strings.Contains(err.Error(), "want 1 or more") {
+			if s != nil {
+				s.Close()
+			}
+			t.Errorf("OpenSender with batch %d: %v, want a refusal", b, err)
+		}
 	}
 }

@@ -14,10 +14,15 @@ import (
 	"github.com/tapfwd/tapfwd/vnethdr"
 )
 
+// DefaultBatch is the batch a worker moves when it is given none: the most
+// frames per direction per wake-up (Config.Batch). Every default of the
+// batch (the daemon's, the CLI's --batch) is this one.
+const DefaultBatch = 64
+
 // Config tunes the workers.
 type Config struct {
 	// Batch is the most frames a worker moves per direction per wake-up;
-	// 0 means 64.
+	// 0 means DefaultBatch.
 	Batch int
 	// CPUs[i] is the CPU queue i is pinned to; a negative entry (or a
 	// missing one) leaves that queue unpinned.
@@ -122,7 +127,7 @@ func New(taps []Endpoint, nics []NIC, c Config) (*Forwarder, error) {
 		return nil, fmt.Errorf("forward: %d TAP queues but %d NIC endpoints", len(taps), len(nics))
 	}
 	if c.Batch <= 0 {
-		c.Batch = 64
+		c.Batch = DefaultBatch
 	}
 	if c.MTU <= 0 {
 		c.MTU = 1500

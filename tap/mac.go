@@ -22,15 +22,29 @@ func HardwareAddr(s string) (net.HardwareAddr, error) {
 		return nil, nil
 	}
 	m, err := net.ParseMAC(s)
-	switch {
-	case err != nil || len(m) != 6:
+	if err != nil {
 		return nil, errors.New("want six hex bytes like 02:00:00:00:00:01")
-	case m[0]&1 != 0:
-		return nil, errors.New("a multicast address (the first byte is odd): want a unicast one like 02:00:00:00:00:01")
-	case string(m) == "\x00\x00\x00\x00\x00\x00":
-		return nil, errors.New("all zeros is no address: want one like 02:00:00:00:00:01")
+	}
+	if err := CheckMAC(m); err != nil {
+		return nil, err
 	}
 	return m, nil
+}
+
+// CheckMAC says whether m can be Config.MAC: nil (none), or six bytes of
+// a unicast address other than all zeros, as an interface's own must be.
+func CheckMAC(m net.HardwareAddr) error {
+	switch {
+	case m == nil:
+		return nil
+	case len(m) != 6:
+		return errors.New("want six hex bytes like 02:00:00:00:00:01")
+	case m[0]&1 != 0:
+		return errors.New("a multicast address (the first byte is odd): want a unicast one like 02:00:00:00:00:01")
+	case string(m) == "\x00\x00\x00\x00\x00\x00":
+		return errors.New("all zeros is no address: want one like 02:00:00:00:00:01")
+	}
+	return nil
 }
 
 // StableMAC is the MAC of the TAP name in namespace ns ("" for the

@@ -53,10 +53,18 @@ var runFlag = map[daemon.Part]string{
 	daemon.PartVhostDir: "--vhost-user", daemon.PartHostPort: "--host-port", daemon.PartDHCP: "--dhcp",
 	daemon.PartTAPNAPICPU: "--tap-napi-cpu", daemon.PartNICNAPI: "--nic-napi-threaded", daemon.PartMetricsAddr: "--metrics-addr",
 	daemon.PartTAPMTU: "--tap-mtu", daemon.PartNICNAPICPU: "--nic-napi-cpu",
-	daemon.PartTAPIO:       "--tap-io uring",
+	daemon.PartTAPIO:       "--tap-io",
 	daemon.PartNICBackend:  "--nic-backend",
 	daemon.PartBusyPollCPU: "--busy-poll-cpu",
 	daemon.PartAB:          "--ab-control",
+	daemon.PartNIC:         "--nic", daemon.PartTAPName: "--tap", daemon.PartTAPNetns: "--tap-netns", daemon.PartTAPQueues: "--queues",
+	daemon.PartTAPMAC: "--tap-mac", daemon.PartPersist: "--persist", daemon.PartTAPNAPI: "--napi", daemon.PartTAPNAPIThreaded: "--tap-napi-threaded",
+	daemon.PartTAPGROFlush: "--tap-gro-flush-timeout", daemon.PartTAPNAPIDefer: "--tap-napi-defer-hard-irqs", daemon.PartBatch: "--batch",
+	daemon.PartGRO: "--gro", daemon.PartGROWindow: "--gro-window", daemon.PartL2Control: "--l2-control", daemon.PartL2ControlAllow: "--l2-control-allow",
+	daemon.PartPoll: "--poll", daemon.PartNICDefer: "--nic-napi-defer-hard-irqs", daemon.PartNICGROFlush: "--nic-gro-flush-timeout",
+	daemon.PartBusyPollTime: "--busy-poll-time", daemon.PartNICWait: "--wait-nic", daemon.PartVMPorts: "--vm-ports",
+	daemon.PartVMPortQueues: "--vm-port-queues", daemon.PartHostAddr: "--tap-addr", daemon.PartStatsEvery: "--stats-interval",
+	daemon.PartABNAPI: "--ab-napi", daemon.PartABDelay: "--ab-delay",
 }
 
 // explainRun says which flag of `tapfwd run` c to change when the daemon
@@ -77,6 +85,8 @@ func explainRun(err error, c *daemon.Config) error {
 		return explain(err)
 	case !errors.As(err, &de):
 		return err
+	case errors.Is(err, daemon.ErrInvalid): // a rule of the Config: the flags it names are the advice
+		return fmt.Errorf("%s: %w%s", strings.TrimSpace(runFlag[de.Part]+" "+de.Value), de.Err, withFlag(de.With))
 	case errors.Is(err, napi.ErrNoInstances):
 		return fmt.Errorf("--nic-napi-threaded: %s has no NAPI instances (a veth has them only with GRO on: ethtool -K %s gro on)", c.NIC.Name, c.NIC.Name)
 	}
@@ -105,4 +115,13 @@ func explainRun(err error, c *daemon.Config) error {
 		advice = " (the directory must be writable to tapfwd as it starts: choose another)"
 	}
 	return fmt.Errorf("%s: %w%s", flag, de.Err, advice)
+}
+
+// withFlag is the advice " (--flag)" naming the flag of the other part a
+// broken rule involves; "" for none.
+func withFlag(p daemon.Part) string {
+	if p == 0 {
+		return ""
+	}
+	return " (" + runFlag[p] + ")"
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -106,7 +107,7 @@ func TestExplainRun(t *testing.T) {
 		{&daemon.Error{Part: daemon.PartCPUs, Value: "7", Err: errors.New(`"7" is not a CPU this process may use (allowed: 0-1)`)}, `--cpus 7: "7" is not a CPU this process may use (allowed: 0-1)`},
 		{&daemon.Error{Part: daemon.PartVhostDir, Err: fmt.Errorf("vhostuser: socket directory: /x has mode 0777: %w", vhostuser.ErrUnsafeDir)}, "--vhost-user: vhostuser: socket directory: /x has mode 0777: unsafe directory (the directory must be root's and writable by no one else"},
 		{&daemon.Error{Part: daemon.PartNICBackend, Value: "xdp", Err: fmt.Errorf("afxdp: XDP socket: %w: socket: EAFNOSUPPORT", afxdp.ErrNotSupported)}, "--nic-backend xdp: afxdp: XDP socket: AF_XDP sockets are not available in this kernel: socket: EAFNOSUPPORT (use --nic-backend packet, or a kernel built with CONFIG_XDP_SOCKETS"},
-		{&daemon.Error{Part: daemon.PartTAPIO, Err: fmt.Errorf("tap: batched I/O on a queue: %w: EPERM", tap.ErrNoURing)}, "--tap-io uring: tap: batched I/O on a queue: io_uring is unavailable: EPERM (--tap-io auto falls back to a system call per frame)"},
+		{&daemon.Error{Part: daemon.PartTAPIO, Value: "uring", Err: fmt.Errorf("tap: batched I/O on a queue: %w: EPERM", tap.ErrNoURing)}, "--tap-io uring: tap: batched I/O on a queue: io_uring is unavailable: EPERM (--tap-io auto falls back to a system call per frame)"},
 		{fmt.Errorf("tap: %w (%w)", tap.ErrPersistent, tap.ErrNameInUse), "(add --persist to attach to it, or remove it with: tapfwd down --tap lab0 --tap-netns lab)"},
 		{fmt.Errorf("tap: %w", tap.ErrMismatch), "(start with the settings it was made with, or remove it with: tapfwd down --tap lab0 --tap-netns lab)"},
 		{fmt.Errorf("tap: %w", tap.ErrAttached), "(is another tapfwd running on it?)"},
@@ -122,9 +123,32 @@ func TestExplainRun(t *testing.T) {
 	if err := (&tapport.Error{Kind: tapport.ErrMACInUse, Name: "02:00:00:00:00:10"}); explainRun(err, c) != error(err) {
 		t.Errorf("explainRun added advice to %v", err)
 	}
-	for p := daemon.PartUser; p <= daemon.PartTAPIO; p++ {
+	for p := daemon.PartUser; p <= daemon.PartABDelay; p++ {
 		if runFlag[p] == "" || p.String() == "" {
 			t.Errorf("part %d (%q) has no flag", p, p)
+		}
+	}
+}
+
+// TestExplainRule: a rule of the Config broken is its part's flag and
+// value, the rule, and the flag of the other part it names; the advice
+// for a machine's refusal of the same part is not added.
+func TestExplainRule(t *testing.T) {
+	c := &daemon.Config{}
+	for _, tc := range []struct {
+		change func(*daemon.Config)
+		want   string
+	}{
+		{func(c *daemon.Config) { c.Workers.GROWindow = 50 * time.Microsecond }, "--gro-window 50µs: waits for segments to merge: it needs GRO (--gro)"},
+		{func(c *daemon.Config) { c.TAP.MTU = 67 }, "--tap-mtu 67: want 68 to 65521 bytes, or 0 for the NIC's"},
+		{func(c *daemon.Config) { c.Metrics = &daemon.Metrics{Addr: "9310"} }, "--metrics-addr 9310: want HOST:PORT, e.g. 127.0.0.1:9310 (port 0: any free one)"},
+		{func(c *daemon.Config) { c.TAP.Name = "lab-name-16bytes" }, `--tap: "lab-name-16bytes" has 16 bytes: an interface name has at most 15`},
+	} {
+		*c = daemon.Config{NIC: daemon.NIC{Name: "eth1"}}
+		tc.change(c)
+		err := c.Validate()
+		if got := explainRun(err, c); got == nil || got.Error() != tc.want || !errors.Is(got, daemon.ErrInvalid) {
+			t.Errorf("explainRun(%v) = %v, want %q", err, got, tc.want)
 		}
 	}
 }

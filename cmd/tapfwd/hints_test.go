@@ -73,7 +73,7 @@ func checkSuggestions(text string, flags map[string]map[string]bool) (n int, bad
 			end := strings.ContainsAny(w[len(w)-1:], ").,;:`'\"") // the sentence goes on
 			name = strings.TrimRight(name, ")].,;:`'\"")
 			takesValue, ok := flags[cmd][name]
-			if !ok {
+			if !ok && name != "help" { // every command takes --help
 				bad = append(bad, fmt.Sprintf("%q: tapfwd %s takes no --%s", text[m[0]:m[1]]+rest, cmd, name))
 			}
 			n++

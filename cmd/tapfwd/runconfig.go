@@ -5,7 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
+	"math"
 	"net/netip"
 	"path/filepath"
 	"strconv"
@@ -18,9 +18,7 @@ import (
 	"github.com/tapfwd/tapfwd/internal/cliflag"
 	"github.com/tapfwd/tapfwd/internal/daemon"
 	"github.com/tapfwd/tapfwd/internal/dhcp"
-	"github.com/tapfwd/tapfwd/internal/tapport"
 	"github.com/tapfwd/tapfwd/napi"
-	"github.com/tapfwd/tapfwd/netns"
 	"github.com/tapfwd/tapfwd/tap"
 )
 
@@ -30,7 +28,8 @@ type runFlags struct {
 	cpus, napi, vnet, tapAddr, tapMAC, nicThreaded, vhostUser string
 	metricsAddr, logLevel, logFormat, configFile, dhcpRange   string
 	guestVLANs, l2Control, l2Allow, tapIO                     string
-	tapNapiCPU, nicNapiCPU, readyFd, nicDefer, busyPollCPU    int
+	tapNapiCPU, nicNapiCPU, readyFd, busyPollCPU              int
+	nicDefer                                                  uint
 	nicGROFlush, busyPollTime                                 time.Duration
 	abControl, abNAPI                                         string        // the hidden A/B mode's
 	abDelay                                                   time.Duration // the hidden A/B mode's
@@ -41,37 +40,10 @@ type runFlags struct {
 // tapIOModes are --tap-io's values.
 var tapIOModes = map[string]daemon.TAPIO{"syscall": daemon.TAPIOSyscall, "uring": daemon.TAPIOURing, "auto": daemon.TAPIOAuto}
 
-// Limits a configuration must stay within.
-const (
-	// maxGROWindow caps --gro-window: a wait beyond it is latency, not
-	// merging.
-	maxGROWindow = time.Millisecond
-	maxQueues    = 256
-	maxBatch     = 1024
-	// maxBufferBytes caps the workers' frame buffers.
-	maxBufferBytes = 4 << 30
-	// maxNICDefer is napi-set's limit on defer-hard-irqs.
-	maxNICDefer = 1<<31 - 1
-	// maxNICGROFlush caps --nic-gro-flush-timeout: a masked NAPI's frames
-	// wait up to that long when the worker does not busy-poll.
-	maxNICGROFlush = 10 * time.Millisecond
-)
-
-// The NAPI deferral --poll kernel sets unless told otherwise (the kernel's
-// own example for busy polling, Documentation/networking/napi.rst).
-const (
-	defaultNICDefer    = 2
-	defaultNICGROFlush = 200 * time.Microsecond
-	// defaultBusyPollTime covers one gro-flush-timeout: a frame that comes
-	// while the worker busy-polls is taken by it.
-	defaultBusyPollTime = 200 * time.Microsecond
-	maxBusyPollTime     = 10 * time.Millisecond
-)
-
 func (f *runFlags) register(fs *flag.FlagSet, c *daemon.Config) {
 	fs.StringVar(&c.NIC.Name, "nic", "", "NIC (or veth) to forward to; required")
 	fs.StringVar(&c.TAP.Name, "tap", "", `TAP interface name; empty lets the kernel pick "tapN"`)
-	fs.IntVar(&c.TAP.Queues, "queues", 1, "number of TAP queues and packet sockets, one worker each (1-256)")
+	fs.IntVar(&c.TAP.Queues, "queues", 1, fmt.Sprintf("number of TAP queues and packet sockets, one worker each (1-%d)", daemon.MaxQueues))
 	fs.StringVar(&f.cpus, "cpus", "", `CPUs for the workers, e.g. "0,1" or "2-3" (queue i takes the i-th, wrapping); "none" disables pinning; empty pins queue i to the i-th allowed CPU`)
 	fs.StringVar(&f.napi, "napi", "auto", "IFF_NAPI on the TAP: auto (when the kernel has it), on (fail without it), off")
 	fs.StringVar(&f.vnet, "vnet-hdr", "auto", "IFF_VNET_HDR (virtio-net headers, offloads) on the TAP: auto, on, off")
@@ -86,24 +58,24 @@ func (f *runFlags) register(fs *flag.FlagSet, c *daemon.Config) {
 	fs.StringVar(&f.nicThreaded, "nic-napi-threaded", "", "set the NIC's NAPI instances threaded over netlink: enabled (a kthread polls on demand) or busy-poll (Linux 6.19+, polls continuously); empty leaves them; restored on exit. A veth has NAPI instances only with GRO on")
 	fs.IntVar(&f.nicNapiCPU, "nic-napi-cpu", -1, "pin the NIC's NAPI kthreads (with --nic-napi-threaded) to this CPU; -1 leaves them")
 	fs.TextVar(&c.Workers.Poll, "poll", daemon.PollBlock, "how workers wait: block (sleep in ppoll until a fd is ready), busy (spin on non-blocking reads: lowest latency, one full CPU per queue), kernel (with --nic-backend xdp: the kernel busy-polls the NIC queue's NAPI while the worker waits, through io_uring) or threaded (block, with the NIC's NAPI threaded: --nic-napi-threaded enabled unless given)")
-	fs.IntVar(&f.nicDefer, "nic-napi-defer-hard-irqs", defaultNICDefer, "with --poll kernel, the NIC NAPI instances' defer-hard-irqs (netdev napi-set, restored at exit): how many polls that find nothing keep a NAPI masked, so that its frames wait for the worker's busy poll instead of being polled at once in the sender's softirq (0 to 2147483647 polls; 0 defers nothing)")
-	fs.DurationVar(&f.nicGROFlush, "nic-gro-flush-timeout", defaultNICGROFlush, "with --poll kernel, the NIC NAPI instances' gro-flush-timeout (netdev napi-set, restored at exit): the timer that polls a masked NAPI when no busy poll came, so the longest a frame waits while the worker is busy (a duration such as 200us, 0 to 10ms; 0 defers nothing)")
-	fs.DurationVar(&f.busyPollTime, "busy-poll-time", defaultBusyPollTime, "with --poll kernel, how long each wait of a worker busy-polls its NIC queue's NAPI (io_uring's busy-poll timeout) before it sleeps: CPU spent for latency (a duration such as 200us, 1us to 10ms)")
+	fs.UintVar(&f.nicDefer, "nic-napi-defer-hard-irqs", daemon.DefaultNICDeferHardIRQs, fmt.Sprintf("with --poll kernel, the NIC NAPI instances' defer-hard-irqs (netdev napi-set, restored at exit): how many polls that find nothing keep a NAPI masked, so that its frames wait for the worker's busy poll instead of being polled at once in the sender's softirq (0 to %d polls; 0 defers nothing)", daemon.MaxNICDeferHardIRQs))
+	fs.DurationVar(&f.nicGROFlush, "nic-gro-flush-timeout", daemon.DefaultNICGROFlushTimeout, fmt.Sprintf("with --poll kernel, the NIC NAPI instances' gro-flush-timeout (netdev napi-set, restored at exit): the timer that polls a masked NAPI when no busy poll came, so the longest a frame waits while the worker is busy (a duration such as 200us, 0 to %v; 0 defers nothing)", daemon.MaxNICGROFlushTimeout))
+	fs.DurationVar(&f.busyPollTime, "busy-poll-time", daemon.DefaultBusyPoll, fmt.Sprintf("with --poll kernel, how long each wait of a worker busy-polls its NIC queue's NAPI (io_uring's busy-poll timeout) before it sleeps: CPU spent for latency (a duration such as 200us, %v to %v)", daemon.MinBusyPoll, daemon.MaxBusyPoll))
 	fs.IntVar(&f.busyPollCPU, "busy-poll-cpu", -1, "with --poll kernel, busy-poll the NIC queues' NAPI instances from a thread of tapfwd's pinned to this CPU, without pause (it keeps that CPU busy), while the workers sleep in ppoll; give the workers other CPUs (--cpus: a worker pinned to it is warned of); -1 busy-polls in each worker's wait (--busy-poll-time)")
 	fs.TextVar(&c.NIC.Backend, "nic-backend", daemon.BackendPacket, "sockets on the NIC: packet (AF_PACKET, fanout over the queues) or xdp (an AF_XDP socket bound to each NIC queue 0..--queues-1, fed by an XDP program attached while tapfwd runs; the NIC's RX queue count should equal --queues)")
 	fs.TextVar(&c.NIC.XDPMode, "xdp-mode", afxdp.ModeAuto, "with --nic-backend xdp, how the XDP program attaches: auto (native, else generic), native (in the driver) or generic (on the skb)")
 	fs.BoolVar(&c.Workers.GRO, "gro", true, "userspace GRO: merge consecutive TCP segments of a flow from the NIC into one GSO frame per TAP write, and same-size UDP datagrams into one USO frame when the TAP takes USO (needs the TAP's vnet header)")
-	fs.IntVar(&c.Workers.Batch, "batch", 64, "most frames moved per direction per wake-up (1-1024)")
+	fs.IntVar(&c.Workers.Batch, "batch", forward.DefaultBatch, fmt.Sprintf("most frames moved per direction per wake-up (1-%d)", daemon.MaxBatch))
 	fs.StringVar(&f.tapIO, "tap-io", "syscall", "how workers read and write the TAP: syscall (a read or write per frame), uring (a batch per io_uring_enter; fails where io_uring is missing or refused, or the kernel is older than 6.4), auto (uring where it works, else syscall, said in one log line)")
-	fs.DurationVar(&c.Workers.GROWindow, "gro-window", 0, "with --gro, how long a worker that read less than a batch from the NIC waits for more segments of an open flow to merge into one TAP write (e.g. 50us, at most 1ms); 0 never waits")
+	fs.DurationVar(&c.Workers.GROWindow, "gro-window", 0, fmt.Sprintf("with --gro, how long a worker that read less than a batch from the NIC waits for more segments to merge (a duration, at most %v); 0 never waits", daemon.MaxGROWindow))
 	fs.BoolVar(&c.NIC.Promisc, "promisc", false, "put the NIC in promiscuous mode instead of asking for the TAP's MAC and all multicast")
 	fs.BoolVar(&c.Workers.StrictMAC, "strict-mac", false, "drop frames from the TAP whose source MAC is not the TAP's (the host port's with --host-port) or a macvtap VM port's, and accept from the NIC only frames to those MACs, the vhost-user ports', broadcast and multicast (a BPF filter): lets several instances share one NIC (a vhost-user port's guest sends from its own MAC only, with or without it)")
 	fs.BoolVar(&c.NIC.Wait, "wait-nic", false, "when the NIC is removed, wait for it to come back and resume instead of exiting (needs CAP_NET_RAW throughout: not with --user)")
 	fs.StringVar(&c.Privileges.User, "user", "", "after opening every fd, drop to this user: supplementary groups cleared, its uid and primary gid, no capabilities")
-	fs.IntVar(&c.VMPorts.N, "vm-ports", 0, "VM ports to create at start and remove at exit (0-64): macvtaps in bridge mode on the TAP, or with --vhost-user vhost-user sockets; 0 creates none (see tapfwd vm-port)")
-	fs.IntVar(&c.VMPorts.Queues, "vm-port-queues", 0, "queue pairs of each --vhost-user port (1-64), each served by a worker of its own; the guest's NIC takes as many (the printed QEMU and libvirt lines say how); 0: as many as --queues")
+	fs.IntVar(&c.VMPorts.N, "vm-ports", 0, fmt.Sprintf("VM ports to create at start and remove at exit (0-%d): macvtaps in bridge mode on the TAP, or with --vhost-user vhost-user sockets; 0 creates none (see tapfwd vm-port)", daemon.MaxVMPorts))
+	fs.IntVar(&c.VMPorts.Queues, "vm-port-queues", 0, fmt.Sprintf("queue pairs of each --vhost-user port (1-%d), each served by a worker of its own; the guest's NIC takes as many (the printed QEMU and libvirt lines say how); 0: as many as --queues", daemon.MaxVMPortQueues))
 	fs.StringVar(&f.vhostUser, "vhost-user", "", "make the --vm-ports VM ports vhost-user sockets in this directory (made mode 0755 if missing) instead of macvtaps: TAP-I.sock, or NS:TAP-I.sock with --tap-netns, each with a MAC of its own derived from the TAP's name and I, printed at start with the QEMU and libvirt lines to attach; mode 0600 (0660 with --vm-port-owner); removed at exit unless --persist. Needs --tap. Empty: macvtaps")
-	fs.StringVar(&f.metricsAddr, "metrics-addr", "127.0.0.1:9310", `serve Prometheus metrics at http://HOST:PORT/metrics; empty disables`)
+	fs.StringVar(&f.metricsAddr, "metrics-addr", daemon.DefaultMetricsAddr, `serve Prometheus metrics at http://HOST:PORT/metrics; empty disables`)
 	fs.BoolVar(&f.pprof, "pprof", false, "also serve Go's profiler at /debug/pprof/ on --metrics-addr (for profiling the data path)")
 	fs.DurationVar(&c.Log.StatsEvery, "stats-interval", 0, "log a one-line throughput summary per queue this often (e.g. 10s); 0 disables")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
@@ -124,8 +96,10 @@ func (f *runFlags) register(fs *flag.FlagSet, c *daemon.Config) {
 }
 
 // parseRun parses `tapfwd run`'s arguments into the daemon's configuration,
-// checked: every rule that needs no system state (it reads none) is applied
-// here, so the daemon can only fail for reasons of the machine (no NIC, no
+// checked: the flags' syntax and their own rules (a flag that tunes one
+// not given) here, then the configuration's rules (daemon.Config.Validate,
+// every rule that needs no system state, its refusals explained as flags),
+// so the daemon can only fail for reasons of the machine (no NIC, no
 // privilege). The logger writes to stderr, help to stdout. A bad flag or
 // value (no --nic, a stray argument, flags that exclude each other) is a
 // *cliflag.UsageError naming the flag.
@@ -150,23 +124,26 @@ func parseRun(args []string, stdout, stderr io.Writer) (*daemon.Config, error) {
 	if err := f.check(c, stderr); err != nil {
 		return nil, cliflag.Misuse(fs, "%w", err)
 	}
+	if err := c.Validate(); err != nil {
+		return nil, cliflag.Misuse(fs, "%w", explainRun(err, c))
+	}
 	return c, nil
 }
 
-// check checks the configuration and completes it from the other flags.
+// check completes the configuration from the flags parsed into runFlags.
 func (f *runFlags) check(c *daemon.Config, stderr io.Writer) error {
+	if f.readyFd < -1 || f.readyFd == 0 { // -1 is the Config's 0
+		return fmt.Errorf("--ready-fd %d: want a file descriptor number other than stdin's (0), or -1 for none", f.readyFd)
+	}
 	c.Notify.ReadyFd = max(f.readyFd, 0)
 	if f.metricsAddr != "" {
-		if _, port, err := net.SplitHostPort(f.metricsAddr); err != nil || !validPort(port) {
-			return fmt.Errorf("--metrics-addr %s: want HOST:PORT, e.g. 127.0.0.1:9310 (port 0: any free one)", cliflag.Quote(f.metricsAddr))
-		}
 		c.Metrics = &daemon.Metrics{Addr: f.metricsAddr, PProf: f.pprof}
 	}
 	var err error
 	if c.Log.Logger, err = cliflag.Logger(f.logLevel, f.logFormat, stderr); err != nil {
 		return err
 	}
-	for _, check := range []func(*daemon.Config) error{sizes, f.tapConfig, f.abMode, f.tapNAPI, f.nicNAPI, f.kernelPoll, f.exclusions, f.workers, f.l2Policy, f.hostSide, f.vhostSide} {
+	for _, check := range []func(*daemon.Config) error{f.tapConfig, f.abMode, f.nicNAPI, f.kernelPoll, f.workers, f.l2Policy, f.hostSide, f.vhostSide} {
 		if err := check(c); err != nil {
 			return err
 		}
@@ -174,34 +151,8 @@ func (f *runFlags) check(c *daemon.Config, stderr io.Writer) error {
 	return nil
 }
 
-func sizes(c *daemon.Config) error {
-	q, b, n := c.TAP.Queues, c.Workers.Batch, c.VMPorts.N
-	need := forward.BufferBytes(q, b, true, 0)
-	switch {
-	case c.TAP.MTU != 0 && (c.TAP.MTU < tap.MinMTU || c.TAP.MTU > tap.MaxMTU):
-		return fmt.Errorf("--tap-mtu %d: want %d to %d bytes, or 0 for the NIC's", c.TAP.MTU, tap.MinMTU, tap.MaxMTU)
-	case c.Log.StatsEvery < 0 || (c.Log.StatsEvery > 0 && c.Log.StatsEvery < time.Second):
-		return fmt.Errorf("--stats-interval %v: want at least 1s, or 0 to disable", c.Log.StatsEvery)
-	case q < 1 || q > maxQueues:
-		return fmt.Errorf("--queues %d: want 1 to %d", q, maxQueues)
-	case b < 1 || b > maxBatch:
-		return fmt.Errorf("--batch %d: want 1 to %d", b, maxBatch)
-	case n < 0 || n > daemon.MaxVMPorts:
-		return fmt.Errorf("--vm-ports %d: want 0 to %d", n, daemon.MaxVMPorts)
-	case need > maxBufferBytes:
-		return fmt.Errorf("--queues %d --batch %d would take %.1f GiB of frame buffers (2 x batch x 64 KiB per queue): at most %d GiB; lower --batch or --queues",
-			q, b, float64(need)/(1<<30), maxBufferBytes>>30)
-	}
-	return nil
-}
-
 func (f *runFlags) tapConfig(c *daemon.Config) error {
 	var err error
-	if c.TAP.Netns != "" {
-		if err := netns.CheckName(c.TAP.Netns); err != nil {
-			return fmt.Errorf("--tap-netns %s: %w", cliflag.Quote(c.TAP.Netns), err)
-		}
-	}
 	if c.TAP.NAPI, err = tap.ParseWant(f.napi); err != nil {
 		return fmt.Errorf("--napi %s: %w", cliflag.Quote(f.napi), err)
 	}
@@ -215,11 +166,6 @@ func (f *runFlags) tapConfig(c *daemon.Config) error {
 		return fmt.Errorf("--tap-mac %s: %w", cliflag.Quote(f.tapMAC), err)
 	}
 	return nil
-}
-
-func validPort(s string) bool {
-	n, err := strconv.ParseUint(s, 10, 16)
-	return err == nil && n <= 65535
 }
 
 // parseAddr parses an address with its prefix length, "198.18.1.2/24";
@@ -241,19 +187,6 @@ func parseAddr(s string) (netip.Prefix, error) {
 	return netip.Prefix{}, errors.New("want an IP address with its prefix length, e.g. 198.18.1.2/24")
 }
 
-func (f *runFlags) tapNAPI(c *daemon.Config) error {
-	ns := c.TAP.NAPISettings
-	switch {
-	case ns.GROFlushTimeout < 0 || ns.DeferHardIRQs < 0:
-		return errors.New("--tap-gro-flush-timeout and --tap-napi-defer-hard-irqs must not be negative")
-	case ns != (tap.NAPISettings{}) && c.TAP.NAPI == tap.Off:
-		return errors.New("--tap-napi-threaded, --tap-gro-flush-timeout and --tap-napi-defer-hard-irqs act on the TAP's NAPI: they need --napi auto or on")
-	case f.tapNapiCPU >= 0 && !ns.Threaded:
-		return errors.New("--tap-napi-cpu needs --tap-napi-threaded")
-	}
-	return nil
-}
-
 // abMode takes --ab-control, --ab-napi and --ab-delay: the bench's in-run
 // A/B mode, hidden from the help.
 func (f *runFlags) abMode(c *daemon.Config) error {
@@ -273,10 +206,6 @@ func (f *runFlags) abMode(c *daemon.Config) error {
 		return fmt.Errorf("--ab-napi %s: want off or on for queue 0 and queue 1, e.g. off,on", cliflag.Quote(f.abNAPI))
 	case f.given["napi"]:
 		return errors.New("--napi is per queue with --ab-control: give --ab-napi")
-	case f.abDelay < 0:
-		return fmt.Errorf("--ab-delay %v: want 0 or more", f.abDelay)
-	case !ab.NAPI[0] && !ab.NAPI[1] && c.TAP.NAPISettings != (tap.NAPISettings{}):
-		return errors.New("--tap-napi-threaded, --tap-gro-flush-timeout and --tap-napi-defer-hard-irqs act on the TAP's NAPI: with --ab-control, give an --ab-napi arm on")
 	}
 	c.AB = ab
 	return nil
@@ -291,10 +220,8 @@ func (f *runFlags) nicNAPI(c *daemon.Config) error {
 		if mode, err = napi.ParseThreaded(f.nicThreaded); err != nil || mode == napi.ThreadedDisabled {
 			return fmt.Errorf("--nic-napi-threaded %s: want enabled or busy-poll", cliflag.Quote(f.nicThreaded))
 		}
-	} else if f.nicNapiCPU >= 0 {
-		return errors.New("--nic-napi-cpu needs --nic-napi-threaded")
 	}
-	if f.tapNapiCPU >= 0 || mode != napi.ThreadedDisabled {
+	if f.tapNapiCPU != -1 || mode != napi.ThreadedDisabled || f.nicNapiCPU != -1 {
 		c.NAPI = &daemon.NAPI{TAPCPU: f.tapNapiCPU, NICMode: mode, NICCPU: f.nicNapiCPU}
 	}
 	return nil
@@ -303,66 +230,27 @@ func (f *runFlags) nicNAPI(c *daemon.Config) error {
 // kernelPoll takes --nic-napi-defer-hard-irqs, --nic-gro-flush-timeout,
 // --busy-poll-time and --busy-poll-cpu, which tune --poll kernel.
 func (f *runFlags) kernelPoll(c *daemon.Config) error {
-	switch d, g := f.nicDefer, f.nicGROFlush; {
-	case d < 0 || d > maxNICDefer:
-		return fmt.Errorf("--nic-napi-defer-hard-irqs %d: want 0 to %d polls", d, maxNICDefer)
-	case g < 0 || g > maxNICGROFlush:
-		return fmt.Errorf("--nic-gro-flush-timeout %v: want 0 to %v", g, maxNICGROFlush)
-	case d > 0 && g == 0:
-		return fmt.Errorf("--nic-napi-defer-hard-irqs %d needs a --nic-gro-flush-timeout above 0: the kernel defers only with that timer armed", d)
-	case f.busyPollTime < time.Microsecond || f.busyPollTime > maxBusyPollTime:
-		return fmt.Errorf("--busy-poll-time %v: want 1µs to %v", f.busyPollTime, maxBusyPollTime)
-	case f.busyPollCPU < -1 || f.busyPollCPU >= cpulist.Max:
-		return fmt.Errorf("--busy-poll-cpu %d: want a CPU number, 0 to %d, or -1 for none", f.busyPollCPU, cpulist.Max-1)
-	case c.Workers.Poll != daemon.PollKernel && (f.given["nic-napi-defer-hard-irqs"] || f.given["nic-gro-flush-timeout"] || f.given["busy-poll-time"] || f.given["busy-poll-cpu"]):
+	kernel := c.Workers.Poll == daemon.PollKernel
+	switch {
+	case !kernel && (f.given["nic-napi-defer-hard-irqs"] || f.given["nic-gro-flush-timeout"] || f.given["busy-poll-time"] || f.given["busy-poll-cpu"]):
 		return errors.New("--nic-napi-defer-hard-irqs, --nic-gro-flush-timeout, --busy-poll-time and --busy-poll-cpu tune --poll kernel: give --poll kernel too")
-	case f.busyPollCPU >= 0 && f.given["busy-poll-time"]:
+	case f.busyPollCPU != -1 && f.given["busy-poll-time"]:
 		return errors.New("--busy-poll-time is how long each worker's wait busy-polls: with --busy-poll-cpu the workers do not busy-poll")
-	case c.Workers.Poll == daemon.PollKernel:
-		c.Workers.KernelPoll = daemon.KernelPoll{DeferHardIRQs: uint32(d), GROFlushTimeout: g, BusyPoll: f.busyPollTime}
-		if f.busyPollCPU >= 0 {
-			kp := &c.Workers.KernelPoll
+	case kernel:
+		kp := &c.Workers.KernelPoll
+		*kp = daemon.KernelPoll{DeferHardIRQs: uint32(min(f.nicDefer, math.MaxUint32)), GROFlushTimeout: f.nicGROFlush, BusyPoll: f.busyPollTime}
+		if f.busyPollCPU != -1 {
 			kp.BusyPoll, kp.OwnCPU, kp.CPU = 0, true, f.busyPollCPU
 		}
 	}
 	return nil
 }
 
-// exclusions refuses flags that cannot work together.
-func (f *runFlags) exclusions(c *daemon.Config) error {
-	user, tapName := c.Privileges.User, c.TAP.Name
-	switch {
-	case c.Workers.Poll == daemon.PollKernel && c.NIC.Backend != daemon.BackendXDP:
-		return errors.New("--poll kernel busy-polls the NIC queue's NAPI from AF_XDP sockets: it needs --nic-backend xdp")
-	case user != "" && c.NIC.Wait:
-		return errors.New("--wait-nic reopens packet sockets, which needs CAP_NET_RAW: it cannot be combined with --user")
-	case user != "" && c.Workers.Poll == daemon.PollKernel:
-		return errors.New("--poll kernel sets the NIC's NAPI instances and restores them at exit, which needs CAP_NET_ADMIN: it cannot be combined with --user")
-	case user != "" && f.nicThreaded != "":
-		return errors.New("--nic-napi-threaded is restored at exit, which needs CAP_NET_ADMIN: it cannot be combined with --user")
-	case tapName != "" && tapName == c.NIC.Name:
-		return fmt.Errorf("--tap %s names the NIC: the TAP needs a name of its own", tapName)
-	case c.TAP.Persist && tapName == "":
-		return errors.New("--persist needs --tap NAME: a later run finds the TAP by its name")
-	case c.VMPorts.Owner != "" && c.VMPorts.N == 0:
-		return errors.New("--vm-port-owner owns the nodes of --vm-ports: give --vm-ports N too")
-	case f.readyFd < -1 || f.readyFd == 0:
-		return fmt.Errorf("--ready-fd %d: want a file descriptor number other than stdin's (0), or -1 for none", f.readyFd)
-	}
-	return nil
-}
-
-// workers takes --cpus, --tap-io and --gro-window.
+// workers takes --cpus and --tap-io.
 func (f *runFlags) workers(c *daemon.Config) error {
 	var ok bool
 	if c.Workers.TAPIO, ok = tapIOModes[f.tapIO]; !ok {
 		return fmt.Errorf("--tap-io %s: want syscall, uring or auto", cliflag.Quote(f.tapIO))
-	}
-	switch w := c.Workers.GROWindow; {
-	case w < 0 || w > maxGROWindow:
-		return fmt.Errorf("--gro-window %v: want 0 to %v", w, maxGROWindow)
-	case w > 0 && !c.Workers.GRO:
-		return fmt.Errorf("--gro-window %v needs --gro", w)
 	}
 	switch f.cpus {
 	case "":
@@ -389,9 +277,6 @@ func (f *runFlags) l2Policy(c *daemon.Config) error {
 	}
 	switch f.l2Control {
 	case "forward":
-		if f.l2Allow != "" {
-			return errors.New("--l2-control-allow lists exceptions to --l2-control drop")
-		}
 	case "drop":
 		c.Workers.L2.DropControl = true
 	default:
@@ -420,43 +305,22 @@ func (f *runFlags) hostSide(c *daemon.Config) error {
 	if f.dhcpRange == "" {
 		return nil
 	}
-	switch {
-	case !f.hostPort:
+	if !f.hostPort {
 		return errors.New("--dhcp serves the guests from the host's port on the segment: add --host-port")
-	case !c.Host.Addr.IsValid():
-		return errors.New("--dhcp needs the host's address: give --tap-addr, in the subnet of the range")
 	}
 	first, last, err := dhcp.ParseRange(f.dhcpRange)
 	if err != nil {
 		return fmt.Errorf("--dhcp %s: %w", cliflag.Quote(f.dhcpRange), err)
-	}
-	if err := dhcp.CheckRange(c.Host.Addr, first, last); err != nil {
-		return fmt.Errorf("--dhcp %s: %w (--tap-addr %s)", f.dhcpRange, err, c.Host.Addr)
-	}
-	// A name the kernel fills in ("tap%d") is checked when dnsmasq starts.
-	if name := c.TAP.Name; name != "" && !strings.Contains(name, "%") {
-		if err := dhcp.CheckInterface(tapport.HostName(name)); err != nil {
-			return fmt.Errorf("--dhcp: %w (the host port is named after --tap %s: choose another)", err, name)
-		}
 	}
 	c.Host.DHCP = &daemon.DHCPRange{First: first, Last: last}
 	return nil
 }
 
 // vhostSide takes --vhost-user: the VM ports become vhost-user sockets in
-// the directory, named after the TAP, so a restart finds them again.
+// the directory, made absolute.
 func (f *runFlags) vhostSide(c *daemon.Config) error {
-	switch q := c.VMPorts.Queues; {
-	case q < 0 || q > daemon.MaxVMPortQueues:
-		return fmt.Errorf("--vm-port-queues %d: want 1 to %d, or 0 for as many as --queues", q, daemon.MaxVMPortQueues)
-	case f.vhostUser == "":
+	if f.vhostUser == "" {
 		return nil
-	case c.VMPorts.N == 0:
-		return errors.New("--vhost-user makes the --vm-ports N ports vhost-user sockets: give --vm-ports N too")
-	case c.TAP.Name == "":
-		return errors.New("--vhost-user needs --tap NAME: the sockets and the guests' MACs are named after the TAP, so that a restart finds them again")
-	case c.NIC.Wait:
-		return errors.New("--wait-nic reopens the queues' packet sockets, not those of the vhost-user ports: it cannot be combined with --vhost-user")
 	}
 	var err error
 	if c.VMPorts.VhostDir, err = filepath.Abs(f.vhostUser); err != nil {

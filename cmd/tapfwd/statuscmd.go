@@ -10,7 +10,7 @@ import (
 
 func cmdStatus(args []string, stdout io.Writer) error {
 	fs := newFlagSet("status", "status [--addr HOST:PORT] [--json]", stdout)
-	addr := fs.String("addr", "127.0.0.1:9310", "the running tapfwd's --metrics-addr (run this in the network namespace tapfwd runs in)")
+	addr := fs.String("addr", daemon.DefaultMetricsAddr, "the running tapfwd's --metrics-addr (run this in the network namespace tapfwd runs in)")
 	asJSON := fs.Bool("json", false, "print the JSON tapfwd serves at /status")
 	if err := parse(fs, args); err != nil {
 		return err

@@ -14,9 +14,18 @@ import (
 )
 
 // Config is what one forwarder is made of, part by part. A zero part (a
-// nil pointer) is left out or takes the defaults its fields give.
+// nil pointer) is left out or takes the defaults its fields give. Each
+// setting is documented here, once, with its unit, range and default
+// (tapfwd run's flags say the same or point here); Validate applies the
+// rules that need no system state.
 type Config struct {
-	// TAP is the TAP device (tap.Open); an MTU of 0 takes the NIC's.
+	// TAP is the TAP device (tap.Open). Name: at most 15 bytes (IFNAMSIZ
+	// less one), not the NIC's; empty lets the kernel pick tapN. Queues:
+	// 1 to MaxQueues, one worker each; 0: 1. MTU: tap.MinMTU to
+	// tap.MaxMTU bytes; 0 takes the NIC's. MAC: unicast, not all zeros;
+	// nil derives one from the name, namespace and machine id. Persist
+	// needs a Name. NAPISettings need NAPI auto or on (with AB, an arm
+	// with IFF_NAPI).
 	TAP tap.Config
 	// NIC is the wire side.
 	NIC NIC
@@ -55,21 +64,24 @@ type AB struct {
 	// NAPI is IFF_NAPI on queue 0 and queue 1.
 	NAPI [2]bool
 	// Delay is how long an arm with abtap.ArmDelay busy-waits before each
-	// frame's write.
+	// frame's write, for every 1,500 bytes of it or part of them; 0 or
+	// more (0: no wait).
 	Delay time.Duration
 }
 
 // NIC is the wire: the sockets on it, one per queue.
 type NIC struct {
-	// Name is the NIC (or veth) in this network namespace.
+	// Name is the NIC (or veth) in this network namespace; required, at
+	// most 15 bytes.
 	Name string
 	// Promisc puts the NIC in promiscuous mode instead of asking it for
 	// the lab's MACs and all multicast.
 	Promisc bool
 	// Wait, when the NIC is removed, waits for it to come back and gives
 	// the workers new sockets instead of ending Run with
-	// forward.ErrNICGone. It needs CAP_NET_RAW throughout, and leaves the
-	// vhost-user ports' senders as they are.
+	// forward.ErrNICGone. It needs CAP_NET_RAW throughout (no
+	// Privileges.User), and leaves the vhost-user ports' senders as they
+	// are (no VMPorts.VhostDir).
 	Wait bool
 	// Backend is the kind of socket the queue workers use on the NIC.
 	Backend Backend
@@ -80,14 +92,20 @@ type NIC struct {
 // Workers are the forwarder's workers: one per TAP queue, then one per
 // vhost-user port.
 type Workers struct {
-	// CPUs pins worker i to CPUs[i % len(CPUs)]: nil takes the CPUs this
-	// process may run on, in order; an empty non-nil list pins none.
+	// CPUs pins worker i to CPUs[i % len(CPUs)] (CPU numbers, 0 to
+	// cpulist.Max-1): nil takes the CPUs this process may run on, in
+	// order; an empty non-nil list pins none.
 	CPUs []int
-	// Batch is the most frames moved per direction per wake-up; 0: 64.
+	// Batch is the most frames moved per direction per wake-up, 1 to
+	// MaxBatch; 0: forward.DefaultBatch. Each queue takes two batches of
+	// 64 KiB frame buffers, at most MaxFrameBuffers bytes in all.
 	Batch int
-	// Poll is how the workers wait for frames.
+	// Poll is how the workers wait for frames; PollKernel needs
+	// BackendXDP, and neither it nor PollThreaded (whose NIC NAPI
+	// settings are restored at Close) takes a Privileges.User.
 	Poll Poll
-	// KernelPoll tunes PollKernel; the zero value defers nothing.
+	// KernelPoll tunes PollKernel (and nothing else); the zero value
+	// defers nothing and busy-polls for DefaultBusyPoll.
 	KernelPoll KernelPoll
 	// GRO merges TCP segments (and UDP datagrams, when the TAP takes USO)
 	// of a flow from the NIC into one GSO frame per TAP write.
@@ -102,9 +120,8 @@ type Workers struct {
 	L2 forward.L2Policy
 	// TAPIO is how the queue workers read and write the TAP.
 	TAPIO TAPIO
-	// GROWindow, with GRO, is how long a worker that read less than a
-	// batch from the NIC may wait for more segments to merge
-	// (forward.Config.GROWindow); 0 never waits.
+	// GROWindow is forward.Config.GROWindow: 0 (the default, never
+	// waits) to MaxGROWindow; it needs GRO.
 	GROWindow time.Duration
 }
 
@@ -113,20 +130,23 @@ type Workers struct {
 // values are put back when they close.
 type KernelPoll struct {
 	// DeferHardIRQs is how many polls that find nothing the NAPI stays
-	// masked for (defer-hard-irqs): a veth's peer then only queues its
-	// frames instead of running the NAPI in its own softirq, and the
-	// worker's busy poll takes them. It needs GROFlushTimeout.
+	// masked for (defer-hard-irqs), 0 to MaxNICDeferHardIRQs polls: a
+	// veth's peer then only queues its frames instead of running the NAPI
+	// in its own softirq, and the worker's busy poll takes them. It needs
+	// GROFlushTimeout. tapfwd run's default: DefaultNICDeferHardIRQs.
 	DeferHardIRQs uint32
 	// GROFlushTimeout is the timer (gro-flush-timeout) that polls a masked
 	// NAPI when no busy poll came: the longest a frame waits while the
-	// worker is busy elsewhere.
+	// worker is busy elsewhere; 0 to MaxNICGROFlushTimeout. tapfwd run's
+	// default: DefaultNICGROFlushTimeout.
 	GROFlushTimeout time.Duration
 	// BusyPoll is how long each wait of a worker busy-polls its queue's
-	// NAPI before it sleeps; 0: 50µs.
+	// NAPI before it sleeps (io_uring's busy-poll timeout), MinBusyPoll
+	// to MaxBusyPoll; 0: DefaultBusyPoll.
 	BusyPoll time.Duration
-	// OwnCPU moves the busy poll onto a thread of its own pinned to CPU,
-	// which busy-polls every queue's NAPI without pause while the workers
-	// sleep in ppoll (BusyPoll is then unused).
+	// OwnCPU moves the busy poll onto a thread of its own pinned to CPU
+	// (0 to cpulist.Max-1), which busy-polls every queue's NAPI without
+	// pause while the workers sleep in ppoll (BusyPoll is then unused).
 	OwnCPU bool
 	CPU    int
 }
@@ -148,18 +168,74 @@ const (
 
 // NAPI tunes NAPI polling; each setting is left alone unless given.
 type NAPI struct {
-	// TAPCPU pins the TAP's NAPI kthreads (TAP.NAPISettings.Threaded) to
-	// this CPU; -1 leaves them.
+	// TAPCPU pins the TAP's NAPI kthreads to this CPU (0 to
+	// cpulist.Max-1; it needs TAP.NAPISettings.Threaded); -1 leaves them.
 	TAPCPU int
-	// NICMode makes the NIC's NAPI instances threaded, restored at
-	// Close; napi.ThreadedDisabled leaves them.
+	// NICMode makes the NIC's NAPI instances threaded, restored at Close
+	// (which needs CAP_NET_ADMIN: no Privileges.User);
+	// napi.ThreadedDisabled leaves them.
 	NICMode napi.Threaded
-	// NICCPU pins the NIC's NAPI kthreads (with NICMode); -1 leaves them.
+	// NICCPU pins the NIC's NAPI kthreads (0 to cpulist.Max-1; it needs
+	// NICMode); -1 leaves them.
 	NICCPU int
 }
 
 // MaxVMPorts is the most VM ports one TAP takes.
 const MaxVMPorts = 64
+
+// The limits of the settings and the defaults that are not a zero value:
+// Validate and tapfwd run's flags take them from here.
+const (
+	// MaxQueues is the most TAP queues (TAP.Queues).
+	MaxQueues = 256
+	// MaxBatch is the largest Workers.Batch, in frames.
+	MaxBatch = 1024
+	// MaxFrameBuffers caps the workers' frame buffers, in bytes: two
+	// batches of 64 KiB frames per queue (forward.BufferBytes).
+	MaxFrameBuffers = 4 << 30
+	// MaxGROWindow caps Workers.GROWindow: a wait beyond it is latency,
+	// not merging.
+	MaxGROWindow = time.Millisecond
+	// MaxNICDeferHardIRQs is napi-set's limit on KernelPoll.DeferHardIRQs.
+	MaxNICDeferHardIRQs = 1<<31 - 1
+	// MaxNICGROFlushTimeout caps KernelPoll.GROFlushTimeout: a masked
+	// NAPI's frames wait up to that long when the worker does not
+	// busy-poll.
+	MaxNICGROFlushTimeout = 10 * time.Millisecond
+	// DefaultNICDeferHardIRQs and DefaultNICGROFlushTimeout are the
+	// deferral tapfwd run's --poll kernel sets unless told otherwise (the
+	// kernel's own example for busy polling,
+	// Documentation/networking/napi.rst).
+	DefaultNICDeferHardIRQs   = 2
+	DefaultNICGROFlushTimeout = 200 * time.Microsecond
+	// DefaultBusyPoll is KernelPoll.BusyPoll's default: it covers one
+	// DefaultNICGROFlushTimeout, so a frame that comes while the worker
+	// busy-polls is taken by it.
+	DefaultBusyPoll = 200 * time.Microsecond
+	// MinBusyPoll and MaxBusyPoll bound KernelPoll.BusyPoll.
+	MinBusyPoll = time.Microsecond
+	MaxBusyPoll = 10 * time.Millisecond
+	// MinStatsEvery is the shortest Log.StatsEvery.
+	MinStatsEvery = time.Second
+	// DefaultMetricsAddr is where tapfwd run serves /metrics and /status
+	// unless told otherwise, and where tapfwd status asks.
+	DefaultMetricsAddr = "127.0.0.1:9310"
+)
+
+// withDefaults is c with the defaults its zero settings stand for filled
+// in: the one place Open applies them.
+func (c Config) withDefaults() Config {
+	if c.TAP.Queues == 0 {
+		c.TAP.Queues = 1
+	}
+	if c.Workers.Batch == 0 {
+		c.Workers.Batch = forward.DefaultBatch
+	}
+	if kp := &c.Workers.KernelPoll; kp.BusyPoll == 0 && !kp.OwnCPU {
+		kp.BusyPoll = DefaultBusyPoll
+	}
+	return c
+}
 
 // VMPorts are the VM ports on the TAP: macvtaps in bridge mode, or
 // vhost-user sockets. Ports this run made are removed at Close unless the
@@ -168,11 +244,13 @@ type VMPorts struct {
 	// N is how many (0 to MaxVMPorts); those a persistent TAP kept count.
 	N int
 	// Owner, USER[:GROUP] (names or numbers), owns the ports' device
-	// nodes or sockets with mode 0660; empty: root, mode 0600.
+	// nodes or sockets with mode 0660 (it needs N); empty: root, mode
+	// 0600.
 	Owner string
 	// VhostDir, an absolute directory (made mode 0755 when missing),
 	// makes them vhost-user sockets there, named after the TAP
-	// (vhostuser.SocketPath; the TAP needs a name); empty: macvtaps.
+	// (vhostuser.SocketPath; the TAP needs a name, and N ports); not with
+	// NIC.Wait; empty: macvtaps.
 	VhostDir string
 	// Queues is how many queue pairs each vhost-user port offers (1 to
 	// MaxVMPortQueues), each served by a worker of its own; 0: as
@@ -198,7 +276,8 @@ type HostPort struct {
 	// Addr is the host's address on it; zero: none.
 	Addr netip.Prefix
 	// DHCP, when set, runs a DHCP server (dnsmasq) on the port handing
-	// out this range of Addr's subnet (dhcp.CheckRange).
+	// out this range of Addr's subnet (dhcp.CheckRange; it needs Addr,
+	// and a TAP name dnsmasq takes, dhcp.CheckInterface).
 	DHCP *DHCPRange
 }
 
@@ -207,7 +286,8 @@ type DHCPRange struct{ First, Last netip.Addr }
 
 // Metrics is the HTTP listener of /metrics and /status.
 type Metrics struct {
-	// Addr is HOST:PORT to listen on (port 0: any free one).
+	// Addr is HOST:PORT to listen on (port 0: any free one); tapfwd
+	// run's default is DefaultMetricsAddr.
 	Addr string
 	// Listener, when set, is served instead of binding Addr: a socket
 	// bound by someone else, such as a service manager in another network
@@ -231,7 +311,8 @@ type Privileges struct {
 type Log struct {
 	// Logger gets every line; nil discards them.
 	Logger *slog.Logger
-	// StatsEvery logs each queue's rates this often; 0: never.
+	// StatsEvery logs each queue's rates this often, at least
+	// MinStatsEvery; 0: never.
 	StatsEvery time.Duration
 }
 
@@ -246,6 +327,7 @@ type Notify struct {
 	// out every half of it while no worker is stalled; 0: none.
 	Watchdog time.Duration
 	// ReadyFd is a file descriptor (a launcher's pipe) that gets a line
-	// and is closed once every worker runs; 0: none (stdin never is).
+	// and is closed once every worker runs, above 0; 0: none (stdin
+	// never is).
 	ReadyFd int
 }

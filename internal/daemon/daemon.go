@@ -45,19 +45,19 @@ type machine struct {
 
 // Open sets everything up, in the order that lets each step use the one
 // before; once privileges are dropped it only starts serving metrics.
-// What the machine can refuse without anything made is checked first (the
-// NIC, the users, the CPUs, the metrics address). On an error it undoes
-// what it made. A failure that one part of the Config
-// caused is an *Error.
+// The Config's rules come first (Validate: a refusal touches nothing),
+// then what the machine can refuse without anything made (the NIC, the
+// users, the CPUs, the metrics address). On an error it undoes what it
+// made. A failure that one part of the Config caused is an *Error.
 func Open(c Config) (*Daemon, error) {
-	d := &Daemon{c: c, log: c.Log.Logger}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	d := &Daemon{c: c.withDefaults(), log: c.Log.Logger}
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
 	}
 	d.undo.log = d.log
-	if d.c.TAP.Queues == 0 {
-		d.c.TAP.Queues = 1
-	}
 	steps := []func() error{d.lookup, d.check, d.recoverNAPI, d.bindMetrics, d.prepareVhost, d.openTAP, d.addVMPorts, d.addHostPort, d.startDHCP,
 		d.openNIC, d.tuneNAPI, d.newForwarder, d.listenMetrics, d.dropPrivileges, d.serveMetrics}
 	for _, step := range steps {

@@ -171,7 +171,7 @@ func TestOpenFails(t *testing.T) {
 		{func(c *Config) { c.Metrics = &Metrics{Addr: "198.18.0.1:1"} }, PartMetricsAddr, "metrics address 198.18.0.1:1: bind: cannot assign requested address"},
 		{func(c *Config) { c.VMPorts.Owner = "tfw-no-such-user" }, PartPortOwner, `no user "tfw-no-such-user"`},
 		{func(c *Config) { c.Workers.CPUs = []int{1023} }, PartCPUs, `worker CPUs 1023: "1023" is not a CPU this process may use`},
-		{func(c *Config) { c.NAPI = &NAPI{TAPCPU: 1023, NICCPU: -1} }, PartTAPNAPICPU, "CPU 1023 is not online"},
+		{func(c *Config) { c.TAP.NAPISettings.Threaded, c.NAPI = true, &NAPI{TAPCPU: 1023, NICCPU: -1} }, PartTAPNAPICPU, "CPU 1023 is not online"},
 		{func(c *Config) { c.NAPI = &NAPI{TAPCPU: -1, NICMode: napi.ThreadedEnabled, NICCPU: -1} }, PartNICNAPI, "no NAPI instances"},
 		{func(c *Config) {
 			c.NIC.Backend, c.Workers.Poll, c.Workers.KernelPoll = BackendXDP, PollKernel, KernelPoll{OwnCPU: true, CPU: 1023}

@@ -96,9 +96,6 @@ func (d *Daemon) tapEndpoints() ([]forward.Endpoint, error) {
 		return out, nil
 	}
 	batch := d.c.Workers.Batch
-	if batch <= 0 {
-		batch = 64
-	}
 	for i, q := range qs {
 		u, err := tap.NewURingQueue(q.Fd(), batch)
 		if mode == TAPIOAuto && i == 0 && errors.Is(err, tap.ErrNoURing) {
@@ -106,7 +103,7 @@ func (d *Daemon) tapEndpoints() ([]forward.Endpoint, error) {
 			return out, nil
 		}
 		if err != nil {
-			return nil, fail(PartTAPIO, "", err)
+			return nil, fail(PartTAPIO, "uring", err)
 		}
 		d.undo.closing("closing a TAP queue's io_uring", u.Close)
 		out[i] = u

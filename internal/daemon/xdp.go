@@ -1,14 +1,12 @@
 package daemon
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"slices"
 	"strings"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -18,11 +16,6 @@ import (
 	"github.com/tapfwd/tapfwd/napi"
 	"github.com/tapfwd/tapfwd/netns"
 )
-
-// defaultBusyPoll is how long one wait of a PollKernel worker has the
-// kernel busy-poll its queue's NAPI before it sleeps, unless
-// KernelPoll.BusyPoll says.
-const defaultBusyPoll = 50 * time.Microsecond
 
 // xdpSockets are the AF_XDP side of the NIC: the program, one socket per
 // queue and, with PollKernel, each queue's NAPI poller and the NAPI
@@ -92,7 +85,7 @@ func openXDP(ifname string, queues int, mode afxdp.Mode, kp *KernelPoll, journal
 		}
 		return x, nil
 	}
-	busy := cmp.Or(kp.BusyPoll, defaultBusyPoll)
+	busy := kp.BusyPoll
 	for i, s := range n.Sockets() {
 		p, err := uring.NewPoller(uring.NAPI{IDs: x.napis[i], BusyPoll: busy, Prefer: true})
 		if err != nil {
