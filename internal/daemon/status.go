@@ -15,6 +15,7 @@ import (
 
 	"github.com/tapfwd/tapfwd/forward"
 	"github.com/tapfwd/tapfwd/internal/base/buildinfo"
+	"github.com/tapfwd/tapfwd/internal/tapport"
 	"github.com/tapfwd/tapfwd/vhostuser"
 )
 
@@ -37,7 +38,11 @@ type Status struct {
 	XDPMode    string        `json:"xdp_mode,omitempty"`
 	Poll       string        `json:"poll"`
 	Queues     []QueueStatus `json:"queues"`
-	VMPorts    []PortStatus  `json:"vm_ports"`
+	// VMPorts are every VM port on the TAP, however it was made.
+	VMPorts []PortStatus `json:"vm_ports"`
+	// VMPortsError says why the TAP's macvtap ports could not be listed:
+	// VMPorts then has those this run made or adopted only.
+	VMPortsError string `json:"vm_ports_error,omitempty"`
 	// RateSeconds is the window the rates are taken over (the last
 	// completed one); 0 before the first window ends.
 	RateSeconds float64 `json:"rate_seconds"`
@@ -90,13 +95,18 @@ type DirStatus struct {
 	RxBytesPerSecond   float64 `json:"rx_bytes_per_second"`
 }
 
-// PortStatus is a VM port tapfwd made or adopted: a macvtap (Dev its
-// device node) or a vhost-user port (the fields after Dev).
+// PortStatus is a VM port on the TAP: a macvtap (Dev its device node) or
+// a vhost-user port (the fields after Origin).
 type PortStatus struct {
 	Name string `json:"name"`
 	MAC  string `json:"mac"`
 	Dev  string `json:"dev"`
 	Type string `json:"type"` // "macvtap" or "vhost-user"
+	// Origin is how the port came: "run" when this run made it, or
+	// adopted it from a persistent TAP, at its start (Config.VMPorts);
+	// "added" for a macvtap found on the TAP that was added since (tapfwd
+	// vm-port add, libvirt's type='direct').
+	Origin string `json:"origin"`
 	// Socket is a vhost-user port's socket; State where it stands
 	// (listening: no QEMU, connected, running: frames move, broken: the
 	// guest broke the virtqueue rules); Features the virtio features its
@@ -127,6 +137,10 @@ type statusSource struct {
 	d       *Daemon
 	started time.Time
 	window  time.Duration
+
+	// ports lists the macvtaps on the TAP (a tapport.Lister); nil lists
+	// only those this run made or adopted.
+	ports func() ([]tapport.Port, error)
 
 	mu         sync.Mutex
 	prev, last []dirSample // per queue, two directions
@@ -182,10 +196,8 @@ func (s *statusSource) Status() Status {
 		TAP: TAPStatus{Name: d.dev.Name(), Netns: d.dev.Netns(), MAC: d.dev.MAC().String(), MTU: d.c.TAP.MTU, NAPI: f.NAPI,
 			VnetHdr: f.VnetHdr, MultiQueue: f.MultiQueue, Offloads: f.OffloadNames(), Persistent: d.dev.Persistent(), Attached: d.dev.Attached()},
 		NIC: d.c.NIC.Name, NICBackend: d.c.NIC.Backend.String(), XDPMode: d.nic.xdpMode(), Poll: d.c.Workers.Poll.String(),
-		VMPorts: []PortStatus{}, AB: d.abStatus()}
-	for _, p := range d.ports.macvtaps {
-		st.VMPorts = append(st.VMPorts, PortStatus{Name: p.Name, MAC: p.MAC.String(), Dev: p.Dev, Type: "macvtap"})
-	}
+		AB: d.abStatus()}
+	st.VMPorts, st.VMPortsError = d.macvtapStatus(s.ports)
 	st.VMPorts = append(st.VMPorts, d.vhostStatus()...)
 	s.mu.Lock()
 	prev, last, secs := s.prev, s.last, s.lastAt.Sub(s.prevAt).Seconds()
@@ -220,6 +232,41 @@ func dirStatus(dir *forward.Dir, reasons []forward.DropReason) DirStatus {
 	return ds
 }
 
+// Origin values of PortStatus.
+const (
+	OriginRun   = "run"
+	OriginAdded = "added"
+)
+
+// macvtapStatus describes the macvtap ports on the TAP, as list finds
+// them (every port, OriginAdded those this run did not make or adopt),
+// else, when list is nil or fails (the error's text), those this run
+// made or adopted.
+func (d *Daemon) macvtapStatus(list func() ([]tapport.Port, error)) ([]PortStatus, string) {
+	ours := map[string]int{}
+	for _, p := range d.ports.macvtaps {
+		ours[p.Name] = p.Index
+	}
+	found, errText := d.ports.macvtaps, ""
+	if list != nil {
+		ports, err := list()
+		if err != nil {
+			errText = err.Error()
+		} else {
+			found = ports
+		}
+	}
+	out := []PortStatus{}
+	for _, p := range found {
+		origin := OriginAdded
+		if i, ok := ours[p.Name]; ok && i == p.Index {
+			origin = OriginRun
+		}
+		out = append(out, PortStatus{Name: p.Name, MAC: p.MAC.String(), Dev: p.Dev, Type: "macvtap", Origin: origin})
+	}
+	return out, errText
+}
+
 // vhostStatus describes the vhost-user ports.
 func (d *Daemon) vhostStatus() []PortStatus {
 	var out []PortStatus
@@ -227,7 +274,7 @@ func (d *Daemon) vhostStatus() []PortStatus {
 	for i, g := range d.fw.GuestWorkers() {
 		p := d.ports.vhost[i]
 		from, to := dirStatus(&g.Counters.From, fromGuest), dirStatus(&g.Counters.To, toGuest)
-		out = append(out, PortStatus{Name: p.Name, MAC: p.MAC.String(), Type: "vhost-user", Socket: p.Path,
+		out = append(out, PortStatus{Name: p.Name, MAC: p.MAC.String(), Type: "vhost-user", Origin: OriginRun, Socket: p.Path,
 			State: p.port.State().String(), Features: vhostuser.FeatureNames(p.port.Features()),
 			QueuePairs: len(p.port.Queues()), ActivePairs: p.port.ActivePairs(),
 			QEMU: vhostuser.QEMULine(p.Path, p.MAC, i, len(p.port.Queues())), Libvirt: vhostuser.LibvirtXML(p.Path, p.MAC, len(p.port.Queues())), LibvirtMemory: vhostuser.LibvirtMemory,
