@@ -25,19 +25,25 @@ const StatusSchema = "tapfwd-status/1"
 // Status is what a running forwarder negotiated and is doing: the JSON of
 // /status on the metrics listener.
 type Status struct {
-	Schema        string         `json:"schema"`
-	Build         buildinfo.Info `json:"build"`
-	Started       time.Time      `json:"started"`
-	UptimeSeconds float64        `json:"uptime_seconds"`
-	TAP           TAPStatus      `json:"tap"`
-	NIC           string         `json:"nic"`
+	// Schema names this layout (StatusSchema).
+	Schema string `json:"schema"`
+	// Build is the binary that answers: its release, revision and Go
+	// version.
+	Build buildinfo.Info `json:"build"`
+	// Started is when the forwarder started, UptimeSeconds how long ago.
+	Started       time.Time `json:"started"`
+	UptimeSeconds float64   `json:"uptime_seconds"`
+	// TAP is the TAP and what the kernel granted, NIC the NIC's name.
+	TAP TAPStatus `json:"tap"`
+	NIC string    `json:"nic"`
 	// NICBackend is the sockets' kind on the NIC (packet, xdp), XDPMode
 	// how the XDP program is attached (native, generic), Poll how the
 	// workers wait.
-	NICBackend string        `json:"nic_backend"`
-	XDPMode    string        `json:"xdp_mode,omitempty"`
-	Poll       string        `json:"poll"`
-	Queues     []QueueStatus `json:"queues"`
+	NICBackend string `json:"nic_backend"`
+	XDPMode    string `json:"xdp_mode,omitempty"`
+	Poll       string `json:"poll"`
+	// Queues are the TAP's queues, a worker each.
+	Queues []QueueStatus `json:"queues"`
 	// VMPorts are every VM port on the TAP, however it was made.
 	VMPorts []PortStatus `json:"vm_ports"`
 	// VMPortsError says why the TAP's macvtap ports could not be listed:
@@ -55,34 +61,50 @@ type Status struct {
 
 // TAPStatus is the TAP and what the kernel granted.
 type TAPStatus struct {
-	Name       string `json:"name"`
-	Netns      string `json:"netns,omitempty"`
-	MAC        string `json:"mac"`
-	MTU        int    `json:"mtu"`
+	// Name is the TAP's name, Netns the network namespace it is in (a
+	// name under /run/netns; absent: tapfwd's own), MAC and MTU its
+	// Ethernet address and MTU.
+	Name  string `json:"name"`
+	Netns string `json:"netns,omitempty"`
+	MAC   string `json:"mac"`
+	MTU   int    `json:"mtu"`
+	// NAPI, VnetHdr and MultiQueue are the TUN features the kernel
+	// granted (IFF_NAPI, IFF_VNET_HDR, IFF_MULTI_QUEUE), Offloads the
+	// offloads the TAP takes (csum, tso4, ..., comma-separated).
 	NAPI       bool   `json:"napi"`
 	VnetHdr    bool   `json:"vnet_hdr"`
 	MultiQueue bool   `json:"multi_queue"`
 	Offloads   string `json:"offloads"`
-	Persistent bool   `json:"persistent"`
+	// Persistent: the TAP stays when tapfwd exits.
+	Persistent bool `json:"persistent"`
 	// Attached: this run attached to a persistent TAP an earlier one left.
 	Attached bool `json:"attached"`
 }
 
 // QueueStatus is one worker: where it runs and what it moved, each way.
 type QueueStatus struct {
+	// ID is the queue's number, from 0.
 	ID int `json:"id"`
 	// CPU the worker is pinned to; -1: not pinned.
 	CPU int `json:"cpu"`
 	// KernelDrops are frames the kernel dropped before tapfwd saw them
 	// (the packet socket's queue overflowed): metrics reason kernel_ring.
-	KernelDrops uint64    `json:"kernel_drops"`
-	NICToTAP    DirStatus `json:"nic_to_tap"`
-	TAPToNIC    DirStatus `json:"tap_to_nic"`
+	KernelDrops uint64 `json:"kernel_drops"`
+	// NICToTAP counts the frames from the NIC to the TAP, TAPToNIC those
+	// the other way.
+	NICToTAP DirStatus `json:"nic_to_tap"`
+	TAPToNIC DirStatus `json:"tap_to_nic"`
 }
 
 // DirStatus counts one direction, as the metrics do: frames received from
 // one device, transmitted to the other, dropped by reason.
 type DirStatus struct {
+	// RxPackets and RxBytes are the frames received from one device and
+	// their bytes, TxPackets and TxBytes those transmitted to the other,
+	// GSOFrames the GSO super-frames received, Errors the unexpected
+	// errors that did not stop the worker, Drops the frames received and
+	// not delivered, by reason (only the reasons that can happen under
+	// this configuration).
 	RxPackets uint64            `json:"rx_packets"`
 	RxBytes   uint64            `json:"rx_bytes"`
 	TxPackets uint64            `json:"tx_packets"`
@@ -98,6 +120,8 @@ type DirStatus struct {
 // PortStatus is a VM port on the TAP: a macvtap (Dev its device node) or
 // a vhost-user port (the fields after Origin).
 type PortStatus struct {
+	// Name is the port's name (a macvtap's netdev), MAC its guest's
+	// Ethernet address, Dev a macvtap's device node (empty without one).
 	Name string `json:"name"`
 	MAC  string `json:"mac"`
 	Dev  string `json:"dev"`

@@ -20,10 +20,10 @@ var revision string
 
 // Info describes the running binary.
 type Info struct {
-	Version   string `json:"version"`  // the release, Version
-	Revision  string `json:"revision"` // VCS revision, "" when not recorded
-	Modified  bool   `json:"modified"` // built from a checkout with changes
-	GoVersion string `json:"go_version"`
+	Version   string `json:"version"`    // the release (CHANGELOG.md's latest)
+	Revision  string `json:"revision"`   // VCS revision, "" when not recorded
+	Modified  bool   `json:"modified"`   // built from a checkout with changes
+	GoVersion string `json:"go_version"` // the Go release it was built with
 }
 
 // Get is the release (Version) and the build information embedded in
