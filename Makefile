@@ -13,7 +13,7 @@ UNITDIR ?= $(PREFIX)/lib/systemd/system
 SHAREDIR ?= $(PREFIX)/share/tapfwd
 SYSCONFDIR ?= /etc
 
-.PHONY: all build build-tapfwd build-bench deps deps-bench deps-demo demo bench bench-docs bench-docs-vxlan perf perf-baseline profile test fuzz soak install uninstall clean
+.PHONY: all build build-tapfwd build-bench deps deps-bench deps-demo demo bench bench-docs bench-docs-vxlan perf perf-baseline profile reference test fuzz soak install uninstall clean
 
 all: build
 
@@ -105,6 +105,16 @@ perf-baseline: deps-bench build
 PROFILE_OUT ?= bin/profile
 profile: deps-bench build
 	./$(BENCH_BIN) profile --out $(PROFILE_OUT) $(PROFILE_FLAGS)
+
+# The pages of docs/reference, made from the code: every subcommand's
+# flags (from its flag set), the metrics (from the collector's
+# descriptors), the /status schema (from its Go types and doc comments).
+# Each page's TestReference compares it with the code on every make test
+# and fails when it is stale; with TAPFWD_REFERENCE=update it writes it.
+# go generate ./... runs this too (internal/refdoc).
+REFERENCE_PKGS = ./cmd/tapfwd ./cmd/tapfwd-bench ./metrics ./internal/daemon
+reference:
+	TAPFWD_REFERENCE=update $(GO) test -count=1 -run '^TestReference$$' $(REFERENCE_PKGS)
 
 # Everything CI runs: vet, the whole test suite under the race detector
 # (privileged tests build their own namespaces; run as root), and a short

@@ -44,27 +44,7 @@ func TestRulesWithPromtool(t *testing.T) {
 // every option that adds series on: GRO, the TAP without vnet header), plus
 // the recording rules' names.
 func exported(t *testing.T) map[string]bool {
-	var mfs []*dto.MetricFamily
-	var src Source
-	for _, c := range []forward.Config{{TAPVnetHdr: true, GRO: true}, {}} {
-		fw, _, _ := fakeForwarderWith(t, c)
-		src = Source{TAP: "tap0", NIC: "eth1", Forwarder: fw, Features: tap.Features{Offloads: unix.TUN_F_CSUM},
-			LinkStats: func(string) (netns.LinkStats, error) { return netns.LinkStats{}, nil },
-			VMPorts:   func() ([]string, error) { return []string{"tfwvm0"}, nil },
-			XDPRings:  func() ([]XDPRing, error) { return []XDPRing{{}}, nil }}
-		got, err := NewRegistry(NewCollector(src)).Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		mfs = append(mfs, got...)
-	}
-	// With a vhost-user port, for its series.
-	gsrc, _ := guestSource(t)
-	got, err := NewRegistry(NewCollector(gsrc)).Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	mfs = append(mfs, got...)
+	mfs, gsrc := gatherAll(t)
 	names := map[string]bool{"up": true}
 	for _, mf := range mfs {
 		n := mf.GetName()
@@ -94,6 +74,33 @@ func exported(t *testing.T) map[string]bool {
 		names[m[1]] = true
 	}
 	return names
+}
+
+// gatherAll gathers a registry as tapfwd's over every option that adds
+// series (GRO, the TAP without vnet header, macvtap and vhost-user VM
+// ports, AF_XDP rings), and returns the vhost-user one's source.
+func gatherAll(t *testing.T) ([]*dto.MetricFamily, Source) {
+	var mfs []*dto.MetricFamily
+	var src Source
+	for _, c := range []forward.Config{{TAPVnetHdr: true, GRO: true}, {}} {
+		fw, _, _ := fakeForwarderWith(t, c)
+		src = Source{TAP: "tap0", NIC: "eth1", Forwarder: fw, Features: tap.Features{Offloads: unix.TUN_F_CSUM},
+			LinkStats: func(string) (netns.LinkStats, error) { return netns.LinkStats{}, nil },
+			VMPorts:   func() ([]string, error) { return []string{"tfwvm0"}, nil },
+			XDPRings:  func() ([]XDPRing, error) { return []XDPRing{{}}, nil }}
+		got, err := NewRegistry(NewCollector(src)).Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		mfs = append(mfs, got...)
+	}
+	// With a vhost-user port, for its series.
+	gsrc, _ := guestSource(t)
+	got, err := NewRegistry(NewCollector(gsrc)).Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(mfs, got...), gsrc
 }
 
 var metricRE = regexp.MustCompile(`\b((?:[a-z_]+:)?tapfwd[_:][a-zA-Z0-9_:]*|process_[a-z_]+|go_[a-z_]+|up)\b`)

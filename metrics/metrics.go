@@ -390,11 +390,16 @@ func histogram(h *forward.Hist, labels ...string) (prometheus.Metric, error) {
 // NewRegistry returns a registry with c, the Go and process collectors.
 func NewRegistry(c prometheus.Collector) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(c,
+	reg.MustRegister(registered(c)...)
+	return reg
+}
+
+// registered are the collectors NewRegistry registers.
+func registered(c prometheus.Collector) []prometheus.Collector {
+	return []prometheus.Collector{c,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-	)
-	return reg
+	}
 }
 
 // Limits bound the scrapes Handler serves at once: each one runs the

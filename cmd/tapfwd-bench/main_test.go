@@ -87,7 +87,7 @@ func TestBenchHelpAndVersion(t *testing.T) {
 		}
 	}
 	cases = append(cases, clitest.Case{Args: []string{"help", "latency"}, Want: "Usage: tapfwd-bench latency"},
-		clitest.Case{Args: []string{"--version"}, Want: "tapfwd-bench (devel) (revision "},
+		clitest.Case{Args: []string{"--version"}, Want: "tapfwd-bench 0.1.0 (revision "},
 		clitest.Case{Args: []string{"-V"}, Want: "(revision "},
 		clitest.Case{Args: []string{"version"}, Want: "(revision "},
 		clitest.Case{Args: []string{"throughput", "--budget", "10"}, Code: 2, Want: "--budget 10: want a duration with a unit, e.g. 10s"},

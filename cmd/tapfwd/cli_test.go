@@ -33,7 +33,7 @@ func TestHelpOnStdout(t *testing.T) {
 // TestVersion: tapfwd --version, -V and version say which build this is.
 func TestVersion(t *testing.T) {
 	clitest.Check(t, "tapfwd", run, []clitest.Case{
-		{Args: []string{"--version"}, Want: "tapfwd (devel) (revision "},
+		{Args: []string{"--version"}, Want: "tapfwd 0.1.0 (revision "},
 		{Args: []string{"-V"}, Want: "(revision "},
 		{Args: []string{"version"}, Want: "(revision "},
 		{Args: []string{"version", "--json"}, Want: `"go_version"`},

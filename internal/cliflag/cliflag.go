@@ -22,36 +22,65 @@ import (
 // error messages name flags. An alias (Alias) follows its flag's name as
 // "(also --alias)".
 func PrintDefaults(w io.Writer, fs *flag.FlagSet) {
+	for _, f := range HelpFlags(fs) {
+		line := "  --" + f.Name
+		if f.Value != "" {
+			line += " " + f.Value
+		}
+		if len(f.Aliases) > 0 {
+			line += " (also --" + strings.Join(f.Aliases, ", --") + ")"
+		}
+		fmt.Fprintln(w, line)
+		usage := strings.ReplaceAll(f.Usage, "\n", "\n      ")
+		switch {
+		case f.Default == "":
+		case f.Quoted:
+			usage += fmt.Sprintf(" (default %q)", f.Default)
+		default:
+			usage += fmt.Sprintf(" (default %s)", f.Default)
+		}
+		fmt.Fprintf(w, "      %s\n", usage)
+	}
+}
+
+// HelpFlag is a flag as the help shows it.
+type HelpFlag struct {
+	Name    string   // without dashes
+	Aliases []string // other names (Alias), without dashes
+	// Value is what the flag takes: the usage's `PLACEHOLDER` or its
+	// type (string, int, duration, ...); "" for a true/false flag.
+	Value string
+	Usage string // the usage, without the placeholder's quotes
+	// Default is the default value, "" where the help leaves it out
+	// (the type's zero value); Quoted: a string, printed quoted.
+	Default string
+	Quoted  bool
+}
+
+// HelpFlags lists fs's flags as PrintDefaults writes them, in name
+// order: hidden flags (Hide) left out, an alias with its flag.
+func HelpFlags(fs *flag.FlagSet) []HelpFlag {
 	aliases := map[string][]string{}
 	fs.VisitAll(func(f *flag.Flag) {
 		if a, ok := f.Value.(*alias); ok {
-			aliases[a.of] = append(aliases[a.of], "--"+f.Name)
+			aliases[a.of] = append(aliases[a.of], f.Name)
 		}
 	})
+	var out []HelpFlag
 	fs.VisitAll(func(f *flag.Flag) {
 		switch f.Value.(type) {
 		case *alias, *hidden:
 			return
 		}
-		name, usage := flag.UnquoteUsage(f)
-		line := "  --" + f.Name
-		if name != "" {
-			line += " " + name
+		h := HelpFlag{Name: f.Name, Aliases: aliases[f.Name]}
+		h.Value, h.Usage = flag.UnquoteUsage(f)
+		if !isZero(f) {
+			h.Default = f.DefValue
+			h.Quoted = reflect.TypeOf(f.Value).String() == "*flag.stringValue"
 		}
-		if a := aliases[f.Name]; len(a) > 0 {
-			line += " (also " + strings.Join(a, ", ") + ")"
-		}
-		fmt.Fprintln(w, line)
-		usage = strings.ReplaceAll(usage, "\n", "\n      ")
-		switch {
-		case isZero(f):
-		case reflect.TypeOf(f.Value).String() == "*flag.stringValue":
-			usage += fmt.Sprintf(" (default %q)", f.DefValue)
-		default:
-			usage += fmt.Sprintf(" (default %s)", f.DefValue)
-		}
-		fmt.Fprintf(w, "      %s\n", usage)
+		out = append(out, h)
 	})
+	return out
 }
 
 // hidden is a flag that PrintDefaults leaves out (Hide).

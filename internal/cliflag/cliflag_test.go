@@ -3,6 +3,7 @@ package cliflag
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -229,5 +230,33 @@ func TestHide(t *testing.T) {
 	}
 	if err := Parse(fs, []string{"--ab-delay", "5"}); err == nil || !strings.Contains(err.Error(), "want a duration with a unit, e.g. 5s") {
 		t.Errorf("a bad value: %v", err)
+	}
+}
+
+// TestRecordAndHelpFlags: Record sees each flag set NewFlagSet makes,
+// until stopped; HelpFlags lists a set's flags as the help does.
+func TestRecordAndHelpFlags(t *testing.T) {
+	var got []Made
+	stop := Record(func(m Made) { got = append(got, m) })
+	var out strings.Builder
+	fs, _, _, _ := flags(&out)
+	fs.String("ab-control", "", "hidden")
+	fs.String("tap", "", "TAP `NAME`")
+	fs.String("addr", "127.0.0.1:9310", "where")
+	Hide(fs, "ab-control")
+	stop()
+	NewFlagSet("p", "other", "other", &out)
+	if len(got) != 1 || got[0].Prog != "p" || got[0].Name != "sub" || got[0].Synopsis != "sub [flags]" || got[0].FlagSet != fs {
+		t.Fatalf("recorded %+v, want the one set flags made", got)
+	}
+	var names []string
+	for _, f := range HelpFlags(fs) {
+		names = append(names, fmt.Sprintf("%s%v|%s|%s|%q|%v", f.Name, f.Aliases, f.Value, f.Usage, f.Default, f.Quoted))
+	}
+	want := []string{`addr[]|string|where|"127.0.0.1:9310"|true`, `gro[]||merge|"true"|false`, `id[]|uint|id|""|false`,
+		`queues[]|int|queues|"1"|false`, `stats-interval[]|duration|how often|""|false`, `tap[]|NAME|TAP NAME|""|false`,
+		`tap-netns[netns]|string|namespace|""|false`, `target[]|float|target|"7.5"|false`}
+	if strings.Join(names, "\n") != strings.Join(want, "\n") {
+		t.Errorf("HelpFlags:\n%s\nwant:\n%s", strings.Join(names, "\n"), strings.Join(want, "\n"))
 	}
 }

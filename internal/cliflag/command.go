@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"sync"
 )
 
 // ErrUsage marks errors already explained to the user by a usage text: the
@@ -95,7 +96,38 @@ func NewFlagSet(prog, name, synopsis string, stdout io.Writer) *flag.FlagSet {
 		fmt.Fprintf(stdout, "Usage: %s %s\n\nFlags:\n", prog, synopsis)
 		PrintDefaults(stdout, fs)
 	}
+	recorder.Lock()
+	if fn := recorder.fn; fn != nil {
+		fn(Made{Prog: prog, Name: name, Synopsis: synopsis, FlagSet: fs})
+	}
+	recorder.Unlock()
 	return fs
+}
+
+// Made is a flag set NewFlagSet made, with its command's names.
+type Made struct {
+	Prog, Name, Synopsis string // "tapfwd", "vm-port add", "vm-port add --tap NAME ..."
+	FlagSet              *flag.FlagSet
+}
+
+var recorder struct {
+	sync.Mutex
+	fn func(Made)
+}
+
+// Record calls fn with each flag set NewFlagSet makes, until stop is
+// called: how the reference page of the flags (docs/reference) gets every
+// subcommand's flag set, from the command's own code, by asking each
+// subcommand for its --help.
+func Record(fn func(Made)) (stop func()) {
+	recorder.Lock()
+	defer recorder.Unlock()
+	recorder.fn = fn
+	return func() {
+		recorder.Lock()
+		defer recorder.Unlock()
+		recorder.fn = nil
+	}
 }
 
 // Misuse is a usage error of fs's command: the line format and args make

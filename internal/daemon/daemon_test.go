@@ -86,7 +86,7 @@ func TestDaemon(t *testing.T) {
 	}
 	st := d.Status()
 	if st.TAP.Name != bed.LabIf || st.TAP.Netns != bed.LabNS || st.NIC != bed.NIC || len(st.Queues) != 1 ||
-		len(st.VMPorts) != 1 || st.VMPorts[0].Type != "macvtap" || st.Queues[0].NICToTAP.RxPackets == 0 || st.Queues[0].TAPToNIC.TxPackets == 0 {
+		len(st.VMPorts) != 1 || st.VMPorts[0].Type != "macvtap" || st.VMPorts[0].Origin != OriginRun || st.Queues[0].NICToTAP.RxPackets == 0 || st.Queues[0].TAPToNIC.TxPackets == 0 {
 		t.Errorf("status after pings: %+v", st)
 	}
 	key, err := machineKey()

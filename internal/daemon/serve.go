@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tapfwd/tapfwd/internal/tapport"
 	"github.com/tapfwd/tapfwd/metrics"
 	"github.com/tapfwd/tapfwd/netns"
 )
@@ -162,6 +163,7 @@ func (d *Daemon) metricsSource() (metrics.Source, error) {
 	}
 	d.undo.add(func() { nicNS.Close() })
 	nic, tapName := d.c.NIC.Name, d.dev.Name()
+	d.listVMPorts(tapNS, tapName)
 	var guests []metrics.GuestPort
 	for i, g := range d.fw.GuestWorkers() {
 		p := d.ports.vhost[i]
@@ -179,4 +181,18 @@ func (d *Daemon) metricsSource() (metrics.Source, error) {
 			return tapNS.Stats(name) // the TAP and its VM ports
 		},
 		VMPorts: func() ([]string, error) { return tapNS.Macvtaps(tapName) }}, nil
+}
+
+// listVMPorts lets /status list the macvtaps on the TAP, those added
+// after the start included, over the TAP's namespace handle (tapNS, which
+// metrics keep) and a sysfs view opened now, before the privilege drop.
+// Without that view /status lists the ports this run made.
+func (d *Daemon) listVMPorts(tapNS *netns.NS, tapName string) {
+	l, err := tapport.NewLister(tapNS, tapName)
+	if err != nil {
+		d.log.Warn("/status lists only the VM ports this run made", "err", err)
+		return
+	}
+	d.undo.add(func() { l.Close() })
+	d.status.ports = l.List
 }

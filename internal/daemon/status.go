@@ -15,6 +15,7 @@ import (
 
 	"github.com/tapfwd/tapfwd/forward"
 	"github.com/tapfwd/tapfwd/internal/base/buildinfo"
+	"github.com/tapfwd/tapfwd/internal/tapport"
 	"github.com/tapfwd/tapfwd/vhostuser"
 )
 
@@ -24,20 +25,30 @@ const StatusSchema = "tapfwd-status/1"
 // Status is what a running forwarder negotiated and is doing: the JSON of
 // /status on the metrics listener.
 type Status struct {
-	Schema        string         `json:"schema"`
-	Build         buildinfo.Info `json:"build"`
-	Started       time.Time      `json:"started"`
-	UptimeSeconds float64        `json:"uptime_seconds"`
-	TAP           TAPStatus      `json:"tap"`
-	NIC           string         `json:"nic"`
+	// Schema names this layout (StatusSchema).
+	Schema string `json:"schema"`
+	// Build is the binary that answers: its release, revision and Go
+	// version.
+	Build buildinfo.Info `json:"build"`
+	// Started is when the forwarder started, UptimeSeconds how long ago.
+	Started       time.Time `json:"started"`
+	UptimeSeconds float64   `json:"uptime_seconds"`
+	// TAP is the TAP and what the kernel granted, NIC the NIC's name.
+	TAP TAPStatus `json:"tap"`
+	NIC string    `json:"nic"`
 	// NICBackend is the sockets' kind on the NIC (packet, xdp), XDPMode
 	// how the XDP program is attached (native, generic), Poll how the
 	// workers wait.
-	NICBackend string        `json:"nic_backend"`
-	XDPMode    string        `json:"xdp_mode,omitempty"`
-	Poll       string        `json:"poll"`
-	Queues     []QueueStatus `json:"queues"`
-	VMPorts    []PortStatus  `json:"vm_ports"`
+	NICBackend string `json:"nic_backend"`
+	XDPMode    string `json:"xdp_mode,omitempty"`
+	Poll       string `json:"poll"`
+	// Queues are the TAP's queues, a worker each.
+	Queues []QueueStatus `json:"queues"`
+	// VMPorts are every VM port on the TAP, however it was made.
+	VMPorts []PortStatus `json:"vm_ports"`
+	// VMPortsError says why the TAP's macvtap ports could not be listed:
+	// VMPorts then has those this run made or adopted only.
+	VMPortsError string `json:"vm_ports_error,omitempty"`
 	// RateSeconds is the window the rates are taken over (the last
 	// completed one); 0 before the first window ends.
 	RateSeconds float64 `json:"rate_seconds"`
@@ -50,34 +61,50 @@ type Status struct {
 
 // TAPStatus is the TAP and what the kernel granted.
 type TAPStatus struct {
-	Name       string `json:"name"`
-	Netns      string `json:"netns,omitempty"`
-	MAC        string `json:"mac"`
-	MTU        int    `json:"mtu"`
+	// Name is the TAP's name, Netns the network namespace it is in (a
+	// name under /run/netns; absent: tapfwd's own), MAC and MTU its
+	// Ethernet address and MTU.
+	Name  string `json:"name"`
+	Netns string `json:"netns,omitempty"`
+	MAC   string `json:"mac"`
+	MTU   int    `json:"mtu"`
+	// NAPI, VnetHdr and MultiQueue are the TUN features the kernel
+	// granted (IFF_NAPI, IFF_VNET_HDR, IFF_MULTI_QUEUE), Offloads the
+	// offloads the TAP takes (csum, tso4, ..., comma-separated).
 	NAPI       bool   `json:"napi"`
 	VnetHdr    bool   `json:"vnet_hdr"`
 	MultiQueue bool   `json:"multi_queue"`
 	Offloads   string `json:"offloads"`
-	Persistent bool   `json:"persistent"`
+	// Persistent: the TAP stays when tapfwd exits.
+	Persistent bool `json:"persistent"`
 	// Attached: this run attached to a persistent TAP an earlier one left.
 	Attached bool `json:"attached"`
 }
 
 // QueueStatus is one worker: where it runs and what it moved, each way.
 type QueueStatus struct {
+	// ID is the queue's number, from 0.
 	ID int `json:"id"`
 	// CPU the worker is pinned to; -1: not pinned.
 	CPU int `json:"cpu"`
 	// KernelDrops are frames the kernel dropped before tapfwd saw them
 	// (the packet socket's queue overflowed): metrics reason kernel_ring.
-	KernelDrops uint64    `json:"kernel_drops"`
-	NICToTAP    DirStatus `json:"nic_to_tap"`
-	TAPToNIC    DirStatus `json:"tap_to_nic"`
+	KernelDrops uint64 `json:"kernel_drops"`
+	// NICToTAP counts the frames from the NIC to the TAP, TAPToNIC those
+	// the other way.
+	NICToTAP DirStatus `json:"nic_to_tap"`
+	TAPToNIC DirStatus `json:"tap_to_nic"`
 }
 
 // DirStatus counts one direction, as the metrics do: frames received from
 // one device, transmitted to the other, dropped by reason.
 type DirStatus struct {
+	// RxPackets and RxBytes are the frames received from one device and
+	// their bytes, TxPackets and TxBytes those transmitted to the other,
+	// GSOFrames the GSO super-frames received, Errors the unexpected
+	// errors that did not stop the worker, Drops the frames received and
+	// not delivered, by reason (only the reasons that can happen under
+	// this configuration).
 	RxPackets uint64            `json:"rx_packets"`
 	RxBytes   uint64            `json:"rx_bytes"`
 	TxPackets uint64            `json:"tx_packets"`
@@ -90,13 +117,20 @@ type DirStatus struct {
 	RxBytesPerSecond   float64 `json:"rx_bytes_per_second"`
 }
 
-// PortStatus is a VM port tapfwd made or adopted: a macvtap (Dev its
-// device node) or a vhost-user port (the fields after Dev).
+// PortStatus is a VM port on the TAP: a macvtap (Dev its device node) or
+// a vhost-user port (the fields after Origin).
 type PortStatus struct {
+	// Name is the port's name (a macvtap's netdev), MAC its guest's
+	// Ethernet address, Dev a macvtap's device node (empty without one).
 	Name string `json:"name"`
 	MAC  string `json:"mac"`
 	Dev  string `json:"dev"`
 	Type string `json:"type"` // "macvtap" or "vhost-user"
+	// Origin is how the port came: "run" when this run made it, or
+	// adopted it from a persistent TAP, at its start (Config.VMPorts);
+	// "added" for a macvtap found on the TAP that was added since (tapfwd
+	// vm-port add, libvirt's type='direct').
+	Origin string `json:"origin"`
 	// Socket is a vhost-user port's socket; State where it stands
 	// (listening: no QEMU, connected, running: frames move, broken: the
 	// guest broke the virtqueue rules); Features the virtio features its
@@ -127,6 +161,10 @@ type statusSource struct {
 	d       *Daemon
 	started time.Time
 	window  time.Duration
+
+	// ports lists the macvtaps on the TAP (a tapport.Lister); nil lists
+	// only those this run made or adopted.
+	ports func() ([]tapport.Port, error)
 
 	mu         sync.Mutex
 	prev, last []dirSample // per queue, two directions
@@ -182,10 +220,8 @@ func (s *statusSource) Status() Status {
 		TAP: TAPStatus{Name: d.dev.Name(), Netns: d.dev.Netns(), MAC: d.dev.MAC().String(), MTU: d.c.TAP.MTU, NAPI: f.NAPI,
 			VnetHdr: f.VnetHdr, MultiQueue: f.MultiQueue, Offloads: f.OffloadNames(), Persistent: d.dev.Persistent(), Attached: d.dev.Attached()},
 		NIC: d.c.NIC.Name, NICBackend: d.c.NIC.Backend.String(), XDPMode: d.nic.xdpMode(), Poll: d.c.Workers.Poll.String(),
-		VMPorts: []PortStatus{}, AB: d.abStatus()}
-	for _, p := range d.ports.macvtaps {
-		st.VMPorts = append(st.VMPorts, PortStatus{Name: p.Name, MAC: p.MAC.String(), Dev: p.Dev, Type: "macvtap"})
-	}
+		AB: d.abStatus()}
+	st.VMPorts, st.VMPortsError = d.macvtapStatus(s.ports)
 	st.VMPorts = append(st.VMPorts, d.vhostStatus()...)
 	s.mu.Lock()
 	prev, last, secs := s.prev, s.last, s.lastAt.Sub(s.prevAt).Seconds()
@@ -220,6 +256,41 @@ func dirStatus(dir *forward.Dir, reasons []forward.DropReason) DirStatus {
 	return ds
 }
 
+// Origin values of PortStatus.
+const (
+	OriginRun   = "run"
+	OriginAdded = "added"
+)
+
+// macvtapStatus describes the macvtap ports on the TAP, as list finds
+// them (every port, OriginAdded those this run did not make or adopt),
+// else, when list is nil or fails (the error's text), those this run
+// made or adopted.
+func (d *Daemon) macvtapStatus(list func() ([]tapport.Port, error)) ([]PortStatus, string) {
+	ours := map[string]int{}
+	for _, p := range d.ports.macvtaps {
+		ours[p.Name] = p.Index
+	}
+	found, errText := d.ports.macvtaps, ""
+	if list != nil {
+		ports, err := list()
+		if err != nil {
+			errText = err.Error()
+		} else {
+			found = ports
+		}
+	}
+	out := []PortStatus{}
+	for _, p := range found {
+		origin := OriginAdded
+		if i, ok := ours[p.Name]; ok && i == p.Index {
+			origin = OriginRun
+		}
+		out = append(out, PortStatus{Name: p.Name, MAC: p.MAC.String(), Dev: p.Dev, Type: "macvtap", Origin: origin})
+	}
+	return out, errText
+}
+
 // vhostStatus describes the vhost-user ports.
 func (d *Daemon) vhostStatus() []PortStatus {
 	var out []PortStatus
@@ -227,7 +298,7 @@ func (d *Daemon) vhostStatus() []PortStatus {
 	for i, g := range d.fw.GuestWorkers() {
 		p := d.ports.vhost[i]
 		from, to := dirStatus(&g.Counters.From, fromGuest), dirStatus(&g.Counters.To, toGuest)
-		out = append(out, PortStatus{Name: p.Name, MAC: p.MAC.String(), Type: "vhost-user", Socket: p.Path,
+		out = append(out, PortStatus{Name: p.Name, MAC: p.MAC.String(), Type: "vhost-user", Origin: OriginRun, Socket: p.Path,
 			State: p.port.State().String(), Features: vhostuser.FeatureNames(p.port.Features()),
 			QueuePairs: len(p.port.Queues()), ActivePairs: p.port.ActivePairs(),
 			QEMU: vhostuser.QEMULine(p.Path, p.MAC, i, len(p.port.Queues())), Libvirt: vhostuser.LibvirtXML(p.Path, p.MAC, len(p.port.Queues())), LibvirtMemory: vhostuser.LibvirtMemory,

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -11,6 +12,8 @@ import (
 	"testing"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/tapfwd/tapfwd/internal/tapport"
 )
 
 // TestFetchStatus reads a daemon's /status, and refuses what is not one.
@@ -90,6 +93,68 @@ func TestStatusText(t *testing.T) {
 	st.WriteText(&b)
 	if want := "answered at 127.0.0.1:9310 by a process not known: why\n"; !strings.Contains(b.String(), want) {
 		t.Errorf("status text lacks %q:\n%s", want, b.String())
+	}
+}
+
+// TestStatusTextVMPorts: tapfwd status lists every macvtap on the TAP,
+// saying which were added after the start, and says when it could list
+// only this run's.
+func TestStatusTextVMPorts(t *testing.T) {
+	st := &Status{TAP: TAPStatus{Name: "lab0"}, VMPorts: []PortStatus{
+		{Name: "tfwvm0", MAC: "02:00:00:00:00:10", Dev: "/dev/tapfwd/lab:tfwvm0", Type: "macvtap", Origin: OriginRun},
+		{Name: "tfwvm1", MAC: "02:00:00:00:00:12", Dev: "/dev/tapfwd/lab:tfwvm1", Type: "macvtap", Origin: OriginAdded},
+		{Name: "macvtap0", MAC: "02:00:00:00:00:13", Type: "macvtap", Origin: OriginAdded}}}
+	var b strings.Builder
+	if err := st.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	want := "\nVM ports:\n" +
+		"  tfwvm0  02:00:00:00:00:10  /dev/tapfwd/lab:tfwvm0\n" +
+		"  tfwvm1  02:00:00:00:00:12  /dev/tapfwd/lab:tfwvm1  added after the start\n" +
+		"  macvtap0  02:00:00:00:00:13  (no device node)  added after the start\n"
+	if out := b.String(); !strings.HasSuffix(out, want) {
+		t.Errorf("status text ends\n%s\nwant it to end\n%s", out, want)
+	}
+	st.VMPorts, st.VMPortsError = st.VMPorts[:1], "netns: boom"
+	b.Reset()
+	st.WriteText(&b)
+	want = "\nVM ports:\n  (only those this run made: the TAP's could not be listed: netns: boom)\n  tfwvm0  02:00:00:00:00:10  /dev/tapfwd/lab:tfwvm0\n"
+	if out := b.String(); !strings.HasSuffix(out, want) {
+		t.Errorf("with a listing error, status text ends\n%s\nwant it to end\n%s", out, want)
+	}
+}
+
+// TestMacvtapStatus: /status's macvtaps are those found on the TAP, "run"
+// the ones this run made (same name and ifindex), "added" the others; the
+// run's own when the TAP's cannot be listed.
+func TestMacvtapStatus(t *testing.T) {
+	mac := func(b byte) net.HardwareAddr { return net.HardwareAddr{2, 0, 0, 0, 0, b} }
+	d := &Daemon{ports: vmPorts{macvtaps: []tapport.Port{{Name: "tfwvm0", Index: 10, MAC: mac(1), Dev: "/dev/tapfwd/lab:tfwvm0"},
+		{Name: "tfwvm1", Index: 11, MAC: mac(2)}}}}
+	found := []tapport.Port{{Name: "tfwvm0", Index: 10, MAC: mac(1), Dev: "/dev/tapfwd/lab:tfwvm0"},
+		{Name: "tfwvm1", Index: 21, MAC: mac(3)}, {Name: "tfwvm7", Index: 22, MAC: mac(4), Dev: "/dev/tapfwd/lab:tfwvm7"}}
+	text := func(ps []PortStatus) string {
+		var parts []string
+		for _, p := range ps {
+			parts = append(parts, p.Name+" "+p.MAC+" "+p.Dev+" "+p.Type+" "+p.Origin)
+		}
+		return strings.Join(parts, "; ")
+	}
+	ps, errText := d.macvtapStatus(func() ([]tapport.Port, error) { return found, nil })
+	want := "tfwvm0 02:00:00:00:00:01 /dev/tapfwd/lab:tfwvm0 macvtap run; tfwvm1 02:00:00:00:00:03  macvtap added; tfwvm7 02:00:00:00:00:04 /dev/tapfwd/lab:tfwvm7 macvtap added"
+	if got := text(ps); got != want || errText != "" {
+		t.Errorf("listed: %q, %q\nwant %q", got, errText, want)
+	}
+	ours := "tfwvm0 02:00:00:00:00:01 /dev/tapfwd/lab:tfwvm0 macvtap run; tfwvm1 02:00:00:00:00:02  macvtap run"
+	ps, errText = d.macvtapStatus(func() ([]tapport.Port, error) { return nil, errors.New("boom") })
+	if got := text(ps); got != ours || errText != "boom" {
+		t.Errorf("listing failed: %q, %q; want %q, boom", got, errText, ours)
+	}
+	if ps, errText = d.macvtapStatus(nil); text(ps) != ours || errText != "" {
+		t.Errorf("no lister: %q, %q; want %q", text(ps), errText, ours)
+	}
+	if ps, _ := (&Daemon{}).macvtapStatus(nil); ps == nil {
+		t.Error("no ports: nil, want [] (vm_ports is a JSON array)")
 	}
 }
 

@@ -59,20 +59,32 @@ func (st *Status) WriteText(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	writeVMPorts(w, st.VMPorts)
+	writeVMPorts(w, st.VMPorts, st.VMPortsError)
 	return nil
 }
 
-// writeVMPorts lists the VM ports: a macvtap's device node; a vhost-user
-// port's socket, state, counters and how to attach a guest.
-func writeVMPorts(w io.Writer, ports []PortStatus) {
-	if len(ports) == 0 {
+// writeVMPorts lists the VM ports: a macvtap's device node, and whether
+// it was added after the start; a vhost-user port's socket, state,
+// counters and how to attach a guest. listErr is why the macvtaps on the
+// TAP could not be listed.
+func writeVMPorts(w io.Writer, ports []PortStatus, listErr string) {
+	if len(ports) == 0 && listErr == "" {
 		return
 	}
 	fmt.Fprintln(w, "\nVM ports:")
+	if listErr != "" {
+		fmt.Fprintf(w, "  (only those this run made: the TAP's could not be listed: %s)\n", printable(listErr))
+	}
 	for _, p := range ports {
 		if p.Type != "vhost-user" {
-			fmt.Fprintf(w, "  %s  %s  %s\n", printable(p.Name), printable(p.MAC), printable(p.Dev))
+			dev, origin := printable(p.Dev), ""
+			if dev == "" {
+				dev = "(no device node)"
+			}
+			if p.Origin == OriginAdded {
+				origin = "  added after the start"
+			}
+			fmt.Fprintf(w, "  %s  %s  %s%s\n", printable(p.Name), printable(p.MAC), dev, origin)
 			continue
 		}
 		fmt.Fprintf(w, "  %s  %s  vhost-user %s  %s\n", printable(p.Name), printable(p.MAC), printable(p.Socket), printable(p.State))

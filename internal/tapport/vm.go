@@ -186,6 +186,56 @@ func List(ns, tapName string) ([]Port, error) {
 	defer h.Close()
 	label := h.Label()
 	sweepNodes(h, label)
+	mnt := -1
+	defer func() {
+		if mnt >= 0 {
+			unix.Close(mnt)
+		}
+	}()
+	// The namespace's sysfs is mounted at the first port, if any.
+	return listPorts(h, label, tapName, func() (int, error) {
+		if mnt < 0 {
+			mnt, err = h.Sysfs(false)
+		}
+		return mnt, err
+	})
+}
+
+// A Lister lists the VM ports on one TAP as List does, over a namespace
+// handle and a sysfs view of that namespace opened once, and changes
+// nothing (no stale node is swept): once made it needs no privilege, so a
+// running tapfwd's /status can list the ports after it dropped its
+// privileges, those added since it started included.
+type Lister struct {
+	h     *netns.NS
+	label string
+	tap   string
+	mnt   int
+}
+
+// NewLister returns a Lister of the ports on TAP tapName ("" for every
+// TAP) in h's namespace; h stays the caller's to close, after the
+// Lister.
+func NewLister(h *netns.NS, tapName string) (*Lister, error) {
+	mnt, err := h.Sysfs(false)
+	if err != nil {
+		return nil, err
+	}
+	return &Lister{h: h, label: h.Label(), tap: tapName, mnt: mnt}, nil
+}
+
+// List lists the ports as List(ns, tapName) would, by name. It may run
+// from several goroutines at once.
+func (l *Lister) List() ([]Port, error) {
+	return listPorts(l.h, l.label, l.tap, func() (int, error) { return l.mnt, nil })
+}
+
+// Close releases the sysfs view.
+func (l *Lister) Close() error { return unix.Close(l.mnt) }
+
+// listPorts is List in h (whose label is label), sysfs the namespace's
+// sysfs view for the ports' device numbers.
+func listPorts(h *netns.NS, label, tapName string, sysfs func() (int, error)) ([]Port, error) {
 	links, err := h.Links()
 	if err != nil {
 		return nil, err
@@ -200,12 +250,6 @@ func List(ns, tapName string) ([]Port, error) {
 	for i := range links {
 		byIndex[links[i].Index] = &links[i]
 	}
-	mnt := -1
-	defer func() {
-		if mnt >= 0 {
-			unix.Close(mnt)
-		}
-	}()
 	var out []Port
 	for _, l := range links {
 		t := byIndex[l.Parent]
@@ -213,10 +257,9 @@ func List(ns, tapName string) ([]Port, error) {
 			continue
 		}
 		p := Port{Name: l.Name, Index: l.Index, MAC: l.MAC, TAP: t.Name, TAPIndex: t.Index, Netns: Netns(h, label), Up: l.Up}
-		if mnt < 0 {
-			if mnt, err = h.Sysfs(false); err != nil {
-				return nil, err
-			}
+		mnt, err := sysfs()
+		if err != nil {
+			return nil, err
 		}
 		if p.Major, p.Minor, err = portDevt(mnt, l.Name, p.Index); err != nil {
 			return nil, err

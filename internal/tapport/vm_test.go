@@ -226,3 +226,38 @@ func TestVMPortNodesPerNamespace(t *testing.T) {
 		checkNode(t, beds[i], kp)
 	}
 }
+
+// TestLister: a Lister made before a port is added lists it, with its
+// device node, as List does, and one made on another TAP's name fails
+// as List does.
+func TestLister(t *testing.T) {
+	bed, d := tapporttest.LabTAP(t)
+	h, err := netns.Open(bed.LabNS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	l, err := NewLister(h, d.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if ports, err := l.List(); err != nil || len(ports) != 0 {
+		t.Errorf("before any port: %+v, %v", ports, err)
+	}
+	p := addForTest(t, Config{TAP: d.Name(), Netns: bed.LabNS})
+	ports, err := l.List()
+	want, _ := List(bed.LabNS, d.Name())
+	if err != nil || len(ports) != 1 || len(want) != 1 || ports[0].Name != p.Name || ports[0].Dev != p.Dev || p.Dev == "" ||
+		ports[0].Index != p.Index || ports[0].MAC.String() != p.MAC.String() || fmt.Sprint(ports) != fmt.Sprint(want) {
+		t.Errorf("Lister.List = %+v, %v; want %+v, as List's %+v", ports, err, p, want)
+	}
+	other, err := NewLister(h, "nope"+bed.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := other.List(); !errors.Is(err, ErrNoTAP) {
+		t.Errorf("a missing TAP: %v, want ErrNoTAP", err)
+	}
+}

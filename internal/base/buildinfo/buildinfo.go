@@ -1,11 +1,16 @@
-// Package buildinfo says which tapfwd this is: the module version, the VCS
-// revision it was built from, and the Go version, from the binary itself.
+// Package buildinfo says which tapfwd this is: its release version, the
+// VCS revision it was built from, and the Go version, from the binary
+// itself.
 package buildinfo
 
 import (
 	"runtime/debug"
 	"strings"
 )
+
+// Version is tapfwd's release version, the one place it is written: the
+// first release heading of CHANGELOG.md must name it (a test checks).
+const Version = "0.1.0"
 
 // revision is `git describe --always --dirty` at build time, stamped by
 // make build (-ldflags -X), which also works where Go records no VCS
@@ -15,18 +20,21 @@ var revision string
 
 // Info describes the running binary.
 type Info struct {
-	Version   string `json:"version"`  // "(devel)" for a build from a checkout
-	Revision  string `json:"revision"` // VCS revision, "" when not recorded
-	Modified  bool   `json:"modified"` // built from a checkout with changes
-	GoVersion string `json:"go_version"`
+	Version   string `json:"version"`    // the release (CHANGELOG.md's latest)
+	Revision  string `json:"revision"`   // VCS revision, "" when not recorded
+	Modified  bool   `json:"modified"`   // built from a checkout with changes
+	GoVersion string `json:"go_version"` // the Go release it was built with
 }
 
-// Get reads the build information embedded in the binary: the revision
-// make build stamped, else the one Go recorded.
+// Get is the release (Version) and the build information embedded in
+// the binary: the revision make build stamped, else the one Go recorded.
+// The module version Go records is not used: "(devel)" for every build
+// from a checkout.
 func Get() Info {
 	i := get(revision)
+	i.Version = Version
 	if bi, ok := debug.ReadBuildInfo(); ok {
-		i.Version, i.GoVersion = bi.Main.Version, bi.GoVersion
+		i.GoVersion = bi.GoVersion
 		if revision == "" {
 			i.Revision, i.Modified = vcs(bi.Settings)
 		}

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -11,7 +12,7 @@ import (
 
 func TestGet(t *testing.T) {
 	i := Get()
-	if i.GoVersion != runtime.Version() || i.Version == "" {
+	if i.GoVersion != runtime.Version() || i.Version != Version {
 		t.Errorf("Get() = %+v", i)
 	}
 	s := Info{Version: "v1.2.3", Revision: "0123456789abcdef0123456789abcdef01234567", Modified: true, GoVersion: "go1.26"}.String()
@@ -38,7 +39,7 @@ func TestGet(t *testing.T) {
 // TestMakeBuildStamps: make build stamps the revision git describes even
 // where GOFLAGS turns Go's own VCS stamping off.
 func TestMakeBuildStamps(t *testing.T) {
-	root, err := filepath.Abs("../..")
+	root, err := filepath.Abs("../../..")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,5 +67,22 @@ func TestMakeBuildStamps(t *testing.T) {
 		if err != nil || !strings.Contains(string(out), want) {
 			t.Errorf("%s --version: %q, %v; want %q", filepath.Base(b), out, err, want)
 		}
+	}
+}
+
+// TestChangelogVersion: the release the binary reports is the one
+// CHANGELOG.md names first (an "## [Unreleased]" heading above it is
+// skipped).
+func TestChangelogVersion(t *testing.T) {
+	b, err := os.ReadFile("../../../CHANGELOG.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^## \[(\d+\.\d+\.\d+)\]`).FindSubmatch(b)
+	if m == nil {
+		t.Fatal("CHANGELOG.md has no release heading (## [x.y.z] - DATE)")
+	}
+	if string(m[1]) != Version {
+		t.Errorf("CHANGELOG.md's latest release is %s, buildinfo.Version is %s: make them one", m[1], Version)
 	}
 }

@@ -210,6 +210,16 @@ func TestTestKitForTestsOnly(t *testing.T) {
 	}
 }
 
+// TestRefdocForTestsOnly: the generator of docs/reference is imported by
+// tests alone, so no binary links it.
+func TestRefdocForTestsOnly(t *testing.T) {
+	for _, p := range list(t, "./...") {
+		if bad := offending(p.Imports, func(s string) bool { r, _ := ours(s); return r == "internal/refdoc" }); len(bad) > 0 {
+			t.Errorf("%s (not its tests) imports internal/refdoc", p.ImportPath)
+		}
+	}
+}
+
 var flagInText = regexp.MustCompile(`--[a-z][a-z-]+`)
 
 // TestLibrariesNameNoFlags: error texts in library packages (everything but
