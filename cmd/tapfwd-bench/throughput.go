@@ -18,6 +18,7 @@ import (
 	"github.com/tapfwd/tapfwd/bench/report"
 	"github.com/tapfwd/tapfwd/bench/stats"
 	"github.com/tapfwd/tapfwd/bench/throughput"
+	"github.com/tapfwd/tapfwd/bench/throughputview"
 	"github.com/tapfwd/tapfwd/internal/base/cpulist"
 	"github.com/tapfwd/tapfwd/internal/cliflag"
 	"github.com/tapfwd/tapfwd/internal/lab/iperf"
@@ -509,20 +510,21 @@ func ptr[T any](v T) *T { return &v }
 // the chosen format to stdout, with every run's trace when --trace asks.
 func renderThroughput(rep *throughput.Report, f *throughputFlags, stdout io.Writer) error {
 	rep.Trace = *f.showTrace
+	view := throughputview.Report{Report: rep}
 	if *f.outDir != "" {
-		files := report.Files("throughput", rep)
-		files["throughput.csv"] = rep.WriteCSV
+		files := report.Files("throughput", view)
+		files["throughput.csv"] = view.WriteCSV
 		if err := writeOut(*f.outDir, files); err != nil {
 			return err
 		}
-		if err := rep.WriteCharts(*f.outDir); err != nil {
+		if err := view.WriteCharts(*f.outDir); err != nil {
 			return fmt.Errorf("--out: %w", err)
 		}
 	}
 	if *f.asCSV { // the flags exclude one another
-		return rep.WriteCSV(stdout)
+		return view.WriteCSV(stdout)
 	}
-	return printReport(stdout, rep, *f.asJSON, *f.asMD)
+	return printReport(stdout, view, *f.asJSON, *f.asMD)
 }
 
 // addBefore adds --before's configuration.
