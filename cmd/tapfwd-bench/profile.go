@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tapfwd/tapfwd/bench/cpuprofile"
 	"github.com/tapfwd/tapfwd/bench/latency"
 	"github.com/tapfwd/tapfwd/bench/profile"
 	"github.com/tapfwd/tapfwd/bench/report"
@@ -224,7 +225,7 @@ func cmdProfile(args []string, stdout, stderr io.Writer) error {
 	o.Lab, o.TUNFeatures, o.TapfwdFlags, o.Progress, o.Log = env.lab, env.features, env.tapfwdFlags, env.prog.update, env.log
 	note := "not sampled (--perf off)"
 	if *f.perf == "auto" {
-		if o.Perf, note = profile.ProbePerf(env.ctx); o.Perf == nil {
+		if o.Perf, note = cpuprofile.ProbePerf(env.ctx); o.Perf == nil {
 			fmt.Fprintf(stderr, "tapfwd-bench: %s\n", note)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tapfwd/tapfwd/bench/cpuprofile"
 	"github.com/tapfwd/tapfwd/bench/profile"
 	"github.com/tapfwd/tapfwd/bench/throughput"
 	"github.com/tapfwd/tapfwd/internal/cliflag/clitest"
@@ -114,7 +115,7 @@ func checkGoView(t *testing.T, g *profile.GoView, dir string) {
 	sum, write := 0.0, 0.0
 	for _, s := range g.Shares {
 		sum += s.Percent
-		if s.Name == profile.TAPWrite {
+		if s.Name == cpuprofile.TAPWrite {
 			write = s.Percent
 		}
 	}
@@ -125,7 +126,7 @@ func checkGoView(t *testing.T, g *profile.GoView, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p, err := profile.ParsePprof(b); err != nil || len(p.Samples) == 0 {
+	if p, err := cpuprofile.ParsePprof(b); err != nil || len(p.Samples) == 0 {
 		t.Errorf("kept profile %s: %v", g.File, err)
 	}
 }
@@ -142,7 +143,7 @@ func checkKernelViews(t *testing.T, note string, fw, br *profile.Result) {
 		}
 		return
 	}
-	path := func(k *profile.KernelView, name string) float64 {
+	path := func(k *cpuprofile.KernelView, name string) float64 {
 		if k == nil {
 			return -1
 		}
@@ -153,10 +154,10 @@ func checkKernelViews(t *testing.T, note string, fw, br *profile.Result) {
 		}
 		return -1
 	}
-	if w := path(fw.Kernel, profile.KTAPWrite); w <= 0 || path(fw.Kernel, profile.KBridge) != 0 {
+	if w := path(fw.Kernel, cpuprofile.KTAPWrite); w <= 0 || path(fw.Kernel, cpuprofile.KBridge) != 0 {
 		t.Errorf("tapfwd's kernel side: TAP write %v%%: %+v", w, fw.Kernel)
 	}
-	if b := path(br.Kernel, profile.KBridge); b <= 0 || path(br.Kernel, profile.KTAPWrite) != 0 {
+	if b := path(br.Kernel, cpuprofile.KBridge); b <= 0 || path(br.Kernel, cpuprofile.KTAPWrite) != 0 {
 		t.Errorf("the bridge's kernel side: bridge %v%%: %+v", b, br.Kernel)
 	}
 }
