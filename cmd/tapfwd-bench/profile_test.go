@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"flag"
 	"math"
 	"os"
 	"os/exec"
@@ -177,4 +178,47 @@ func TestProfileErrors(t *testing.T) {
 		{[]string{"profile", "--workload", "rr-5K-0us", "--configs", "napi-on"}, 2, `unknown configuration "napi-on"`},
 		{[]string{"-h"}, 0, "profile: where the time goes"},
 	})
+}
+
+// TestSharedFlags checks that the flags the benches share are declared
+// once: every flag two of them define means the same in each (usage and
+// default), but for the few each bench sets itself; profile's
+// --placement is throughput's without both.
+func TestSharedFlags(t *testing.T) {
+	var out bytes.Buffer
+	tfs, _ := throughputFlagSet(&out)
+	pfs, _ := profileFlagSet(&out)
+	nfs, _ := napiFlagSet(&out)
+	lfs, _ := latencyFlagSet(&out)
+	cfs, _ := compareFlagSet(&out)
+	own := map[string]bool{"configs": true, "duration": true, "omit": true, "budget": true, "target": true, "quick": true,
+		"perf": true, "warmup": true, "reps": true, "out": true, "from": true, "verbose": true, "placement": true, "json": true, "markdown": true}
+	sets := []*flag.FlagSet{tfs, pfs, nfs, lfs, cfs}
+	shared := 0
+	for i, a := range sets {
+		for _, b := range sets[i+1:] {
+			a.VisitAll(func(fa *flag.Flag) {
+				fb := b.Lookup(fa.Name)
+				if fb == nil || own[fa.Name] {
+					return
+				}
+				shared++
+				if fa.Usage != fb.Usage || fa.DefValue != fb.DefValue {
+					t.Errorf("--%s: %s says %q (default %q), %s %q (default %q)", fa.Name, a.Name(), fa.Usage, fa.DefValue, b.Name(), fb.Usage, fb.DefValue)
+				}
+			})
+		}
+	}
+	if shared < 10 {
+		t.Errorf("%d shared flags compared", shared)
+	}
+	tp, pp := tfs.Lookup("placement").Usage, pfs.Lookup("placement").Usage
+	if !strings.HasPrefix(tp, pp) || strings.Contains(pp, "both") || !strings.Contains(tp, "both") {
+		t.Errorf("--placement: profile %q, throughput %q", pp, tp)
+	}
+	for _, fs := range []*flag.FlagSet{tfs, pfs, nfs, lfs} {
+		if j, m := fs.Lookup("json").Usage, fs.Lookup("markdown").Usage; j != "print the report as JSON" || m != "print the report as Markdown" {
+			t.Errorf("%s: --json %q, --markdown %q", fs.Name(), j, m)
+		}
+	}
 }
