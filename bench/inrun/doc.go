@@ -18,5 +18,6 @@
 // ms, retransmits and reordering around switches, the background load of
 // each run, and the kernel's view of the two queues (the NAPI kthreads).
 //
-// docs/ab-method.md explains the estimator and its coverage.
+// Package abrun makes each run. docs/ab-method.md explains the estimator
+// and its coverage.
 package inrun
