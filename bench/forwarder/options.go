@@ -2,7 +2,6 @@ package forwarder
 
 import (
 	"strconv"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -113,100 +112,6 @@ const MetricsAddr = "127.0.0.1:9310"
 // CPU returns a pointer to n, for Options.NICNAPICPU, TAPNAPICPU and
 // BusyPollCPU.
 func CPU(n int) *int { return &n }
-
-// Args are the `tapfwd run` flags for o, in a fixed order, without the
-// ones a bed decides (--nic, --tap, --tap-netns, --tap-addr).
-func (o Options) Args() []string {
-	var a []string
-	if o.Queues > 0 {
-		a = append(a, "--queues", strconv.Itoa(o.Queues))
-	}
-	if o.NAPI != "" {
-		a = append(a, "--napi", string(o.NAPI))
-	}
-	if o.VnetHdr != "" {
-		a = append(a, "--vnet-hdr", string(o.VnetHdr))
-	}
-	if o.Poll != "" {
-		a = append(a, "--poll", string(o.Poll))
-	}
-	if o.NICBackend != "" {
-		a = append(a, "--nic-backend", string(o.NICBackend))
-	}
-	if o.TAPNAPIThreaded {
-		a = append(a, "--tap-napi-threaded")
-	}
-	if o.TAPNAPICPU != nil {
-		a = append(a, "--tap-napi-cpu", strconv.Itoa(*o.TAPNAPICPU))
-	}
-	if o.TAPGROFlushTimeout > 0 {
-		a = append(a, "--tap-gro-flush-timeout", Micros(o.TAPGROFlushTimeout))
-	}
-	if o.TAPNAPIDeferHardIRQs > 0 {
-		a = append(a, "--tap-napi-defer-hard-irqs", strconv.Itoa(o.TAPNAPIDeferHardIRQs))
-	}
-	if o.NICNAPIThreaded != napi.ThreadedDisabled {
-		a = append(a, "--nic-napi-threaded", o.NICNAPIThreaded.String())
-	}
-	if o.NICNAPICPU != nil {
-		a = append(a, "--nic-napi-cpu", strconv.Itoa(*o.NICNAPICPU))
-	}
-	if o.BusyPollCPU != nil {
-		a = append(a, "--busy-poll-cpu", strconv.Itoa(*o.BusyPollCPU))
-	}
-	if o.NoGRO {
-		a = append(a, "--gro=false")
-	}
-	return append(a, o.workerArgs()...)
-}
-
-// workerArgs are the flags of the workers' settings and the profiler.
-func (o Options) workerArgs() []string {
-	var a []string
-	if o.GROWindow > 0 {
-		a = append(a, "--gro-window", Micros(o.GROWindow))
-	}
-	if o.Batch > 0 {
-		a = append(a, "--batch", strconv.Itoa(o.Batch))
-	}
-	if o.CPUs != "" {
-		a = append(a, "--cpus", o.CPUs)
-	}
-	if o.TAPIO != "" {
-		a = append(a, "--tap-io", o.TAPIO)
-	}
-	if o.PProf {
-		a = append(a, "--metrics-addr", MetricsAddr, "--pprof")
-	}
-	return append(a, o.abArgs()...)
-}
-
-// abArgs are the flags of the A/B mode.
-func (o Options) abArgs() []string {
-	var a []string
-	if o.ABControl != "" {
-		a = append(a, "--ab-control", o.ABControl)
-	}
-	if o.ABNAPI != [2]Switch{} {
-		a = append(a, "--ab-napi", string(o.ABNAPI[0])+","+string(o.ABNAPI[1]))
-	}
-	if o.ABDelay > 0 {
-		a = append(a, "--ab-delay", Micros(o.ABDelay))
-	}
-	return a
-}
-
-// Flags are the names of the flags Args gives, without the dashes.
-func (o Options) Flags() []string {
-	var names []string
-	for _, a := range o.Args() {
-		if name, ok := strings.CutPrefix(a, "--"); ok {
-			name, _, _ = strings.Cut(name, "=")
-			names = append(names, name)
-		}
-	}
-	return names
-}
 
 // Needs are the TUNGETFEATURES bits (unix.IFF_*) tapfwd cannot run o
 // without: what o asks for outright rather than when offered.

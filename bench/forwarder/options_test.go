@@ -81,3 +81,28 @@ func TestSupported(t *testing.T) {
 		t.Error("a binary without help gave flags")
 	}
 }
+
+// TestRunFlags checks the table of tapfwd's flags: each named once, and
+// an Options that sets every field gives every one of them, once each,
+// in Args as in Flags.
+func TestRunFlags(t *testing.T) {
+	all := Options{Queues: 2, NAPI: On, VnetHdr: On, Poll: Kernel, NICBackend: XDP, TAPNAPIThreaded: true, TAPNAPICPU: CPU(1),
+		TAPGROFlushTimeout: time.Microsecond, TAPNAPIDeferHardIRQs: 1, NICNAPIThreaded: napi.ThreadedEnabled, NICNAPICPU: CPU(0),
+		BusyPollCPU: CPU(1), NoGRO: true, GROWindow: time.Microsecond, Batch: 8, CPUs: "0", TAPIO: "uring", PProf: true,
+		ABControl: "/run/ab", ABNAPI: [2]Switch{Off, On}, ABDelay: time.Microsecond}
+	names := all.Flags()
+	if len(names) != len(runFlags) {
+		t.Errorf("every field set gives %d flags of %d: %v", len(names), len(runFlags), names)
+	}
+	args := " " + strings.Join(all.Args(), " ") + " "
+	seen := map[string]bool{}
+	for _, n := range names {
+		if seen[n] {
+			t.Errorf("--%s twice in the table", n)
+		}
+		seen[n] = true
+		if c := strings.Count(args, " --"+n+" ") + strings.Count(args, " --"+n+"="); c != 1 {
+			t.Errorf("--%s %d times in %q", n, c, args)
+		}
+	}
+}

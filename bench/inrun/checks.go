@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/tapfwd/tapfwd/bench/abrun"
 	"github.com/tapfwd/tapfwd/bench/stats"
 )
 
@@ -37,8 +38,8 @@ func (r *Report) checks(e *experiment) {
 			ch.Flagged++
 		}
 		if run.Pair == PairThreaded {
-			kA += run.ArmCPU[0][RoleKthread]
-			kB += run.ArmCPU[1][RoleKthread]
+			kA += run.ArmCPU[0][abrun.RoleKthread]
+			kB += run.ArmCPU[1][abrun.RoleKthread]
 		}
 		if run.Cost {
 			continue

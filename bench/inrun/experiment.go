@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tapfwd/tapfwd/bench/abrun"
 	"github.com/tapfwd/tapfwd/bench/matrix"
 	"github.com/tapfwd/tapfwd/bench/report"
 	"github.com/tapfwd/tapfwd/bench/stats"
@@ -31,7 +32,7 @@ type Options struct {
 	// Pairs are the questions, PairOn and PairThreaded; the checks are
 	// always added.
 	Pairs []string
-	// Windows per run (of Window each); 0 means DefaultWindows.
+	// Windows per run (of abrun.Window each); 0 means DefaultWindows.
 	Windows int
 	// Omit is the start of each iperf3 run left out before the windows.
 	Omit time.Duration
@@ -106,7 +107,7 @@ type key struct {
 type experiment struct {
 	o     Options
 	pairs []pairDef
-	runs  []Record
+	runs  []abrun.Record
 	start time.Time
 	// runTime is the mean time a run took, visits included.
 	spent    time.Duration
@@ -296,7 +297,7 @@ func (e *experiment) visit(ctx context.Context, inst string, rep int, pairs []pa
 		if len(kthreads) != wantKthreads(inst) {
 			return fmt.Errorf("the TAP has %d NAPI kthreads, want %d: its queues are not what the instance asked for", len(kthreads), wantKthreads(inst))
 		}
-		spec := runSpec{bed: bed, tapfwd: fws.Pids()[0], ctl: ctl, kthreads: kthreads, windows: e.o.Windows, omit: e.o.Omit, swapped: swapped}
+		spec := abrun.Spec{Bed: bed, Tapfwd: fws.Pids()[0], Ctl: ctl, Kthreads: kthreads, Windows: e.o.Windows, Omit: e.o.Omit, Swapped: swapped}
 		for _, p := range pairs {
 			if err := e.pairRuns(ctx, spec, p, rep, todo[p.name], fws); err != nil {
 				return err
@@ -318,7 +319,7 @@ func wantKthreads(inst string) int {
 // pairRuns makes pair p's runs of tasks, in a seeded random order,
 // throughput before cost on a row (a cost run offers CostShare of the
 // row's saturation, known once a throughput run measured it).
-func (e *experiment) pairRuns(ctx context.Context, s runSpec, p pairDef, rep int, tasks []task, fws matrix.Forwarders) error {
+func (e *experiment) pairRuns(ctx context.Context, s abrun.Spec, p pairDef, rep int, tasks []task, fws matrix.Forwarders) error {
 	var order []task
 	for _, t := range tasks {
 		for range t.n {
@@ -331,14 +332,14 @@ func (e *experiment) pairRuns(ctx context.Context, s runSpec, p pairDef, rep int
 		if err := fws.Alive(); err != nil {
 			return err
 		}
-		s.w, s.arms, s.seed, s.rate = t.w, orient(p.arms, s.swapped), e.rng.Uint64(), 0
+		s.Workload, s.Arms, s.Seed, s.Rate = t.w, orient(p.arms, s.Swapped), e.rng.Uint64(), 0
 		if t.cost {
-			if s.rate = CostShare * e.saturation(t.w.Name); s.rate <= 0 {
+			if s.Rate = CostShare * e.saturation(t.w.Name); s.Rate <= 0 {
 				continue
 			}
 		}
-		r, err := measure(ctx, s)
-		r.Pair, r.Row, r.Rep, r.Swapped = p.name, t.w.Name, rep, s.swapped
+		r, err := abrun.Measure(ctx, s)
+		r.Pair, r.Row, r.Rep, r.Swapped = p.name, t.w.Name, rep, s.Swapped
 		r.Flagged = r.Background > e.o.BackgroundLimit
 		if err != nil {
 			if ctx.Err() != nil {
@@ -383,7 +384,7 @@ func (e *experiment) saturation(row string) float64 {
 }
 
 // progress tells o.Progress about run r.
-func (e *experiment) progress(r Record) {
+func (e *experiment) progress(r abrun.Record) {
 	if e.o.Progress == nil {
 		return
 	}
@@ -412,7 +413,7 @@ func (e *experiment) estimates(k key, g int) []float64 {
 	return runEstimates(e.runs, k, g)
 }
 
-func runEstimates(runs []Record, k key, g int) []float64 {
+func runEstimates(runs []abrun.Record, k key, g int) []float64 {
 	var d []float64
 	for _, r := range runs {
 		if r.Pair != k.Pair || r.Row != k.Row || r.Cost != k.Cost || r.Err != "" {

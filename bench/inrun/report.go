@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tapfwd/tapfwd/bench/abrun"
 	"github.com/tapfwd/tapfwd/bench/matrix"
 	"github.com/tapfwd/tapfwd/bench/report"
 	"github.com/tapfwd/tapfwd/bench/stats"
@@ -37,8 +38,8 @@ type Report struct {
 	// Answer is the report in one sentence.
 	Answer string `json:"answer"`
 	// Setups are what the kernel showed of each visit's TAP queues.
-	Setups []Setup  `json:"setups"`
-	Runs   []Record `json:"runs"`
+	Setups []Setup        `json:"setups"`
+	Runs   []abrun.Record `json:"runs"`
 }
 
 // Settings are how the experiment ran.
@@ -155,7 +156,7 @@ type Checks struct {
 func newReport(o Options) *Report {
 	r := &Report{
 		Header: report.Header{Schema: Schema, Started: time.Now().UTC(), Host: matrix.ProbeHost(0, true)},
-		Settings: Settings{WindowMillis: int(Window / time.Millisecond), Windows: o.Windows, OmitSeconds: o.Omit.Seconds(),
+		Settings: Settings{WindowMillis: int(abrun.Window / time.Millisecond), Windows: o.Windows, OmitSeconds: o.Omit.Seconds(),
 			HeadlineGuard: int(stats.ABGuards[guardHeadline] / time.Millisecond), Rule: o.Rule, BudgetSeconds: o.Budget.Seconds(),
 			Cost: o.Cost, KthreadCPU: o.KthreadCPU, Seed: o.Seed,
 			Background: o.BackgroundLimit,
@@ -246,7 +247,7 @@ func (c *Comparison) fromResult(res stats.ABResult, rule stats.ABRule, words sta
 
 // jackknife is the median within-run jackknife standard error of the
 // first n runs of k, in percent.
-func jackknife(runs []Record, k key, n int) float64 {
+func jackknife(runs []abrun.Record, k key, n int) float64 {
 	var se []float64
 	for _, run := range runs {
 		if run.Pair != k.Pair || run.Row != k.Row || run.Cost != k.Cost || run.Err != "" || len(se) == n {
@@ -264,7 +265,7 @@ func jackknife(runs []Record, k key, n int) float64 {
 
 // figures sets the arms' figures, the flagged runs and the times from
 // the first n runs of k.
-func (c *Comparison) figures(runs []Record, k key, n int) {
+func (c *Comparison) figures(runs []abrun.Record, k key, n int) {
 	var logs []float64
 	for _, run := range runs {
 		if run.Pair != k.Pair || run.Row != k.Row || run.Cost != k.Cost || run.Err != "" || len(logs) == n {

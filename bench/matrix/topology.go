@@ -135,11 +135,11 @@ func (l Lab) visitHosts(ctx context.Context, c *report.Config, rep int, fn func(
 	var fws Forwarders
 	if c.Kind == report.KindTapfwd {
 		ps, err := h.StartTapfwd(ctx, l.tapfwd(c), func(i int) []string {
-			args := c.Run.Args()
+			run := c.Run
 			if len(l.HostCPUs) == len(h.Host) {
-				args = append(args, "--cpus", strconv.Itoa(l.HostCPUs[i]))
+				run.CPUs = strconv.Itoa(l.HostCPUs[i])
 			}
-			return args
+			return run.Args()
 		})
 		if err != nil {
 			return err

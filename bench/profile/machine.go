@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tapfwd/tapfwd/bench/cpuprofile"
 	"github.com/tapfwd/tapfwd/bench/trace"
 	"github.com/tapfwd/tapfwd/internal/base/procfs"
 )
@@ -131,7 +132,7 @@ func machine(a, b snapshot) ([]CPUTime, []ThreadTime) {
 		if all <= 0 {
 			continue
 		}
-		p := func(t time.Duration) float64 { return pct(float64(t), float64(all)) }
+		p := func(t time.Duration) float64 { return cpuprofile.Percent(float64(t), float64(all)) }
 		cpus = append(cpus, CPUTime{CPU: i, User: p(d.User + d.Nice), System: p(d.System), IRQ: p(d.IRQ), Softirq: p(d.SoftIRQ),
 			Idle: p(d.Idle + d.IOWait), Steal: p(d.Steal)})
 	}
@@ -146,7 +147,7 @@ func machine(a, b snapshot) ([]CPUTime, []ThreadTime) {
 			continue
 		}
 		threads = append(threads, ThreadTime{Role: t1.role, TID: tid, User: u.Seconds(), System: s.Seconds(),
-			Percent: pct(float64(u+s), float64(window))})
+			Percent: cpuprofile.Percent(float64(u+s), float64(window))})
 	}
 	slices.SortFunc(threads, func(x, y ThreadTime) int {
 		return cmp.Or(cmp.Compare(y.User+y.System, x.User+x.System), cmp.Compare(x.TID, y.TID))

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tapfwd/tapfwd/bench/cpuprofile"
 	"github.com/tapfwd/tapfwd/bench/forwarder"
 	"github.com/tapfwd/tapfwd/bench/matrix"
 	"github.com/tapfwd/tapfwd/bench/report"
@@ -35,7 +36,7 @@ type Options struct {
 	// Top is how many functions the top lists keep.
 	Top int
 	// Perf, when set, also samples the kernel (ProbePerf).
-	Perf *Perf
+	Perf *cpuprofile.Perf
 	// Dir, when set, keeps the raw profiles there: CONFIG-WORKLOAD.pprof
 	// (go tool pprof) and CONFIG-WORKLOAD.perf.data (perf report -i).
 	Dir string
@@ -202,13 +203,13 @@ func ownThreads(s snapshot, run trace.Run) map[int]string {
 	own := map[int]string{}
 	for tid, t := range s.threads {
 		if strings.HasPrefix(t.role, "tapfwd") {
-			own[tid] = TaskTapfwd
+			own[tid] = cpuprofile.TaskTapfwd
 		}
 	}
 	for _, t := range run.Threads {
 		switch t.Role {
 		case trace.Client, trace.Server, rr.Sender, rr.Receiver, rr.Echo:
-			own[t.TID] = TaskIperf
+			own[t.TID] = cpuprofile.TaskIperf
 		}
 	}
 	return own
@@ -249,11 +250,11 @@ func (o Options) goProfile(ctx context.Context, client *http.Client, c *report.C
 	if err != nil {
 		return nil, fmt.Errorf("tapfwd's Go profile: %w", err)
 	}
-	p, err := ParsePprof(b)
+	p, err := cpuprofile.ParsePprof(b)
 	if err != nil {
 		return nil, fmt.Errorf("tapfwd's Go profile: %w", err)
 	}
-	v := &GoView{CPUSeconds: p.Total().Seconds(), Shares: GoShares(p), Top: p.Top(o.Top), Syscalls: SyscallSites(p, o.Top)}
+	v := &GoView{CPUSeconds: p.Total().Seconds(), Shares: cpuprofile.GoShares(p), Top: p.Top(o.Top), Syscalls: cpuprofile.SyscallSites(p, o.Top)}
 	if path := o.rawPath(c, w, ".pprof"); path != "" {
 		if err := os.WriteFile(path, b, 0o644); err != nil {
 			return v, fmt.Errorf("keeping the Go profile: %w", err)
@@ -281,12 +282,12 @@ func (o Options) perfFile(c *report.Config, w Workload) (path string, cleanup fu
 }
 
 // kernelView reads perf's samples of a window of seconds.
-func (o Options) kernelView(ctx context.Context, file string, own map[int]string, seconds float64) (*KernelView, error) {
+func (o Options) kernelView(ctx context.Context, file string, own map[int]string, seconds float64) (*cpuprofile.KernelView, error) {
 	samples, err := o.Perf.Samples(ctx, file)
 	if err != nil {
 		return nil, fmt.Errorf("perf: %w", err)
 	}
-	v := KernelSummary(samples, own, seconds, o.Top)
+	v := cpuprofile.KernelSummary(samples, own, seconds, o.Top)
 	if o.Dir != "" {
 		v.File = filepath.Base(file)
 	}

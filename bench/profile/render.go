@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tapfwd/tapfwd/bench/cpuprofile"
 	"github.com/tapfwd/tapfwd/bench/report"
 )
 
@@ -71,7 +72,7 @@ func (r *Report) goSection() report.Section {
 		}
 	}
 	s.Rows = append(s.Rows, rowOf("CPU the profile sampled (cores)", cols, func(res *Result) string { return report.Num(res.Go.CPUSeconds / res.WindowSeconds) }))
-	for _, name := range GoShareNames {
+	for _, name := range cpuprofile.GoShareNames {
 		s.Rows = append(s.Rows, rowOf(name, cols, func(res *Result) string { return pctText(res.Go.share(name)) }))
 	}
 	return s
@@ -179,7 +180,7 @@ func (r *Report) kernelSection(workload string) (report.Section, bool) {
 	s := report.Section{Title: "Kernel side, " + workload + " (perf on every CPU): % of the samples of the run's own tasks (tapfwd, iperf3, ksoftirqd, NAPI kthreads, idle), each by the first path on its call chain",
 		Head: append([]string{"path"}, configsOf(cols)...)}
 	s.Rows = append(s.Rows, rowOf("CPU used by these tasks (cores)", cols, func(res *Result) string { return report.Num(res.Kernel.OwnCores) }))
-	for i, name := range KernelPathNames {
+	for i, name := range cpuprofile.KernelPathNames {
 		s.Rows = append(s.Rows, rowOf(name, cols, func(res *Result) string { return pctText(res.Kernel.Paths[i].Percent) }))
 	}
 	return s, len(cols) > 0
@@ -191,7 +192,7 @@ func (r *Report) taskSection(workload string) report.Section {
 	cols := r.kernelResults(workload)
 	s := report.Section{Title: "Kernel side, " + workload + ": % of all samples on every CPU by task, kernel + user",
 		Head: append([]string{"task"}, configsOf(cols)...)}
-	for i, name := range TaskNames {
+	for i, name := range cpuprofile.TaskNames {
 		s.Rows = append(s.Rows, rowOf(name, cols, func(res *Result) string {
 			t := res.Kernel.Tasks[i]
 			return pctText(t.Kernel) + " + " + pctText(t.User)

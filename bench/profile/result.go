@@ -1,6 +1,7 @@
 package profile
 
 import (
+	"github.com/tapfwd/tapfwd/bench/cpuprofile"
 	"github.com/tapfwd/tapfwd/bench/report"
 	"github.com/tapfwd/tapfwd/bench/trace"
 )
@@ -52,7 +53,7 @@ type Result struct {
 	// Batches are tapfwd's counters over the window, per direction.
 	Batches []Batches `json:"batches,omitempty"`
 	// Kernel is perf's view of every CPU; nil without perf.
-	Kernel *KernelView `json:"kernel,omitempty"`
+	Kernel *cpuprofile.KernelView `json:"kernel,omitempty"`
 	// Notes are the parts that could not be had.
 	Notes []string `json:"notes,omitempty"`
 }
@@ -65,24 +66,11 @@ type GoView struct {
 	// Shares are GoShares; Top the functions with the most flat time;
 	// Syscalls the tapfwd functions that made the system calls, by the
 	// time in them.
-	Shares   []Share    `json:"shares"`
-	Top      []FuncTime `json:"top"`
-	Syscalls []FuncTime `json:"syscall_sites"`
+	Shares   []cpuprofile.Share    `json:"shares"`
+	Top      []cpuprofile.FuncTime `json:"top"`
+	Syscalls []cpuprofile.FuncTime `json:"syscall_sites"`
 	// File is the raw profile's name in the output directory.
 	File string `json:"file,omitempty"`
-}
-
-// KernelView is perf's samples of every CPU over a window
-// (KernelSummary): Tasks over all Samples; Paths and Top over the
-// OwnSamples of the run's own tasks, which used OwnCores CPUs.
-type KernelView struct {
-	Samples    int         `json:"samples"`
-	OwnSamples int         `json:"own_samples"`
-	OwnCores   float64     `json:"own_cores"`
-	Paths      []Share     `json:"paths"`
-	Tasks      []TaskShare `json:"tasks"`
-	Top        []FuncTime  `json:"top_kernel"`
-	File       string      `json:"file,omitempty"`
 }
 
 // Read reads a report saved as JSON.

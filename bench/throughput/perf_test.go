@@ -1,13 +1,9 @@
 package throughput
 
 import (
-	"bytes"
 	"context"
 	"math"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -63,75 +59,4 @@ func guardRun(t *testing.T) *Report {
 	}
 	r.finish(runs, end, o.Bootstrap)
 	return r
-}
-
-// TestGuard checks the guard's analysis: tapfwd is compared with the
-// bridge in pairs on every row (and the sequential rule takes those
-// pairs), the targets are judged by the whole interval, and a saved
-// report gives back the per-repetition ratios that compare reads.
-func TestGuard(t *testing.T) {
-	r := guardRun(t)
-	if r.Settings.Reps != stats.Stage1Reps || r.Settings.Sequential.Stopped != matrix.StopTarget || len(r.Comparisons) != len(guardRatios) {
-		t.Fatalf("%d repetitions, stopped by %q, %d comparisons; want %d, target, %d",
-			r.Settings.Reps, r.Settings.Sequential.Stopped, len(r.Comparisons), stats.Stage1Reps, len(guardRatios))
-	}
-	for w, want := range guardRatios {
-		c := r.Comparison(Default, Bridge, w)
-		if c == nil || math.Abs(c.Ratio.Median/want-1) > 0.02 || c.Pairs != stats.Stage1Reps {
-			t.Errorf("%s: comparison %+v, want a ratio near %v over %d pairs", w, c, want, stats.Stage1Reps)
-		}
-	}
-	var txt bytes.Buffer
-	if err := r.Document().WriteText(&txt); err != nil {
-		t.Fatal(err)
-	}
-	for w, want := range map[string][]string{
-		"tcp-default-P1-w2l": {">= 0.95 no", "<= 1.05 no"},
-		"tcp-default-P1-l2w": {">= 0.95 yes", "<= 1.05 yes"},
-		"tcp-mtu-P1-w2l":     {">= 1.00 open", "<= 1.05 no"},
-		"tcp-default-P4-w2l": {">= 0.90 yes"},
-		"udp-64B-w2l":        {">= 0.90 no", "] - -"}, // no cost target
-	} {
-		line := fieldLine(txt.String(), w, Default)
-		for _, s := range want {
-			if !strings.Contains(line, s) {
-				t.Errorf("%s: the bridge table's row %q lacks %q", w, line, s)
-			}
-		}
-	}
-	for _, s := range []string{"Against the bridge", "every forwarder against the bridge"} {
-		if !strings.Contains(txt.String(), s) {
-			t.Errorf("report lacks %q:\n%s", s, txt.String())
-		}
-	}
-	back, _ := roundTrip(t, r)
-	got := back.BridgeRatios(Default, "udp-64B-w2l")
-	want := r.BridgeRatios(Default, "udp-64B-w2l")
-	if len(got) != stats.Stage1Reps || len(want) != len(got) {
-		t.Fatalf("bridge ratios from JSON %v, as run %v", got, want)
-	}
-	for i := range got {
-		if math.Abs(got[i]-want[i]) > 1e-12 || math.Abs(got[i]-0.5) > 0.05 {
-			t.Errorf("bridge ratio %d: %v from JSON, %v as run, want about 0.5", i, got[i], want[i])
-		}
-	}
-	dir := t.TempDir()
-	if err := r.WriteCharts(dir); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "napi.png")); err == nil {
-		t.Error("a run without the TAP NAPI modes drew their chart")
-	}
-}
-
-// fieldLine is the first line of text whose first fields are these, its
-// fields joined by single spaces.
-func fieldLine(text string, first ...string) string {
-	for _, line := range strings.Split(text, "\n") {
-		f := strings.Fields(line)
-		if len(f) >= len(first) && strings.Join(f[:len(first)], " ") == strings.Join(first, " ") {
-			return strings.Join(f, " ")
-		}
-	}
-	return ""
 }

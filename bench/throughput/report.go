@@ -3,7 +3,6 @@ package throughput
 import (
 	"fmt"
 	"math"
-	"slices"
 	"time"
 
 	"github.com/tapfwd/tapfwd/bench/matrix"
@@ -202,8 +201,9 @@ type Cost struct {
 	Samples []float64 `json:"samples"`
 }
 
-// comparisons: the TAP NAPI variants, each against IFF_NAPI off.
-var comparisons = [][2]string{{NAPIOn, NAPIOff}, {NAPIThreaded, NAPIOff}, {NAPIGRO, NAPIOff}}
+// NAPIPairs are the comparisons of the TAP NAPI variants, each against
+// IFF_NAPI off.
+var NAPIPairs = [][2]string{{NAPIOn, NAPIOff}, {NAPIThreaded, NAPIOff}, {NAPIGRO, NAPIOff}}
 
 // Read reads a report written as JSON (schema 1 to 3), for rendering
 // again. It holds the cells, the comparisons and, from schema 3, the runs
@@ -221,9 +221,9 @@ func (s Settings) Rule() stats.Rule {
 	return stats.Rule{MinReps: s.MinReps, MaxHalfWidth: s.TargetHalfWidth}
 }
 
-// stage1 is the first stage of the comparisons' intervals: a sequential
+// Stage1 is the first stage of the comparisons' intervals: a sequential
 // run's, else every repetition.
-func (s Settings) stage1() int {
+func (s Settings) Stage1() int {
 	if s.Sequential != nil {
 		return s.Sequential.Stage1Reps
 	}
@@ -276,9 +276,9 @@ func byRep(runs []record, config, workload string, reps int) []float64 {
 // TAP NAPI modes against NAPIOff and, with Settings.AgainstBridge, every
 // forwarder against the bridge.
 func (r *Report) pairs(fn func(a, b string, w Workload)) {
-	abs := comparisons
+	abs := NAPIPairs
 	if r.Settings.AgainstBridge {
-		for _, c := range r.ranConfigs() {
+		for _, c := range report.RanConfigs(r.Configs) {
 			if c.Kind == report.KindTapfwd || c.Kind == report.KindNaive {
 				abs = append(abs[:len(abs):len(abs)], [2]string{c.Name, Bridge})
 			}
@@ -331,7 +331,7 @@ func (r *Report) more(runs []record) int {
 	for _, run := range runs {
 		reps = max(reps, run.Rep)
 	}
-	stage1, rule := r.Settings.stage1(), r.Settings.Rule()
+	stage1, rule := r.Settings.Stage1(), r.Settings.Rule()
 	more := 0
 	r.pairs(func(a, b string, w Workload) {
 		x, y := byRep(runs, a, w.Name, reps), byRep(runs, b, w.Name, reps)
@@ -378,7 +378,7 @@ func (r *Report) analyze(bs stats.Bootstrap) {
 	r.Comparisons = nil
 	r.pairs(func(a, b string, w Workload) {
 		x, y := byRep(r.runs, a, w.Name, r.Settings.Reps), byRep(r.runs, b, w.Name, r.Settings.Reps)
-		d, ok := stats.Paired(x, y, r.Settings.stage1(), r.Settings.Rule(), stats.Speed)
+		d, ok := stats.Paired(x, y, r.Settings.Stage1(), r.Settings.Rule(), stats.Speed)
 		if !ok {
 			return
 		}
@@ -490,57 +490,6 @@ func (r *Report) cost(bs stats.Bootstrap, config string, w Workload, runs []samp
 		c.RatioToBridge = &stats.Estimate{Median: c.Machine.Median / stats.Median(br), Low: ci.RatioLow, High: ci.RatioHigh}
 	}
 	return c
-}
-
-// group is a block of the report: one protocol, direction, stream count
-// and placement, with one row or column per message size.
-type group struct {
-	Proto     string
-	Direction string
-	Streams   int
-	WireMTU   bool
-	Placement string     // its name; empty before Workload.Placement
-	Workloads []Workload // ascending Len
-}
-
-func (g group) title() string {
-	place := ""
-	if g.Placement != "" {
-		place = ", iperf3 " + g.Placement
-	}
-	if g.WireMTU {
-		return fmt.Sprintf("TCP %s, 1 stream, MTU-sized frames from the wire (TSO and GSO off on its veth)%s: Gbit/s", g.Direction, place)
-	}
-	if g.Proto == "udp" {
-		return fmt.Sprintf("UDP %s, %s, 1 stream, unlimited rate%s: datagrams delivered, kpps", SizeName(g.Workloads[0].Len), g.Direction, place)
-	}
-	s := "streams"
-	if g.Streams == 1 {
-		s = "stream"
-	}
-	return fmt.Sprintf("TCP %s, %d %s (iperf3 -P %d)%s: Gbit/s by write size (-l)", g.Direction, g.Streams, s, g.Streams, place)
-}
-
-func (r *Report) groups() []group {
-	var gs []group
-	for _, w := range r.Workloads {
-		place := ""
-		if w.Placement != nil {
-			place = w.Placement.Name
-		}
-		i := slices.IndexFunc(gs, func(g group) bool {
-			return g.Proto == w.Proto && g.Direction == w.Direction && g.Streams == w.Streams && g.WireMTU == w.WireMTU && g.Placement == place
-		})
-		if i < 0 {
-			gs = append(gs, group{Proto: w.Proto, Direction: w.Direction, Streams: w.Streams, WireMTU: w.WireMTU, Placement: place})
-			i = len(gs) - 1
-		}
-		gs[i].Workloads = append(gs[i].Workloads, w)
-	}
-	for i := range gs {
-		slices.SortStableFunc(gs[i].Workloads, func(a, b Workload) int { return a.Len - b.Len })
-	}
-	return gs
 }
 
 // modes are the two clusters of config's runs on workload, when there

@@ -1,20 +1,12 @@
 package throughput
 
 import (
-	"bytes"
-	"context"
-	"encoding/csv"
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/tapfwd/tapfwd/bench/cost"
-	"github.com/tapfwd/tapfwd/bench/matrix"
 	"github.com/tapfwd/tapfwd/bench/report"
 	"github.com/tapfwd/tapfwd/bench/stats"
 )
@@ -126,65 +118,6 @@ func TestAnalyze(t *testing.T) {
 	}
 }
 
-func TestThroughputSkipsWhatTheKernelLacks(t *testing.T) {
-	all := Configs(DefaultTAPNAPI)
-	cfgs, err := report.SelectConfigs(all, []string{NAPIThreaded, NAPIOn})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// No IFF_NAPI: both are skipped before any bed is built, so this runs
-	// without privileges.
-	r, err := Run(context.Background(), Options{Common: matrix.Common{Configs: cfgs, TUNFeatures: unix.IFF_TAP | unix.IFF_VNET_HDR}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(r.Configs) != 2 || r.Configs[0].Name != NAPIOn || r.Configs[1].Name != NAPIThreaded {
-		t.Fatalf("configs %+v, want napi-on and napi-threaded in report order", r.Configs)
-	}
-	for _, c := range r.Configs {
-		if !strings.Contains(c.Skipped, "IFF_NAPI") {
-			t.Errorf("%s: skipped %q, want a reason naming IFF_NAPI", c.Name, c.Skipped)
-		}
-	}
-	if len(r.Cells) != 0 || len(r.runs) != 0 {
-		t.Errorf("skipped configurations produced %d cells, %d runs", len(r.Cells), len(r.runs))
-	}
-	var out bytes.Buffer
-	if err := r.Document().WriteText(&out); err != nil || !strings.Contains(out.String(), "SKIPPED: the kernel lacks IFF_NAPI") {
-		t.Errorf("text report does not show the skip (%v):\n%s", err, out.String())
-	}
-	if _, err := report.SelectConfigs(all, []string{"napi-maybe"}); err == nil || !strings.Contains(err.Error(), "known: napi-off") {
-		t.Errorf("unknown configuration: %v", err)
-	}
-}
-
-// TestThroughputVXLANSkips runs the direct veth and the naive forwarder on
-// the VXLAN topology: both are skipped with the reason before any bed is
-// built, and the report names the topology.
-func TestThroughputVXLANSkips(t *testing.T) {
-	cfgs, err := report.SelectConfigs(Configs(DefaultTAPNAPI), []string{Naive, Direct})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := Run(context.Background(), Options{Common: matrix.Common{Configs: cfgs, Lab: matrix.Lab{Topology: matrix.VXLAN}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.Settings.Topology != "vxlan" || len(r.Cells) != 0 {
-		t.Errorf("topology %q, %d cells", r.Settings.Topology, len(r.Cells))
-	}
-	for _, c := range r.Configs {
-		if c.Skipped == "" {
-			t.Errorf("%s ran on the VXLAN topology", c.Name)
-		}
-	}
-	var out bytes.Buffer
-	if err := r.Document().WriteText(&out); err != nil || !strings.Contains(out.String(), "Topology vxlan: two hosts") ||
-		!strings.Contains(out.String(), "SKIPPED: no direct path across the two hosts") {
-		t.Errorf("text report (%v):\n%s", err, out.String())
-	}
-}
-
 func TestWorkloads(t *testing.T) {
 	w := Workloads([]int{64, 4096}, []int{1, 4}, DefaultDirs, true)
 	if len(w) != 2*2*2+2 {
@@ -192,116 +125,5 @@ func TestWorkloads(t *testing.T) {
 	}
 	if w[0].Name != "tcp-64B-P1-w2l" || w[3].Name != "tcp-4KB-P4-w2l" || w[4].Direction != LabToWire || w[9].Name != "udp-64B-l2w" || w[9].Unit != Kpps {
 		t.Errorf("unexpected workloads: %+v", w)
-	}
-}
-
-func TestFormats(t *testing.T) {
-	r := synthetic(t)
-	back, js := roundTrip(t, r)
-	if len(back.Cells) != len(r.Cells) || len(back.Comparisons) != len(r.Comparisons) || back.Host.Kernel != "6.18.0-test" {
-		t.Errorf("JSON round trip lost data: %d cells, %d comparisons", len(back.Cells), len(back.Comparisons))
-	}
-	for _, key := range []string{`"ratio_to_bridge"`, `"ci_low"`, `"reps": 5`, `"verdict": "faster"`, `"skipped": "the kernel lacks`} {
-		if !strings.Contains(js.String(), key) {
-			t.Errorf("JSON lacks %s", key)
-		}
-	}
-
-	recs := csvRecords(t, r)
-	if len(recs) != len(r.Cells)+1 || strings.Join(recs[0], ",") != strings.Join(CSVHeader, ",") {
-		t.Fatalf("CSV: %d records, header %v", len(recs), recs[0])
-	}
-	for _, rec := range recs[1:] {
-		if rec[0] == NAPIOn && rec[16] != stats.Faster {
-			t.Errorf("CSV napi-on row without its verdict: %v", rec)
-		}
-		if rec[0] == Naive && rec[2] == "udp-64B-l2w" && !strings.Contains(rec[23], "rep 2") {
-			t.Errorf("CSV naive UDP row without its failure: %v", rec)
-		}
-	}
-
-	var md bytes.Buffer
-	if err := r.Document().WriteMarkdown(&md); err != nil {
-		t.Fatal(err)
-	}
-	m := md.String()
-	for _, want := range []string{"kernel 6.18.0-test", "### IFF_NAPI off -> on: TCP wire->lab, 1 stream", "| -l | napi-off | napi-on |", "| 64B | ", "faster", "SKIPPED: the kernel lacks IFF_MULTI_QUEUE"} {
-		if !strings.Contains(m, want) {
-			t.Errorf("Markdown lacks %q", want)
-		}
-	}
-	// Every table row has as many cells as its header.
-	cols := 0
-	for _, line := range strings.Split(m, "\n") {
-		if !strings.HasPrefix(line, "|") {
-			cols = 0
-			continue
-		}
-		n := strings.Count(strings.ReplaceAll(line, `\|`, ""), "|")
-		if cols == 0 {
-			cols = n
-		} else if n != cols {
-			t.Errorf("Markdown row with %d separators under a header with %d: %s", n, cols, line)
-		}
-	}
-
-	var txt bytes.Buffer
-	if err := r.Document().WriteText(&txt); err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{"IFF_NAPI off -> on: UDP 64B, wire->lab", "All configurations: TCP lab->wire", "no significant difference", "rep 2: iperf3: unable to connect"} {
-		if !strings.Contains(txt.String(), want) {
-			t.Errorf("text report lacks %q:\n%s", want, txt.String())
-		}
-	}
-}
-
-// csvRecords are r's WriteCSV, read back.
-func csvRecords(t *testing.T, r *Report) [][]string {
-	t.Helper()
-	var cb bytes.Buffer
-	if err := r.WriteCSV(&cb); err != nil {
-		t.Fatal(err)
-	}
-	recs, err := csv.NewReader(&cb).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return recs
-}
-
-// roundTrip writes r as JSON to a file, reads it back with Read and
-// returns what it read and the JSON.
-func roundTrip(t *testing.T, r *Report) (*Report, *bytes.Buffer) {
-	t.Helper()
-	var js bytes.Buffer
-	if err := report.WriteJSON(&js, r); err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(t.TempDir(), "r.json")
-	if err := os.WriteFile(p, js.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	back, err := Read(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return back, &js
-}
-
-func TestWriteCharts(t *testing.T) {
-	dir := t.TempDir()
-	if err := synthetic(t).WriteCharts(dir); err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range []string{"throughput", "napi"} {
-		png, err := os.ReadFile(filepath.Join(dir, name+".png"))
-		if err != nil || !bytes.HasPrefix(png, []byte("\x89PNG\r\n\x1a\n")) {
-			t.Errorf("%s.png: not a PNG (%v)", name, err)
-		}
-		svg, err := os.ReadFile(filepath.Join(dir, name+".svg"))
-		if err != nil || !bytes.Contains(svg, []byte("<svg")) {
-			t.Errorf("%s.svg: not an SVG (%v)", name, err)
-		}
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/tapfwd/tapfwd/bench/matrix"
 	"github.com/tapfwd/tapfwd/bench/report"
 	"github.com/tapfwd/tapfwd/bench/stats"
+	"github.com/tapfwd/tapfwd/bench/throughput"
 	"github.com/tapfwd/tapfwd/internal/cliflag"
 	"github.com/tapfwd/tapfwd/internal/lab/testbed"
 	"github.com/tapfwd/tapfwd/tap"
@@ -43,25 +44,95 @@ type repsDefault struct {
 	help string
 }
 
-// addBenchFlags defines the shared flags on fs; reps gives --reps its
-// default and help, outFiles names what --out writes, fromAlso what --from
-// can render besides tables, verbose what --verbose logs.
+// addBenchFlags defines the shared flags on fs: the report's
+// (addReportFlags) and the statistics' (--reps, --seed, --resamples);
+// reps gives --reps its default and help.
 func addBenchFlags(fs *flag.FlagSet, reps repsDefault, outFiles, fromAlso, verbose string) *benchFlags {
+	b := addReportFlags(fs, outFiles, fromAlso, verbose)
+	b.reps = fs.Int("reps", reps.reps, reps.help)
+	b.seed, b.resamples = addBootstrapFlags(fs)
+	return b
+}
+
+// addBootstrapFlags defines the bootstrap's --seed and --resamples on fs.
+func addBootstrapFlags(fs *flag.FlagSet) (seed *uint64, resamples *int) {
+	return fs.Uint64("seed", 1, "bootstrap seed: the same seed and samples give the same intervals"),
+		fs.Int("resamples", stats.DefaultResamples, "bootstrap resamples per interval")
+}
+
+// addFormatFlags defines --json and --markdown on fs, which print what
+// (the report, the comparison) in that format.
+func addFormatFlags(fs *flag.FlagSet, what string) (asJSON, asMD *bool) {
+	return fs.Bool("json", false, "print the "+what+" as JSON"), fs.Bool("markdown", false, "print the "+what+" as Markdown")
+}
+
+// addReportFlags defines the flags of every bench's report and binary on
+// fs: outFiles names what --out writes, fromAlso what --from can render
+// besides tables, verbose what --verbose logs. The statistics' flags
+// are left nil (a bench without them: profile).
+func addReportFlags(fs *flag.FlagSet, outFiles, fromAlso, verbose string) *benchFlags {
 	from := "render a report saved with --json (or --out) instead of measuring"
 	if fromAlso != "" {
 		from += ": " + fromAlso
 	}
-	return &benchFlags{
-		reps:      fs.Int("reps", reps.reps, reps.help),
-		seed:      fs.Uint64("seed", 1, "bootstrap seed: the same seed and samples give the same intervals"),
-		resamples: fs.Int("resamples", stats.DefaultResamples, "bootstrap resamples per interval"),
-		asJSON:    fs.Bool("json", false, "print the report as JSON"),
-		asMD:      fs.Bool("markdown", false, "print the report as Markdown"),
-		outDir:    fs.String("out", "", "also write the report ("+outFiles+") into this directory; empty writes none"),
-		from:      fs.String("from", "", from),
-		tapfwd:    fs.String("tapfwd", "", "the tapfwd binary to measure; empty takes the tapfwd next to tapfwd-bench, else the one on $PATH"),
-		verbose:   fs.Bool("verbose", false, verbose),
+	b := &benchFlags{
+		outDir:  fs.String("out", "", "also write the report ("+outFiles+") into this directory; empty writes none"),
+		from:    fs.String("from", "", from),
+		tapfwd:  fs.String("tapfwd", "", "the tapfwd binary to measure; empty takes the tapfwd next to tapfwd-bench, else the one on $PATH"),
+		verbose: fs.Bool("verbose", false, verbose),
 	}
+	b.asJSON, b.asMD = addFormatFlags(fs, "report")
+	return b
+}
+
+// iperfFlags place the iperf3 processes of throughput workloads: the
+// throughput and profile benches' --placement and --iperf-cpus.
+type iperfFlags struct {
+	placement, iperfCPUs *string
+}
+
+// addIperfFlags defines them on fs; both says whether --placement takes
+// both (every workload twice, once under each placement).
+func addIperfFlags(fs *flag.FlagSet, both bool) iperfFlags {
+	modes := "pinned (the client beside tapfwd's worker, the server on the next CPU: --iperf-cpus), scheduler (where the scheduler puts it), auto (pinned with one stream, scheduler with several, where pinning starves tapfwd's worker)"
+	if both {
+		modes += ", or both (every workload under each, labelled)"
+	}
+	return iperfFlags{
+		placement: fs.String("placement", throughput.PlaceAuto, "where iperf3 runs in each workload: "+modes),
+		iperfCPUs: fs.String("iperf-cpus", "auto", "the CPUs of the pinned placement: WIRE,LAB, the client's (wire namespace) and the server's (lab namespace), e.g. 1,0; auto: the first CPU this process may use (where tapfwd pins its worker) and the second"),
+	}
+}
+
+// place gives every workload of ws its placement (--placement,
+// --iperf-cpus).
+func (f iperfFlags) place(ws []throughput.Workload) ([]throughput.Workload, error) {
+	pin, err := parseIperfCPUs(*f.iperfCPUs)
+	if err != nil {
+		return nil, err
+	}
+	if ws, err = throughput.Place(ws, *f.placement, pin); err != nil {
+		return nil, fmt.Errorf("--placement: %w", err)
+	}
+	return ws, nil
+}
+
+// leverFlags set the throughput bench's lever configurations
+// (throughput.Levers) that the throughput and profile benches share.
+type leverFlags struct {
+	groWindow *time.Duration
+}
+
+// addLeverFlags defines them on fs.
+func addLeverFlags(fs *flag.FlagSet) leverFlags {
+	return leverFlags{groWindow: fs.Duration("gro-window", throughput.DefaultLevers().GROWindow, "userspace GRO's --gro-window in the "+throughput.GROWindow+" configuration")}
+}
+
+// levers are the lever settings the flags give.
+func (f leverFlags) levers() throughput.Levers {
+	l := throughput.DefaultLevers()
+	l.GROWindow = *f.groWindow
+	return l
 }
 
 // check checks the shared flags after parsing (asCSV is the throughput

@@ -22,12 +22,10 @@ type compareFlags struct {
 func compareFlagSet(stdout io.Writer) (*flag.FlagSet, *compareFlags) {
 	fs := newFlagSet("compare", "compare [flags] A.json B.json", stdout)
 	f := &compareFlags{
-		asJSON:    fs.Bool("json", false, "print the comparison as JSON"),
-		asMD:      fs.Bool("markdown", false, "print the comparison as Markdown"),
-		target:    fs.Float64("target", stats.TargetHalfWidth, "widest interval that gets a verdict, as its half-width in percent of A's median; 0 for no limit"),
-		seed:      fs.Uint64("seed", 1, "bootstrap seed: the same seed and samples give the same intervals"),
-		resamples: fs.Int("resamples", stats.DefaultResamples, "bootstrap resamples per interval"),
+		target: fs.Float64("target", stats.TargetHalfWidth, "widest interval that gets a verdict, as its half-width in percent of A's median; 0 for no limit"),
 	}
+	f.asJSON, f.asMD = addFormatFlags(fs, "comparison")
+	f.seed, f.resamples = addBootstrapFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(stdout, `Usage: tapfwd-bench compare [flags] A.json B.json
 

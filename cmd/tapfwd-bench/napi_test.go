@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tapfwd/tapfwd/bench/abrun"
 	"github.com/tapfwd/tapfwd/bench/inrun"
 	"github.com/tapfwd/tapfwd/bench/stats"
 	"github.com/tapfwd/tapfwd/internal/testkit"
@@ -70,7 +71,7 @@ func checkNAPIRuns(t *testing.T, r inrun.Report) {
 		if len(run.Windows) != 12 || a.Bytes <= 0 || b.Bytes <= 0 || a.Frames <= 0 || b.Frames <= 0 {
 			t.Errorf("run %s rep %d: %d windows, A %+v, B %+v", run.Pair, run.Rep, len(run.Windows), a, b)
 		}
-		for _, role := range []inrun.Role{inrun.RoleTapfwd, inrun.RoleClient, inrun.RoleServer} {
+		for _, role := range []abrun.Role{abrun.RoleTapfwd, abrun.RoleClient, abrun.RoleServer} {
 			if run.ArmCPU[0][role]+run.ArmCPU[1][role] <= 0 {
 				t.Errorf("run %s rep %d: no CPU counted for %s", run.Pair, run.Rep, role)
 			}
@@ -78,7 +79,7 @@ func checkNAPIRuns(t *testing.T, r inrun.Report) {
 		if run.Background < -0.5 || run.Background > 2 || run.Own <= 0 {
 			t.Errorf("run %s rep %d: background %.2f CPUs, own %.2f CPU-s", run.Pair, run.Rep, run.Background, run.Own)
 		}
-		if run.Pair == inrun.PairOn && run.ArmCPU[0][inrun.RoleKthread]+run.ArmCPU[1][inrun.RoleKthread] != 0 {
+		if run.Pair == inrun.PairOn && run.ArmCPU[0][abrun.RoleKthread]+run.ArmCPU[1][abrun.RoleKthread] != 0 {
 			t.Errorf("IFF_NAPI without threaded: a NAPI kthread ran")
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tapfwd/tapfwd/bench/cpuprofile"
 	"github.com/tapfwd/tapfwd/bench/latency"
 	"github.com/tapfwd/tapfwd/bench/profile"
 	"github.com/tapfwd/tapfwd/bench/report"
@@ -30,34 +31,28 @@ var (
 
 // profileFlags are the profile command's flags.
 type profileFlags struct {
-	bench                *benchFlags
-	workloads, configs   *string
-	warmup, groWindow    *time.Duration
-	seconds, top         *int
-	perf                 *string
-	placement, iperfCPUs *string
+	bench *benchFlags
+	iperfFlags
+	leverFlags
+	workloads, configs *string
+	warmup             *time.Duration
+	seconds, top       *int
+	perf               *string
 }
 
 func profileFlagSet(stdout io.Writer) (*flag.FlagSet, *profileFlags) {
 	fs := newFlagSet("profile", "profile [flags]", stdout)
 	f := &profileFlags{
-		bench: &benchFlags{
-			asJSON:  fs.Bool("json", false, "print the report as JSON"),
-			asMD:    fs.Bool("markdown", false, "print the report as Markdown (to paste into docs/design/performance.md)"),
-			outDir:  fs.String("out", "", "also write the report (profile.{txt,md,json}) and the raw profiles (CONFIG-WORKLOAD.pprof for go tool pprof, CONFIG-WORKLOAD.perf.data for perf report -i) into this directory"),
-			from:    fs.String("from", "", "render a report saved with --json (or --out) instead of profiling"),
-			tapfwd:  fs.String("tapfwd", "", "the tapfwd binary to profile; empty takes the tapfwd next to tapfwd-bench, else the one on $PATH"),
-			verbose: fs.Bool("verbose", false, "log each test bed and every failure to stderr"),
-		},
-		workloads: fs.String("workload", "all", "comma-separated workloads to profile (see above): the guard's, all of them, or request/response points rr-RATE-DELAY"),
-		configs:   fs.String("configs", "", "comma-separated configurations (tapfwd-bench throughput -h lists them; for rr workloads, tapfwd-bench latency -h); empty: "+strings.Join(profileConfigs, ",")+", or for rr workloads "+strings.Join(profileRRConfigs, ",")),
-		seconds:   fs.Int("seconds", int(profileWindow/time.Second), "how long each profile samples, in seconds"),
-		warmup:    fs.Duration("warmup", profileWarmup, "how long iperf3 runs before the profile starts"),
-		top:       fs.Int("top", profileTop, "functions in each top list"),
-		perf:      fs.String("perf", "auto", "the kernel side with perf: auto (when perf is installed and may sample) or off"),
-		placement: fs.String("placement", throughput.PlaceAuto, "where iperf3 runs: auto, pinned, scheduler (as tapfwd-bench throughput)"),
-		iperfCPUs: fs.String("iperf-cpus", "auto", "the CPUs of the pinned placement: WIRE,LAB (as tapfwd-bench throughput)"),
-		groWindow: fs.Duration("gro-window", throughput.DefaultLevers().GROWindow, "userspace GRO's --gro-window in the "+throughput.GROWindow+" configuration"),
+		bench: addReportFlags(fs, "profile.{txt,md,json}) and the raw profiles (CONFIG-WORKLOAD.pprof for go tool pprof, CONFIG-WORKLOAD.perf.data for perf report -i",
+			"", "log each test bed and every failure to stderr"),
+		iperfFlags: addIperfFlags(fs, false),
+		leverFlags: addLeverFlags(fs),
+		workloads:  fs.String("workload", "all", "comma-separated workloads to profile (see above): the guard's, all of them, or request/response points rr-RATE-DELAY"),
+		configs:    fs.String("configs", "", "comma-separated configurations (tapfwd-bench throughput -h lists them; for rr workloads, tapfwd-bench latency -h); empty: "+strings.Join(profileConfigs, ",")+", or for rr workloads "+strings.Join(profileRRConfigs, ",")),
+		seconds:    fs.Int("seconds", int(profileWindow/time.Second), "how long each profile samples, in seconds"),
+		warmup:     fs.Duration("warmup", profileWarmup, "how long iperf3 runs before the profile starts"),
+		top:        fs.Int("top", profileTop, "functions in each top list"),
+		perf:       fs.String("perf", "auto", "the kernel side with perf: auto (when perf is installed and may sample) or off"),
 	}
 	fs.Usage = func() {
 		fmt.Fprintf(stdout, `Usage: tapfwd-bench profile [flags]
@@ -125,15 +120,11 @@ func (f *profileFlags) options() (profile.Options, error) {
 	if o.Configs, err = f.selectConfigs(len(rrs) > 0); err != nil {
 		return o, err
 	}
-	pin, err := parseIperfCPUs(*f.iperfCPUs)
-	if err != nil {
-		return o, err
-	}
 	if *f.placement == throughput.PlaceBoth {
 		return o, errors.New("--placement both: profile one placement at a time")
 	}
-	if iperfs, err = throughput.Place(iperfs, *f.placement, pin); err != nil {
-		return o, fmt.Errorf("--placement: %w", err)
+	if iperfs, err = f.place(iperfs); err != nil {
+		return o, err
 	}
 	o.Workloads = append(profile.IperfWorkloads(iperfs), rrs...)
 	o.Window, o.Warmup, o.Top, o.Dir = time.Duration(*f.seconds)*time.Second, *f.warmup, *f.top, *f.bench.outDir
@@ -143,9 +134,7 @@ func (f *profileFlags) options() (profile.Options, error) {
 // selectConfigs are the configurations of --configs: the throughput
 // bench's, or with request/response workloads the latency bench's.
 func (f *profileFlags) selectConfigs(rr bool) ([]report.Config, error) {
-	levers := throughput.DefaultLevers()
-	levers.GROWindow = *f.groWindow
-	known, names := throughput.KnownConfigs(throughput.DefaultTAPNAPI, levers), profileConfigs
+	known, names := throughput.KnownConfigs(throughput.DefaultTAPNAPI, f.levers()), profileConfigs
 	if rr {
 		known, names = latency.Configs(), profileRRConfigs
 	}
@@ -224,7 +213,7 @@ func cmdProfile(args []string, stdout, stderr io.Writer) error {
 	o.Lab, o.TUNFeatures, o.TapfwdFlags, o.Progress, o.Log = env.lab, env.features, env.tapfwdFlags, env.prog.update, env.log
 	note := "not sampled (--perf off)"
 	if *f.perf == "auto" {
-		if o.Perf, note = profile.ProbePerf(env.ctx); o.Perf == nil {
+		if o.Perf, note = cpuprofile.ProbePerf(env.ctx); o.Perf == nil {
 			fmt.Fprintf(stderr, "tapfwd-bench: %s\n", note)
 		}
 	}

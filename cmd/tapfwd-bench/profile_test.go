@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"flag"
 	"math"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tapfwd/tapfwd/bench/cpuprofile"
 	"github.com/tapfwd/tapfwd/bench/profile"
 	"github.com/tapfwd/tapfwd/bench/throughput"
 	"github.com/tapfwd/tapfwd/internal/cliflag/clitest"
@@ -114,7 +116,7 @@ func checkGoView(t *testing.T, g *profile.GoView, dir string) {
 	sum, write := 0.0, 0.0
 	for _, s := range g.Shares {
 		sum += s.Percent
-		if s.Name == profile.TAPWrite {
+		if s.Name == cpuprofile.TAPWrite {
 			write = s.Percent
 		}
 	}
@@ -125,7 +127,7 @@ func checkGoView(t *testing.T, g *profile.GoView, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p, err := profile.ParsePprof(b); err != nil || len(p.Samples) == 0 {
+	if p, err := cpuprofile.ParsePprof(b); err != nil || len(p.Samples) == 0 {
 		t.Errorf("kept profile %s: %v", g.File, err)
 	}
 }
@@ -142,7 +144,7 @@ func checkKernelViews(t *testing.T, note string, fw, br *profile.Result) {
 		}
 		return
 	}
-	path := func(k *profile.KernelView, name string) float64 {
+	path := func(k *cpuprofile.KernelView, name string) float64 {
 		if k == nil {
 			return -1
 		}
@@ -153,10 +155,10 @@ func checkKernelViews(t *testing.T, note string, fw, br *profile.Result) {
 		}
 		return -1
 	}
-	if w := path(fw.Kernel, profile.KTAPWrite); w <= 0 || path(fw.Kernel, profile.KBridge) != 0 {
+	if w := path(fw.Kernel, cpuprofile.KTAPWrite); w <= 0 || path(fw.Kernel, cpuprofile.KBridge) != 0 {
 		t.Errorf("tapfwd's kernel side: TAP write %v%%: %+v", w, fw.Kernel)
 	}
-	if b := path(br.Kernel, profile.KBridge); b <= 0 || path(br.Kernel, profile.KTAPWrite) != 0 {
+	if b := path(br.Kernel, cpuprofile.KBridge); b <= 0 || path(br.Kernel, cpuprofile.KTAPWrite) != 0 {
 		t.Errorf("the bridge's kernel side: bridge %v%%: %+v", b, br.Kernel)
 	}
 }
@@ -176,4 +178,47 @@ func TestProfileErrors(t *testing.T) {
 		{[]string{"profile", "--workload", "rr-5K-0us", "--configs", "napi-on"}, 2, `unknown configuration "napi-on"`},
 		{[]string{"-h"}, 0, "profile: where the time goes"},
 	})
+}
+
+// TestSharedFlags checks that the flags the benches share are declared
+// once: every flag two of them define means the same in each (usage and
+// default), but for the few each bench sets itself; profile's
+// --placement is throughput's without both.
+func TestSharedFlags(t *testing.T) {
+	var out bytes.Buffer
+	tfs, _ := throughputFlagSet(&out)
+	pfs, _ := profileFlagSet(&out)
+	nfs, _ := napiFlagSet(&out)
+	lfs, _ := latencyFlagSet(&out)
+	cfs, _ := compareFlagSet(&out)
+	own := map[string]bool{"configs": true, "duration": true, "omit": true, "budget": true, "target": true, "quick": true,
+		"perf": true, "warmup": true, "reps": true, "out": true, "from": true, "verbose": true, "placement": true, "json": true, "markdown": true}
+	sets := []*flag.FlagSet{tfs, pfs, nfs, lfs, cfs}
+	shared := 0
+	for i, a := range sets {
+		for _, b := range sets[i+1:] {
+			a.VisitAll(func(fa *flag.Flag) {
+				fb := b.Lookup(fa.Name)
+				if fb == nil || own[fa.Name] {
+					return
+				}
+				shared++
+				if fa.Usage != fb.Usage || fa.DefValue != fb.DefValue {
+					t.Errorf("--%s: %s says %q (default %q), %s %q (default %q)", fa.Name, a.Name(), fa.Usage, fa.DefValue, b.Name(), fb.Usage, fb.DefValue)
+				}
+			})
+		}
+	}
+	if shared < 10 {
+		t.Errorf("%d shared flags compared", shared)
+	}
+	tp, pp := tfs.Lookup("placement").Usage, pfs.Lookup("placement").Usage
+	if !strings.HasPrefix(tp, pp) || strings.Contains(pp, "both") || !strings.Contains(tp, "both") {
+		t.Errorf("--placement: profile %q, throughput %q", pp, tp)
+	}
+	for _, fs := range []*flag.FlagSet{tfs, pfs, nfs, lfs} {
+		if j, m := fs.Lookup("json").Usage, fs.Lookup("markdown").Usage; j != "print the report as JSON" || m != "print the report as Markdown" {
+			t.Errorf("%s: --json %q, --markdown %q", fs.Name(), j, m)
+		}
+	}
 }

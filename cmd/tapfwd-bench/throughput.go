@@ -18,6 +18,7 @@ import (
 	"github.com/tapfwd/tapfwd/bench/report"
 	"github.com/tapfwd/tapfwd/bench/stats"
 	"github.com/tapfwd/tapfwd/bench/throughput"
+	"github.com/tapfwd/tapfwd/bench/throughputview"
 	"github.com/tapfwd/tapfwd/internal/base/cpulist"
 	"github.com/tapfwd/tapfwd/internal/cliflag"
 	"github.com/tapfwd/tapfwd/internal/lab/iperf"
@@ -91,15 +92,16 @@ var (
 // throughputFlags are the throughput bench's flags.
 type throughputFlags struct {
 	*benchFlags
+	iperfFlags
+	leverFlags
 	dur, omit, budget                *time.Duration
 	quick, full, udp, wireMTU, asCSV *bool
 	perf, againstBridge              *bool
 	showTrace                        *bool
 	configs, sizes, streams, dirs    *string
-	groFlush, groWindow              *time.Duration
+	groFlush                         *time.Duration
 	deferIRQs                        *int
 	target                           *float64
-	placement, iperfCPUs             *string
 	topology, before                 *string
 }
 
@@ -111,6 +113,8 @@ func throughputFlagSet(stdout io.Writer) (*flag.FlagSet, *throughputFlags) {
 	return fs, &throughputFlags{
 		benchFlags: addBenchFlags(fs, reps, "throughput.{txt,md,json,csv}) and charts (throughput.{png,svg}, napi.{png,svg}",
 			"tables, --csv, --markdown, --out charts", "log each test bed (its namespaces) and every failure to stderr"),
+		iperfFlags:    addIperfFlags(fs, true),
+		leverFlags:    addLeverFlags(fs),
 		dur:           fs.Duration("duration", defaultDuration, "measured length of each iperf3 run (-t), rounded up to whole seconds"),
 		omit:          fs.Duration("omit", defaultOmit, "start of each iperf3 run left out of its figure (-O), whole seconds; 0 for none"),
 		budget:        fs.Duration("budget", defaultBudget, "sequential run: after the first --reps repetitions go on until every comparison has the pairs it needs for an interval within --target, or until the next repetition would end past this much time from the start (e.g. 25m, 1h30m); 0 runs exactly --reps"),
@@ -118,7 +122,6 @@ func throughputFlagSet(stdout io.Writer) (*flag.FlagSet, *throughputFlags) {
 		full:          fs.Bool("full", false, "every configuration, both directions, UDP and MTU-sized frames (see above)"),
 		perf:          fs.Bool("perf", false, "the guard: tapfwd as it ships against the bridge on TCP default writes both ways, MTU-sized frames, 4 streams and UDP 64 B, with the targets (see above)"),
 		againstBridge: fs.Bool("against-bridge", false, "also compare every forwarder with the bridge in pairs (the sequential rule then takes pairs for those ratios too); --perf sets it"),
-		groWindow:     fs.Duration("gro-window", throughput.DefaultLevers().GROWindow, "userspace GRO's --gro-window in the "+throughput.GROWindow+" configuration"),
 		configs:       fs.String("configs", strings.Join(defaultConfigs, ","), "comma-separated configurations to run, in report order"),
 		before:        fs.String("before", "", "a tapfwd binary built before a change: also run it, as it ships, as configuration "+throughput.Before+", interleaved with the others (the guard's before and after in one run: --perf --before /tmp/tapfwd-before)"),
 		sizes:         fs.String("sizes", "64,128,4K", "TCP write sizes (iperf3 -l) in bytes; K means 1024"),
@@ -132,8 +135,6 @@ func throughputFlagSet(stdout io.Writer) (*flag.FlagSet, *throughputFlags) {
 		asCSV:         fs.Bool("csv", false, "print one CSV line per configuration and workload"),
 		showTrace:     fs.Bool("trace", false, "add every run's trace to the tables: where tapfwd's worker, iperf3 and the TAP's NAPI kthread ran, softirqs, TCP counters, the TAP's state (a report saved with --json keeps it either way)"),
 		topology:      fs.String("topology", string(matrix.Veth), "the test bed: veth (one host: wire veth, forwarder, lab) or vxlan (two hosts, a lab on each, one segment over a VXLAN device per host; see above)"),
-		placement:     fs.String("placement", throughput.PlaceAuto, "where iperf3 runs in each workload: pinned (the client beside tapfwd's worker, the server on the next CPU: --iperf-cpus), scheduler (where the scheduler puts it), auto (pinned with one stream, scheduler with several, where pinning starves tapfwd's worker), or both (every workload under each, labelled)"),
-		iperfCPUs:     fs.String("iperf-cpus", "auto", "the CPUs of the pinned placement: WIRE,LAB, the client's (wire namespace) and the server's (lab namespace), e.g. 1,0; auto: the first CPU this process may use (where tapfwd pins its worker) and the second"),
 	}
 }
 
@@ -241,8 +242,7 @@ func (f *throughputFlags) options(fs *flag.FlagSet) (throughput.Options, error) 
 		return o, fmt.Errorf("--topology: %w", err)
 	}
 	napi := throughput.TAPNAPI{GROFlushTimeout: *f.groFlush, DeferHardIRQs: *f.deferIRQs}
-	levers := throughput.DefaultLevers()
-	levers.GROWindow = *f.groWindow
+	levers := f.levers()
 	all := throughput.Configs(napi)
 	if o.Configs, err = report.SelectConfigs(throughput.KnownConfigs(napi, levers), splitList(*f.configs)); err != nil {
 		return o, fmt.Errorf("--configs: %w", err)
@@ -279,13 +279,11 @@ func (f *throughputFlags) options(fs *flag.FlagSet) (throughput.Options, error) 
 
 // place gives every workload its placement (--placement, --iperf-cpus).
 func (f *throughputFlags) place(o *throughput.Options) error {
-	pin, err := parseIperfCPUs(*f.iperfCPUs)
+	ws, err := f.iperfFlags.place(o.Workloads)
 	if err != nil {
 		return err
 	}
-	if o.Workloads, err = throughput.Place(o.Workloads, *f.placement, pin); err != nil {
-		return fmt.Errorf("--placement: %w", err)
-	}
+	o.Workloads = ws
 	return nil
 }
 
@@ -509,20 +507,21 @@ func ptr[T any](v T) *T { return &v }
 // the chosen format to stdout, with every run's trace when --trace asks.
 func renderThroughput(rep *throughput.Report, f *throughputFlags, stdout io.Writer) error {
 	rep.Trace = *f.showTrace
+	view := throughputview.Report{Report: rep}
 	if *f.outDir != "" {
-		files := report.Files("throughput", rep)
-		files["throughput.csv"] = rep.WriteCSV
+		files := report.Files("throughput", view)
+		files["throughput.csv"] = view.WriteCSV
 		if err := writeOut(*f.outDir, files); err != nil {
 			return err
 		}
-		if err := rep.WriteCharts(*f.outDir); err != nil {
+		if err := view.WriteCharts(*f.outDir); err != nil {
 			return fmt.Errorf("--out: %w", err)
 		}
 	}
 	if *f.asCSV { // the flags exclude one another
-		return rep.WriteCSV(stdout)
+		return view.WriteCSV(stdout)
 	}
-	return printReport(stdout, rep, *f.asJSON, *f.asMD)
+	return printReport(stdout, view, *f.asJSON, *f.asMD)
 }
 
 // addBefore adds --before's configuration.

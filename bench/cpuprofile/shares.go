@@ -1,4 +1,4 @@
-package profile
+package cpuprofile
 
 import (
 	"cmp"
@@ -53,7 +53,7 @@ func shares(p *CPUProfile, names []string, classify func([]string) string) []Sha
 	total := p.Total().Seconds()
 	out := make([]Share, len(names))
 	for i, n := range names {
-		out[i] = Share{Name: n, Seconds: sec[n], Percent: pct(sec[n], total)}
+		out[i] = Share{Name: n, Seconds: sec[n], Percent: Percent(sec[n], total)}
 	}
 	return out
 }
@@ -160,7 +160,7 @@ func SyscallSites(p *CPUProfile, n int) []FuncTime {
 	total := p.Total().Seconds()
 	var out []FuncTime
 	for f, v := range sec {
-		out = append(out, FuncTime{Name: f, Flat: v, FlatPct: pct(v, total)})
+		out = append(out, FuncTime{Name: f, Flat: v, FlatPct: Percent(v, total)})
 	}
 	slices.SortFunc(out, func(a, b FuncTime) int { return cmp.Or(cmp.Compare(b.Flat, a.Flat), cmp.Compare(a.Name, b.Name)) })
 	return out[:min(n, len(out))]

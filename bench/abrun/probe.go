@@ -1,4 +1,4 @@
-package inrun
+package abrun
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package throughput
+package throughputview
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/tapfwd/tapfwd/bench/report"
 	"github.com/tapfwd/tapfwd/bench/stats"
+	"github.com/tapfwd/tapfwd/bench/throughput"
 	"github.com/tapfwd/tapfwd/bench/trace"
 )
 
@@ -137,12 +138,12 @@ func fmtFeature(v float64) string {
 
 // traceSecs is the length of the run a trace covers: the omitted start
 // and the measured part.
-func (r *Report) traceSecs() float64 {
+func (r Report) traceSecs() float64 {
 	return float64(r.Settings.OmitSeconds + r.Settings.RunSeconds)
 }
 
 // modeOf is "slow" or "fast" for a run of a cell in two modes, else "".
-func (r *Report) modeOf(run RunRecord) string {
+func (r Report) modeOf(run throughput.RunRecord) string {
 	c := r.Cell(run.Config, run.Workload)
 	if c == nil || len(c.Modes) != 2 || run.Err != "" {
 		return ""
@@ -156,7 +157,7 @@ func (r *Report) modeOf(run RunRecord) string {
 // twoModesSections list the cells whose runs fall in two modes and, with
 // traces, the mean of every trace figure in each mode: what tells the
 // slow runs from the fast ones.
-func (r *Report) twoModesSections() []report.Section {
+func (r Report) twoModesSections() []report.Section {
 	s := report.Section{Title: "Runs in two modes: a median over both describes neither (slow and fast mode: median, runs, repetitions)",
 		Head: []string{"config", "workload", "slow", "fast"}}
 	diff := report.Section{Title: "What differs between the slow and the fast runs: mean of each traced figure per mode",
@@ -188,7 +189,7 @@ func (r *Report) twoModesSections() []report.Section {
 
 // modeMeans is the row of the mean traced figures of c's runs in mode m;
 // nil when none of them has a trace.
-func (r *Report) modeMeans(c Cell, m Mode, name string) []string {
+func (r Report) modeMeans(c throughput.Cell, m throughput.Mode, name string) []string {
 	sums := make([]float64, len(features))
 	ns := make([]int, len(features))
 	traced := 0
@@ -214,7 +215,7 @@ func (r *Report) modeMeans(c Cell, m Mode, name string) []string {
 }
 
 // traceSection is every run with its traced figures.
-func (r *Report) traceSection() report.Section {
+func (r Report) traceSection() report.Section {
 	s := report.Section{Title: fmt.Sprintf("Trace of every run (busy and waiting: CPU time used and spent runnable without a CPU, in percent of the %.0f s run; "+
 		"beside worker: share of samples every %v on the CPU tapfwd's worker ran on; counters from the sending and receiving namespaces)", r.traceSecs(), trace.SampleEvery),
 		Head: []string{"config", "workload", "rep", "value", "mode", "packing"}}
@@ -244,7 +245,7 @@ func (r *Report) traceSection() report.Section {
 // sender's packing states (trace.Run.Packing), with each state's median:
 // the cause of the two modes of small-write rows, which a median over
 // both describes neither of; false when no cell has both.
-func (r *Report) packingSection() (report.Section, bool) {
+func (r Report) packingSection() (report.Section, bool) {
 	states := []string{trace.PerSegment, trace.Coalesced}
 	s := report.Section{Title: fmt.Sprintf("Runs by how the sender's TCP packed its data (trace: sent bytes per IP packet, %s up to %d, %s above): median, runs, repetitions of each",
 		trace.PerSegment, trace.PerSegmentMax, trace.Coalesced),

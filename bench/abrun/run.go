@@ -1,4 +1,4 @@
-package inrun
+package abrun
 
 import (
 	"context"
@@ -60,33 +60,33 @@ type Record struct {
 	Err         string  `json:"error,omitempty"`
 }
 
-// runSpec is what one run needs: the bed and its tapfwd, the control
+// Spec is what one run needs: the bed and its tapfwd, the control
 // FIFO, the pair's control bytes, the workload and its timing.
-type runSpec struct {
-	bed      *testbed.Bed
-	tapfwd   int
-	ctl      *os.File
-	kthreads []int
-	arms     [2]byte
-	w        throughput.Workload
-	windows  int
-	omit     time.Duration
-	seed     uint64
-	rate     float64 // offered Gbit/s in all; 0: unlimited
-	swapped  bool    // arm B on queue 0 (instanceOptions)
+type Spec struct {
+	Bed      *testbed.Bed
+	Tapfwd   int
+	Ctl      *os.File
+	Kthreads []int
+	Arms     [2]byte
+	Workload throughput.Workload
+	Windows  int
+	Omit     time.Duration
+	Seed     uint64
+	Rate     float64 // offered Gbit/s in all; 0: unlimited
+	Swapped  bool    // arm B on queue 0
 }
 
-// measure makes one run: iperf3 runs for the omitted start, the windows
+// Measure makes one run: iperf3 runs for the omitted start, the windows
 // and a short tail (whole seconds: what they add up to, rounded up);
 // once past the omitted start, the bench switches
 // the arms on the schedule and reads the probe at each window's bins.
-func measure(ctx context.Context, s runSpec) (r Record, err error) {
-	r = Record{Seed: s.seed, Cost: s.rate > 0, RateGbit: s.rate, Started: time.Now().UTC()}
+func Measure(ctx context.Context, s Spec) (r Record, err error) {
+	r = Record{Seed: s.Seed, Cost: s.Rate > 0, RateGbit: s.Rate, Started: time.Now().UTC()}
 	defer func() { r.Finished = time.Now().UTC() }()
 	pids := make(chan [2]int, 1)
-	opt := s.w.Iperf(s.omit+time.Duration(s.windows)*Window+300*time.Millisecond, 0)
-	if s.rate > 0 {
-		opt.Bitrate = fmt.Sprintf("%.0f", s.rate*1e9/float64(max(s.w.Streams, 1)))
+	opt := s.Workload.Iperf(s.Omit+time.Duration(s.Windows)*Window+300*time.Millisecond, 0)
+	if s.Rate > 0 {
+		opt.Bitrate = fmt.Sprintf("%.0f", s.Rate*1e9/float64(max(s.Workload.Streams, 1)))
 	}
 	opt.Started = func(server, client int) { pids <- [2]int{server, client} }
 	type result struct {
@@ -97,7 +97,7 @@ func measure(ctx context.Context, s runSpec) (r Record, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
-		res, err := iperf.Run(ctx, s.bed, opt)
+		res, err := iperf.Run(ctx, s.Bed, opt)
 		done <- result{res, err}
 	}()
 	var p [2]int
@@ -117,18 +117,18 @@ func measure(ctx context.Context, s runSpec) (r Record, err error) {
 
 // windowsOf waits out the omitted start, then runs the schedule and
 // fills r's windows.
-func (s runSpec) windowsOf(ctx context.Context, r *Record, server, client int) error {
-	pr, err := newProbe(s.bed.LabIf, s.w.Direction != throughput.LabToWire, s.tapfwd, server, client, s.kthreads)
+func (s Spec) windowsOf(ctx context.Context, r *Record, server, client int) error {
+	pr, err := newProbe(s.Bed.LabIf, s.Workload.Direction != throughput.LabToWire, s.Tapfwd, server, client, s.Kthreads)
 	if err != nil {
 		return err
 	}
 	defer pr.close()
-	if err := sleepCtx(ctx, s.omit); err != nil {
+	if err := sleepCtx(ctx, s.Omit); err != nil {
 		return err
 	}
 	defer s.switchTo(0)
 	pr.rescan()
-	arms := stats.ABSchedule(s.seed, s.windows)
+	arms := stats.ABSchedule(s.Seed, s.Windows)
 	m0, _ := procfs.ReadCPUTimes()
 	samples, tcp, err := s.schedule(ctx, pr, arms)
 	m1, _ := procfs.ReadCPUTimes()
@@ -144,7 +144,7 @@ func (s runSpec) windowsOf(ctx context.Context, r *Record, server, client int) e
 // schedule switches the arms window by window and samples the probe at
 // each bin's start: samples[i*ABBins+b] opens bin b of window i, and the
 // last sample closes the last window.
-func (s runSpec) schedule(ctx context.Context, pr *probe, arms []int) ([]sample, []tcpSample, error) {
+func (s Spec) schedule(ctx context.Context, pr *probe, arms []int) ([]sample, []tcpSample, error) {
 	samples := make([]sample, 0, len(arms)*stats.ABBins+1)
 	tcp := make([]tcpSample, 0, len(arms)+1)
 	t0 := time.Now()
@@ -153,7 +153,7 @@ func (s runSpec) schedule(ctx context.Context, pr *probe, arms []int) ([]sample,
 		if err := sleepUntil(ctx, start); err != nil {
 			return nil, nil, err
 		}
-		if err := s.switchTo(s.arms[arm]); err != nil {
+		if err := s.switchTo(s.Arms[arm]); err != nil {
 			return nil, nil, err
 		}
 		for b := range stats.ABBins {
@@ -180,8 +180,8 @@ func (s runSpec) schedule(ctx context.Context, pr *probe, arms []int) ([]sample,
 }
 
 // switchTo writes control byte b to tapfwd.
-func (s runSpec) switchTo(b byte) error {
-	if _, err := s.ctl.Write([]byte{b}); err != nil {
+func (s Spec) switchTo(b byte) error {
+	if _, err := s.Ctl.Write([]byte{b}); err != nil {
 		return fmt.Errorf("inrun: switching tapfwd's arm: %w", err)
 	}
 	return nil

@@ -1,4 +1,4 @@
-package profile
+package cpuprofile
 
 import (
 	"bytes"
@@ -291,8 +291,8 @@ func (p *CPUProfile) Top(n int) []FuncTime {
 	total := float64(p.Total())
 	var out []FuncTime
 	for f, v := range flat {
-		out = append(out, FuncTime{Name: f, Flat: float64(v) / 1e9, FlatPct: pct(float64(v), total),
-			Cum: float64(cum[f]) / 1e9, CumPct: pct(float64(cum[f]), total)})
+		out = append(out, FuncTime{Name: f, Flat: float64(v) / 1e9, FlatPct: Percent(float64(v), total),
+			Cum: float64(cum[f]) / 1e9, CumPct: Percent(float64(cum[f]), total)})
 	}
 	slices.SortFunc(out, func(a, b FuncTime) int {
 		return cmp.Or(cmp.Compare(b.Flat, a.Flat), cmp.Compare(a.Name, b.Name))
@@ -300,7 +300,8 @@ func (p *CPUProfile) Top(n int) []FuncTime {
 	return out[:min(n, len(out))]
 }
 
-func pct(v, total float64) float64 {
+// Percent is v in percent of total; 0 without a total.
+func Percent(v, total float64) float64 {
 	if total <= 0 {
 		return 0
 	}

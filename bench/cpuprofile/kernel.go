@@ -1,4 +1,4 @@
-package profile
+package cpuprofile
 
 import (
 	"cmp"
@@ -64,6 +64,19 @@ var KernelPathNames = func() []string {
 // KernelPathNames in that order, in percent of the samples given.
 func KernelPaths(samples []PerfSample) []Share {
 	return shares(perfProfile(samples), KernelPathNames, kernelPath)
+}
+
+// KernelView is perf's samples of every CPU over a window
+// (KernelSummary): Tasks over all Samples; Paths and Top over the
+// OwnSamples of the run's own tasks, which used OwnCores CPUs.
+type KernelView struct {
+	Samples    int         `json:"samples"`
+	OwnSamples int         `json:"own_samples"`
+	OwnCores   float64     `json:"own_cores"`
+	Paths      []Share     `json:"paths"`
+	Tasks      []TaskShare `json:"tasks"`
+	Top        []FuncTime  `json:"top_kernel"`
+	File       string      `json:"file,omitempty"`
 }
 
 // KernelSummary is what a window's perf samples (of every CPU, over
@@ -152,7 +165,7 @@ func taskShares(tasks []string, samples []PerfSample) []TaskShare {
 	out := make([]TaskShare, len(TaskNames))
 	for i, n := range TaskNames {
 		t := *by[n]
-		t.Kernel, t.User = pct(t.Kernel, float64(len(samples))), pct(t.User, float64(len(samples)))
+		t.Kernel, t.User = Percent(t.Kernel, float64(len(samples))), Percent(t.User, float64(len(samples)))
 		out[i] = t
 	}
 	return out
@@ -191,7 +204,7 @@ func TopKernel(samples []PerfSample, n int) []FuncTime {
 	}
 	var out []FuncTime
 	for f, c := range count {
-		out = append(out, FuncTime{Name: f, Flat: float64(c) / perfHz, FlatPct: pct(float64(c), float64(len(samples)))})
+		out = append(out, FuncTime{Name: f, Flat: float64(c) / perfHz, FlatPct: Percent(float64(c), float64(len(samples)))})
 	}
 	slices.SortFunc(out, func(a, b FuncTime) int { return cmp.Or(cmp.Compare(b.Flat, a.Flat), cmp.Compare(a.Name, b.Name)) })
 	return out[:min(n, len(out))]

@@ -1,4 +1,4 @@
-package throughput
+package throughputview
 
 import (
 	"fmt"
@@ -12,18 +12,19 @@ import (
 	"github.com/tapfwd/tapfwd/bench/matrix"
 	"github.com/tapfwd/tapfwd/bench/report"
 	"github.com/tapfwd/tapfwd/bench/stats"
+	"github.com/tapfwd/tapfwd/bench/throughput"
 )
 
 // Title heads the text and Markdown renderings.
 const Title = "tapfwd-bench throughput"
 
 // Document lays the report out for reading.
-func (r *Report) Document() report.Document {
+func (r Report) Document() report.Document {
 	return report.Document{Title: Title, Summary: r.summary(), Sections: r.sections()}
 }
 
 // summary is the report's opening: where, when, how.
-func (r *Report) summary() []string {
+func (r Report) summary() []string {
 	s := r.Settings
 	run := fmt.Sprintf("%d s per iperf3 run", s.RunSeconds)
 	if s.OmitSeconds > 0 {
@@ -53,7 +54,7 @@ func (r *Report) summary() []string {
 
 // repsText says how many repetitions ran and, for a sequential run, why
 // no more.
-func (r *Report) repsText() string {
+func (r Report) repsText() string {
 	s := r.Settings
 	q := s.Sequential
 	if q == nil {
@@ -71,14 +72,14 @@ func (r *Report) repsText() string {
 }
 
 // placementLines say where each workload's iperf3 ran.
-func (r *Report) placementLines() []string {
+func (r Report) placementLines() []string {
 	worker := 0
 	if c := r.Settings.WorkerCPU; c != nil {
 		worker = *c
 	}
 	var lines []string
 	seen := map[string][]string{}
-	var order []*Placement
+	var order []*throughput.Placement
 	for _, w := range r.Workloads {
 		p := w.Placement
 		if p == nil {
@@ -95,25 +96,25 @@ func (r *Report) placementLines() []string {
 	return lines
 }
 
-func (r *Report) ranConfigs() []report.Config { return report.RanConfigs(r.Configs) }
+func (r Report) ranConfigs() []report.Config { return report.RanConfigs(r.Configs) }
 
 // ruleLine says how configurations are compared and what a verdict takes.
-func (r *Report) ruleLine() string {
+func (r Report) ruleLine() string {
 	s := r.Settings
 	if !s.Paired {
 		return s.VerdictRule()
 	}
 	rule := s.Rule()
 	line := fmt.Sprintf("Configurations are compared within each repetition: the median of the per-repetition differences, with its interval (pairs resampled), as a change of %s's median. "+
-		"A verdict needs at least %d repetitions each", NAPIOff, rule.MinReps)
-	if s.Interval == SteinInterval {
+		"A verdict needs at least %d repetitions each", throughput.NAPIOff, rule.MinReps)
+	if s.Interval == throughput.SteinInterval {
 		line = fmt.Sprintf("Configurations are compared within each repetition: the geometric mean of the per-repetition ratios, with Stein's two-stage 95%% interval "+
 			"(the spread of the pairs of the first %d repetitions sets its width and how many pairs a comparison needs; it takes no more). "+
-			"A verdict needs at least %d pairs", s.stage1(), rule.MinReps)
+			"A verdict needs at least %d pairs", s.Stage1(), rule.MinReps)
 	}
-	against := NAPIOff + "'s median"
+	against := throughput.NAPIOff + "'s median"
 	if s.AgainstBridge {
-		line += fmt.Sprintf(" (the TAP NAPI modes against %s, every forwarder against the bridge)", NAPIOff)
+		line += fmt.Sprintf(" (the TAP NAPI modes against %s, every forwarder against the bridge)", throughput.NAPIOff)
 		against = "the median it is compared against"
 	}
 	if rule.MaxHalfWidth > 0 {
@@ -126,7 +127,7 @@ func (r *Report) ruleLine() string {
 // forwarder against the bridge on every workload: the paired ratio of the
 // throughputs, the ratio of the whole machine's CPU per unit delivered,
 // and whether each meets the workload's targets.
-func (r *Report) bridgeSection() (report.Section, bool) {
+func (r Report) bridgeSection() (report.Section, bool) {
 	if !r.Settings.AgainstBridge {
 		return report.Section{}, false
 	}
@@ -137,7 +138,7 @@ func (r *Report) bridgeSection() (report.Section, bool) {
 	}
 	for _, w := range r.Workloads {
 		for _, c := range r.ranConfigs() {
-			cmp := r.Comparison(c.Name, Bridge, w.Name)
+			cmp := r.Comparison(c.Name, throughput.Bridge, w.Name)
 			if cmp == nil {
 				continue
 			}
@@ -183,7 +184,7 @@ func halfWidth(c *report.Comparison) float64 {
 // verdictText is c's verdict as the tables write it: a verdict withheld
 // for a wide interval says how wide against what target, and in a
 // sequential run how many pairs it would have needed.
-func (r *Report) verdictText(c *report.Comparison) string {
+func (r Report) verdictText(c *report.Comparison) string {
 	if c.Verdict != stats.TooWide {
 		return c.Verdict
 	}
@@ -206,13 +207,13 @@ func pairsText(c *report.Comparison) string {
 	return fmt.Sprintf("%d/%d", c.Pairs, c.Needed)
 }
 
-func (r *Report) sections() []report.Section {
+func (r Report) sections() []report.Section {
 	var out []report.Section
 	if s, ok := r.bridgeSection(); ok {
 		out = append(out, s)
 	}
 	gs := r.groups()
-	if r.ran(NAPIOn) && r.ran(NAPIOff) {
+	if r.ran(throughput.NAPIOn) && r.ran(throughput.NAPIOff) {
 		for _, g := range gs {
 			out = append(out, r.napiSection(g))
 		}
@@ -250,7 +251,7 @@ func (r *Report) sections() []report.Section {
 
 // repsSection is, for a sequential run, the repetitions each
 // configuration made and the runs that gave a figure.
-func (r *Report) repsSection() (report.Section, bool) {
+func (r Report) repsSection() (report.Section, bool) {
 	if r.Settings.Sequential == nil {
 		return report.Section{}, false
 	}
@@ -275,17 +276,17 @@ func (r *Report) repsSection() (report.Section, bool) {
 }
 
 // napiSection is IFF_NAPI off against on for g's workloads.
-func (r *Report) napiSection(g group) report.Section {
+func (r Report) napiSection(g group) report.Section {
 	head := "-l"
 	if g.Proto == "udp" {
 		head = "size"
 	}
 	s := report.Section{Title: "IFF_NAPI off -> on: " + g.title(),
-		Head: []string{head, NAPIOff, NAPIOn, "on - off [95% CI]", "+-", "pairs", "verdict", Bridge, NAPIOn + "/" + Bridge}}
+		Head: []string{head, throughput.NAPIOff, throughput.NAPIOn, "on - off [95% CI]", "+-", "pairs", "verdict", throughput.Bridge, throughput.NAPIOn + "/" + throughput.Bridge}}
 	for _, w := range g.Workloads {
-		off, on, br := r.Cell(NAPIOff, w.Name), r.Cell(NAPIOn, w.Name), r.Cell(Bridge, w.Name)
-		row := []string{SizeName(w.Len), report.Est(off.Value), report.Est(on.Value), "-", "-", "-", "-", "-", report.Ratio(on.RatioToBridge)}
-		if c := r.Comparison(NAPIOn, NAPIOff, w.Name); c != nil {
+		off, on, br := r.Cell(throughput.NAPIOff, w.Name), r.Cell(throughput.NAPIOn, w.Name), r.Cell(throughput.Bridge, w.Name)
+		row := []string{throughput.SizeName(w.Len), report.Est(off.Value), report.Est(on.Value), "-", "-", "-", "-", "-", report.Ratio(on.RatioToBridge)}
+		if c := r.Comparison(throughput.NAPIOn, throughput.NAPIOff, w.Name); c != nil {
 			row[3], row[4], row[5], row[6] = report.DiffEst(c.Difference, 1), report.PctAbs(halfWidth(c)), pairsText(c), r.verdictText(c)
 		}
 		if br != nil {
@@ -298,10 +299,10 @@ func (r *Report) napiSection(g group) report.Section {
 
 // groupSection is every configuration on g's workloads, with the ratio to
 // the bridge (and for UDP the loss).
-func (r *Report) groupSection(g group) report.Section {
+func (r Report) groupSection(g group) report.Section {
 	s := report.Section{Title: "All configurations: " + g.title() + "; ratio to the bridge", Head: []string{"config"}}
 	for _, w := range g.Workloads {
-		s.Head = append(s.Head, SizeName(w.Len), "/bridge")
+		s.Head = append(s.Head, throughput.SizeName(w.Len), "/bridge")
 	}
 	if g.Proto == "udp" {
 		s.Head = append(s.Head, "loss %", "dropped by the receiving socket %")
@@ -327,9 +328,9 @@ func (r *Report) groupSection(g group) report.Section {
 
 // cpuSection is what forwarding cost: the forwarder's CPU per gigabit
 // delivered, on the UDP and large-write workloads.
-func (r *Report) cpuSection() (report.Section, bool) {
+func (r Report) cpuSection() (report.Section, bool) {
 	s := report.Section{Title: "Forwarder CPU per gigabit delivered (CPU seconds / Gbit, median; from /proc/PID/stat)", Head: []string{"config"}}
-	var ws []Workload
+	var ws []throughput.Workload
 	for _, w := range r.Workloads {
 		if w.Proto == "udp" || w.Len >= 4096 {
 			ws = append(ws, w)
@@ -352,10 +353,10 @@ func (r *Report) cpuSection() (report.Section, bool) {
 // costSection is what each configuration cost the whole machine per unit
 // delivered, in its parts, beside the forwarder's own share and as a
 // ratio to the bridge; none for a report without cost figures.
-func (r *Report) costSection() (report.Section, bool) {
+func (r Report) costSection() (report.Section, bool) {
 	s := report.Section{
 		Title: "Cost: CPU seconds of the whole machine per unit delivered (all CPUs, user + system + softirq, /proc/stat over each run; " +
-			PerGbit + " of TCP payload, " + PerMpkt + " of UDP datagrams), its parts, the forwarder's own share (/proc/PID/stat, in user and kernel mode), and the ratio to the bridge",
+			throughput.PerGbit + " of TCP payload, " + throughput.PerMpkt + " of UDP datagrams), its parts, the forwarder's own share (/proc/PID/stat, in user and kernel mode), and the ratio to the bridge",
 		Head: []string{"workload", "config", "unit", "machine [95% CI]", "user", "system", "softirq", "forwarder", "fwd user", "fwd kernel", "/bridge [95% CI]"},
 	}
 	for _, w := range r.Workloads {
@@ -378,25 +379,25 @@ func (r *Report) costSection() (report.Section, bool) {
 
 // modesSection is the TAP NAPI modes, each against IFF_NAPI off, when
 // more than one ran.
-func (r *Report) modesSection() (report.Section, bool) {
+func (r Report) modesSection() (report.Section, bool) {
 	var modes []string
-	for _, ab := range comparisons {
+	for _, ab := range throughput.NAPIPairs {
 		if r.ran(ab[0]) && r.ran(ab[1]) {
 			modes = append(modes, ab[0])
 		}
 	}
-	s := report.Section{Title: "TAP NAPI modes against " + NAPIOff + ": change of the median [95% CI], verdict",
+	s := report.Section{Title: "TAP NAPI modes against " + throughput.NAPIOff + ": change of the median [95% CI], verdict",
 		Head: append([]string{"workload"}, modes...)}
 	switch {
-	case r.Settings.Interval == SteinInterval:
-		s.Title = "TAP NAPI modes against " + NAPIOff + ": change [95% CI] (geometric mean of the per-repetition ratios), pairs taken/needed, verdict"
+	case r.Settings.Interval == throughput.SteinInterval:
+		s.Title = "TAP NAPI modes against " + throughput.NAPIOff + ": change [95% CI] (geometric mean of the per-repetition ratios), pairs taken/needed, verdict"
 	case r.Settings.Paired:
-		s.Title = "TAP NAPI modes against " + NAPIOff + ": change [95% CI] (median of the per-repetition differences over " + NAPIOff + "'s median), verdict"
+		s.Title = "TAP NAPI modes against " + throughput.NAPIOff + ": change [95% CI] (median of the per-repetition differences over " + throughput.NAPIOff + "'s median), verdict"
 	}
 	for _, w := range r.Workloads {
 		row := []string{w.Name}
 		for _, a := range modes {
-			c := r.Comparison(a, NAPIOff, w.Name)
+			c := r.Comparison(a, throughput.NAPIOff, w.Name)
 			if c == nil {
 				row = append(row, "-")
 				continue
@@ -425,7 +426,7 @@ var CSVHeader = []string{"config", "kind", "workload", "proto", "len", "streams"
 
 // WriteCSV writes one line per cell; the napi columns are filled on the
 // napi-on rows.
-func (r *Report) WriteCSV(w io.Writer) error {
+func (r Report) WriteCSV(w io.Writer) error {
 	f := func(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
 	var rows [][]string
 	for _, c := range r.Cells {
@@ -444,7 +445,7 @@ func (r *Report) WriteCSV(w io.Writer) error {
 		if c.RatioToBridge != nil {
 			rec[12], rec[13], rec[14] = f(c.RatioToBridge.Median), f(c.RatioToBridge.Low), f(c.RatioToBridge.High)
 		}
-		if cmp := r.Comparison(NAPIOn, NAPIOff, c.Workload); cmp != nil && c.Config == NAPIOn {
+		if cmp := r.Comparison(throughput.NAPIOn, throughput.NAPIOff, c.Workload); cmp != nil && c.Config == throughput.NAPIOn {
 			rec[15], rec[16], rec[24] = f(cmp.Diff.Median), cmp.Verdict, f(halfWidth(cmp))
 			rec[38], rec[39], rec[40] = strconv.Itoa(cmp.Pairs), strconv.Itoa(cmp.Needed), cmp.Stopped
 		}
@@ -476,13 +477,13 @@ func (r *Report) WriteCSV(w io.Writer) error {
 	return report.WriteCSV(w, CSVHeader, rows)
 }
 
-func (r *Report) workload(name string) Workload {
+func (r Report) workload(name string) throughput.Workload {
 	for _, w := range r.Workloads {
 		if w.Name == name {
 			return w
 		}
 	}
-	return Workload{Name: name}
+	return throughput.Workload{Name: name}
 }
 
 // WriteCharts writes throughput.png and throughput.svg (one panel per
@@ -490,9 +491,9 @@ func (r *Report) workload(name string) Workload {
 // 95% interval) and, when the report has comparisons, napi.png and napi.svg
 // (each TAP NAPI mode's median against IFF_NAPI off's as a ratio, with its
 // interval) into dir.
-func (r *Report) WriteCharts(dir string) error {
+func (r Report) WriteCharts(dir string) error {
 	charts := []report.Chart{r.barGrid()}
-	if slices.ContainsFunc(r.Comparisons, func(c report.Comparison) bool { return c.B == NAPIOff }) {
+	if slices.ContainsFunc(r.Comparisons, func(c report.Comparison) bool { return c.B == throughput.NAPIOff }) {
 		charts = append(charts, r.napiChart())
 	}
 	return report.WriteCharts(dir, charts...)
@@ -500,7 +501,7 @@ func (r *Report) WriteCharts(dir string) error {
 
 // barGrid lays out one panel per workload: a row per group, a column per
 // size.
-func (r *Report) barGrid() report.BarGrid {
+func (r Report) barGrid() report.BarGrid {
 	g := report.BarGrid{Name: "throughput", Colors: palette}
 	ran := r.ranConfigs()
 	for _, c := range ran {
@@ -524,22 +525,22 @@ func (r *Report) barGrid() report.BarGrid {
 	return g
 }
 
-func panelTitle(g group, w Workload) string {
+func panelTitle(g group, w throughput.Workload) string {
 	if g.Proto == "udp" {
-		return fmt.Sprintf("UDP %s %s, delivered", SizeName(w.Len), g.Direction)
+		return fmt.Sprintf("UDP %s %s, delivered", throughput.SizeName(w.Len), g.Direction)
 	}
-	return fmt.Sprintf("TCP %s -P %d -l %s", g.Direction, g.Streams, SizeName(w.Len))
+	return fmt.Sprintf("TCP %s -P %d -l %s", g.Direction, g.Streams, throughput.SizeName(w.Len))
 }
 
 // napiChart draws each TAP NAPI mode's median against NAPIOff's per
 // workload as a ratio.
-func (r *Report) napiChart() report.RatioChart {
-	c := report.RatioChart{Name: "napi", Title: "TAP NAPI modes against " + NAPIOff + ": ratio of medians (95% CI)",
-		XLabel: "median / median of " + NAPIOff + " (log scale; right of 1 is faster)", Colors: palette}
+func (r Report) napiChart() report.RatioChart {
+	c := report.RatioChart{Name: "napi", Title: "TAP NAPI modes against " + throughput.NAPIOff + ": ratio of medians (95% CI)",
+		XLabel: "median / median of " + throughput.NAPIOff + " (log scale; right of 1 is faster)", Colors: palette}
 	for _, w := range r.Workloads {
 		c.Rows = append(c.Rows, w.Name)
 	}
-	for _, ab := range comparisons {
+	for _, ab := range throughput.NAPIPairs {
 		s := report.Series{Name: ab[0]}
 		for _, w := range r.Workloads {
 			var e *stats.Estimate
@@ -556,13 +557,64 @@ func (r *Report) napiChart() report.RatioChart {
 // palette gives every configuration its colour: the tapfwd variants
 // bright, the naive baseline brown, the kernel baselines grey.
 var palette = report.Palette{
-	NAPIOff:      color.RGBA{0xd6, 0x27, 0x28, 0xff},
-	NAPIOn:       color.RGBA{0x2c, 0xa0, 0x2c, 0xff},
-	NAPIThreaded: color.RGBA{0x1f, 0x77, 0xb4, 0xff},
-	NAPIGRO:      color.RGBA{0xff, 0x7f, 0x0e, 0xff},
-	VnetOff:      color.RGBA{0x94, 0x67, 0xbd, 0xff},
-	Queues2:      color.RGBA{0x17, 0xbe, 0xcf, 0xff},
-	Naive:        color.RGBA{0x8c, 0x56, 0x4b, 0xff},
-	Bridge:       color.RGBA{0x55, 0x55, 0x55, 0xff},
-	Direct:       color.RGBA{0xaa, 0xaa, 0xaa, 0xff},
+	throughput.NAPIOff:      color.RGBA{0xd6, 0x27, 0x28, 0xff},
+	throughput.NAPIOn:       color.RGBA{0x2c, 0xa0, 0x2c, 0xff},
+	throughput.NAPIThreaded: color.RGBA{0x1f, 0x77, 0xb4, 0xff},
+	throughput.NAPIGRO:      color.RGBA{0xff, 0x7f, 0x0e, 0xff},
+	throughput.VnetOff:      color.RGBA{0x94, 0x67, 0xbd, 0xff},
+	throughput.Queues2:      color.RGBA{0x17, 0xbe, 0xcf, 0xff},
+	throughput.Naive:        color.RGBA{0x8c, 0x56, 0x4b, 0xff},
+	throughput.Bridge:       color.RGBA{0x55, 0x55, 0x55, 0xff},
+	throughput.Direct:       color.RGBA{0xaa, 0xaa, 0xaa, 0xff},
+}
+
+// group is a block of the report: one protocol, direction, stream count
+// and placement, with one row or column per message size.
+type group struct {
+	Proto     string
+	Direction string
+	Streams   int
+	WireMTU   bool
+	Placement string                // its name; empty before Workload.Placement
+	Workloads []throughput.Workload // ascending Len
+}
+
+func (g group) title() string {
+	place := ""
+	if g.Placement != "" {
+		place = ", iperf3 " + g.Placement
+	}
+	if g.WireMTU {
+		return fmt.Sprintf("TCP %s, 1 stream, MTU-sized frames from the wire (TSO and GSO off on its veth)%s: Gbit/s", g.Direction, place)
+	}
+	if g.Proto == "udp" {
+		return fmt.Sprintf("UDP %s, %s, 1 stream, unlimited rate%s: datagrams delivered, kpps", throughput.SizeName(g.Workloads[0].Len), g.Direction, place)
+	}
+	s := "streams"
+	if g.Streams == 1 {
+		s = "stream"
+	}
+	return fmt.Sprintf("TCP %s, %d %s (iperf3 -P %d)%s: Gbit/s by write size (-l)", g.Direction, g.Streams, s, g.Streams, place)
+}
+
+func (r Report) groups() []group {
+	var gs []group
+	for _, w := range r.Workloads {
+		place := ""
+		if w.Placement != nil {
+			place = w.Placement.Name
+		}
+		i := slices.IndexFunc(gs, func(g group) bool {
+			return g.Proto == w.Proto && g.Direction == w.Direction && g.Streams == w.Streams && g.WireMTU == w.WireMTU && g.Placement == place
+		})
+		if i < 0 {
+			gs = append(gs, group{Proto: w.Proto, Direction: w.Direction, Streams: w.Streams, WireMTU: w.WireMTU, Placement: place})
+			i = len(gs) - 1
+		}
+		gs[i].Workloads = append(gs[i].Workloads, w)
+	}
+	for i := range gs {
+		slices.SortStableFunc(gs[i].Workloads, func(a, b throughput.Workload) int { return a.Len - b.Len })
+	}
+	return gs
 }

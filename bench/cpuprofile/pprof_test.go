@@ -1,4 +1,4 @@
-package profile
+package cpuprofile
 
 import (
 	"bytes"
@@ -128,7 +128,7 @@ func TestParsePprofGo(t *testing.T) {
 	}
 	found := false
 	for _, f := range p.Top(1000) {
-		found = found || f.Name == module+"bench/profile.spin"
+		found = found || f.Name == module+"bench/cpuprofile.spin"
 	}
 	shares := GoShares(p)
 	sum := 0.0
