@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -13,7 +14,9 @@ import (
 
 	"github.com/tapfwd/tapfwd/bench/forwarder"
 	"github.com/tapfwd/tapfwd/bench/report"
+	"github.com/tapfwd/tapfwd/internal/base/cpulist"
 	"github.com/tapfwd/tapfwd/internal/base/procfs"
+	"github.com/tapfwd/tapfwd/internal/lab/ovs"
 	"github.com/tapfwd/tapfwd/internal/lab/testbed"
 	"github.com/tapfwd/tapfwd/tap"
 )
@@ -65,24 +68,48 @@ func (l Lab) Visit(ctx context.Context, c *report.Config, rep int, fn func(*test
 	}); err != nil {
 		return err
 	}
+	fws, err := l.start(ctx, c, bed)
+	if err != nil {
+		return err
+	}
+	defer fws.stop()
+	return fn(bed, fws)
+}
+
+// start starts c's forwarder on bed and waits until the lab answers; the
+// bridge and the direct veth start nothing.
+func (l Lab) start(ctx context.Context, c *report.Config, bed *testbed.Bed) (Forwarders, error) {
 	var fw *testbed.Process
+	var err error
 	switch c.Kind {
 	case report.KindTapfwd:
 		fw, err = forwarder.Start(ctx, bed, l.tapfwd(c), c.Run)
 	case report.KindNaive:
 		fw, err = forwarder.StartNaive(ctx, bed, l.Bench)
+	case report.KindOVS:
+		return startOVS(ctx, bed)
 	default:
 		err = bed.WaitLabReachable(ctx, 10*time.Second)
 	}
+	if err != nil || fw == nil {
+		return Forwarders{}, err
+	}
+	return Forwarders{procs: []*testbed.Process{fw}}, nil
+}
+
+// startOVS starts Open vSwitch's userspace datapath on bed, every thread
+// of ovs-vswitchd on the CPU tapfwd pins its worker to by default (the
+// first this process may use), so that the two meet the load alike.
+func startOVS(ctx context.Context, bed *testbed.Bed) (Forwarders, error) {
+	cpus := ""
+	if allowed, err := cpulist.Allowed(); err == nil && len(allowed) > 0 {
+		cpus = strconv.Itoa(allowed[0])
+	}
+	sw, err := ovs.Start(ctx, bed, ovs.Config{CPUs: cpus})
 	if err != nil {
-		return err
+		return Forwarders{}, err
 	}
-	var fws Forwarders
-	if fw != nil {
-		fws = Forwarders{fw}
-	}
-	defer fws.stop()
-	return fn(bed, fws)
+	return Forwarders{procs: sw.Processes(), stops: []func() error{sw.Stop}}, nil
 }
 
 // tapfwd is the binary c runs: its own, or the bench's.

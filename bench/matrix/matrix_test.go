@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/tapfwd/tapfwd/bench/forwarder"
 	"github.com/tapfwd/tapfwd/bench/report"
+	"github.com/tapfwd/tapfwd/internal/lab/ovs"
 	"github.com/tapfwd/tapfwd/internal/lab/testbed"
 )
 
@@ -268,7 +270,7 @@ func TestVisitVXLAN(t *testing.T) {
 	var seen []string
 	err := Lab{Topology: VXLAN}.Visit(context.Background(), &c, 0, func(bed *testbed.Bed, fws Forwarders) error {
 		seen = []string{bed.WireNS, bed.FwdNS, bed.LabNS}
-		if len(fws) != 0 || fws.Alive() != nil || len(fws.Pids()) != 0 {
+		if fws.Len() != 0 || fws.Alive() != nil || len(fws.Pids()) != 0 {
 			t.Errorf("forwarders %v on the bridge", fws)
 		}
 		if !strings.HasSuffix(bed.WireNS, "-lab1") || !strings.HasSuffix(bed.FwdNS, "-host2") || !strings.HasSuffix(bed.LabNS, "-lab2") {
@@ -287,5 +289,46 @@ func TestVisitVXLAN(t *testing.T) {
 	naive := report.Config{Name: "naive", Kind: report.KindNaive}
 	if err := (Lab{Topology: VXLAN}).Visit(context.Background(), &naive, 0, nil); err == nil {
 		t.Error("the naive forwarder visited on the VXLAN topology")
+	}
+}
+
+// TestVisitOVS visits Open vSwitch's configuration on the veth topology:
+// its two daemons are the visit's forwarders (their pids the run's own
+// threads), the lab answers through it, and nothing is left afterwards.
+func TestVisitOVS(t *testing.T) {
+	if err := testbed.Available(); err != nil {
+		t.Skipf("skipping privileged test: %v", err)
+	}
+	if err := ovs.Available(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	c := report.Config{Name: report.OVS, Kind: report.KindOVS}
+	var ns string
+	err := Lab{}.Visit(context.Background(), &c, 0, func(bed *testbed.Bed, fws Forwarders) error {
+		ns = bed.FwdNS
+		if fws.Len() != 2 || fws.Alive() != nil {
+			t.Errorf("forwarders %+v: want ovs-vswitchd and ovsdb-server running", fws)
+		}
+		for _, pid := range fws.Pids() {
+			if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
+				t.Errorf("pid %d: %v", pid, err)
+			}
+		}
+		return bed.WaitLabReachable(context.Background(), 5*time.Second)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat("/run/netns/" + ns); !os.IsNotExist(err) {
+		t.Errorf("namespace %s left behind", ns)
+	}
+	if left, _ := filepath.Glob(filepath.Join(os.TempDir(), "tfw-ovs-*")); len(left) > 0 {
+		t.Errorf("Open vSwitch's directories left behind: %v", left)
+	}
+	if VXLAN.Fit(&c) {
+		t.Errorf("OVS fits the VXLAN topology: %+v", c)
 	}
 }

@@ -74,13 +74,16 @@ func (t Topology) Fit(c *report.Config) bool {
 }
 
 // Forwarders are the processes a visit started: none for the bridge and
-// the direct veth, one for a forwarder on the Veth topology, one per host
-// on VXLAN.
-type Forwarders []*testbed.Process
+// the direct veth, one for tapfwd or the naive forwarder on the Veth
+// topology, one per host on VXLAN, Open vSwitch's daemons.
+type Forwarders struct {
+	procs []*testbed.Process
+	stops []func() error // what undoes more than the processes
+}
 
 // Alive returns the first error of a forwarder that is no longer running.
 func (f Forwarders) Alive() error {
-	for _, p := range f {
+	for _, p := range f.procs {
 		if err := p.Alive(); err != nil {
 			return err
 		}
@@ -88,18 +91,25 @@ func (f Forwarders) Alive() error {
 	return nil
 }
 
-// Pids are the forwarders' process ids.
+// Pids are the forwarders' process ids: the run's own processes, whose
+// threads' CPU time is the forwarding's cost.
 func (f Forwarders) Pids() []int {
-	pids := make([]int, len(f))
-	for i, p := range f {
+	pids := make([]int, len(f.procs))
+	for i, p := range f.procs {
 		pids[i] = p.Pid()
 	}
 	return pids
 }
 
+// Len is how many processes forward.
+func (f Forwarders) Len() int { return len(f.procs) }
+
 func (f Forwarders) stop() {
-	for _, p := range f {
+	for _, p := range f.procs {
 		p.Stop()
+	}
+	for _, s := range f.stops {
+		s()
 	}
 }
 
@@ -144,7 +154,7 @@ func (l Lab) visitHosts(ctx context.Context, c *report.Config, rep int, fn func(
 		if err != nil {
 			return err
 		}
-		fws = ps[:]
+		fws = Forwarders{procs: ps[:]}
 	} else if err := h.WaitReachable(ctx, 10*time.Second); err != nil {
 		return err
 	}

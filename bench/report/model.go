@@ -51,12 +51,28 @@ const (
 	KindNaive  = "naive"  // `tapfwd-bench naive-forwarder` (package naive)
 	KindBridge = "bridge" // the Linux bridge, the in-kernel reference
 	KindDirect = "direct" // one veth pair, the ceiling
+	// KindOVS is Open vSwitch's userspace datapath between the NIC and a
+	// TAP in the lab (internal/lab/ovs): the userspace peer a user would
+	// otherwise pick.
+	KindOVS = "ovs"
 )
+
+// Userspace says whether a configuration of kind forwards in userspace
+// (tapfwd, the naive forwarder, Open vSwitch's netdev datapath), where
+// the bridge and the direct veth forward in the kernel.
+func Userspace(kind string) bool {
+	return kind == KindTapfwd || kind == KindNaive || kind == KindOVS
+}
+
+// Peer says whether a configuration of kind is a userspace peer tapfwd is
+// compared with: the naive forwarder, Open vSwitch.
+func Peer(kind string) bool { return kind == KindNaive || kind == KindOVS }
 
 // The baselines' configuration names.
 const (
 	Bridge = "bridge"
 	Direct = "direct"
+	OVS    = "ovs"
 )
 
 // Config is one configuration of the path between the wire and the lab: a

@@ -27,6 +27,7 @@ const (
 	Naive        = "naive"
 	Bridge       = report.Bridge
 	Direct       = report.Direct
+	OVS          = report.OVS
 )
 
 // Default is tapfwd as it ships: no flag beyond the bed's devices, every
@@ -151,6 +152,8 @@ func Configs(n TAPNAPI) []report.Config {
 			forwarder.Options{NAPI: auto, VnetHdr: auto, NICBackend: forwarder.XDP, Poll: forwarder.Threaded}),
 		{Name: Naive, Kind: report.KindNaive,
 			Description: "naive forwarder: songgao/water TAP (no vnet header) + one AF_PACKET socket with PACKET_VNET_HDR, one syscall per frame, vnethdr segmentation"},
+		{Name: OVS, Kind: report.KindOVS,
+			Description: "Open vSwitch's userspace datapath (datapath_type=netdev, userspace TSO on; the NIC a system port, the lab's TAP a tap port), ovs-vswitchd on tapfwd's worker CPU: the userspace peer"},
 		{Name: Bridge, Kind: report.KindBridge, Description: "Linux bridge in the fwd namespace (in-kernel reference)"},
 		{Name: Direct, Kind: report.KindDirect, Description: "one veth pair from wire to lab (ceiling)"},
 	}

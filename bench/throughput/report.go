@@ -3,6 +3,7 @@ package throughput
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/tapfwd/tapfwd/bench/matrix"
@@ -68,6 +69,11 @@ type RunRecord struct {
 type Settings struct {
 	// Method: Reps is the number of repetitions made.
 	report.Method
+	// CopyBandwidth is what one thread copied here at the start of the
+	// run, in bytes per second (cost.CopyBandwidth): the price of the two
+	// copies per byte of the floor row (cost.Floor). 0 in reports from
+	// before it.
+	CopyBandwidth float64 `json:"copy_bytes_per_second,omitempty"`
 	RunSeconds int `json:"run_seconds"` // length of each iperf3 run
 	// OmitSeconds is the start of each run left out of its figure
 	// (iperf3 -O); the run took OmitSeconds + RunSeconds.
@@ -133,6 +139,12 @@ type Cell struct {
 	// RatioToBridge is median / the bridge's median on the same workload,
 	// with the bootstrap interval of that ratio; nil without a bridge figure.
 	RatioToBridge *stats.Estimate `json:"ratio_to_bridge"`
+	// RatioToPeer is, for tapfwd's configurations, median / the median of
+	// the best userspace peer that ran (Peer: the naive forwarder or Open
+	// vSwitch, whichever delivered more on the workload), with the
+	// bootstrap interval; nil without a peer figure.
+	RatioToPeer *stats.Estimate `json:"ratio_to_peer,omitempty"`
+	Peer        string          `json:"peer,omitempty"`
 	Samples       []float64       `json:"samples"`
 	// Medians of what iperf3 also reports: TCP retransmits (sender), CPU
 	// use in percent of one core, UDP loss in percent.
@@ -279,7 +291,7 @@ func (r *Report) pairs(fn func(a, b string, w Workload)) {
 	abs := NAPIPairs
 	if r.Settings.AgainstBridge {
 		for _, c := range report.RanConfigs(r.Configs) {
-			if c.Kind == report.KindTapfwd || c.Kind == report.KindNaive {
+			if report.Userspace(c.Kind) {
 				abs = append(abs[:len(abs):len(abs)], [2]string{c.Name, Bridge})
 			}
 		}
@@ -442,8 +454,29 @@ func (r *Report) cell(bs stats.Bootstrap, config string, w Workload) Cell {
 		ci := bs.Pair("bridge/"+config+"/"+w.Name, cell.Samples, br)
 		cell.RatioToBridge = &stats.Estimate{Median: cell.Value.Median / stats.Median(br), Low: ci.RatioLow, High: ci.RatioHigh}
 	}
+	r.peerRatio(bs, &cell, w)
 	cell.Cost = r.cost(bs, config, w, costs)
 	return cell
+}
+
+// peerRatio sets cell's ratio to the best userspace peer that ran on w,
+// for a tapfwd configuration.
+func (r *Report) peerRatio(bs stats.Bootstrap, cell *Cell, w Workload) {
+	i := slices.IndexFunc(r.Configs, func(c report.Config) bool { return c.Name == cell.Config })
+	if cell.Value == nil || i < 0 || r.Configs[i].Kind != report.KindTapfwd {
+		return
+	}
+	var best []float64
+	for _, c := range report.RanConfigs(r.Configs) {
+		if v := r.values(c.Name, w.Name); report.Peer(c.Kind) && len(v) > 0 && stats.Median(v) > 0 && (best == nil || stats.Median(v) > stats.Median(best)) {
+			best, cell.Peer = v, c.Name
+		}
+	}
+	if best == nil {
+		return
+	}
+	ci := bs.Pair("peer/"+cell.Config+"/"+w.Name, cell.Samples, best)
+	cell.RatioToPeer = &stats.Estimate{Median: cell.Value.Median / stats.Median(best), Low: ci.RatioLow, High: ci.RatioHigh}
 }
 
 // machineCosts are the whole machine's cost figures of config's runs on

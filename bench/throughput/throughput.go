@@ -136,6 +136,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	r := newReport(o)
+	// The floor's price of a copy, on a machine as quiet as the run's.
+	r.Settings.CopyBandwidth = cost.CopyBandwidth(500 * time.Millisecond)
 	for i := range r.Configs {
 		if c := &r.Configs[i]; !o.Lab.Topology.Fit(c) || !matrix.CheckKernel(c, o.TUNFeatures) || !matrix.CheckFlags(c, o.TapfwdFlags) {
 			o.Log.Info("skipping configuration", "config", c.Name, "reason", c.Skipped)
@@ -282,7 +284,7 @@ func measure(ctx context.Context, o Options, bed *testbed.Bed, fws matrix.Forwar
 	if w.Proto == "udp" {
 		s.RcvbufPercent = procfs.RcvbufPercent(udp0, udp1)
 	}
-	s.setCost(w, spent, in1.Sub(in0), len(fws) > 0)
+	s.setCost(w, spent, in1.Sub(in0), fws.Len() > 0)
 	return s, nil, nil
 }
 

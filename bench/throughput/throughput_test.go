@@ -23,14 +23,15 @@ func synthetic(t *testing.T) *Report {
 		Configs:   Configs(DefaultTAPNAPI),
 		Workloads: Workloads([]int{64, 4096}, []int{1}, DefaultDirs, true),
 		Settings: Settings{Method: report.Method{Reps: 5, Seed: 1, Resamples: 1000, Level: stats.Level}, RunSeconds: 1,
-			OmitSeconds: 1, Paired: true, Interval: SteinInterval, MinReps: stats.MinReps, TargetHalfWidth: stats.TargetHalfWidth},
+			OmitSeconds: 1, Paired: true, Interval: SteinInterval, MinReps: stats.MinReps, TargetHalfWidth: stats.TargetHalfWidth,
+			CopyBandwidth: 10e9},
 	}
 	r.Config(Queues2).Skipped = "the kernel lacks IFF_MULTI_QUEUE (TUNGETFEATURES 0x7073)"
 	for _, n := range []string{PacketBusy, XDPBlock, XDPKernel, XDPKernelCPU, XDPThreaded} {
 		r.Config(n).Skipped = "not in this synthetic run"
 	}
-	base := map[string]float64{NAPIOff: 2, NAPIOn: 3, NAPIThreaded: 2.05, NAPIGRO: 1, VnetOff: 1.5, Naive: 1, Bridge: 4, Direct: 5}
-	costBase := map[string]float64{NAPIOff: 0.5, NAPIOn: 0.45, NAPIThreaded: 0.5, NAPIGRO: 0.6, VnetOff: 0.7, Naive: 1.2, Bridge: 0.3, Direct: 0.2}
+	base := map[string]float64{NAPIOff: 2, NAPIOn: 3, NAPIThreaded: 2.05, NAPIGRO: 1, VnetOff: 1.5, Naive: 1, OVS: 2.4, Bridge: 4, Direct: 5}
+	costBase := map[string]float64{NAPIOff: 0.5, NAPIOn: 0.45, NAPIThreaded: 0.5, NAPIGRO: 0.6, VnetOff: 0.7, Naive: 1.2, OVS: 0.9, Bridge: 0.3, Direct: 0.2}
 	for rep := 1; rep <= 5; rep++ {
 		for _, c := range r.Configs {
 			if c.Skipped != "" {
@@ -54,7 +55,7 @@ func synthetic(t *testing.T) *Report {
 				// add up; the forwarder's share for tapfwd and naive.
 				k := costBase[c.Name] * (1 + 0.02*float64(rep))
 				run.Sample.Cost = cost.PerUnit{User: k / 4, System: k / 4, Softirq: k / 2, Total: k}
-				if c.Kind == report.KindTapfwd || c.Kind == report.KindNaive {
+				if report.Userspace(c.Kind) {
 					run.Sample.Cost.Process, run.Sample.Cost.ProcessUser, run.Sample.Cost.ProcessSystem = k/3, k/12, k/4
 				}
 				run.Sample.HasCost = true
@@ -71,8 +72,8 @@ func synthetic(t *testing.T) *Report {
 
 func TestAnalyze(t *testing.T) {
 	r := synthetic(t)
-	if got, want := len(r.Cells), 8*len(r.Workloads); got != want {
-		t.Fatalf("%d cells, want %d (8 configurations that ran x %d workloads)", got, want, len(r.Workloads))
+	if got, want := len(r.Cells), 9*len(r.Workloads); got != want {
+		t.Fatalf("%d cells, want %d (9 configurations that ran x %d workloads)", got, want, len(r.Workloads))
 	}
 	if r.Cell(Queues2, r.Workloads[0].Name) != nil {
 		t.Error("the skipped configuration has cells")

@@ -485,7 +485,7 @@ func TestCostCells(t *testing.T) {
 			t.Errorf("%s/%s: parts %v + %v + %v, machine %v", c.Config, c.Workload, k.User, k.System, k.Softirq, k.Machine.Median)
 		}
 		kind := r.Config(c.Config).Kind
-		if hasFwd := kind == report.KindTapfwd || kind == report.KindNaive; hasFwd != (k.Forwarder > 0) {
+		if hasFwd := report.Userspace(kind); hasFwd != (k.Forwarder > 0) {
 			t.Errorf("%s/%s (%s): forwarder's share %v", c.Config, c.Workload, kind, k.Forwarder)
 		}
 		if math.Abs(k.ForwarderUser+k.ForwarderSystem-k.Forwarder) > 1e-9 || math.Abs(k.ForwarderSystem-3*k.ForwarderUser) > 1e-9 {
@@ -519,8 +519,8 @@ func TestCostCells(t *testing.T) {
 			rows++
 		}
 	}
-	if rows != 8 {
-		t.Errorf("%d cost rows for udp-64B-w2l in s/Mpkt, want one per configuration that ran (8)", rows)
+	if rows != 9 {
+		t.Errorf("%d cost rows for udp-64B-w2l in s/Mpkt, want one per configuration that ran (9)", rows)
 	}
 	if strings.Contains(txt.String(), "Forwarder CPU per gigabit delivered") {
 		t.Error("text report has the schema 1 forwarder-only table beside the cost table")
@@ -602,5 +602,59 @@ func TestReadSchemaV1(t *testing.T) {
 	}
 	if strings.Contains(txt.String(), "Cost:") || strings.Contains(txt.String(), "too wide") {
 		t.Error("schema 1 report rendered with cost or the width target it was not made under")
+	}
+}
+
+// TestPeerAndFloor: each tapfwd configuration is set against the userspace
+// peer that delivered most on the workload (here Open vSwitch, 2.4 to the
+// naive forwarder's 1), with both sides' losses; the floor row prices two
+// copies per byte at the run's copy bandwidth and sets each userspace
+// forwarder's own threads against it.
+func TestPeerAndFloor(t *testing.T) {
+	r := throughput.Synthetic(t)
+	w := r.Workloads[0]
+	on := r.Cell(throughput.NAPIOn, w.Name)
+	if on.Peer != throughput.OVS || on.RatioToPeer == nil || math.Abs(on.RatioToPeer.Median-3/2.4) > 1e-9 ||
+		!(on.RatioToPeer.Low <= on.RatioToPeer.Median && on.RatioToPeer.Median <= on.RatioToPeer.High) {
+		t.Errorf("napi-on against the best peer: %q %+v, want ovs at 1.25", on.Peer, on.RatioToPeer)
+	}
+	for _, name := range []string{throughput.OVS, throughput.Naive, throughput.Bridge} {
+		if c := r.Cell(name, w.Name); c.RatioToPeer != nil || c.Peer != "" {
+			t.Errorf("%s set against a peer: %q %+v", name, c.Peer, c.RatioToPeer)
+		}
+	}
+	var txt bytes.Buffer
+	if err := view(r).Document().WriteText(&txt); err != nil {
+		t.Fatal(err)
+	}
+	out := txt.String()
+	_, peer, ok := strings.Cut(out, "Against the best userspace peer")
+	if !ok || !strings.Contains(peer, "napi-on") || !strings.Contains(peer, "1.25") {
+		t.Errorf("no peer section with napi-on at 1.25:\n%s", out)
+	}
+	// 10 GB/s: two copies of a gigabit cost 0.025 s.
+	_, floor, ok := strings.Cut(out, "The floor: two copies per byte at 10.0 GB/s")
+	floor, _, _ = strings.Cut(floor, "\n\n")
+	if !ok || !strings.Contains(floor, "0.025") {
+		t.Fatalf("no floor section at 0.025 s/Gbit:\n%s", out)
+	}
+	var rows int
+	for _, line := range strings.Split(floor, "\n") {
+		if f := strings.Fields(line); len(f) == 5 && f[0] == w.Name {
+			rows++
+			if f[1] == throughput.Bridge || f[1] == throughput.Direct {
+				t.Errorf("floor row of an in-kernel path: %q", line)
+			}
+		}
+	}
+	// The floor and 7 userspace configurations that ran (5 tapfwd, naive, ovs).
+	if rows != 8 {
+		t.Errorf("%d floor rows on %s, want 8:\n%s", rows, w.Name, floor)
+	}
+	r.Settings.CopyBandwidth = 0
+	txt.Reset()
+	view(r).Document().WriteText(&txt)
+	if strings.Contains(txt.String(), "The floor") {
+		t.Error("a floor without a copy bandwidth (a report from before it)")
 	}
 }

@@ -212,6 +212,12 @@ func (r Report) sections() []report.Section {
 	if s, ok := r.bridgeSection(); ok {
 		out = append(out, s)
 	}
+	if s, ok := r.peerSection(); ok {
+		out = append(out, s)
+	}
+	if s, ok := r.floorSection(); ok {
+		out = append(out, s)
+	}
 	gs := r.groups()
 	if r.ran(throughput.NAPIOn) && r.ran(throughput.NAPIOff) {
 		for _, g := range gs {
@@ -338,7 +344,7 @@ func (r Report) cpuSection() (report.Section, bool) {
 		}
 	}
 	for _, c := range r.ranConfigs() {
-		if c.Kind != report.KindTapfwd && c.Kind != report.KindNaive {
+		if !report.Userspace(c.Kind) {
 			continue
 		}
 		row := []string{c.Name}

@@ -281,3 +281,14 @@ func (s *Switch) Stop() error {
 	}
 	return errors.Join(errs...)
 }
+
+// Processes are ovs-vswitchd and ovsdb-server, as the bed started them.
+func (s *Switch) Processes() []*testbed.Process {
+	var ps []*testbed.Process
+	for _, p := range []*testbed.Process{s.vswitchd, s.db} {
+		if p != nil {
+			ps = append(ps, p)
+		}
+	}
+	return ps
+}
