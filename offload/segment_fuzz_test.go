@@ -88,24 +88,6 @@ func segmentAll(tb testing.TB, h vnethdr.Hdr, frame []byte, hdrLen int) {
 	}
 }
 
-// addHdr adds the seed h (encoded) and frame to f.
-func addHdr(f *testing.F, h vnethdr.Hdr, frame []byte) {
-	var b [vnethdr.Len]byte
-	h.Encode(b[:])
-	f.Add(b[:], frame)
-}
-
-// fuzzHdr fuzzes fn with every header input that decodes and any frame.
-func fuzzHdr(f *testing.F, fn func(t *testing.T, h vnethdr.Hdr, frame []byte)) {
-	f.Fuzz(func(t *testing.T, hdr, frame []byte) {
-		var h vnethdr.Hdr
-		if h.Decode(hdr) != nil {
-			return
-		}
-		fn(t, h, frame)
-	})
-}
-
 // FuzzFixupSegment: a GSO frame Fixup accepts, Segment splits into
 // frames that verify and whose payloads reassemble the input's. (Its
 // corpus holds FuzzDecodeFixup's find from before the two were apart: a

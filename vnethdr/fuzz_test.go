@@ -7,24 +7,6 @@ import (
 	"testing"
 )
 
-// addHdr adds the seed h (encoded) and frame to f.
-func addHdr(f *testing.F, h Hdr, frame []byte) {
-	var b [Len]byte
-	h.Encode(b[:])
-	f.Add(b[:], frame)
-}
-
-// fuzzHdr fuzzes fn with every header input that decodes and any frame.
-func fuzzHdr(f *testing.F, fn func(t *testing.T, h Hdr, frame []byte)) {
-	f.Fuzz(func(t *testing.T, hdr, frame []byte) {
-		var h Hdr
-		if h.Decode(hdr) != nil {
-			return
-		}
-		fn(t, h, frame)
-	})
-}
-
 func FuzzDecodeFixup(f *testing.F) {
 	// Small seeds: Go's minimizer is quadratic in the input length, and with
 	// KiB-sized inputs a 20 s run spends its time minimizing, not fuzzing.
