@@ -9,6 +9,7 @@ import (
 	"github.com/google/gopacket/layers"
 
 	"github.com/tapfwd/tapfwd/vnethdr"
+	"github.com/tapfwd/tapfwd/vnethdr/vnethdrtest"
 )
 
 var (
@@ -91,29 +92,7 @@ func gsoFrame(tb testing.TB, payload, mss int) []byte {
 // of payload bytes gsoFrame builds, each with verifying checksums.
 func checkSegments(tb testing.TB, segs [][]byte, payload, mss int) {
 	tb.Helper()
-	want := (payload + mss - 1) / mss
-	if len(segs) != want {
-		tb.Fatalf("%d segments, want %d", len(segs), want)
-	}
-	var all []byte
-	for i, s := range segs {
-		p := gopacket.NewPacket(s, layers.LayerTypeEthernet, gopacket.Default)
-		tcp, ok := p.Layer(layers.LayerTypeTCP).(*layers.TCP)
-		ip, _ := p.Layer(layers.LayerTypeIPv4).(*layers.IPv4)
-		if !ok || ip == nil {
-			tb.Fatalf("segment %d does not parse: %v", i, p)
-		}
-		if tcp.Seq != uint32(1000+i*mss) {
-			tb.Errorf("segment %d: seq %d", i, tcp.Seq)
-		}
-		if !csumOK(s) {
-			tb.Errorf("segment %d: checksum does not verify", i)
-		}
-		all = append(all, tcp.Payload...)
-	}
-	if want := buildFrame(tb, frameSpec{tcp: true, payload: payload})[54:]; !bytes.Equal(all, want) {
-		tb.Error("segments do not carry the super-frame's payload")
-	}
+	vnethdrtest.CheckTCPSegments(tb, segs, buildFrame(tb, frameSpec{tcp: true, payload: payload}), mss)
 }
 
 // csumOK reports whether frame's TCP/UDP checksum verifies: completing it

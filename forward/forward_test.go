@@ -17,6 +17,7 @@ import (
 	"github.com/tapfwd/tapfwd/forward/forwardtest"
 	"github.com/tapfwd/tapfwd/offload"
 	"github.com/tapfwd/tapfwd/vnethdr"
+	"github.com/tapfwd/tapfwd/vnethdr/vnethdrtest"
 )
 
 // pair is a queue whose TAP and NIC endpoints are the real tap and ring
@@ -129,44 +130,6 @@ func tcpFrame(t testing.TB, n int) []byte {
 	return buf.Bytes()
 }
 
-// checkSegments checks that got are the n segments of the TCPv4 frame f:
-// each parses, carries right IP and TCP checksums and PSH on the last
-// alone, and their payloads make f's.
-func checkSegments(t *testing.T, got [][]byte, f []byte, n int) {
-	t.Helper()
-	if len(got) != n {
-		t.Fatalf("TAP got %d frames, want %d", len(got), n)
-	}
-	var payload []byte
-	for i, fr := range got {
-		pkt := gopacket.NewPacket(fr, layers.LayerTypeEthernet, gopacket.Default)
-		tcp, _ := pkt.Layer(layers.LayerTypeTCP).(*layers.TCP)
-		ip, _ := pkt.Layer(layers.LayerTypeIPv4).(*layers.IPv4)
-		if tcp == nil || ip == nil {
-			t.Fatalf("segment %d does not parse", i)
-		}
-		if tcp.PSH != (i == len(got)-1) {
-			t.Errorf("segment %d: PSH=%v", i, tcp.PSH)
-		}
-		want := ip.Checksum
-		ip.Checksum = 0
-		re := gopacket.NewSerializeBuffer()
-		tcp.SetNetworkLayerForChecksum(ip)
-		gopacket.SerializeLayers(re, gopacket.SerializeOptions{ComputeChecksums: true}, ip, tcp, gopacket.Payload(tcp.Payload))
-		rp := gopacket.NewPacket(re.Bytes(), layers.LayerTypeIPv4, gopacket.Default)
-		if rip := rp.Layer(layers.LayerTypeIPv4).(*layers.IPv4); rip.Checksum != want {
-			t.Errorf("segment %d: IP checksum %#x, want %#x", i, want, rip.Checksum)
-		}
-		if rtcp := rp.Layer(layers.LayerTypeTCP).(*layers.TCP); rtcp.Checksum != tcp.Checksum {
-			t.Errorf("segment %d: TCP checksum %#x, want %#x", i, tcp.Checksum, rtcp.Checksum)
-		}
-		payload = append(payload, tcp.Payload...)
-	}
-	if !bytes.Equal(payload, f[54:]) {
-		t.Error("segments do not reassemble to the original payload")
-	}
-}
-
 // gsoFrame turns a TCPv4 frame into what the kernel hands a packet socket
 // for a TSO super-frame: NEEDS_CSUM with the pseudo-header sum in place.
 func gsoFrame(t testing.TB, n, mss int) (vnethdr.Hdr, []byte) {
@@ -266,7 +229,7 @@ func TestNICToTAPPassThrough(t *testing.T) {
 func TestNICToTAPSegments(t *testing.T) {
 	p := newPair(t, false, 8)
 	h, f := gsoFrame(t, 10000, 1448)
-	checkSegments(t, p.toTAP(t, withHdr(h, f)), f, 7) // ceil(10000/1448)
+	vnethdrtest.CheckTCPSegments(t, p.toTAP(t, withHdr(h, f)), f, 1448) // 7 segments
 	if s := p.q.Counters.Segments.Load(); s != 7 {
 		t.Errorf("Segments = %d, want 7", s)
 	}

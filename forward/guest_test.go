@@ -14,6 +14,7 @@ import (
 	"github.com/tapfwd/tapfwd/forward/fabric"
 	"github.com/tapfwd/tapfwd/forward/forwardtest"
 	"github.com/tapfwd/tapfwd/vnethdr"
+	"github.com/tapfwd/tapfwd/vnethdr/vnethdrtest"
 )
 
 var (
@@ -434,7 +435,7 @@ func TestGuestToPlainTAP(t *testing.T) {
 	copy(f[6:], guestMAC0)
 	s.guests[0].Push(forwardtest.Frame{Data: withHdr(h, f)})
 	s.step(t)
-	checkSegments(t, s.tap.Written(), f, 7)
+	vnethdrtest.CheckTCPSegments(t, s.tap.Written(), f, 1448)
 	if d := &s.g0.Counters.From; d.Rx.Packets.Load() != 1 || d.Tx.Packets.Load() != 7 || s.q.Counters.Segments.Load() != 7 {
 		t.Errorf("from guest 0: rx %d tx %d, queue segments %d; want 1, 7, 7", d.Rx.Packets.Load(), d.Tx.Packets.Load(), s.q.Counters.Segments.Load())
 	}

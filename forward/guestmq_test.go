@@ -6,7 +6,6 @@ import (
 	"net"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/tapfwd/tapfwd/forward/fabric"
 	"github.com/tapfwd/tapfwd/forward/forwardtest"
@@ -52,7 +51,7 @@ func TestGuestQueues(t *testing.T) {
 	for p := range flows {
 		nic.Push(forwardtest.Frame{Data: flow(uint16(1000 + p))}, forwardtest.Frame{Data: flow(uint16(1000 + p))})
 	}
-	waitFor(t, func() bool { return len(queues[0].Written())+len(queues[1].Written()) == 2*flows })
+	forwardtest.WaitFor(t, func() bool { return len(queues[0].Written())+len(queues[1].Written()) == 2*flows })
 	pairOf := map[uint16]int{}
 	for k, q := range queues {
 		if len(q.Written()) == 0 {
@@ -67,7 +66,7 @@ func TestGuestQueues(t *testing.T) {
 		}
 	}
 	queues[1].Push(forwardtest.Frame{Data: ether(t, guestMAC0, wireMAC, 70)})
-	waitFor(t, func() bool { return len(senders[1].Written()) == 1 })
+	forwardtest.WaitFor(t, func() bool { return len(senders[1].Written()) == 1 })
 	if len(senders[0].Written()) != 0 {
 		t.Errorf("a frame the guest sent on pair 1 left through pair 0's sender")
 	}
@@ -75,12 +74,12 @@ func TestGuestQueues(t *testing.T) {
 	for p := range flows {
 		nic.Push(forwardtest.Frame{Data: flow(uint16(1000 + p))})
 	}
-	waitFor(t, func() bool { return len(queues[0].Written())+len(queues[1].Written()) == 3*flows })
+	forwardtest.WaitFor(t, func() bool { return len(queues[0].Written())+len(queues[1].Written()) == 3*flows })
 	if got := len(queues[0].Written()) - countPair(pairOf, 0)*2; got != flows {
 		t.Errorf("with one pair running the first got %d of %d frames", got, flows)
 	}
 	c := &f.GuestWorkers()[0].Counters
-	waitFor(t, func() bool { return c.To.Tx.Packets.Load() >= 3*flows }) // published after the Write
+	forwardtest.WaitFor(t, func() bool { return c.To.Tx.Packets.Load() >= 3*flows }) // published after the Write
 	if c.To.Tx.Packets.Load() != 3*flows || c.From.Rx.Packets.Load() != 1 {
 		t.Errorf("port counters: to tx %d, from rx %d; want %d, 1", c.To.Tx.Packets.Load(), c.From.Rx.Packets.Load(), 3*flows)
 	}
@@ -93,16 +92,6 @@ func countPair(pairOf map[uint16]int, k int) (n int) {
 		}
 	}
 	return n
-}
-
-// waitFor waits up to 5 s for ok.
-func waitFor(t *testing.T, ok func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !ok(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("timed out")
-		}
-	}
 }
 
 // TestGuestFloodOnAllPairs: a guest flooding the TAP on four queue pairs

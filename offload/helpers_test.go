@@ -22,6 +22,8 @@ var (
 	pseudo      = vnethdrtest.Pseudo
 	fuzzSpec    = vnethdrtest.FuzzedSpec
 	decodeFrame = vnethdrtest.Decode
+	addHdr      = vnethdrtest.AddHdr[vnethdr.Hdr]
+	fuzzHdr     = vnethdrtest.FuzzHdr[vnethdr.Hdr]
 )
 
 // Values the tests read frames by (RFC 793, IEEE 802.3,

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/tapfwd/tapfwd/vnethdr"
+	"github.com/tapfwd/tapfwd/vnethdr/vnethdrtest"
 )
 
 // verifyRaw checks a frame Segment emitted without relying on gopacket, which
@@ -88,36 +89,12 @@ func segmentAll(tb testing.TB, h vnethdr.Hdr, frame []byte, hdrLen int) {
 	}
 }
 
-// addHdr adds the seed h (encoded) and frame to f.
-func addHdr(f *testing.F, h vnethdr.Hdr, frame []byte) {
-	var b [vnethdr.Len]byte
-	h.Encode(b[:])
-	f.Add(b[:], frame)
-}
-
-// fuzzHdr fuzzes fn with every header input that decodes and any frame.
-func fuzzHdr(f *testing.F, fn func(t *testing.T, h vnethdr.Hdr, frame []byte)) {
-	f.Fuzz(func(t *testing.T, hdr, frame []byte) {
-		var h vnethdr.Hdr
-		if h.Decode(hdr) != nil {
-			return
-		}
-		fn(t, h, frame)
-	})
-}
-
 // FuzzFixupSegment: a GSO frame Fixup accepts, Segment splits into
 // frames that verify and whose payloads reassemble the input's. (Its
 // corpus holds FuzzDecodeFixup's find from before the two were apart: a
 // routing header that hid the final destination from Segment.)
 func FuzzFixupSegment(f *testing.F) {
-	for _, s := range []spec{
-		{Payload: pattern(300, 1)},
-		{V6: true, Ext: true, Payload: pattern(200, 2)},
-		{UDP: true, VLAN: true, Payload: pattern(150, 3)},
-		{UDP: true, V6: true, QinQ: true, VLAN: true, Payload: pattern(40, 4)},
-		{IPOpts: true, TCPOpts: true, Payload: pattern(10, 5)},
-	} {
+	for _, s := range vnethdrtest.FuzzSeeds() {
 		h, fr := superFrame(f, s, vnethdr.TCPMinMSS)
 		addHdr(f, h, fr)
 		// A GRO'd frame from a packet socket: DATA_VALID, which Fixup

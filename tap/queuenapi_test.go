@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tapfwd/tapfwd/internal/lab/testbed"
+	"github.com/tapfwd/tapfwd/internal/testkit/kernel"
 )
 
 // TestQueueNAPI opens a real TAP whose queue 0 lacks IFF_NAPI and whose
@@ -54,16 +55,16 @@ func checkKthreadRuns(t *testing.T, d *Device, pid int) {
 	frame := make([]byte, 200)
 	copy(frame, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02, 0, 0, 0, 0, 1, 0x88, 0xb5})
 	for q, runs := range []bool{false, true} {
-		before := onCPU(t, pid)
+		before, _ := kernel.SchedStat(pid)
 		for range 5000 {
 			if _, err := unix.Write(d.Fds()[q], frame); err != nil {
 				t.Fatalf("write to queue %d: %v", q, err)
 			}
 		}
-		after := onCPU(t, pid)
-		t.Logf("queue %d: NAPI kthread %d on CPU for %d ns during 5000 writes", q, pid, after-before)
+		after, _ := kernel.SchedStat(pid)
+		t.Logf("queue %d: NAPI kthread %d on CPU for %v during 5000 writes", q, pid, after-before)
 		if (after > before) != runs {
-			t.Errorf("queue %d: the NAPI kthread's time on CPU went from %d to %d ns; want it to grow: %v", q, before, after, runs)
+			t.Errorf("queue %d: the NAPI kthread's time on CPU went from %v to %v; want it to grow: %v", q, before, after, runs)
 		}
 	}
 }
@@ -88,21 +89,6 @@ func napiKthreads(t *testing.T, name string) []int {
 		}
 	}
 	return pids
-}
-
-// onCPU is the first field of /proc/PID/schedstat: the nanoseconds pid
-// has run.
-func onCPU(t *testing.T, pid int) int64 {
-	t.Helper()
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/schedstat")
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := strconv.ParseInt(strings.Fields(string(b))[0], 10, 64)
-	if err != nil {
-		t.Fatalf("schedstat %q: %v", b, err)
-	}
-	return n
 }
 
 // TestCheckQueueNAPI: what Open refuses of a per-queue IFF_NAPI before a

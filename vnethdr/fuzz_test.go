@@ -5,36 +5,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"testing"
+
+	"github.com/tapfwd/tapfwd/vnethdr/vnethdrtest"
 )
 
-// addHdr adds the seed h (encoded) and frame to f.
-func addHdr(f *testing.F, h Hdr, frame []byte) {
-	var b [Len]byte
-	h.Encode(b[:])
-	f.Add(b[:], frame)
-}
-
-// fuzzHdr fuzzes fn with every header input that decodes and any frame.
-func fuzzHdr(f *testing.F, fn func(t *testing.T, h Hdr, frame []byte)) {
-	f.Fuzz(func(t *testing.T, hdr, frame []byte) {
-		var h Hdr
-		if h.Decode(hdr) != nil {
-			return
-		}
-		fn(t, h, frame)
-	})
-}
-
 func FuzzDecodeFixup(f *testing.F) {
-	// Small seeds: Go's minimizer is quadratic in the input length, and with
-	// KiB-sized inputs a 20 s run spends its time minimizing, not fuzzing.
-	for _, s := range []spec{
-		{Payload: pattern(300, 1)},
-		{V6: true, Ext: true, Payload: pattern(200, 2)},
-		{UDP: true, VLAN: true, Payload: pattern(150, 3)},
-		{UDP: true, V6: true, QinQ: true, VLAN: true, Payload: pattern(40, 4)},
-		{IPOpts: true, TCPOpts: true, Payload: pattern(10, 5)},
-	} {
+	for _, s := range vnethdrtest.FuzzSeeds() {
 		h, fr := superFrame(f, s, 64)
 		addHdr(f, h, fr)
 		h.GSOType = GSONone

@@ -17,6 +17,8 @@ var (
 	pseudo      = vnethdrtest.Pseudo
 	fuzzSpec    = vnethdrtest.FuzzedSpec
 	decodeFrame = vnethdrtest.Decode
+	addHdr      = vnethdrtest.AddHdr[Hdr]
+	fuzzHdr     = vnethdrtest.FuzzHdr[Hdr]
 )
 
 // build serializes s with lengths and full checksums computed by gopacket.

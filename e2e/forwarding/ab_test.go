@@ -7,32 +7,19 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tapfwd/tapfwd/internal/daemon"
 	"github.com/tapfwd/tapfwd/internal/lab/iperf"
 	"github.com/tapfwd/tapfwd/internal/lab/testbed"
 	"github.com/tapfwd/tapfwd/internal/testkit"
+	"github.com/tapfwd/tapfwd/internal/testkit/kernel"
 	"github.com/tapfwd/tapfwd/napi"
 )
-
-// abStatus is the "ab" object of /status in the A/B mode.
-type abStatus struct {
-	Arm           int     `json:"arm"`
-	Delay         bool    `json:"delay"`
-	DelaySeconds  float64 `json:"delay_seconds"`
-	NAPI          [2]bool `json:"napi"`
-	Q0Frames      uint64  `json:"q0_frames"`
-	Q0Bytes       uint64  `json:"q0_bytes"`
-	Q1Frames      uint64  `json:"q1_frames"`
-	Q1Bytes       uint64  `json:"q1_bytes"`
-	DelayedFrames uint64  `json:"delayed_frames"`
-	ControlBytes  uint64  `json:"control_bytes"`
-}
 
 // TestABMode runs the real tapfwd with the bench's hidden A/B mode, queue
 // 1 alone with IFF_NAPI and threaded: the TAP has one NAPI kthread; UDP
@@ -60,14 +47,14 @@ func TestABMode(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var prev abStatus
+	var prev daemon.ABStatus
 	for _, arm := range []byte{0, 1, 3} {
 		ctl.Write([]byte{arm})
 		st := abStatusOf(t, bed)
 		for ; st.ControlBytes == prev.ControlBytes; st = abStatusOf(t, bed) {
 			time.Sleep(5 * time.Millisecond)
 		}
-		ran := onCPU(t, kthreads[0])
+		ran, _ := kernel.SchedStat(kthreads[0])
 		u, err := iperf.Run(ctx, bed, iperf.Options{Duration: time.Second, UDP: true, Bitrate: "20M", Len: 1200})
 		if err != nil || u.Packets < 500 {
 			t.Fatalf("arm %d: UDP wire->lab: %v, %d packets", arm, err, u.Packets)
@@ -75,11 +62,12 @@ func TestABMode(t *testing.T) {
 		if r, err := iperf.Run(ctx, bed, iperf.Options{Duration: time.Second}); err != nil || r.Bytes < 1<<20 {
 			t.Fatalf("arm %d: TCP wire->lab: %v, %d bytes", arm, err, r.Bytes)
 		}
-		ran = onCPU(t, kthreads[0]) - ran
+		after, _ := kernel.SchedStat(kthreads[0])
+		ran = after - ran
 		st = abStatusOf(t, bed)
 		q := int(arm & 1)
 		moved := [2]uint64{st.Q0Frames - prev.Q0Frames, st.Q1Frames - prev.Q1Frames}
-		t.Logf("arm %d: frames per queue %v, NAPI kthread on CPU %v, delayed %d", arm, moved, time.Duration(ran), st.DelayedFrames-prev.DelayedFrames)
+		t.Logf("arm %d: frames per queue %v, NAPI kthread on CPU %v, delayed %d", arm, moved, ran, st.DelayedFrames-prev.DelayedFrames)
 		switch {
 		case st.Arm != q || st.Delay != (arm&2 != 0):
 			t.Errorf("arm %d: status says arm %d delay %v", arm, st.Arm, st.Delay)
@@ -88,7 +76,7 @@ func TestABMode(t *testing.T) {
 			// NIC's socket full): most, not all, must reach the queue.
 			t.Errorf("arm %d: frames per queue %v; want at least %d on queue %d (9 in 10 of the UDP datagrams sent), none on the other", arm, moved, u.Packets*9/10, q)
 		case (ran > 0) != (q == 1):
-			t.Errorf("arm %d: the NAPI kthread ran %d ns; want it to run only while queue 1 takes the writes", arm, ran)
+			t.Errorf("arm %d: the NAPI kthread ran %v; want it to run only while queue 1 takes the writes", arm, ran)
 		case (st.DelayedFrames > prev.DelayedFrames) != (arm&2 != 0):
 			t.Errorf("arm %d: delayed frames %d -> %d", arm, prev.DelayedFrames, st.DelayedFrames)
 		}
@@ -117,7 +105,7 @@ var abTotals = regexp.MustCompile(`msg="ab totals" q0_frames=(\d+) q0_bytes=\d+ 
 
 // checkABTotals: the "ab totals" line tapfwd logs at exit has at least
 // the frames /status last said.
-func checkABTotals(t *testing.T, log string, st abStatus) {
+func checkABTotals(t *testing.T, log string, st daemon.ABStatus) {
 	t.Helper()
 	m := abTotals.FindStringSubmatch(log)
 	if m == nil {
@@ -130,32 +118,17 @@ func checkABTotals(t *testing.T, log string, st abStatus) {
 	}
 }
 
-func abStatusOf(t *testing.T, bed *testbed.Bed) abStatus {
+// abStatusOf is the "ab" object of tapfwd's /status, read with the
+// daemon's own schema.
+func abStatusOf(t *testing.T, bed *testbed.Bed) daemon.ABStatus {
 	t.Helper()
 	code, body, err := testkit.HTTPGet(t, bed, bed.FwdNS, "http://"+testkit.MetricsAddr+"/status")
 	if err != nil || code != 200 {
 		t.Fatalf("GET /status: %d %v", code, err)
 	}
-	var st struct {
-		AB *abStatus `json:"ab"`
-	}
+	var st daemon.Status
 	if err := json.Unmarshal([]byte(body), &st); err != nil || st.AB == nil {
 		t.Fatalf("/status without ab: %v\n%s", err, body)
 	}
 	return *st.AB
-}
-
-// onCPU is how long pid has run, in ns (/proc/PID/schedstat's first
-// field).
-func onCPU(t *testing.T, pid int) int64 {
-	t.Helper()
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/schedstat")
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := strconv.ParseInt(strings.Fields(string(b))[0], 10, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
 }

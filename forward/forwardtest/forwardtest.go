@@ -2,7 +2,7 @@
 // the workers can be tested without a TAP, a NIC or privileges: socketpairs
 // behind the real TAP-queue and packet-socket code, the real AF_XDP socket
 // code over an in-memory UMEM, and a scripted fake that replays frames, VLAN
-// tags and errors.
+// tags and errors; and WaitFor, to wait for what a worker did over them.
 package forwardtest
 
 import (

@@ -243,15 +243,15 @@ func TestControlFIFO(t *testing.T) {
 		if b == 9 {
 			want = 1
 		}
-		waitFor(t, func() bool { return e.Totals().Control+e.Totals().Refused > 0 && byte(e.Arm()) == want })
+		forwardtest.WaitFor(t, func() bool { return e.Totals().Control+e.Totals().Refused > 0 && byte(e.Arm()) == want })
 	}
-	waitFor(t, func() bool { return e.Totals().Control == 5 && e.Totals().Refused == 1 })
+	forwardtest.WaitFor(t, func() bool { return e.Totals().Control == 5 && e.Totals().Refused == 1 })
 	w.Write([]byte{0, 1, 0, 1})
-	waitFor(t, func() bool { return e.Totals().Control == 9 })
+	forwardtest.WaitFor(t, func() bool { return e.Totals().Control == 9 })
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return goroutines() <= before })
+	forwardtest.WaitFor(t, func() bool { return goroutines() <= before })
 
 	reg := filepath.Join(t.TempDir(), "file")
 	os.WriteFile(reg, nil, 0o600)
@@ -274,15 +274,6 @@ func goroutines() int {
 		time.Sleep(time.Millisecond)
 	}
 	return n
-}
-
-func waitFor(t *testing.T, ok func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !ok(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5 s")
-		}
-	}
 }
 
 // TestForwarder runs forward's worker over the Endpoint: frames from the
@@ -310,7 +301,7 @@ func TestForwarder(t *testing.T) {
 			unix.Write(wire, frame)
 		}
 		var got int
-		waitFor(t, func() bool { got += len(recvAll(t, peers[arm])); return got == 10 })
+		forwardtest.WaitFor(t, func() bool { got += len(recvAll(t, peers[arm])); return got == 10 })
 		if n := len(recvAll(t, peers[1-arm])); n != 0 {
 			t.Errorf("arm %d: the other queue got %d frames", arm, n)
 		}
@@ -318,7 +309,7 @@ func TestForwarder(t *testing.T) {
 	for q := range 2 {
 		unix.Write(peers[q], frame[10:])
 		var got int
-		waitFor(t, func() bool { got += len(recvAll(t, wire)); return got == 1 })
+		forwardtest.WaitFor(t, func() bool { got += len(recvAll(t, wire)); return got == 1 })
 	}
 	if tot := e.Totals(); tot.Frames != [2]uint64{20, 10} {
 		t.Errorf("totals %+v", tot)

@@ -83,20 +83,24 @@ func HelpFlags(fs *flag.FlagSet) []HelpFlag {
 	return out
 }
 
-// hidden is a flag that PrintDefaults leaves out (Hide).
-type hidden struct{ flag.Value }
+// wrapped is a flag's Value inside another (hidden, alias) that keeps
+// its IsBoolFlag and Get: the flag parses and reads as its own type.
+type wrapped struct{ flag.Value }
 
-func (h *hidden) IsBoolFlag() bool {
-	b, ok := h.Value.(interface{ IsBoolFlag() bool })
+func (w wrapped) IsBoolFlag() bool {
+	b, ok := w.Value.(interface{ IsBoolFlag() bool })
 	return ok && b.IsBoolFlag()
 }
 
-func (h *hidden) Get() any {
-	if g, ok := h.Value.(flag.Getter); ok {
+func (w wrapped) Get() any {
+	if g, ok := w.Value.(flag.Getter); ok {
 		return g.Get()
 	}
 	return nil
 }
+
+// hidden is a flag that PrintDefaults leaves out (Hide).
+type hidden struct{ wrapped }
 
 // Hide leaves fs's flags names, which must exist, out of the help: they
 // work as before, for those who know them (a bench's hidden mode).
@@ -106,7 +110,7 @@ func Hide(fs *flag.FlagSet, names ...string) {
 		if f == nil {
 			panic(errors.New("cliflag: hiding an unknown flag --" + name))
 		}
-		f.Value = &hidden{f.Value}
+		f.Value = &hidden{wrapped{f.Value}}
 	}
 }
 

@@ -116,20 +116,8 @@ func Quote(v string) string {
 
 // alias is a second name of a flag: setting it sets the flag.
 type alias struct {
-	flag.Value
+	wrapped
 	of string // the flag's name
-}
-
-func (a *alias) IsBoolFlag() bool {
-	b, ok := a.Value.(interface{ IsBoolFlag() bool })
-	return ok && b.IsBoolFlag()
-}
-
-func (a *alias) Get() any {
-	if g, ok := a.Value.(flag.Getter); ok {
-		return g.Get()
-	}
-	return nil
 }
 
 // Alias makes --as a second name of fs's flag --name, which must exist:
@@ -139,5 +127,5 @@ func Alias(fs *flag.FlagSet, as, name string) {
 	if f == nil {
 		panic(errors.New("cliflag: alias of an unknown flag --" + name))
 	}
-	fs.Var(&alias{Value: f.Value, of: name}, as, "")
+	fs.Var(&alias{wrapped: wrapped{f.Value}, of: name}, as, "")
 }

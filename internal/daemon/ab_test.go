@@ -11,7 +11,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/tapfwd/tapfwd/forward"
 	"github.com/tapfwd/tapfwd/internal/base/syncbuf"
 	"github.com/tapfwd/tapfwd/internal/lab/testbed"
 	"github.com/tapfwd/tapfwd/tap"
@@ -105,17 +104,7 @@ func testAB(t *testing.T, backend Backend) {
 	if prev.DelayedFrames == 0 || prev.DelaySeconds != 10e-6 || prev.NAPI != [2]bool{false, true} {
 		t.Errorf("status %+v", prev)
 	}
-	if out, err := bed.Run(ctx, bed.LabNS, "ip", "link", "del", bed.LabIf); err != nil {
-		t.Fatalf("ip link del: %v %s", err, out)
-	}
-	select {
-	case err := <-done:
-		if !errors.Is(err, forward.ErrTAPGone) {
-			t.Errorf("Run after the TAP was deleted: %v, want ErrTAPGone\n%s", err, log.String())
-		}
-	case <-ctx.Done():
-		t.Fatalf("Run did not end after the TAP was deleted\n%s", log.String())
-	}
+	deleteTAP(t, ctx, bed, done, &log)
 	if !strings.Contains(log.String(), `msg="ab totals" q0_frames=`) {
 		t.Errorf("no ab totals logged:\n%s", log.String())
 	}

@@ -42,6 +42,13 @@ func TestTAPIOURing(t *testing.T) {
 	if q := st.Queues[0]; q.NICToTAP.TxPackets == 0 || q.TAPToNIC.TxPackets == 0 {
 		t.Errorf("nothing moved through the ring both ways: %+v", q)
 	}
+	deleteTAP(t, ctx, bed, done, &log)
+}
+
+// deleteTAP deletes the bed's TAP under a running daemon, whose Run
+// reports to done: Run must end with forward.ErrTAPGone before ctx does.
+func deleteTAP(t *testing.T, ctx context.Context, bed *testbed.Bed, done <-chan error, log *syncbuf.Buffer) {
+	t.Helper()
 	if out, err := bed.Run(ctx, bed.LabNS, "ip", "link", "del", bed.LabIf); err != nil {
 		t.Fatalf("ip link del: %v %s", err, out)
 	}

@@ -1,6 +1,7 @@
 package vnethdrtest
 
 import (
+	"bytes"
 	"encoding/binary"
 	"testing"
 
@@ -95,4 +96,37 @@ func Decode(tb testing.TB, frame []byte) (Decoded, bool) {
 		return d, false
 	}
 	return d, true
+}
+
+// CheckTCPSegments checks that segs are the segments the TCP super-frame
+// super splits into at mss bytes of payload each, as GSO makes them: as
+// many as its payload takes, each decoding with checksums that verify
+// (Decode), sequence numbers mss apart from super's, PSH on the last
+// alone when super has it, and payloads that make super's. Super's own
+// checksums are not looked at (a GSO frame's hold partial sums).
+func CheckTCPSegments(tb testing.TB, segs [][]byte, super []byte, mss int) {
+	tb.Helper()
+	p := gopacket.NewPacket(super, layers.LayerTypeEthernet, gopacket.Default)
+	st, ok := p.Layer(layers.LayerTypeTCP).(*layers.TCP)
+	if !ok {
+		tb.Fatalf("the super-frame has no TCP segment: %v", p)
+	}
+	if want := (len(st.Payload) + mss - 1) / mss; len(segs) != want {
+		tb.Fatalf("%d segments, want %d (%d bytes of payload, %d a segment)", len(segs), want, len(st.Payload), mss)
+	}
+	var payload []byte
+	for i, s := range segs {
+		d, ok := Decode(tb, s)
+		if !ok || d.TCP == nil {
+			tb.Fatalf("segment %d is no TCP segment whose checksums verify", i)
+		}
+		seq, psh := st.Seq+uint32(i*mss), st.PSH && i == len(segs)-1
+		if d.TCP.Seq != seq || d.TCP.PSH != psh {
+			tb.Errorf("segment %d: seq %d, PSH %v; want seq %d, PSH %v", i, d.TCP.Seq, d.TCP.PSH, seq, psh)
+		}
+		payload = append(payload, d.Payload...)
+	}
+	if !bytes.Equal(payload, st.Payload) {
+		tb.Error("the segments' payloads do not make the super-frame's")
+	}
 }
