@@ -62,30 +62,32 @@ demo:
 bench: deps-bench build
 	./$(BENCH_BIN) throughput $(BENCH_FLAGS)
 
-# The committed throughput report under docs/ (the default run, at most
-# 25 minutes; run it on a quiet machine).
+# A throughput report to commit under docs/results/, in a folder named by
+# the day and subject (the default run, at most 25 minutes; run it on a
+# quiet machine, then add its line to docs/results/README.md).
 bench-docs: deps-bench build
-	./$(BENCH_BIN) throughput --out docs/bench-throughput
+	./$(BENCH_BIN) throughput --out docs/results/$$(date -u +%F)-napi-inrun
 
-# The committed run across two hosts over VXLAN (docs/bench-vxlan/, read in
-# docs/performance.md, "Across two hosts over VXLAN"): tapfwd on each
+# A run across two hosts over VXLAN to commit (docs/results/, read in
+# docs/design/performance.md, "Across two hosts over VXLAN"): tapfwd on each
 # host's VXLAN device against a bridge on each host, the default run of
 # --topology vxlan (about 10 minutes; run it on a quiet machine).
 # BENCH_VXLAN_OUT and BENCH_FLAGS (e.g. --quick) let a smoke test write
 # elsewhere.
-BENCH_VXLAN_OUT ?= docs/bench-vxlan
+BENCH_VXLAN_OUT ?= docs/results/$(shell date -u +%F)-throughput-vxlan
 bench-docs-vxlan: deps-bench build
 	./$(BENCH_BIN) throughput --topology vxlan --out $(BENCH_VXLAN_OUT) $(BENCH_FLAGS)
 
-# The guard (docs/performance.md, "The guard"): tapfwd as it ships against
-# the bridge on the five rows with targets, compared in pairs, sequential
-# within 8 minutes (5 to 8 on a 2-CPU VM), then compared with the
+# The guard (docs/guide/bench.md, "The guard"): tapfwd as it ships and
+# Open vSwitch's userspace datapath (the peer) against the bridge on the
+# five rows with targets, compared in pairs, sequential within 10 minutes
+# (7 to 10 on a 2-CPU VM), then compared with the
 # committed baseline: the compare's first table lists the rows that moved
 # beyond their intervals. Run it as root before and after a change, on a
 # quiet machine. PERF_FLAGS adds flags (e.g. --configs
 # tapfwd,tap-io-uring,bridge to measure a lever beside tapfwd); PERF_OUT
 # keeps the run; perf-baseline writes the baseline itself.
-PERF_BASELINE ?= docs/perf-baseline
+PERF_BASELINE ?= docs/results/perf-baseline
 PERF_OUT ?= bin/perf
 perf: deps-bench build
 	./$(BENCH_BIN) throughput --perf --out $(PERF_OUT) $(PERF_FLAGS)

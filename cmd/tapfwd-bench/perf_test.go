@@ -42,7 +42,7 @@ func TestPerfOptions(t *testing.T) {
 			t.Errorf("%s: targets %+v, placement %+v", w.Name, w.Targets, w.Placement)
 		}
 	}
-	if strings.Join(cfgs, ",") != "tapfwd,bridge" || !o.AgainstBridge || o.Budget != perfBudget || o.Reps != stats.Stage1Reps ||
+	if strings.Join(cfgs, ",") != "tapfwd,ovs,bridge" || !o.AgainstBridge || o.Budget != perfBudget || o.Reps != stats.Stage1Reps ||
 		strings.Join(ws, ",") != "tcp-default-P1-w2l,tcp-default-P1-l2w,tcp-mtu-P1-w2l,tcp-default-P4-w2l,udp-64B-w2l" {
 		t.Errorf("--perf: %v on %v, paired %v, %d reps within %v", cfgs, ws, o.AgainstBridge, o.Reps, o.Budget)
 	}
@@ -57,7 +57,7 @@ func TestPerfOptions(t *testing.T) {
 		o.Budget != 0 || o.Reps != 5 {
 		t.Errorf("levers: %+v, budget %v, reps %d", o.Configs, o.Budget, o.Reps)
 	}
-	if o, err := opts("--perf", "--before", "true"); err != nil || len(o.Configs) != 3 || o.Configs[1].Name != throughput.Before ||
+	if o, err := opts("--perf", "--before", "true"); err != nil || len(o.Configs) != 4 || o.Configs[1].Name != throughput.Before ||
 		!filepath.IsAbs(o.Configs[1].Binary) || len(o.Configs[1].Args) != 0 {
 		t.Errorf("--before: %+v, %v", o.Configs, err)
 	}
