@@ -57,6 +57,7 @@ var runFlag = map[daemon.Part]string{
 	daemon.PartNICBackend:  "--nic-backend",
 	daemon.PartBusyPollCPU: "--busy-poll-cpu",
 	daemon.PartAB:          "--ab-control",
+	daemon.PartNICGRO:      "--nic-gro",
 }
 
 // explainRun says which flag of `tapfwd run` c to change when the daemon
@@ -78,7 +79,7 @@ func explainRun(err error, c *daemon.Config) error {
 	case !errors.As(err, &de):
 		return err
 	case errors.Is(err, napi.ErrNoInstances):
-		return fmt.Errorf("--nic-napi-threaded: %s has no NAPI instances (a veth has them only with GRO on: ethtool -K %s gro on)", c.NIC.Name, c.NIC.Name)
+		return fmt.Errorf("--nic-napi-threaded: %s has no NAPI instances (a veth has them only with GRO on: --nic-gro on)", c.NIC.Name)
 	}
 	flag := strings.TrimSpace(runFlag[de.Part] + " " + de.Value) // "--user nobody"
 	advice := ""

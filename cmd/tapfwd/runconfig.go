@@ -91,6 +91,7 @@ func (f *runFlags) register(fs *flag.FlagSet, c *daemon.Config) {
 	fs.DurationVar(&f.busyPollTime, "busy-poll-time", defaultBusyPollTime, "with --poll kernel, how long each wait of a worker busy-polls its NIC queue's NAPI (io_uring's busy-poll timeout) before it sleeps: CPU spent for latency (a duration such as 200us, 1us to 10ms)")
 	fs.IntVar(&f.busyPollCPU, "busy-poll-cpu", -1, "with --poll kernel, busy-poll the NIC queues' NAPI instances from a thread of tapfwd's pinned to this CPU, without pause (it keeps that CPU busy), while the workers sleep in ppoll; give the workers other CPUs (--cpus: a worker pinned to it is warned of); -1 busy-polls in each worker's wait (--busy-poll-time)")
 	fs.TextVar(&c.NIC.Backend, "nic-backend", daemon.BackendPacket, "sockets on the NIC: packet (AF_PACKET, fanout over the queues) or xdp (an AF_XDP socket bound to each NIC queue 0..--queues-1, fed by an XDP program attached while tapfwd runs; the NIC's RX queue count should equal --queues)")
+	fs.TextVar(&c.NIC.GRO, "nic-gro", daemon.ToggleAuto, "the NIC's GRO (ethtool -k generic-receive-offload) while tapfwd runs: auto (leave it as it is), on (the kernel merges a flow's segments before tapfwd reads them; a veth merges only frames from a peer with TSO off) or off; restored at exit, or by the next run or tapfwd down after a kill")
 	fs.TextVar(&c.NIC.XDPMode, "xdp-mode", afxdp.ModeAuto, "with --nic-backend xdp, how the XDP program attaches: auto (native, else generic), native (in the driver) or generic (on the skb)")
 	fs.BoolVar(&c.Workers.GRO, "gro", true, "userspace GRO: merge consecutive TCP segments of a flow from the NIC into one GSO frame per TAP write, and same-size UDP datagrams into one USO frame when the TAP takes USO (needs the TAP's vnet header)")
 	fs.IntVar(&c.Workers.Batch, "batch", 64, "most frames moved per direction per wake-up (1-1024)")
@@ -340,6 +341,8 @@ func (f *runFlags) exclusions(c *daemon.Config) error {
 		return errors.New("--poll kernel sets the NIC's NAPI instances and restores them at exit, which needs CAP_NET_ADMIN: it cannot be combined with --user")
 	case user != "" && f.nicThreaded != "":
 		return errors.New("--nic-napi-threaded is restored at exit, which needs CAP_NET_ADMIN: it cannot be combined with --user")
+	case user != "" && c.NIC.GRO != daemon.ToggleAuto:
+		return errors.New("--nic-gro is restored at exit, which needs CAP_NET_ADMIN: it cannot be combined with --user")
 	case tapName != "" && tapName == c.NIC.Name:
 		return fmt.Errorf("--tap %s names the NIC: the TAP needs a name of its own", tapName)
 	case c.TAP.Persist && tapName == "":

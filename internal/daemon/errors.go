@@ -44,13 +44,14 @@ const (
 	PartNICBackend                  // NIC.Backend
 	PartBusyPollCPU                 // Workers.KernelPoll.CPU
 	PartAB                          // AB
+	PartNICGRO                      // NIC.GRO
 )
 
 var partNames = map[Part]string{
 	PartUser: "user", PartPortOwner: "VM port owner", PartCPUs: "worker CPUs", PartReadyFd: "ready fd",
 	PartVhostDir: "vhost-user directory", PartHostPort: "host port", PartDHCP: "DHCP", PartTAPNAPICPU: "TAP NAPI CPU",
 	PartNICNAPI: "NIC NAPI", PartMetricsAddr: "metrics address", PartTAPMTU: "TAP MTU", PartNICNAPICPU: "NIC NAPI CPU", PartTAPIO: "TAP I/O", PartNICBackend: "NIC backend",
-	PartBusyPollCPU: "busy poll CPU", PartAB: "A/B mode",
+	PartBusyPollCPU: "busy poll CPU", PartAB: "A/B mode", PartNICGRO: "NIC GRO",
 }
 
 func (p Part) String() string { return partNames[p] }

@@ -1,0 +1,90 @@
+package lifecycle
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tapfwd/tapfwd/internal/lab/testbed"
+	"github.com/tapfwd/tapfwd/internal/testkit"
+	"github.com/tapfwd/tapfwd/netns"
+)
+
+// TestNICGRORestored: --nic-gro on turns the NIC veth's GRO on while
+// tapfwd runs, and SIGTERM puts back the veth's own, off. SIGKILL runs no
+// clean-up, so the NIC keeps GRO on; the next run puts back what the NIC
+// had before the killed run (off) before it reads the NIC, so that it
+// journals, and at SIGTERM restores, off and not the killed run's on;
+// after another SIGKILL, tapfwd down puts it back too. The NIC's journal
+// (/run/tapfwd/features) is gone at the end.
+func TestNICGRORestored(t *testing.T) {
+	testkit.NeedRoot(t)
+	testkit.NeedTools(t, "ethtool")
+	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
+	journals := "/run/tapfwd/features/*-" + bed.NIC + ".json"
+	t.Cleanup(func() {
+		left, _ := filepath.Glob(journals)
+		for _, p := range left {
+			os.Remove(p)
+		}
+	})
+	ns, err := netns.Open(bed.FwdNS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	gro := func(when string, want string) {
+		t.Helper()
+		on, err := ns.GRO(bed.NIC)
+		_, eth, _ := strings.Cut(testkit.BedRun(t, bed, bed.FwdNS, "ethtool", "-k", bed.NIC), "generic-receive-offload: ")
+		eth, _, _ = strings.Cut(eth, "\n")
+		if err != nil || (map[bool]string{true: "on", false: "off"})[on] != want || eth != want {
+			t.Errorf("%s: the NIC's GRO reads %v, %v (ethtool -k: %s); want %s", when, on, err, eth, want)
+		}
+	}
+	gro("before tapfwd", "off")
+	exe := testkit.Tapfwd(t)
+	stopped := func(fw *testbed.Process, when string) string {
+		t.Helper()
+		if err := fw.Stop(); err != nil {
+			t.Fatalf("exit: %v\n%s", err, fw.Output())
+		}
+		gro(when, "off")
+		return fw.Output()
+	}
+	fw := testkit.StartOn(t, bed, exe, "--nic-gro", "on")
+	gro("while tapfwd runs", "on")
+	if out := stopped(fw, "after SIGTERM"); !strings.Contains(out, `msg="NIC GRO" nic=`+bed.NIC+" gro=on was=off") ||
+		!strings.Contains(out, "put back the NIC's GRO") {
+		t.Errorf("tapfwd did not say it turned GRO on and back:\n%s", out)
+	}
+	killed := func() {
+		fw := testkit.StartOn(t, bed, exe, "--nic-gro", "on")
+		fw.Kill()
+		gro("after SIGKILL", "on")
+	}
+
+	killed()
+	fw = testkit.StartOn(t, bed, exe, "--nic-gro", "on")
+	gro("while the next run runs", "on")
+	out := stopped(fw, "after the next run's SIGTERM")
+	if !strings.Contains(out, "put back the NIC's features a killed tapfwd left") || !strings.Contains(out, "gro=on was=off") {
+		t.Errorf("the next run did not put the killed run's GRO back before its own change:\n%s", out)
+	}
+
+	killed()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	code, stdout, stderr := testkit.Run(t, bed.Command(ctx, bed.FwdNS, exe, "down"))
+	if code != 0 || !strings.Contains(stdout, "NIC "+bed.NIC+": put back the features tapfwd pid") || !strings.Contains(stdout, "gro off") {
+		t.Errorf("tapfwd down: exit %d\n%s%s", code, stdout, stderr)
+	}
+	t.Logf("tapfwd down: %s", stdout)
+	gro("after tapfwd down", "off")
+	if left, _ := filepath.Glob(journals); len(left) != 0 {
+		t.Errorf("journals left: %v", left)
+	}
+}
