@@ -195,6 +195,26 @@ func TestWorkloads(t *testing.T) {
 	}
 }
 
+// TestNICGROLevers: the NIC GRO lever is a pair, tapfwd with --nic-gro on
+// and the bridge with GRO turned on on its port to the wire (the bed's
+// NIC) before the run, so that each is measured against the other under
+// the same setting; a tapfwd without --nic-gro skips the first.
+func TestNICGROLevers(t *testing.T) {
+	cs, err := report.SelectConfigs(KnownConfigs(DefaultTAPNAPI, DefaultLevers()), []string{NICGRO, BridgeNICGRO})
+	if err != nil || len(cs) != 2 {
+		t.Fatalf("select: %+v, %v", cs, err)
+	}
+	if got := strings.Join(cs[0].Args, " "); cs[0].Kind != report.KindTapfwd || got != "--nic-gro on" || len(cs[0].Setup) != 0 {
+		t.Errorf("%s: kind %s, args %q, setup %q", NICGRO, cs[0].Kind, got, cs[0].Setup)
+	}
+	if b := cs[1]; b.Kind != report.KindBridge || len(b.Setup) != 1 || strings.Join(b.Setup[0], " ") != "ethtool -K "+report.NICToken+" gro on" {
+		t.Errorf("%s: kind %s, setup %q", BridgeNICGRO, b.Kind, b.Setup)
+	}
+	if matrix.CheckFlags(&cs[0], map[string]bool{"nic": true}) || !strings.Contains(cs[0].Skipped, "--nic-gro") {
+		t.Errorf("a tapfwd without --nic-gro: %q, want it skipped", cs[0].Skipped)
+	}
+}
+
 func TestFormats(t *testing.T) {
 	r := synthetic(t)
 	back, js := roundTrip(t, r)
