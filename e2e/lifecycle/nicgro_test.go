@@ -88,3 +88,53 @@ func TestNICGRORestored(t *testing.T) {
 		t.Errorf("journals left: %v", left)
 	}
 }
+
+// TestNICGROWaitNIC: a NIC made again while tapfwd waits for it
+// (--wait-nic) comes with GRO off, the kernel's default for a veth;
+// tapfwd turns it on as --nic-gro on asks, and puts it back at exit. The
+// journal of the NIC that went is dropped then: its GRO went with it.
+func TestNICGROWaitNIC(t *testing.T) {
+	testkit.NeedRoot(t)
+	testkit.NeedTools(t, "ethtool")
+	bed, fw := testkit.Start(t, testkit.Tapfwd(t), "--wait-nic", "--nic-gro", "on")
+	journals := "/run/tapfwd/features/*-" + bed.NIC + ".json"
+	t.Cleanup(func() {
+		left, _ := filepath.Glob(journals)
+		for _, p := range left {
+			os.Remove(p)
+		}
+	})
+	ns, err := netns.Open(bed.FwdNS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	gro := func(when string, want bool) {
+		t.Helper()
+		if on, err := ns.GRO(bed.NIC); err != nil || on != want {
+			t.Errorf("%s: the NIC's GRO is on: %v, %v; want %v", when, on, err, want)
+		}
+	}
+	gro("while tapfwd runs", true)
+	testkit.BedRun(t, bed, bed.FwdNS, "ip", "link", "del", bed.NIC)
+	time.Sleep(300 * time.Millisecond)
+	testkit.BedRun(t, bed, bed.WireNS, "ip", "link", "add", bed.WireIf, "type", "veth", "peer", "name", bed.NIC, "netns", bed.FwdNS)
+	testkit.BedRun(t, bed, bed.WireNS, "ip", "addr", "add", bed.WireAddr.String(), "dev", bed.WireIf)
+	testkit.BedRun(t, bed, bed.WireNS, "ip", "link", "set", bed.WireIf, "up")
+	testkit.BedRun(t, bed, bed.FwdNS, "ip", "link", "set", bed.NIC, "up")
+	testkit.ReachableWithin(t, bed, 5*time.Second)
+	gro("on the NIC that came back", true)
+	if left, _ := filepath.Glob(journals); len(left) != 2 {
+		t.Errorf("journals while tapfwd runs: %v, want the old NIC's and the new one's", left)
+	}
+	if err := fw.Stop(); err != nil {
+		t.Fatalf("exit: %v\n%s", err, fw.Output())
+	}
+	gro("after SIGTERM", false)
+	if !strings.Contains(fw.Output(), "not putting back the NIC's GRO") || !strings.Contains(fw.Output(), "put back the NIC's GRO") {
+		t.Errorf("tapfwd did not say what it did with each NIC's GRO:\n%s", fw.Output())
+	}
+	if left, _ := filepath.Glob(journals); len(left) != 0 {
+		t.Errorf("journals left: %v", left)
+	}
+}

@@ -83,7 +83,8 @@ type NIC struct {
 	// UDP only with rx-udp-gro-forwarding, and gets NAPI instances with
 	// GRO on); ToggleOff turns it off. What the NIC had is journalled in
 	// FeatureJournalDir before the change and put back at Close, or by the
-	// next run on the NIC, or Down, when tapfwd was killed. Putting it back
+	// next run on the NIC, or Down, when tapfwd was killed; a NIC made
+	// again while tapfwd waits for it (Wait) is set too. Putting it back
 	// needs CAP_NET_ADMIN at Close: not with Privileges.User.
 	GRO Toggle
 }

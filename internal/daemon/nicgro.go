@@ -3,6 +3,7 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 
 	"github.com/tapfwd/tapfwd/netns"
@@ -175,14 +176,30 @@ func (d *Daemon) recoverFeatures() error {
 	return err
 }
 
-// setNICGRO turns the NIC's GRO as NIC.GRO asks, once the journal holds
-// what the NIC had; Close puts that back and removes the journal. A NIC
-// that has it already is left alone, with nothing to put back.
-func (d *Daemon) setNICGRO() error {
+// setNICGRO turns the NIC's GRO as NIC.GRO asks (turnGRO).
+func (d *Daemon) setNICGRO() error { return d.turnGRO(d.m.nic.Index) }
+
+// reapplyGRO turns the GRO of a NIC made again, which the reattach found,
+// as NIC.GRO asks: it came with the kernel's default.
+func (d *Daemon) reapplyGRO() {
+	ifi, err := net.InterfaceByName(d.c.NIC.Name)
+	if err == nil {
+		err = d.turnGRO(ifi.Index)
+	}
+	if err != nil {
+		d.log.Warn("setting the GRO of the NIC that came back", "nic", d.c.NIC.Name, "err", err)
+	}
+}
+
+// turnGRO turns the GRO of the NIC, ifindex, as NIC.GRO asks, once the
+// journal holds what the NIC had; Close puts that back and removes the
+// journal. A NIC that has it already is left alone, with nothing to put
+// back.
+func (d *Daemon) turnGRO(ifindex int) error {
 	if d.c.NIC.GRO == ToggleAuto {
 		return nil
 	}
-	nic, ifindex, want := d.c.NIC.Name, d.m.nic.Index, d.c.NIC.GRO == ToggleOn
+	nic, want := d.c.NIC.Name, d.c.NIC.GRO == ToggleOn
 	ns, err := netns.Open("")
 	if err != nil {
 		return fail(PartNICGRO, d.c.NIC.GRO.String(), err)
