@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/tapfwd/tapfwd/internal/lab/testbed"
 	"github.com/tapfwd/tapfwd/internal/testkit"
+	"github.com/tapfwd/tapfwd/napi"
 	"github.com/tapfwd/tapfwd/netns"
 )
 
@@ -136,5 +138,62 @@ func TestNICGROWaitNIC(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(journals); len(left) != 0 {
 		t.Errorf("journals left: %v", left)
+	}
+}
+
+// TestNICGROWithNAPIThreaded: on a veth with GRO off, which has no NAPI
+// instances, --nic-gro on gives it the instances --nic-napi-threaded
+// makes threaded, so tapfwd starts. After a SIGKILL the next run puts
+// back the NAPI settings first, while GRO is still on and the instances
+// are there (the NAPI journal is restored, not discarded as stale), then
+// GRO; at SIGTERM both are put back without a failed clean-up.
+func TestNICGROWithNAPIThreaded(t *testing.T) {
+	testkit.NeedRoot(t)
+	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
+	t.Cleanup(func() {
+		for _, dir := range []string{"napi", "features"} {
+			left, _ := filepath.Glob("/run/tapfwd/" + dir + "/*-" + bed.NIC + ".json")
+			for _, p := range left {
+				os.Remove(p)
+			}
+		}
+	})
+	err := bed.Do(bed.FwdNS, func() error {
+		c, err := napi.Dial()
+		if err == nil && !c.Features().Threaded {
+			err = errors.New("--nic-napi-threaded needs Linux 6.17")
+		}
+		if c != nil {
+			c.Close()
+		}
+		return err
+	})
+	if err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	exe := testkit.Tapfwd(t)
+	args := []string{"--nic-gro", "on", "--nic-napi-threaded", "enabled"}
+	testkit.StartOn(t, bed, exe, args...).Kill()
+	fw := testkit.StartOn(t, bed, exe, args...)
+	if err := fw.Stop(); err != nil {
+		t.Fatalf("exit: %v\n%s", err, fw.Output())
+	}
+	out := fw.Output()
+	for _, want := range []string{"put back the NIC's NAPI settings a killed tapfwd left", "put back the NIC's features a killed tapfwd left",
+		"NIC NAPI threaded", "put back the NIC's GRO"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the run after the kill did not log %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "discarded") || strings.Contains(out, "clean-up failed") {
+		t.Errorf("the run after the kill:\n%s", out)
+	}
+	ns, err := netns.Open(bed.FwdNS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	if on, err := ns.GRO(bed.NIC); err != nil || on {
+		t.Errorf("the NIC's GRO after SIGTERM is on: %v, %v", on, err)
 	}
 }
