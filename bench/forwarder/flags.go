@@ -99,6 +99,7 @@ var runFlags = []runFlag{
 	{name: "vnet-hdr", value: func(o Options) (string, bool) { return string(o.VnetHdr), o.VnetHdr != "" }},
 	{name: "poll", value: func(o Options) (string, bool) { return string(o.Poll), o.Poll != "" }},
 	{name: "nic-backend", value: func(o Options) (string, bool) { return string(o.NICBackend), o.NICBackend != "" }},
+	{name: "nic-gro", value: func(o Options) (string, bool) { return string(o.NICGRO), o.NICGRO != "" }},
 	{name: "tap-napi-threaded", value: func(o Options) (string, bool) { return "", o.TAPNAPIThreaded }, form: bare},
 	{name: "tap-napi-cpu", value: func(o Options) (string, bool) { return cpu(o.TAPNAPICPU) }},
 	{name: "tap-gro-flush-timeout", value: func(o Options) (string, bool) { return Micros(o.TAPGROFlushTimeout), o.TAPGROFlushTimeout > 0 }},

@@ -9,7 +9,8 @@ import (
 	"github.com/tapfwd/tapfwd/napi"
 )
 
-// Switch is a three-way `tapfwd run` setting (--napi, --vnet-hdr).
+// Switch is a three-way `tapfwd run` setting (--napi, --vnet-hdr,
+// --nic-gro).
 type Switch string
 
 // Switch values; "" leaves tapfwd's default (auto).
@@ -48,6 +49,10 @@ type Options struct {
 	Poll    Poll   // --poll
 	// NICBackend is the sockets on the NIC (--nic-backend).
 	NICBackend Backend
+	// NICGRO is the NIC's GRO while tapfwd runs (--nic-gro: On, Off, or
+	// Auto, the NIC as it is); empty leaves tapfwd's default, auto.
+	// Binaries without the flag skip the configuration.
+	NICGRO Switch
 	// TAPNAPIThreaded runs the TAP's NAPI poll in a kthread
 	// (--tap-napi-threaded).
 	TAPNAPIThreaded bool

@@ -28,6 +28,7 @@ func TestArgs(t *testing.T) {
 		{Options{NAPI: Auto, Poll: Block, NICNAPIThreaded: napi.ThreadedBusyPoll, NICNAPICPU: CPU(0)},
 			"--napi auto --poll block --nic-napi-threaded busy-poll --nic-napi-cpu 0", 0},
 		{Options{TAPGROFlushTimeout: 1500 * time.Nanosecond, NoGRO: true}, "--tap-gro-flush-timeout 1.5µs --gro=false", 0},
+		{Options{NICBackend: XDP, NICGRO: On}, "--nic-backend xdp --nic-gro on", 0},
 		{Options{ABControl: "/run/ab", TAPNAPIThreaded: true}, "--tap-napi-threaded --ab-control /run/ab", unix.IFF_MULTI_QUEUE | unix.IFF_NAPI},
 		{Options{ABControl: "/run/ab", ABNAPI: [2]Switch{Off, Off}, ABDelay: 20 * time.Microsecond, Batch: 8},
 			"--batch 8 --ab-control /run/ab --ab-napi off,off --ab-delay 20us", unix.IFF_MULTI_QUEUE},
@@ -67,7 +68,7 @@ func TestSupported(t *testing.T) {
 	}
 	have := Options{Queues: 2, NAPI: On, VnetHdr: On, Poll: Busy, TAPNAPIThreaded: true, TAPNAPICPU: CPU(1),
 		TAPGROFlushTimeout: time.Microsecond, TAPNAPIDeferHardIRQs: 1, NICNAPIThreaded: napi.ThreadedEnabled, NICNAPICPU: CPU(0),
-		NoGRO: true, Batch: 8, CPUs: "0", PProf: true, ABControl: "/run/ab", ABNAPI: [2]Switch{On, Off}, ABDelay: time.Microsecond}
+		NoGRO: true, NICGRO: On, Batch: 8, CPUs: "0", PProf: true, ABControl: "/run/ab", ABNAPI: [2]Switch{On, Off}, ABDelay: time.Microsecond}
 	if m := have.Missing(flags); len(m) > 0 {
 		t.Errorf("the binary lacks %v; its flags: %v", m, flags)
 	}
@@ -86,7 +87,7 @@ func TestSupported(t *testing.T) {
 // an Options that sets every field gives every one of them, once each,
 // in Args as in Flags.
 func TestRunFlags(t *testing.T) {
-	all := Options{Queues: 2, NAPI: On, VnetHdr: On, Poll: Kernel, NICBackend: XDP, TAPNAPIThreaded: true, TAPNAPICPU: CPU(1),
+	all := Options{Queues: 2, NAPI: On, VnetHdr: On, Poll: Kernel, NICBackend: XDP, NICGRO: On, TAPNAPIThreaded: true, TAPNAPICPU: CPU(1),
 		TAPGROFlushTimeout: time.Microsecond, TAPNAPIDeferHardIRQs: 1, NICNAPIThreaded: napi.ThreadedEnabled, NICNAPICPU: CPU(0),
 		BusyPollCPU: CPU(1), NoGRO: true, GROWindow: time.Microsecond, Batch: 8, CPUs: "0", TAPIO: "uring", PProf: true,
 		ABControl: "/run/ab", ABNAPI: [2]Switch{Off, On}, ABDelay: time.Microsecond}

@@ -45,7 +45,13 @@ const (
 	GROWindow    = "gro-window"     // userspace GRO waits a little for more frames
 	CPUsNone     = "cpus-none"      // the worker left to the scheduler
 	CPUsSecond   = "cpus-second"    // the worker on the second CPU
+	NICGRO       = "nic-gro"        // GRO on the NIC while tapfwd runs
+	BridgeNICGRO = "bridge-nic-gro" // the bridge with GRO on its port to the wire: NICGRO's reference
 )
+
+// nicGRO turns GRO on on the bed's NIC, the bridge's port to the wire in
+// BridgeNICGRO, as tapfwd --nic-gro on does on its NIC.
+var nicGRO = [][]string{{"ethtool", "-K", report.NICToken, "gro", "on"}}
 
 // Before is Default run by another tapfwd binary (--before): a build
 // from before a change, interleaved with the change in one run.
@@ -97,7 +103,11 @@ func LeverConfigs(l Levers) []report.Config {
 		cs = append(cs, report.Tapfwd(CPUsSecond, fmt.Sprintf("tapfwd, its worker on CPU %d, beside the pinned iperf3 server (--cpus %d)", l.SecondCPU, l.SecondCPU),
 			forwarder.Options{CPUs: strconv.Itoa(l.SecondCPU)}))
 	}
-	return cs
+	return append(cs,
+		report.Tapfwd(NICGRO, "tapfwd, GRO on the NIC while it runs (--nic-gro on): the veth merges the segments of a sender without TSO (--wire-mtu's) before tapfwd reads them",
+			forwarder.Options{NICGRO: forwarder.On}),
+		report.Config{Name: BridgeNICGRO, Kind: report.KindBridge, Setup: nicGRO,
+			Description: "Linux bridge in the fwd namespace, GRO on its port to the wire: " + NICGRO + "'s reference"})
 }
 
 // KnownConfigs are every configuration a run may select, in report

@@ -128,3 +128,4 @@ func TestWorkloads(t *testing.T) {
 		t.Errorf("unexpected workloads: %+v", w)
 	}
 }
+

@@ -64,7 +64,7 @@ var runFlag = map[daemon.Part]string{
 	daemon.PartPoll: "--poll", daemon.PartNICDefer: "--nic-napi-defer-hard-irqs", daemon.PartNICGROFlush: "--nic-gro-flush-timeout",
 	daemon.PartBusyPollTime: "--busy-poll-time", daemon.PartNICWait: "--wait-nic", daemon.PartVMPorts: "--vm-ports",
 	daemon.PartVMPortQueues: "--vm-port-queues", daemon.PartHostAddr: "--tap-addr", daemon.PartStatsEvery: "--stats-interval",
-	daemon.PartABNAPI: "--ab-napi", daemon.PartABDelay: "--ab-delay",
+	daemon.PartABNAPI: "--ab-napi", daemon.PartABDelay: "--ab-delay", daemon.PartNICGRO: "--nic-gro",
 }
 
 // explainRun says which flag of `tapfwd run` c to change when the daemon
@@ -88,7 +88,7 @@ func explainRun(err error, c *daemon.Config) error {
 	case errors.Is(err, daemon.ErrInvalid): // a rule of the Config: the flags it names are the advice
 		return fmt.Errorf("%s: %w%s", strings.TrimSpace(runFlag[de.Part]+" "+de.Value), de.Err, withFlag(de.With))
 	case errors.Is(err, napi.ErrNoInstances):
-		return fmt.Errorf("--nic-napi-threaded: %s has no NAPI instances (a veth has them only with GRO on: ethtool -K %s gro on)", c.NIC.Name, c.NIC.Name)
+		return fmt.Errorf("--nic-napi-threaded: %s has no NAPI instances (a veth has them only with GRO on: --nic-gro on)", c.NIC.Name)
 	}
 	flag := strings.TrimSpace(runFlag[de.Part] + " " + de.Value) // "--user nobody"
 	advice := ""

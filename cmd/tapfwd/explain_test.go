@@ -100,7 +100,7 @@ func TestExplainRun(t *testing.T) {
 		{&daemon.Error{Part: daemon.PartUser, Value: "nobody", Err: inUse}, "--user nobody: address already in use"},
 		{&daemon.Error{Part: daemon.PartReadyFd, Value: "3", Err: errors.New("not an open file descriptor")}, "--ready-fd 3: not an open file descriptor"},
 		{&daemon.Error{Part: daemon.PartHostPort, Err: fmt.Errorf("hostport: lab0h: %w", tapport.ErrNameInUse)}, "--host-port: hostport: lab0h: port name in use (rename or remove that interface)"},
-		{&daemon.Error{Part: daemon.PartNICNAPI, Err: fmt.Errorf("w1: %w", napi.ErrNoInstances)}, "--nic-napi-threaded: w1 has no NAPI instances (a veth has them only with GRO on: ethtool -K w1 gro on)"},
+		{&daemon.Error{Part: daemon.PartNICNAPI, Err: fmt.Errorf("w1: %w", napi.ErrNoInstances)}, "--nic-napi-threaded: w1 has no NAPI instances (a veth has them only with GRO on: --nic-gro on)"},
 		{&daemon.Error{Part: daemon.PartVhostDir, Err: fmt.Errorf("%w: /x exists", vhostuser.ErrNotSocket)}, "--vhost-user: vhostuser: not a socket"},
 		{&daemon.Error{Part: daemon.PartDHCP, Err: inUse}, "--dhcp: address already in use"},
 		{&daemon.Error{Part: daemon.PartTAPMTU, Err: errors.New("the TAP would take the NIC's MTU, 65536")}, "--tap-mtu: the TAP would take the NIC's MTU, 65536 (give --tap-mtu 65521 or less)"},

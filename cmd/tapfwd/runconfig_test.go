@@ -53,12 +53,12 @@ func TestParseRunValues(t *testing.T) {
 		"--tap-napi-threaded --tap-gro-flush-timeout 20us --tap-napi-defer-hard-irqs 2 --tap-napi-cpu 1 "+
 		"--nic-napi-threaded enabled --nic-napi-cpu 0 --poll busy --gro=false --batch 32 --promisc "+
 		"--wait-nic --vm-ports 3 --metrics-addr :9999 --pprof --stats-interval 10s --log-level debug "+
-		"--persist --vm-port-owner qemu:kvm --ready-fd 3 --log-format json --tap-io uring --nic-backend xdp --xdp-mode generic"), io.Discard, io.Discard)
+		"--persist --vm-port-owner qemu:kvm --ready-fd 3 --log-format json --tap-io uring --nic-backend xdp --xdp-mode generic --nic-gro on"), io.Discard, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := &daemon.Config{
-		NIC: daemon.NIC{Name: "eth1", Promisc: true, Wait: true, Backend: daemon.BackendXDP, XDPMode: afxdp.ModeGeneric},
+		NIC: daemon.NIC{Name: "eth1", Promisc: true, Wait: true, Backend: daemon.BackendXDP, XDPMode: afxdp.ModeGeneric, GRO: daemon.ToggleOn},
 		TAP: tap.Config{Name: "lab0", Queues: 4, NAPI: tap.On, VnetHdr: tap.Off, MTU: 1400,
 			MAC: []byte{2, 0, 0, 0, 0, 1}, Netns: "lab", Addr: netip.MustParsePrefix("198.18.1.2/24"),
 			NAPISettings: tap.NAPISettings{Threaded: true, GROFlushTimeout: 20 * time.Microsecond, DeferHardIRQs: 2},
@@ -176,6 +176,8 @@ var runRules = []struct {
 	{"--nic x --gro=false --gro-window 50us", "--gro-window 50µs: waits for segments to merge: it needs GRO (--gro)"},
 	{"--nic x --user nobody --wait-nic", "--wait-nic: reopens packet sockets, which needs CAP_NET_RAW: it cannot be combined with a privilege drop (--user)"},
 	{"--nic x --user nobody --nic-napi-threaded enabled", "--nic-napi-threaded enabled: is restored at exit, which needs CAP_NET_ADMIN: it cannot be combined with a privilege drop (--user)"},
+	{"--nic x --user nobody --nic-gro off", "--nic-gro off: is restored at exit, which needs CAP_NET_ADMIN: it cannot be combined with a privilege drop (--user)"},
+	{"--nic x --nic-gro yes", "--nic-gro yes: want auto, on or off"},
 	{"--nic x --cpus 1-0", "bad CPU range"},
 	{"--nic x --cpus a", "--cpus"},
 	{"--nic x --log-level loud", "--log-level loud: want debug, info, warn or error"},

@@ -133,10 +133,10 @@ func vmPortDel(args []string, stdout io.Writer) error {
 
 const downUsage = `Usage: tapfwd down [--tap NAME] [--tap-netns NS] [--vhost-user DIR]
 
-Puts back the NIC NAPI settings that a tapfwd killed while it ran left on
-the NICs of this network namespace (run it where tapfwd ran) and, with
---tap, removes a persistent TAP (tapfwd run --persist) that no tapfwd is
-attached to, with the VM ports on it and their device nodes, its host
+Puts back the NIC NAPI settings and GRO that a tapfwd killed while it ran
+left on the NICs of this network namespace (run it where tapfwd ran)
+and, with --tap, removes a persistent TAP (tapfwd run --persist) that no
+tapfwd is attached to, with the VM ports on it and their device nodes, its host
 port, the lease file of its DHCP server (run --host-port --dhcp) and,
 with --vhost-user, the vhost-user sockets run --persist kept in DIR.
 Guests on those ports lose their NICs.
@@ -147,15 +147,15 @@ Flags:
 func cmdDown(args []string, stdout io.Writer) error {
 	fs := newFlagSet("down", "down [--tap NAME] [--tap-netns NS] [--vhost-user DIR]", stdout)
 	fs.Usage = func() { fmt.Fprint(stdout, downUsage); cliflag.PrintDefaults(stdout, fs) }
-	name := fs.String("tap", "", "the persistent TAP (tapfwd run --tap) to remove; empty: only put back NAPI settings")
+	name := fs.String("tap", "", "the persistent TAP (tapfwd run --tap) to remove; empty: only put back NAPI settings and GRO")
 	ns := netnsFlag(fs, "network namespace the TAP lives in (tapfwd run --tap-netns); empty: this one")
 	vdir := fs.String("vhost-user", "", "directory of the TAP's vhost-user sockets (tapfwd run --vhost-user); empty: leave sockets alone")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	r, err := daemon.Down(*name, *ns, *vdir)
-	for _, n := range r.NAPI {
-		fmt.Fprintln(stdout, n)
+	for _, line := range r.Recovered() {
+		fmt.Fprintln(stdout, line)
 	}
 	switch {
 	case errors.Is(err, tap.ErrAttached):

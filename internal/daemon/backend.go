@@ -55,6 +55,30 @@ func (p *Poll) UnmarshalText(t []byte) error {
 	return parseName(pollNames, string(t), (*uint8)(p), "want block, busy, kernel or threaded")
 }
 
+// Toggle is a setting of the NIC's that tapfwd may change while it runs:
+// left as it is, or turned on or off.
+type Toggle uint8
+
+const (
+	// ToggleAuto leaves the setting as it is.
+	ToggleAuto Toggle = iota
+	// ToggleOn turns it on while tapfwd runs.
+	ToggleOn
+	// ToggleOff turns it off while tapfwd runs.
+	ToggleOff
+)
+
+var toggleNames = []string{ToggleAuto: "auto", ToggleOn: "on", ToggleOff: "off"}
+
+func (t Toggle) String() string { return toggleNames[t] }
+
+// MarshalText and UnmarshalText make a Toggle a flag value.
+func (t Toggle) MarshalText() ([]byte, error) { return []byte(t.String()), nil }
+
+func (t *Toggle) UnmarshalText(b []byte) error {
+	return parseName(toggleNames, string(b), (*uint8)(t), "want auto, on or off")
+}
+
 // parseName sets *v to the index of name in names.
 func parseName(names []string, name string, v *uint8, want string) error {
 	for i, n := range names {

@@ -55,9 +55,9 @@ func (d *Daemon) check() error {
 }
 
 // checkNAPI checks that the NAPI kthreads' CPUs are online, and that the
-// NIC has NAPI instances to make threaded. With the xdp backend that
-// waits for tuneNAPI: a veth without GRO has instances only once the XDP
-// program is attached.
+// NIC has NAPI instances to make threaded. With the xdp backend, or
+// NIC.GRO on, that waits for tuneNAPI: a veth without GRO has instances
+// only once the XDP program is attached, or GRO is on.
 func (d *Daemon) checkNAPI() error {
 	t := d.c.NAPI
 	if t == nil {
@@ -72,7 +72,7 @@ func (d *Daemon) checkNAPI() error {
 			return fail(c.part, fmt.Sprint(c.cpu), fmt.Errorf("CPU %d is not online (online: %s)", c.cpu, cpulist.Format(online)))
 		}
 	}
-	if t.NICMode == napi.ThreadedDisabled || d.c.NIC.Backend == BackendXDP {
+	if t.NICMode == napi.ThreadedDisabled || d.c.NIC.Backend == BackendXDP || d.c.NIC.GRO == ToggleOn {
 		return nil
 	}
 	c, err := napi.Dial()

@@ -87,6 +87,18 @@ type NIC struct {
 	Backend Backend
 	// XDPMode is how BackendXDP attaches its XDP program.
 	XDPMode afxdp.Mode
+	// GRO is the NIC's generic receive offload (ethtool -k's
+	// generic-receive-offload) while tapfwd runs: ToggleAuto (the default)
+	// leaves it as it is; ToggleOn turns it on, so that the kernel merges
+	// a flow's segments before the workers read them (a veth merges only
+	// frames from a peer that does not segment them itself, TSO off, and
+	// UDP only with rx-udp-gro-forwarding, and gets NAPI instances with
+	// GRO on); ToggleOff turns it off. What the NIC had is journalled in
+	// FeatureJournalDir before the change and put back at Close, or by the
+	// next run on the NIC, or Down, when tapfwd was killed; a NIC made
+	// again while tapfwd waits for it (Wait) is set too. Putting it back
+	// needs CAP_NET_ADMIN at Close: not with Privileges.User.
+	GRO Toggle
 }
 
 // Workers are the forwarder's workers: one per TAP queue, then one per

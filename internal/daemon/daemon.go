@@ -31,7 +31,8 @@ type Daemon struct {
 	// serving from after it; nil without Config.Metrics.
 	http   *metricsServer
 	status *statusSource
-	napiJ  *napiJournals // the NIC's NAPI journal (NAPIJournalDir)
+	napiJ  *napiJournals    // the NIC's NAPI journal (NAPIJournalDir)
+	featJ  *featureJournals // the NIC's feature journal (FeatureJournalDir)
 }
 
 // machine is what the Config names, resolved: the user to become, the VM
@@ -58,8 +59,8 @@ func Open(c Config) (*Daemon, error) {
 		d.log = slog.New(slog.DiscardHandler)
 	}
 	d.undo.log = d.log
-	steps := []func() error{d.lookup, d.check, d.recoverNAPI, d.bindMetrics, d.prepareVhost, d.openTAP, d.addVMPorts, d.addHostPort, d.startDHCP,
-		d.openNIC, d.tuneNAPI, d.newForwarder, d.listenMetrics, d.dropPrivileges, d.serveMetrics}
+	steps := []func() error{d.lookup, d.check, d.recoverNAPI, d.recoverFeatures, d.bindMetrics, d.prepareVhost, d.openTAP, d.addVMPorts, d.addHostPort, d.startDHCP,
+		d.setNICGRO, d.openNIC, d.tuneNAPI, d.newForwarder, d.listenMetrics, d.dropPrivileges, d.serveMetrics}
 	for _, step := range steps {
 		if err := step(); err != nil {
 			d.Close()

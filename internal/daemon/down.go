@@ -15,12 +15,27 @@ type Removed struct {
 	// NAPI is what became of the NAPI journals killed tapfwds left on
 	// the NICs of the caller's namespace.
 	NAPI []NAPIRecovery
+	// Features is what became of their feature journals (NIC.GRO).
+	Features []FeatureRecovery
 }
 
-// Down puts back the NAPI settings that tapfwds killed while they ran
-// left on the NICs of the caller's network namespace (NAPIJournalDir)
-// and, when tapName is not empty, removes the persistent TAP tapName in
-// namespace ns that no daemon is attached to (tap.ErrAttached), with what
+// Recovered says, a line each, what became of the NAPI and feature
+// journals.
+func (r Removed) Recovered() []string {
+	var out []string
+	for _, n := range r.NAPI {
+		out = append(out, n.String())
+	}
+	for _, f := range r.Features {
+		out = append(out, f.String())
+	}
+	return out
+}
+
+// Down puts back the NAPI settings and features that tapfwds killed while
+// they ran left on the NICs of the caller's network namespace
+// (NAPIJournalDir, then FeatureJournalDir) and, when tapName is not
+// empty, removes the persistent TAP tapName in namespace ns that no daemon is attached to (tap.ErrAttached), with what
 // a persistent lab keeps: the VM ports on it and their device nodes, its
 // host port, the lease file of its DHCP server and, when vhostDir is not
 // empty, the vhost-user sockets there.
@@ -30,6 +45,11 @@ func Down(tapName, ns, vhostDir string) (Removed, error) {
 	if err == nil {
 		r.NAPI, err = js.recover("", restoreNAPIRecord)
 	}
+	fjs, ferr := newFeatureJournals(FeatureJournalDir)
+	if ferr == nil {
+		r.Features, ferr = fjs.recover("", restoreFeatures)
+	}
+	err = errors.Join(err, ferr)
 	if tapName == "" {
 		return r, err
 	}

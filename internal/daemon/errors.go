@@ -49,43 +49,44 @@ const (
 	PartNICBackend                  // NIC.Backend
 	PartBusyPollCPU                 // Workers.KernelPoll.CPU
 	PartAB                          // AB
+	PartNICGRO                      // NIC.GRO
 )
 
 // The parts the rules of Config.Validate name besides those above.
 const (
-	PartNIC             Part = PartAB + 1 + iota // NIC.Name
-	PartTAPName                                  // TAP.Name
-	PartTAPNetns                                 // TAP.Netns
-	PartTAPQueues                                // TAP.Queues
-	PartTAPMAC                                   // TAP.MAC
-	PartPersist                                  // TAP.Persist
-	PartTAPNAPI                                  // TAP.NAPI
-	PartTAPNAPIThreaded                          // TAP.NAPISettings.Threaded
-	PartTAPGROFlush                              // TAP.NAPISettings.GROFlushTimeout
-	PartTAPNAPIDefer                             // TAP.NAPISettings.DeferHardIRQs
-	PartBatch                                    // Workers.Batch
-	PartGRO                                      // Workers.GRO
-	PartGROWindow                                // Workers.GROWindow
-	PartL2Control                                // Workers.L2.DropControl
-	PartL2ControlAllow                           // Workers.L2.ControlAllow
-	PartPoll                                     // Workers.Poll
-	PartNICDefer                                 // Workers.KernelPoll.DeferHardIRQs
-	PartNICGROFlush                              // Workers.KernelPoll.GROFlushTimeout
-	PartBusyPollTime                             // Workers.KernelPoll.BusyPoll
-	PartNICWait                                  // NIC.Wait
-	PartVMPorts                                  // VMPorts.N
-	PartVMPortQueues                             // VMPorts.Queues
-	PartHostAddr                                 // Host.Addr
-	PartStatsEvery                               // Log.StatsEvery
-	PartABNAPI                                   // AB.NAPI
-	PartABDelay                                  // AB.Delay
+	PartNIC             Part = PartNICGRO + 1 + iota // NIC.Name
+	PartTAPName                                      // TAP.Name
+	PartTAPNetns                                     // TAP.Netns
+	PartTAPQueues                                    // TAP.Queues
+	PartTAPMAC                                       // TAP.MAC
+	PartPersist                                      // TAP.Persist
+	PartTAPNAPI                                      // TAP.NAPI
+	PartTAPNAPIThreaded                              // TAP.NAPISettings.Threaded
+	PartTAPGROFlush                                  // TAP.NAPISettings.GROFlushTimeout
+	PartTAPNAPIDefer                                 // TAP.NAPISettings.DeferHardIRQs
+	PartBatch                                        // Workers.Batch
+	PartGRO                                          // Workers.GRO
+	PartGROWindow                                    // Workers.GROWindow
+	PartL2Control                                    // Workers.L2.DropControl
+	PartL2ControlAllow                               // Workers.L2.ControlAllow
+	PartPoll                                         // Workers.Poll
+	PartNICDefer                                     // Workers.KernelPoll.DeferHardIRQs
+	PartNICGROFlush                                  // Workers.KernelPoll.GROFlushTimeout
+	PartBusyPollTime                                 // Workers.KernelPoll.BusyPoll
+	PartNICWait                                      // NIC.Wait
+	PartVMPorts                                      // VMPorts.N
+	PartVMPortQueues                                 // VMPorts.Queues
+	PartHostAddr                                     // Host.Addr
+	PartStatsEvery                                   // Log.StatsEvery
+	PartABNAPI                                       // AB.NAPI
+	PartABDelay                                      // AB.Delay
 )
 
 var partNames = map[Part]string{
 	PartUser: "user", PartPortOwner: "VM port owner", PartCPUs: "worker CPUs", PartReadyFd: "ready fd",
 	PartVhostDir: "vhost-user directory", PartHostPort: "host port", PartDHCP: "DHCP", PartTAPNAPICPU: "TAP NAPI CPU",
 	PartNICNAPI: "NIC NAPI", PartMetricsAddr: "metrics address", PartTAPMTU: "TAP MTU", PartNICNAPICPU: "NIC NAPI CPU", PartTAPIO: "TAP I/O", PartNICBackend: "NIC backend",
-	PartBusyPollCPU: "busy poll CPU", PartAB: "A/B mode",
+	PartBusyPollCPU: "busy poll CPU", PartAB: "A/B mode", PartNICGRO: "NIC GRO",
 	PartNIC: "NIC", PartTAPName: "TAP name", PartTAPNetns: "TAP namespace", PartTAPQueues: "TAP queues", PartTAPMAC: "TAP MAC",
 	PartPersist: "persistent TAP", PartTAPNAPI: "TAP NAPI", PartTAPNAPIThreaded: "threaded TAP NAPI", PartTAPGROFlush: "TAP GRO flush timeout",
 	PartTAPNAPIDefer: "TAP NAPI hard IRQ deferral", PartBatch: "batch", PartGRO: "GRO", PartGROWindow: "GRO window",

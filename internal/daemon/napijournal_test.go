@@ -37,7 +37,9 @@ func record(ifindex int) napi.Record {
 // its pid is this process's, its start another (the pid used again).
 func killed(t *testing.T, js *napiJournals, nic string, r napi.Record) string {
 	t.Helper()
-	dead := &napiJournals{dir: js.dir, ns: js.ns, pid: js.pid, start: js.start + 1}
+	d := js.journalDir
+	d.start++
+	dead := &napiJournals{journalDir: d}
 	if err := dead.save(nic, r); err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +170,7 @@ func TestNAPIJournalCorrupt(t *testing.T) {
 		},
 		"group-writable": func() error { os.WriteFile(p, good, 0o600); return os.Chmod(p, 0o620) },
 		"a link":         func() error { os.Remove(p); return os.Symlink("/etc/hostname", p) },
-		"too large":      func() error { return os.WriteFile(p, []byte(strings.Repeat(" ", maxNAPIJournal+1)), 0o600) },
+		"too large":      func() error { return os.WriteFile(p, []byte(strings.Repeat(" ", maxJournal+1)), 0o600) },
 	} {
 		os.Remove(p)
 		if err := spoil(); err != nil {

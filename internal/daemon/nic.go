@@ -144,7 +144,7 @@ func (n *nicSockets) close() error {
 }
 
 // reattach waits for the NIC to come back and gives the workers new
-// sockets on it.
+// sockets on it, and it the GRO NIC.GRO asks.
 func (d *Daemon) reattach(ctx context.Context) error {
 	d.log.Warn("NIC went away: waiting for it to come back (--wait-nic)", "nic", d.c.NIC.Name)
 	d.rings.retire()
@@ -159,6 +159,7 @@ func (d *Daemon) reattach(ctx context.Context) error {
 	if err := d.fw.Reattach(n.nics); err != nil {
 		return err
 	}
+	d.reapplyGRO()
 	d.log.Info("NIC is back: forwarding again", "nic", d.c.NIC.Name)
 	return nil
 }

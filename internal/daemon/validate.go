@@ -213,6 +213,8 @@ func (c *Config) validatePrivileges() error {
 		return refuse(PartNICNAPI, c.NAPI.NICMode, PartUser, "is restored at exit, which needs CAP_NET_ADMIN: it cannot be combined with a privilege drop")
 	case c.Workers.Poll == PollThreaded:
 		return refuse(PartPoll, c.Workers.Poll, PartUser, "makes the NIC's NAPI threaded and restores it at exit, which needs CAP_NET_ADMIN: it cannot be combined with a privilege drop")
+	case c.NIC.GRO != ToggleAuto:
+		return refuse(PartNICGRO, c.NIC.GRO, PartUser, "is restored at exit, which needs CAP_NET_ADMIN: it cannot be combined with a privilege drop")
 	}
 	return nil
 }
