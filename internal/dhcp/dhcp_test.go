@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tapfwd/tapfwd/internal/lab/need"
 )
 
 func TestParseRange(t *testing.T) {
@@ -76,9 +78,7 @@ func newNS(t *testing.T) string {
 	if os.Geteuid() != 0 {
 		t.Skip("skipping privileged test: not root")
 	}
-	if _, err := Find(); err != nil {
-		t.Fatalf("%v (scripts/deps.sh installs it)", err)
-	}
+	need.Found(t, "dnsmasq", Find)
 	b := make([]byte, 3)
 	rand.Read(b)
 	name := "tfw-dhcptest-" + hex.EncodeToString(b)
