@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tapfwd/tapfwd/forward"
+	"github.com/tapfwd/tapfwd/internal/lab/need"
 	"github.com/tapfwd/tapfwd/netns"
 	"github.com/tapfwd/tapfwd/tap"
 )
@@ -22,9 +23,7 @@ const deployDir = "../deploy"
 
 func promtool(t *testing.T, args ...string) string {
 	t.Helper()
-	if _, err := exec.LookPath("promtool"); err != nil {
-		t.Fatal("promtool not found: install it with apt-get install prometheus (scripts/deps.sh does)")
-	}
+	need.Tools(t, "promtool")
 	cmd := exec.Command("promtool", args...)
 	cmd.Dir = filepath.Join(deployDir, "prometheus")
 	out, err := cmd.CombinedOutput()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/tapfwd/tapfwd/internal/lab/need"
 	"github.com/tapfwd/tapfwd/internal/lab/testbed"
 )
 
@@ -23,9 +23,7 @@ import (
 func VethNAPI(t *testing.T) (*testbed.Bed, *Client, int, uint32) {
 	t.Helper()
 	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
-	if _, err := exec.LookPath("ethtool"); err != nil {
-		t.Fatalf("ethtool not installed (apt-get install ethtool): %v", err)
-	}
+	need.Tools(t, "ethtool")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if _, err := bed.Run(ctx, bed.FwdNS, "ethtool", "-K", bed.NIC, "gro", "on"); err != nil {

@@ -15,7 +15,7 @@ import (
 
 	"github.com/tapfwd/tapfwd/bench/forwarder"
 	"github.com/tapfwd/tapfwd/bench/report"
-	"github.com/tapfwd/tapfwd/internal/lab/ovs"
+	"github.com/tapfwd/tapfwd/internal/lab/need"
 	"github.com/tapfwd/tapfwd/internal/lab/testbed"
 )
 
@@ -299,12 +299,7 @@ func TestVisitOVS(t *testing.T) {
 	if err := testbed.Available(); err != nil {
 		t.Skipf("skipping privileged test: %v", err)
 	}
-	if err := ovs.Available(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
+	need.Tools(t, "ovs-vswitchd", "ovsdb-server", "ovsdb-tool", "ovs-vsctl", "ovs-appctl")
 	c := report.Config{Name: report.OVS, Kind: report.KindOVS}
 	var ns string
 	err := Lab{}.Visit(context.Background(), &c, 0, func(bed *testbed.Bed, fws Forwarders) error {

@@ -74,7 +74,7 @@ type Settings struct {
 	// copies per byte of the floor row (cost.Floor). 0 in reports from
 	// before it.
 	CopyBandwidth float64 `json:"copy_bytes_per_second,omitempty"`
-	RunSeconds int `json:"run_seconds"` // length of each iperf3 run
+	RunSeconds    int     `json:"run_seconds"` // length of each iperf3 run
 	// OmitSeconds is the start of each run left out of its figure
 	// (iperf3 -O); the run took OmitSeconds + RunSeconds.
 	OmitSeconds int `json:"omit_seconds"`
@@ -145,7 +145,7 @@ type Cell struct {
 	// bootstrap interval; nil without a peer figure.
 	RatioToPeer *stats.Estimate `json:"ratio_to_peer,omitempty"`
 	Peer        string          `json:"peer,omitempty"`
-	Samples       []float64       `json:"samples"`
+	Samples     []float64       `json:"samples"`
 	// Medians of what iperf3 also reports: TCP retransmits (sender), CPU
 	// use in percent of one core, UDP loss in percent.
 	Retransmits float64 `json:"retransmits_median"`

@@ -128,4 +128,3 @@ func TestWorkloads(t *testing.T) {
 		t.Errorf("unexpected workloads: %+v", w)
 	}
 }
-

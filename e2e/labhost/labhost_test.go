@@ -19,6 +19,7 @@ import (
 	"github.com/tapfwd/tapfwd/internal/cliflag/clitest"
 	"github.com/tapfwd/tapfwd/internal/dhcp"
 	"github.com/tapfwd/tapfwd/internal/lab/iperf"
+	"github.com/tapfwd/tapfwd/internal/lab/need"
 	"github.com/tapfwd/tapfwd/internal/lab/testbed"
 	"github.com/tapfwd/tapfwd/internal/tapport"
 	"github.com/tapfwd/tapfwd/internal/tapport/tapporttest"
@@ -112,9 +113,10 @@ func TestHostPortGuests(t *testing.T) {
 func TestHostPortDHCP(t *testing.T) {
 	testkit.NeedRoot(t)
 	testkit.NeedTools(t, "ping")
+	need.Found(t, "dnsmasq", dhcp.Find)
 	bin, err := dhcp.Find()
 	if err != nil {
-		t.Fatalf("%v (scripts/deps.sh installs it)", err)
+		t.Fatal(err)
 	}
 	img := vm.GuestImage(t)
 	for _, flag := range []bool{true, false} {
@@ -215,9 +217,7 @@ func gone(t *testing.T, what string, pid int, file string) {
 // outright; its keeper still stops dnsmasq and removes the lease file.
 func TestHostPortDHCPKilled(t *testing.T) {
 	testkit.NeedRoot(t)
-	if _, err := dhcp.Find(); err != nil {
-		t.Fatalf("%v (scripts/deps.sh installs it)", err)
-	}
+	need.Found(t, "dnsmasq", dhcp.Find)
 	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
 	fw := testkit.StartOn(t, bed, testkit.PlainTapfwd(t), "--user", "nobody", "--host-port",
 		"--dhcp", labIP(bed, 100).String()+"-"+labIP(bed, 150).String())
@@ -372,9 +372,7 @@ func broadcastsOnce(t *testing.T, bed *testbed.Bed) {
 // the lease file.
 func TestHostPortPersist(t *testing.T) {
 	testkit.NeedRoot(t)
-	if _, err := dhcp.Find(); err != nil {
-		t.Fatalf("%v (scripts/deps.sh installs it)", err)
-	}
+	need.Found(t, "dnsmasq", dhcp.Find)
 	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
 	t.Cleanup(func() { testkit.CLI(t, "down", "--tap", bed.LabIf, "--tap-netns", bed.LabNS) })
 	args := []string{"--persist", "--host-port", "--dhcp", labIP(bed, 100).String() + "-" + labIP(bed, 150).String(), "--metrics-addr", ""}
@@ -431,9 +429,7 @@ func TestHostPortPersist(t *testing.T) {
 // lab) makes tapfwd exit 1 with one line saying why, leaving nothing.
 func TestHostPortDHCPFails(t *testing.T) {
 	testkit.NeedRoot(t)
-	if _, err := dhcp.Find(); err != nil {
-		t.Fatalf("%v (scripts/deps.sh installs it)", err)
-	}
+	need.Found(t, "dnsmasq", dhcp.Find)
 	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
 	var taken *net.UDPConn
 	if err := bed.Do(bed.LabNS, func() (err error) {

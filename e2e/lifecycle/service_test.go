@@ -74,9 +74,7 @@ func TestNotify(t *testing.T) {
 // TestSystemdUnit checks deploy/systemd/tapfwd@.service with
 // systemd-analyze verify, and the capabilities it grants.
 func TestSystemdUnit(t *testing.T) {
-	if _, err := exec.LookPath("systemd-analyze"); err != nil {
-		t.Fatal("systemd-analyze not found: install it with apt-get install systemd (scripts/deps.sh does)")
-	}
+	testkit.NeedTools(t, "systemd-analyze")
 	raw, err := os.ReadFile(filepath.Join(testkit.ModuleRoot(t), "deploy/systemd/tapfwd@.service"))
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tapfwd/tapfwd/internal/lab/need"
 	"github.com/tapfwd/tapfwd/internal/lab/testbed"
 	"github.com/tapfwd/tapfwd/internal/lab/testpmd"
 	"github.com/tapfwd/tapfwd/internal/testkit"
@@ -34,9 +35,7 @@ import (
 // The sub-benchmarks are backend=tapfwd|dpdk/dir=g2w|w2g/size=64|1514.
 func BenchmarkBackEnds(b *testing.B) {
 	testkit.NeedRoot(b)
-	if _, err := testpmd.Find(); err != nil {
-		b.Skipf("%v: scripts/deps.sh installs it", err)
-	}
+	need.Found(b, testpmd.Binary, testpmd.Find)
 	secs := 5
 	if v, err := strconv.Atoi(os.Getenv("TAPFWD_BENCH_SECS")); err == nil && v > 0 {
 		secs = v

@@ -16,18 +16,60 @@ import (
 )
 
 // socketpair returns a SOCK_SEQPACKET pair with 4 MiB buffers, both ends
-// non-blocking, closed when t ends.
+// non-blocking; the caller closes them.
 func socketpair(t testing.TB) [2]int {
 	t.Helper()
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+	p, err := newSocketpair()
 	if err != nil {
 		t.Fatal(err)
+	}
+	return p
+}
+
+func newSocketpair() ([2]int, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+	if err != nil {
+		return [2]int{-1, -1}, err
 	}
 	for _, fd := range fds {
 		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, 4<<20)
 		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 4<<20)
 	}
-	return [2]int{fds[0], fds[1]}
+	return [2]int{fds[0], fds[1]}, nil
+}
+
+// Pair is NIC and TAP for code without a test to close them (an
+// example): a NIC endpoint and its wire peer, a TAP endpoint and its lab
+// peer, as NIC and TAP make them. Close closes all four.
+type Pair struct {
+	NIC  *afpacket.Socket
+	Wire int
+	TAP  *tap.Queue
+	Lab  int
+}
+
+// NewPair makes a Pair whose NIC reads and writes up to batch frames per
+// call.
+func NewPair(batch int) (*Pair, error) {
+	n, err := newSocketpair()
+	if err != nil {
+		return nil, err
+	}
+	l, err := newSocketpair()
+	if err != nil {
+		unix.Close(n[0])
+		unix.Close(n[1])
+		return nil, err
+	}
+	return &Pair{NIC: afpacket.NewSocketFd(n[0], batch), Wire: n[1], TAP: tap.NewQueueFd(l[0]), Lab: l[1]}, nil
+}
+
+// Close closes both endpoints and both peers.
+func (p *Pair) Close() {
+	p.NIC.Close()
+	unix.Close(p.Wire)
+	unix.Close(p.TAP.Fd())
+	unix.Close(p.Lab)
 }
 
 // NIC returns a NIC endpoint that is ring's packet-socket code (recvmmsg,

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tapfwd/tapfwd/internal/lab/need"
 )
 
 func TestParseRange(t *testing.T) {
@@ -76,9 +78,7 @@ func newNS(t *testing.T) string {
 	if os.Geteuid() != 0 {
 		t.Skip("skipping privileged test: not root")
 	}
-	if _, err := Find(); err != nil {
-		t.Fatalf("%v (scripts/deps.sh installs it)", err)
-	}
+	need.Found(t, "dnsmasq", Find)
 	b := make([]byte, 3)
 	rand.Read(b)
 	name := "tfw-dhcptest-" + hex.EncodeToString(b)
@@ -217,6 +217,9 @@ func TestServerRefusesName(t *testing.T) {
 // innermost first; one holding another lab's leases stays, and so does
 // one Start found.
 func TestLeaseDirs(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("skipping privileged test: the lease directories must be root's, and t.TempDir is this user's")
+	}
 	base := t.TempDir()
 	run, dir := filepath.Join(base, "run"), filepath.Join(base, "run", "dhcp")
 	made, err := ensureDirs(run, dir)

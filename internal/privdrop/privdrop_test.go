@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tapfwd/tapfwd/internal/lab/need"
 )
 
 // The test binary doubles as a child that drops privileges, so the test
@@ -54,9 +56,7 @@ func child(t *testing.T, exe string, setpriv ...string) string {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root")
 	}
-	if _, err := exec.LookPath("setpriv"); err != nil {
-		t.Fatal("setpriv not found: apt-get install util-linux")
-	}
+	need.Tools(t, "setpriv")
 	cmd := exec.Command("setpriv", append(setpriv, exe)...)
 	cmd.Env = append(os.Environ(), "PRIVDROP_CHILD=1")
 	out, _ := cmd.CombinedOutput()

@@ -1,9 +1,9 @@
 package testkit
 
 import (
-	"os/exec"
 	"testing"
 
+	"github.com/tapfwd/tapfwd/internal/lab/need"
 	"github.com/tapfwd/tapfwd/internal/lab/testbed"
 )
 
@@ -16,13 +16,11 @@ func NeedRoot(t testing.TB) {
 	}
 }
 
-// NeedTools fails t when one of tools is not on $PATH: the README's test
-// command installs them, and a test that needs one must not pass silently.
+// NeedTools skips t, naming the Debian packages to install, when one of
+// tools is not on $PATH; in CI (CI=true) or with TAPFWD_REQUIRE_TOOLS=1 it
+// fails t instead, so that a test that needs one cannot pass silently
+// where it must run (need.Tools).
 func NeedTools(t testing.TB, tools ...string) {
 	t.Helper()
-	for _, tool := range tools {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s not installed (the README's test command installs it): %v", tool, err)
-		}
-	}
+	need.Tools(t, tools...)
 }

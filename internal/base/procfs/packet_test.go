@@ -32,8 +32,11 @@ ffff8f0a45c7f800 3      2    0000   0     0 0      0      41523
 // loopback device's index and found to be this process's.
 func TestSocketOwners(t *testing.T) {
 	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
+	if err == unix.EPERM {
+		t.Skip("skipping privileged test: a packet socket needs CAP_NET_RAW (run as root)")
+	}
 	if err != nil {
-		t.Fatalf("a packet socket (needs CAP_NET_RAW): %v", err)
+		t.Fatalf("a packet socket: %v", err)
 	}
 	defer unix.Close(fd)
 	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Ifindex: 1}); err != nil {

@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/tapfwd/tapfwd/internal/lab/need"
 )
 
 // Case is one command line run in process: its arguments, its exit
@@ -71,9 +73,7 @@ func OneLineError(t testing.TB, name string, cmd *exec.Cmd, want string) {
 // one-line error containing want.
 func AsNobody(t testing.TB, prog, exe, want string, args ...string) {
 	t.Helper()
-	if _, err := exec.LookPath("setpriv"); err != nil {
-		t.Fatalf("setpriv not installed (util-linux): %v", err)
-	}
+	need.Tools(t, "setpriv")
 	cmd := exec.Command("setpriv", append([]string{"--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", exe}, args...)...)
 	OneLineError(t, prog+" "+strings.Join(args, " ")+" as nobody", cmd, want)
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tapfwd/tapfwd/internal/lab/need"
 	"github.com/tapfwd/tapfwd/internal/lab/testbed"
 )
 
@@ -154,9 +155,7 @@ func needIperf(t *testing.T) {
 	if err := testbed.Available(); err != nil {
 		t.Skipf("skipping privileged test: %v", err)
 	}
-	if _, err := exec.LookPath("iperf3"); err != nil {
-		t.Skip(errNoIperf)
-	}
+	need.Tools(t, "iperf3")
 }
 
 func checkSane(t *testing.T, what string, r Result, d time.Duration) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tapfwd/tapfwd/internal/lab/iperf"
+	"github.com/tapfwd/tapfwd/internal/lab/need"
 	"github.com/tapfwd/tapfwd/internal/lab/testbed"
 )
 
@@ -54,12 +55,7 @@ func TestSwitchForwards(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: namespaces")
 	}
-	if err := Available(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
+	need.Tools(t, programs...)
 	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -5,16 +5,17 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/tapfwd/tapfwd/internal/lab/need"
 )
 
-// NeedTest skips t where dpdk-testpmd cannot run: not installed
-// (scripts/deps.sh installs it) or not root (its memory, its runtime
-// directory).
+// NeedTest skips t where dpdk-testpmd cannot run: not installed (with
+// stdbuf, which Start runs it under), which fails t in CI instead
+// (need.Tools), or not root (its memory, its runtime directory).
 func NeedTest(t testing.TB) {
 	t.Helper()
-	if _, err := Find(); err != nil {
-		t.Skipf("%v: scripts/deps.sh installs it", err)
-	}
+	need.Found(t, Binary, Find)
+	need.Tools(t, "stdbuf")
 	if os.Geteuid() != 0 {
 		t.Skip("dpdk-testpmd needs root here (its memory, its runtime directory)")
 	}

@@ -28,13 +28,11 @@ type Image struct {
 }
 
 // GuestImage builds (or takes from the cache) the test guest with
-// scripts/vmguest.sh. A missing QEMU or guest fails t, naming the fix: CI
-// must run it.
+// scripts/vmguest.sh. A missing QEMU skips t, outside CI, or fails it
+// (testkit.NeedTools); a guest that cannot be built fails t, naming the fix.
 func GuestImage(t testing.TB) Image {
 	t.Helper()
-	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
-		t.Fatalf("qemu-system-x86_64 not found: install it with scripts/deps.sh (apt-get install qemu-system-x86): %v", err)
-	}
+	testkit.NeedTools(t, "qemu-system-x86_64")
 	root := testkit.ModuleRoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
