@@ -100,3 +100,17 @@ func TestNoGoInternals(t *testing.T) {
 		}
 	}
 }
+
+// TestDownNoTAP: down of a TAP that is not there says so and that it
+// removed nothing, pointing at --tap-netns, rather than asking whether
+// tapfwd runs (issue 38, item 7c).
+func TestDownNoTAP(t *testing.T) {
+	clitest.Check(t, "tapfwd", run, []clitest.Case{
+		{Args: []string{"down", "--tap", "tfw-no-such-tap"}, Code: 1,
+			Want: `tapfwd: no TAP "tfw-no-such-tap" in this network namespace: nothing to remove (a TAP that tapfwd run moved with --tap-netns is in that namespace: pass it with --tap-netns here too)`},
+	})
+	var out, errb bytes.Buffer
+	if run([]string{"down", "--tap", "tfw-no-such-tap"}, &out, &errb); strings.Contains(errb.String(), "?") {
+		t.Errorf("down asks instead of saying: %s", errb.String())
+	}
+}

@@ -160,6 +160,8 @@ func cmdDown(args []string, stdout io.Writer) error {
 	switch {
 	case errors.Is(err, tap.ErrAttached):
 		return fmt.Errorf("%w (stop the tapfwd running on it first)", err)
+	case errors.Is(err, tapport.ErrNoTAP) && !errors.Is(err, tapport.ErrNotTAP):
+		return fmt.Errorf("%w: nothing to remove%s", err, movedHint(*ns))
 	case err != nil:
 		return explain(err)
 	case *name == "":
@@ -177,6 +179,15 @@ func cmdDown(args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "removed TAP %s%s\n", *name, strings.Join(with, " and "))
 	return nil
+}
+
+// movedHint points a command that looked for a TAP in this namespace at
+// the one tapfwd run may have moved it to.
+func movedHint(ns string) string {
+	if ns != "" {
+		return ""
+	}
+	return " (a TAP that tapfwd run moved with --tap-netns is in that namespace: pass it with --tap-netns here too)"
 }
 
 // plural is "1 noun" or "n nouns".
