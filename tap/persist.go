@@ -52,6 +52,16 @@ type record struct {
 	napi, vnet bool
 }
 
+// attachedError is ErrAttached for the TAP name in ns, which has n queues
+// attached.
+func attachedError(name string, ns *netns.NS, n int) error {
+	queues := "1 queue"
+	if n != 1 {
+		queues = fmt.Sprintf("%d queues", n)
+	}
+	return fmt.Errorf("tap: %s in %s has %s attached: %w", name, ns, queues, ErrAttached)
+}
+
 func onOff(b bool) string {
 	if b {
 		return "on"
@@ -147,7 +157,7 @@ func checkExisting(c Config, f Features, ns *netns.NS, l netns.Link) error {
 		return err
 	}
 	if l.Tun.Queues > 0 {
-		return fmt.Errorf("tap: %s in %s has %d queues attached: %w", c.Name, ns, l.Tun.Queues, ErrAttached)
+		return attachedError(c.Name, ns, l.Tun.Queues)
 	}
 	var diff []string
 	if l.Tun.MultiQueue != f.MultiQueue {
@@ -283,7 +293,7 @@ func Remove(name, ns string) error {
 	case !l.IsTAP():
 		return fmt.Errorf("tap: %q in %s is a %s device, not a TAP: %w", name, n, l.KindName(), ErrNoTAP)
 	case l.Tun.Queues > 0:
-		return fmt.Errorf("tap: %s in %s has %d queues attached: %w", name, n, l.Tun.Queues, ErrAttached)
+		return attachedError(name, n, l.Tun.Queues)
 	}
 	if err := n.DelLink(l.Index); err != nil {
 		return fmt.Errorf("tap: remove %s: %w", name, err)

@@ -192,7 +192,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 			}
 		}
 		d.log.Info("ready: every worker runs")
-		n.ready(fmt.Sprintf("forwarding %s <-> %s, %d queues", d.dev.Name(), d.c.NIC.Name, d.c.TAP.Queues))
+		n.ready(fmt.Sprintf("forwarding %s <-> %s, %s", d.dev.Name(), d.c.NIC.Name, count(d.c.TAP.Queues, "queue")))
 	}()
 	go n.watchdog(ctx, d.fw.Stalled)
 	defer n.stopping()
