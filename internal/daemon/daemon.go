@@ -32,6 +32,7 @@ type Daemon struct {
 	http   *metricsServer
 	status *statusSource
 	napiJ  *napiJournals // the NIC's NAPI journal (NAPIJournalDir)
+	others []otherDaemon // other daemons on the NIC, warned of once started
 }
 
 // machine is what the Config names, resolved: the user to become, the VM
@@ -70,6 +71,7 @@ func Open(c Config) (*Daemon, error) {
 	d.log.Info("forwarding", "tap", d.dev.Name(), "tap_netns", d.dev.Netns(), "nic", d.c.NIC.Name,
 		"queues", d.c.TAP.Queues, "cpus", d.m.cpus, "napi", f.NAPI, "vnet_hdr", f.VnetHdr,
 		"offloads", f.OffloadNames(), "mtu", d.c.TAP.MTU, "mac", d.dev.MAC().String())
+	d.warnOthers()
 	return d, nil
 }
 
