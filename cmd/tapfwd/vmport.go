@@ -167,17 +167,7 @@ func cmdDown(args []string, stdout io.Writer) error {
 	case *name == "":
 		return nil
 	}
-	var with []string
-	if r.VMPorts > 0 {
-		with = append(with, "its "+plural(r.VMPorts, "VM port"))
-	}
-	if r.Sockets > 0 {
-		with = append(with, plural(r.Sockets, "vhost-user socket")+" in "+*vdir)
-	}
-	if len(with) > 0 {
-		with[0] = " with " + with[0]
-	}
-	fmt.Fprintf(stdout, "removed TAP %s%s\n", *name, strings.Join(with, " and "))
+	fmt.Fprintln(stdout, r.Text(*name, *vdir))
 	return nil
 }
 
@@ -188,14 +178,6 @@ func movedHint(ns string) string {
 		return ""
 	}
 	return " (a TAP that tapfwd run moved with --tap-netns is in that namespace: pass it with --tap-netns here too)"
-}
-
-// plural is "1 noun" or "n nouns".
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // netnsFlag is --tap-netns (also --netns): the TAP's network namespace,

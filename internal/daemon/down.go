@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"errors"
+	"strings"
 
 	"github.com/tapfwd/tapfwd/internal/tapport"
 	"github.com/tapfwd/tapfwd/tap"
@@ -58,6 +59,22 @@ func downTAP(r *Removed, tapName, ns, vhostDir string) error {
 		r.Sockets, err = vhostuser.RemoveSockets(vhostDir, ns, tapName, MaxVMPorts)
 	}
 	return err
+}
+
+// Text says what Down removed with TAP tapName; vhostDir is where the
+// sockets were.
+func (r Removed) Text(tapName, vhostDir string) string {
+	var with []string
+	if r.VMPorts > 0 {
+		with = append(with, "its "+count(r.VMPorts, "VM port"))
+	}
+	if r.Sockets > 0 {
+		with = append(with, count(r.Sockets, "vhost-user socket")+" in "+vhostDir)
+	}
+	if len(with) == 0 {
+		return "removed TAP " + tapName
+	}
+	return "removed TAP " + tapName + " with " + strings.Join(with, " and ")
 }
 
 // DownCommand is the command that removes a persistent TAP.
