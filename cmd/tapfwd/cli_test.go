@@ -2,10 +2,12 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/tapfwd/tapfwd/internal/cliflag/clitest"
+	"github.com/tapfwd/tapfwd/internal/tapport/tapporttest"
 )
 
 // TestHelpOnStdout: --help, -h and help CMD of every command go to stdout
@@ -107,10 +109,26 @@ func TestNoGoInternals(t *testing.T) {
 func TestDownNoTAP(t *testing.T) {
 	clitest.Check(t, "tapfwd", run, []clitest.Case{
 		{Args: []string{"down", "--tap", "tfw-no-such-tap"}, Code: 1,
-			Want: `tapfwd: no TAP "tfw-no-such-tap" in this network namespace: nothing to remove (a TAP that tapfwd run moved with --tap-netns is in that namespace: pass it with --tap-netns here too)`},
+			Want: `tapfwd: no TAP "tfw-no-such-tap" in this network namespace: nothing to remove (no network namespace here has one: tapfwd run --tap tfw-no-such-tap makes it)`},
 	})
 	var out, errb bytes.Buffer
 	if run([]string{"down", "--tap", "tfw-no-such-tap"}, &out, &errb); strings.Contains(errb.String(), "?") {
 		t.Errorf("down asks instead of saying: %s", errb.String())
 	}
+}
+
+// TestTAPElsewhere: a command that looks for a TAP in the wrong namespace
+// says where it is, and vm-port list with no ports to show says so
+// instead of printing an empty table (issue 38, item 7f).
+func TestTAPElsewhere(t *testing.T) {
+	bed, d := tapporttest.LabTAP(t)
+	there := fmt.Sprintf("(there is one in network namespace %s: pass --tap-netns %s)", bed.LabNS, bed.LabNS)
+	clitest.Check(t, "tapfwd", run, []clitest.Case{
+		{Args: []string{"vm-port", "list", "--tap", d.Name()}, Code: 1, Want: fmt.Sprintf("tapfwd: no TAP %q in this network namespace %s", d.Name(), there)},
+		{Args: []string{"vm-port", "add", "--tap", d.Name(), "--tap-netns", bed.FwdNS}, Code: 1, Want: there},
+		{Args: []string{"down", "--tap", d.Name()}, Code: 1, Want: "nothing to remove " + there},
+		{Args: []string{"vm-port", "list", "--tap", d.Name(), "--tap-netns", bed.LabNS}, Want: fmt.Sprintf("no VM ports on TAP %s in network namespace %s\n", d.Name(), bed.LabNS)},
+		{Args: []string{"vm-port", "list", "--tap-netns", bed.FwdNS}, Want: "no VM ports in network namespace " + bed.FwdNS},
+		{Args: []string{"vm-port", "list", "--tap-netns", bed.FwdNS, "--json"}, Want: "[]"},
+	})
 }

@@ -28,8 +28,8 @@ func TestExplain(t *testing.T) {
 	}{
 		{fmt.Errorf("tap: name %q is in use: %w", "lab0", tap.ErrNameInUse), " (choose another --tap or delete it)"},
 		{fmt.Errorf("tap: 4 queues: %w", tap.ErrNoMultiQueue), ": use --queues 1"},
-		{&tapport.Error{Kind: tapport.ErrNoTAP, Name: "lab0"}, " (is tapfwd running with --tap lab0? If it moved the TAP with --tap-netns, pass that namespace with --tap-netns here too.)"},
-		{&tapport.Error{Kind: tapport.ErrNoTAP, Netns: "lab", Name: "lab0"}, " (is tapfwd running with --tap lab0?)"},
+		{&tapport.Error{Kind: tapport.ErrNoTAP, Name: "tfw-no-tap0"}, " (no network namespace here has one: tapfwd run --tap tfw-no-tap0 makes it)"},
+		{&tapport.Error{Kind: tapport.ErrNoTAP, Netns: "lab", Name: "tfw-no-tap0"}, " (no network namespace here has one: tapfwd run --tap tfw-no-tap0 makes it)"},
 		{&tapport.Error{Kind: tapport.ErrNotTAP, Netns: "lab", Name: "w1"}, ""},
 		{errors.Join(&tapport.Error{Kind: tapport.ErrNoPort, Netns: "lab", Name: "tfwvm9"}), " (list them with: tapfwd vm-port list --tap-netns lab)"},
 		{&tapport.Error{Kind: tapport.ErrNoPort, Name: "tfwvm9"}, " (list them with: tapfwd vm-port list)"},

@@ -102,6 +102,9 @@ func vmPortList(args []string, stdout io.Writer) error {
 	if *asJSON {
 		return writeJSON(stdout, daemon.DescribeMacvtaps(ports))
 	}
+	if len(ports) == 0 {
+		return noPorts(stdout, *netns, *tapName)
+	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PORT\tIFINDEX\tTAP\tMAC\tSTATE\tDEVICE")
 	for _, p := range ports {
@@ -116,6 +119,21 @@ func vmPortList(args []string, stdout io.Writer) error {
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", p.Name, p.Index, p.TAP, p.MAC, state, dev)
 	}
 	return tw.Flush()
+}
+
+// noPorts says that vm-port list found no ports in namespace ns (on TAP
+// tapName, or on any), and where there are some.
+func noPorts(stdout io.Writer, ns, tapName string) error {
+	where := "this network namespace"
+	if ns != "" {
+		where = "network namespace " + ns
+	}
+	if tapName != "" {
+		_, err := fmt.Fprintf(stdout, "no VM ports on TAP %s in %s\n", tapName, where)
+		return err
+	}
+	_, err := fmt.Fprintf(stdout, "no VM ports in %s%s\n", where, elsewhere(ns, ""))
+	return err
 }
 
 func vmPortDel(args []string, stdout io.Writer) error {
@@ -161,7 +179,7 @@ func cmdDown(args []string, stdout io.Writer) error {
 	case errors.Is(err, tap.ErrAttached):
 		return fmt.Errorf("%w (stop the tapfwd running on it first)", err)
 	case errors.Is(err, tapport.ErrNoTAP) && !errors.Is(err, tapport.ErrNotTAP):
-		return fmt.Errorf("%w: nothing to remove%s", err, movedHint(*ns))
+		return fmt.Errorf("%w: nothing to remove%s", err, elsewhere(*ns, *name))
 	case err != nil:
 		return explain(err)
 	case *name == "":
@@ -171,13 +189,23 @@ func cmdDown(args []string, stdout io.Writer) error {
 	return nil
 }
 
-// movedHint points a command that looked for a TAP in this namespace at
-// the one tapfwd run may have moved it to.
-func movedHint(ns string) string {
-	if ns != "" {
-		return ""
+// elsewhere is the hint for a TAP named tapName (or, for "", VM ports on
+// any TAP) not found in namespace ns: the namespace that has it, or how
+// tapfwd run makes the TAP.
+func elsewhere(ns, tapName string) string {
+	what := "there is one"
+	if tapName == "" {
+		what = "there are VM ports"
 	}
-	return " (a TAP that tapfwd run moved with --tap-netns is in that namespace: pass it with --tap-netns here too)"
+	switch where := tapport.Where(ns, tapName); {
+	case len(where) > 0 && where[0] == "":
+		return fmt.Sprintf(" (%s in this network namespace: leave --tap-netns out)", what)
+	case len(where) > 0:
+		return fmt.Sprintf(" (%s in network namespace %s: pass --tap-netns %s)", what, where[0], where[0])
+	case tapName != "":
+		return fmt.Sprintf(" (no network namespace here has one: tapfwd run --tap %s makes it)", tapName)
+	}
+	return ""
 }
 
 // netnsFlag is --tap-netns (also --netns): the TAP's network namespace,
