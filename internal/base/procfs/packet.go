@@ -56,25 +56,17 @@ func PacketSockets() ([]PacketSocket, error) {
 // not read, are left out.
 func SocketOwners(inodes map[uint64]bool) map[uint64][]int {
 	out := map[uint64][]int{}
-	procs, _ := os.ReadDir("/proc")
-	for _, p := range procs {
-		pid, err := strconv.Atoi(p.Name())
-		if err != nil {
-			continue
+	eachFd(func(pid int, fd string) {
+		link, err := os.Readlink(fd)
+		inode, ok := strings.CutPrefix(link, "socket:[")
+		if err != nil || !ok {
+			return
 		}
-		fds, _ := os.ReadDir("/proc/" + p.Name() + "/fd")
-		for _, fd := range fds {
-			link, err := os.Readlink("/proc/" + p.Name() + "/fd/" + fd.Name())
-			inode, ok := strings.CutPrefix(link, "socket:[")
-			if err != nil || !ok {
-				continue
-			}
-			n, err := strconv.ParseUint(strings.TrimSuffix(inode, "]"), 10, 64)
-			if err == nil && inodes[n] && !slices.Contains(out[n], pid) {
-				out[n] = append(out[n], pid)
-			}
+		n, err := strconv.ParseUint(strings.TrimSuffix(inode, "]"), 10, 64)
+		if err == nil && inodes[n] && !slices.Contains(out[n], pid) {
+			out[n] = append(out[n], pid)
 		}
-	}
+	})
 	return out
 }
 
