@@ -157,7 +157,8 @@ the NICs of this network namespace (run it where tapfwd ran) and, with
 attached to, with the VM ports on it and their device nodes, its host
 port, the lease file of its DHCP server (run --host-port --dhcp) and,
 with --vhost-user, the vhost-user sockets run --persist kept in DIR.
-Guests on those ports lose their NICs.
+Guests on those ports lose their NICs: down names the processes that had
+them open.
 
 Flags:
 `
