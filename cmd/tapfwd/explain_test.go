@@ -36,7 +36,7 @@ func TestExplain(t *testing.T) {
 		{&tapport.Error{Kind: tapport.ErrMACInUse, Name: "02:00:00:00:00:10"}, " (choose another --mac, or leave it out for a random one)"},
 		{&tapport.Error{Kind: tapport.ErrNameInUse, Name: "tfwvm0"}, ": choose another --name"},
 		{&tapport.Error{Kind: tapport.ErrNoMacvtap}, ""},
-		{fmt.Errorf("netns: network namespace %q not found: %w", "x", netns.ErrNotFound), ""},
+		{fmt.Errorf("network namespace %q not found: %w", "x", netns.ErrNotFound), ""},
 		{errors.New("tap: something else"), ""},
 	} {
 		got := explain(tc.err)
