@@ -241,12 +241,12 @@ func TestParseRunHostPort(t *testing.T) {
 	for _, tc := range []struct{ args, want string }{
 		{"--nic x --tap-addr 198.18.1.2/24 --dhcp 198.18.1.100-198.18.1.150", "--dhcp serves the guests from the host's port on the segment: add --host-port"},
 		{"--nic x --host-port --dhcp 198.18.1.100-198.18.1.150", "--dhcp needs the host's address: give --tap-addr"},
-		{"--nic x --host-port --tap-addr 198.18.1.2/24 --dhcp 198.18.1.100", "--dhcp 198.18.1.100: dhcp: range \"198.18.1.100\": want FIRST-LAST"},
+		{"--nic x --host-port --tap-addr 198.18.1.2/24 --dhcp 198.18.1.100", "--dhcp 198.18.1.100: DHCP range \"198.18.1.100\": want FIRST-LAST"},
 		{"--nic x --host-port --tap-addr 198.18.1.2/24 --dhcp 198.18.2.100-198.18.2.150", "outside the host's subnet 198.18.1.0/24 (--tap-addr 198.18.1.2/24)"},
 		{"--nic x --host-port --tap-addr 198.18.1.2/24 --dhcp 198.18.1.1-198.18.1.9", "takes the host's own address 198.18.1.2"},
 		{"--nic x --host-port --tap-addr 2001:db8::2/64 --dhcp 198.18.1.100-198.18.1.150", "is not IPv4"},
 		{"--nic x --tap lab,eth0 --host-port --tap-addr 198.18.1.2/24 --dhcp 198.18.1.100-198.18.1.150",
-			`--dhcp: dhcp: interface name "lab,eth0h": a name dnsmasq cannot take (it splits its interface list at commas and reads '*' as a wildcard): want ASCII letters, digits, '.', '-' and '_' (the host port is named after --tap lab,eth0: choose another)`},
+			`--dhcp: DHCP interface name "lab,eth0h": a name dnsmasq cannot take (it splits its interface list at commas and reads '*' as a wildcard): want ASCII letters, digits, '.', '-' and '_' (the host port is named after --tap lab,eth0: choose another)`},
 	} {
 		wantRunError(t, tc.args, tc.want)
 	}
