@@ -79,7 +79,7 @@ func TestUsageErrors(t *testing.T) {
 // made by any: each fails before) is one line in the user's words.
 func TestNoGoInternals(t *testing.T) {
 	for _, old := range []string{`tapfwd: --tap-addr: netip.ParsePrefix("198.18.1.2"): no '/'`, `tapfwd: NIC "x" not found: route ip+net: no such network interface`,
-		"tapfwd: queue 0: pin to CPU 7: sched_setaffinity: invalid argument",
+		"tapfwd: queue 0: pin to CPU 7: sched_setaffinity: invalid argument", `tapfwd: vmport: netns: network namespace "x" not found`,
 		`tapfwd: --tap lo: name "lo" is in use in network namespace "lab" (a physical device)`, `invalid value "10" for flag -stats-interval: parse error`, "a\nb"} {
 		if clitest.Flaw(old) == "" {
 			t.Errorf("the check passes %q", old)
@@ -131,4 +131,21 @@ func TestTAPElsewhere(t *testing.T) {
 		{Args: []string{"vm-port", "list", "--tap-netns", bed.FwdNS}, Want: "no VM ports in network namespace " + bed.FwdNS},
 		{Args: []string{"vm-port", "list", "--tap-netns", bed.FwdNS, "--json"}, Want: "[]"},
 	})
+}
+
+// TestNoGoPackageNames: what failing commands print names none of
+// tapfwd's Go packages ("tapfwd: netns: ...": issue 38, item 7e).
+func TestNoGoPackageNames(t *testing.T) {
+	for _, args := range [][]string{
+		{"vm-port", "list", "--netns", "tfw-no-such-ns"}, {"vm-port", "add", "--tap", "x", "--netns", "tfw-no-such-ns"},
+		{"vm-port", "del", "--name", "tfw-no-such-port"}, {"down", "--tap", "tfw-no-such-tap"}, {"down", "--tap", "x", "--netns", "a/b"},
+		{"run", "--nic", "x", "--tap-netns", "a/b"}, {"run", "--nic", "x", "--host-port", "--tap-addr", "198.18.1.2/24", "--dhcp", "198.18.1.100"},
+		{"napi", "list", "--dev", "tfw-no-such-dev"},
+	} {
+		var out, errb bytes.Buffer
+		code := run(args, &out, &errb)
+		if m := clitest.GoPackage.FindString(out.String() + errb.String()); code == 0 || m != "" {
+			t.Errorf("tapfwd %q: exit %d, names the Go package %q:\n%s%s", args, code, m, out.String(), errb.String())
+		}
+	}
 }
