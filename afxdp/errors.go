@@ -40,7 +40,7 @@ var (
 	ErrPeerQueues = errors.New("the veth has fewer RX queues than its peer has TX queues")
 )
 
-// opError wraps a failed system call as "afxdp: what: typed: syscall: errno",
+// opError wraps a failed system call as "what: typed: syscall: errno",
 // choosing the typed error by errno where one fits.
 func opError(what, call string, err error, byErrno map[unix.Errno]error) error {
 	var typed error
@@ -55,7 +55,7 @@ func opError(what, call string, err error, byErrno map[unix.Errno]error) error {
 		err = os.NewSyscallError(call, err)
 	}
 	if typed != nil {
-		return fmt.Errorf("afxdp: %s: %w: %w", what, typed, err)
+		return fmt.Errorf("%s: %w: %w", what, typed, err)
 	}
-	return fmt.Errorf("afxdp: %s: %w", what, err)
+	return fmt.Errorf("%s: %w", what, err)
 }

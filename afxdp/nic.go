@@ -39,7 +39,7 @@ type NIC struct {
 func Open(c Config) (_ *NIC, err error) {
 	ifi, err := net.InterfaceByName(c.Ifname)
 	if err != nil {
-		return nil, fmt.Errorf("afxdp: NIC %q: %w: %w", c.Ifname, ErrNoDevice, err)
+		return nil, fmt.Errorf("NIC %q: %w: %w", c.Ifname, ErrNoDevice, err)
 	}
 	queues := max(c.Queues, 1)
 	n := &NIC{sg: true, ifindex: ifi.Index, partial: isVeth(c.Ifname)}

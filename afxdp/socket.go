@@ -98,7 +98,7 @@ type Socket struct {
 func OpenSocket(c SocketConfig) (_ *Socket, err error) {
 	frames, chunk := orDefault(c.Frames, DefaultFrames), orDefault(c.ChunkSize, DefaultChunkSize)
 	if frames&(frames-1) != 0 || chunk&(chunk-1) != 0 {
-		return nil, fmt.Errorf("afxdp: frames (%d) and chunk size (%d) must be powers of two", frames, chunk)
+		return nil, fmt.Errorf("UMEM frames (%d) and chunk size (%d) must be powers of two", frames, chunk)
 	}
 	fd, err := unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -126,7 +126,7 @@ func OpenSocket(c SocketConfig) (_ *Socket, err error) {
 	unix.SetsockoptInt(fd, unix.SOL_XDP, unix.XDP_MAX_TX_SKB_BUDGET, frames)
 	opts, err := options(fd)
 	if err != nil {
-		return nil, fmt.Errorf("afxdp: XDP_OPTIONS: %w", err)
+		return nil, fmt.Errorf("read the XDP socket's options: %w", err)
 	}
 	s.zeroCopy = opts&unix.XDP_OPTIONS_ZEROCOPY != 0
 	return s, nil
@@ -145,7 +145,7 @@ func (s *Socket) setupUmem(frames uint32, chunk uint64, sg bool) error {
 	size := int(2 * uint64(frames) * chunk)
 	mem, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
 	if err != nil {
-		return fmt.Errorf("afxdp: UMEM of %d bytes: %w", size, os.NewSyscallError("mmap", err))
+		return fmt.Errorf("map a UMEM of %d bytes: %w", size, os.NewSyscallError("mmap", err))
 	}
 	s.maps = append(s.maps, mem)
 	reg := unix.XDPUmemReg{Addr: umemAddr(mem), Len: uint64(size), Size: uint32(chunk)}
@@ -159,7 +159,7 @@ func (s *Socket) setupUmem(frames uint32, chunk uint64, sg bool) error {
 	}
 	off, err := mmapOffsets(s.fd)
 	if err != nil {
-		return fmt.Errorf("afxdp: XDP_MMAP_OFFSETS: %w", err)
+		return fmt.Errorf("read the XDP rings' offsets: %w", err)
 	}
 	q := &s.q
 	var rb [4][]byte
@@ -176,7 +176,7 @@ func (s *Socket) setupUmem(frames uint32, chunk uint64, sg bool) error {
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("afxdp: map rings: %w", err)
+		return fmt.Errorf("map the XDP rings: %w", err)
 	}
 	q.init(mem, chunk, frames, sg)
 	return nil
@@ -189,7 +189,7 @@ func (s *Socket) setOptions(bp *BusyPoll) error {
 	}{{unix.SO_SNDBUFFORCE, sndBufBytes, "SO_SNDBUFFORCE"}}
 	if bp != nil {
 		if bp.Usecs <= 0 {
-			return errors.New("afxdp: busy polling needs a positive SO_BUSY_POLL time")
+			return errors.New("busy polling needs a positive SO_BUSY_POLL time")
 		}
 		s.inline = bp.Inline
 		opts = append(opts, struct {

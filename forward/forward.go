@@ -124,7 +124,7 @@ type Forwarder struct {
 // them. The endpoints stay the caller's to close.
 func New(taps []Endpoint, nics []NIC, c Config) (*Forwarder, error) {
 	if len(taps) != len(nics) || len(taps) == 0 {
-		return nil, fmt.Errorf("forward: %d TAP queues but %d NIC endpoints", len(taps), len(nics))
+		return nil, fmt.Errorf("%d TAP queues but %d NIC endpoints", len(taps), len(nics))
 	}
 	if c.Batch <= 0 {
 		c.Batch = DefaultBatch
@@ -192,7 +192,7 @@ func (f *Forwarder) Run(ctx context.Context) error {
 // came back, say). Call it only while Run is not running.
 func (f *Forwarder) Reattach(nics []NIC) error {
 	if len(nics) != len(f.queues) {
-		return fmt.Errorf("forward: %d NIC endpoints for %d queues", len(nics), len(f.queues))
+		return fmt.Errorf("%d NIC endpoints for %d queues", len(nics), len(f.queues))
 	}
 	for i, q := range f.queues {
 		q.kstats.replace(nics[i])

@@ -111,13 +111,13 @@ func (f *Forwarder) addGuests(c Config) error {
 	ports := make([]fabric.Port, len(c.Guests))
 	for i, gp := range c.Guests {
 		if len(gp.Queues) == 0 {
-			return fmt.Errorf("forward: guest port %d has no queue pairs", i)
+			return fmt.Errorf("guest port %d has no queue pairs", i)
 		}
 		ports[i] = fabric.Port{MAC: gp.MAC, Queues: len(gp.Queues), Active: gp.Active}
 	}
 	sw, err := fabric.New(ports, guestInboxFrames, guestInboxBytes)
 	if err != nil {
-		return fmt.Errorf("forward: guest ports: %w", err)
+		return fmt.Errorf("guest ports: %w", err)
 	}
 	f.sw = sw
 	for _, gp := range c.Guests {
@@ -147,7 +147,7 @@ func (f *Forwarder) newGuestWorker(c Config, i, k int, mac net.HardwareAddr, gq 
 	if q.in == nil {
 		in, err := fabric.NewInbox(tapInboxFrames, tapInboxBytes)
 		if err != nil {
-			return nil, fmt.Errorf("forward: eventfd: %w", os.NewSyscallError("eventfd", err))
+			return nil, fmt.Errorf("make an eventfd: %w", os.NewSyscallError("eventfd", err))
 		}
 		q.addInbox(in)
 	}

@@ -61,7 +61,7 @@ func (u *untrusted) set(c Config) error {
 			return err
 		}
 		if len(u.tap) == 0 {
-			return errors.New("forward: no strict MAC: the TAP's frames could have no source")
+			return errors.New("no strict MAC: the TAP's frames could have no source")
 		}
 	}
 	u.ours = slices.Clone(u.tap)
@@ -93,7 +93,7 @@ func mac48(b []byte) uint64 {
 func (m *macs) add(what string, list ...net.HardwareAddr) error {
 	for _, a := range list {
 		if len(a) != 6 || a[0]&1 != 0 {
-			return fmt.Errorf("forward: %s %s is not a unicast Ethernet address", what, a)
+			return fmt.Errorf("%s %s is not a unicast Ethernet address", what, a)
 		}
 		*m = append(*m, mac48(a))
 	}

@@ -136,7 +136,7 @@ type stop struct {
 
 func (s *stop) open() (err error) {
 	if s.fd, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
-		return fmt.Errorf("forward: eventfd: %w", os.NewSyscallError("eventfd", err))
+		return fmt.Errorf("make an eventfd: %w", os.NewSyscallError("eventfd", err))
 	}
 	return nil
 }

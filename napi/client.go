@@ -38,7 +38,7 @@ type Client struct {
 func Dial() (*Client, error) {
 	conn, err := genetlink.Dial(&netlink.Config{Strict: true})
 	if err != nil {
-		return nil, fmt.Errorf("napi: opening a generic netlink socket: %w", err)
+		return nil, fmt.Errorf("open a generic netlink socket: %w", err)
 	}
 	c := &Client{c: conn, kernel: kernelRelease()}
 	f, err := conn.GetFamily(familyName)
@@ -47,7 +47,7 @@ func Dial() (*Client, error) {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, c.missing(featNetdev)
 		}
-		return nil, fmt.Errorf("napi: looking up the netdev generic netlink family: %w", err)
+		return nil, fmt.Errorf("look up the netdev generic netlink family: %w", err)
 	}
 	c.family = f.ID
 	if err := c.probeFeatures(); err != nil {
@@ -102,7 +102,7 @@ func (c *Client) Get(id uint32) (NAPI, error) {
 		return NAPI{}, c.idError("napi-get", id, err)
 	}
 	if len(msgs) != 1 {
-		return NAPI{}, fmt.Errorf("napi: napi-get %d: %d replies, want 1", id, len(msgs))
+		return NAPI{}, fmt.Errorf("napi-get %d: %d replies, want 1", id, len(msgs))
 	}
 	return parseNAPI(msgs[0].Data)
 }
@@ -159,14 +159,14 @@ func (c *Client) QueueNAPI(ifindex, queue int, typ QueueType) (uint32, error) {
 		return 0, c.opError(fmt.Sprintf("queue-get %s queue %d of ifindex %d", typ, queue, ifindex), err)
 	}
 	if len(msgs) != 1 {
-		return 0, fmt.Errorf("napi: queue-get: %d replies, want 1", len(msgs))
+		return 0, fmt.Errorf("queue-get: %d replies, want 1", len(msgs))
 	}
 	q, err := parseQueue(msgs[0].Data)
 	if err != nil {
 		return 0, err
 	}
 	if q.NAPIID == 0 {
-		return 0, fmt.Errorf("napi: %s queue %d of ifindex %d: %w", typ, queue, ifindex, ErrNoNAPI)
+		return 0, fmt.Errorf("%s queue %d of ifindex %d: %w", typ, queue, ifindex, ErrNoNAPI)
 	}
 	return q.NAPIID, nil
 }
@@ -206,7 +206,7 @@ func (c *Client) Set(id uint32, a Attrs) (prev Attrs, err error) {
 // check refuses what this kernel cannot do.
 func (c *Client) check(a Attrs) error {
 	if a.Threaded != nil && *a.Threaded > ThreadedBusyPoll {
-		return fmt.Errorf("napi: unknown threaded mode %d: want 0 (disabled), 1 (enabled) or 2 (busy-poll)", uint32(*a.Threaded))
+		return fmt.Errorf("unknown threaded mode %d: want 0 (disabled), 1 (enabled) or 2 (busy-poll)", uint32(*a.Threaded))
 	}
 	if a.empty() {
 		return nil
@@ -229,7 +229,7 @@ func (c *Client) check(a Attrs) error {
 // idError explains an error from a request about NAPI id.
 func (c *Client) idError(op string, id uint32, err error) error {
 	if errors.Is(err, unix.ENOENT) {
-		return fmt.Errorf("napi: %s %d: no such NAPI instance in this network namespace: %w", op, id, unix.ENOENT)
+		return fmt.Errorf("%s %d: no such NAPI instance in this network namespace: %w", op, id, unix.ENOENT)
 	}
 	return c.opError(fmt.Sprintf("%s %d", op, id), err)
 }
@@ -239,7 +239,7 @@ func (c *Client) idError(op string, id uint32, err error) error {
 func (c *Client) opError(op string, err error) error {
 	var errno unix.Errno
 	if !errors.As(err, &errno) {
-		return fmt.Errorf("napi: %s: %w", op, err)
+		return fmt.Errorf("%s: %w", op, err)
 	}
 	hint := ""
 	var oe *netlink.OpError
@@ -250,5 +250,5 @@ func (c *Client) opError(op string, err error) error {
 		// net/core/netdev-genl-gen.c: napi-set is GENL_ADMIN_PERM.
 		hint += ": changing NAPI settings needs CAP_NET_ADMIN; run as root"
 	}
-	return fmt.Errorf("napi: %s: %w%s", op, errno, hint)
+	return fmt.Errorf("%s: %w%s", op, errno, hint)
 }

@@ -29,7 +29,7 @@ func SetDeviceThreaded(ch *Changes, ifindex int, mode Threaded, cpu int) ([]Thre
 		return nil, err
 	}
 	if len(list) == 0 {
-		return nil, fmt.Errorf("napi: device %d: %w", ifindex, ErrNoInstances)
+		return nil, fmt.Errorf("device with ifindex %d: %w", ifindex, ErrNoInstances)
 	}
 	var out []Threading
 	for _, n := range list {
@@ -71,7 +71,7 @@ func PinTAPKthreads(tapName string, cpu int) ([]int, error) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return nil, fmt.Errorf("napi: no NAPI kthread %q found for TAP %s (is its NAPI threaded?)", kthreadComm(tapName), tapName)
+	return nil, fmt.Errorf("no NAPI kthread %q found for TAP %s (is its NAPI threaded?)", kthreadComm(tapName), tapName)
 }
 
 // Kthreads returns the pids of the NAPI kthreads of device dev, found by

@@ -46,7 +46,7 @@ type FeatureError struct {
 }
 
 func (e *FeatureError) Error() string {
-	return fmt.Sprintf("napi: %s needs Linux %s or later; this kernel is %s", e.Feature, e.Since, e.Kernel)
+	return fmt.Sprintf("%s needs Linux %s or later; this kernel is %s", e.Feature, e.Since, e.Kernel)
 }
 
 // Is makes errors.Is(err, errors.ErrUnsupported) true.
@@ -181,7 +181,7 @@ func parsePolicy(msgs []genetlink.Message, cmd uint8) (map[uint16]policyAttr, er
 			return nil
 		})
 		if err != nil {
-			return nil, fmt.Errorf("napi: decoding the policy of netdev command %d: %w", cmd, err)
+			return nil, fmt.Errorf("decode the policy of netdev command %d: %w", cmd, err)
 		}
 	}
 	if doIdx < 0 {

@@ -51,7 +51,7 @@ func (j *Journal) add(s Step) (*entry, error) {
 	j.entries = append(j.entries, e)
 	if err := j.save(j.record()); err != nil {
 		j.entries = j.entries[:len(j.entries)-1]
-		return nil, fmt.Errorf("napi: saving the journal before changing %s: %w", s, err)
+		return nil, fmt.Errorf("save the NAPI journal before changing %s: %w", s, err)
 	}
 	return e, nil
 }
@@ -62,7 +62,7 @@ func (j *Journal) drop(done ...*entry) error {
 	defer j.mu.Unlock()
 	j.entries = slices.DeleteFunc(j.entries, func(e *entry) bool { return slices.Contains(done, e) })
 	if err := j.save(j.record()); err != nil {
-		return fmt.Errorf("napi: saving the journal: %w", err)
+		return fmt.Errorf("save the NAPI journal: %w", err)
 	}
 	return nil
 }

@@ -82,7 +82,7 @@ func TestOpError(t *testing.T) {
 	if !errors.Is(err, unix.ENOENT) || !strings.Contains(err.Error(), "napi-get 9: no such NAPI instance") {
 		t.Errorf("ENOENT: %v", err)
 	}
-	if err := c.opError("x", errors.New("boom")); err.Error() != "napi: x: boom" {
+	if err := c.opError("x", errors.New("boom")); err.Error() != "x: boom" {
 		t.Errorf("plain error: %v", err)
 	}
 }

@@ -15,10 +15,10 @@ import (
 // may change; it does not check that pid is a NAPI kthread.
 func PinKthread(pid, cpu int) error {
 	if pid <= 0 {
-		return fmt.Errorf("napi: pinning pid %d: not a thread", pid)
+		return fmt.Errorf("pin pid %d: not a thread", pid)
 	}
 	if cpu < 0 || cpu >= cpuSetSize {
-		return fmt.Errorf("napi: pinning pid %d: CPU %d out of range", pid, cpu)
+		return fmt.Errorf("pin pid %d: CPU %d out of range", pid, cpu)
 	}
 	var set unix.CPUSet
 	set.Set(cpu)
@@ -26,9 +26,9 @@ func PinKthread(pid, cpu int) error {
 		if errors.Is(err, unix.EINVAL) {
 			// kernel/sched/syscalls.c: __sched_setaffinity: no online CPU
 			// left in the mask.
-			return fmt.Errorf("napi: pinning pid %d to CPU %d: CPU %d is not online or not allowed: %w", pid, cpu, cpu, os.NewSyscallError("sched_setaffinity", err))
+			return fmt.Errorf("pin pid %d to CPU %d: CPU %d is not online or not allowed: %w", pid, cpu, cpu, os.NewSyscallError("sched_setaffinity", err))
 		}
-		return fmt.Errorf("napi: pinning pid %d to CPU %d: %w", pid, cpu, os.NewSyscallError("sched_setaffinity", err))
+		return fmt.Errorf("pin pid %d to CPU %d: %w", pid, cpu, os.NewSyscallError("sched_setaffinity", err))
 	}
 	return nil
 }
@@ -47,14 +47,14 @@ const (
 // prio (1 to 99), as chrt -f -p does.
 func SetFIFO(pid, prio int) error {
 	if pid <= 0 {
-		return fmt.Errorf("napi: SCHED_FIFO for pid %d: not a thread", pid)
+		return fmt.Errorf("set SCHED_FIFO for pid %d: not a thread", pid)
 	}
 	if prio < MinFIFOPriority || prio > MaxFIFOPriority {
-		return fmt.Errorf("napi: SCHED_FIFO priority %d: want %d to %d", prio, MinFIFOPriority, MaxFIFOPriority)
+		return fmt.Errorf("SCHED_FIFO priority %d: want %d to %d", prio, MinFIFOPriority, MaxFIFOPriority)
 	}
 	attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: uint32(prio)}
 	if err := unix.SchedSetAttr(pid, &attr, 0); err != nil {
-		return fmt.Errorf("napi: SCHED_FIFO %d for pid %d: %w", prio, pid, os.NewSyscallError("sched_setattr", err))
+		return fmt.Errorf("set SCHED_FIFO %d for pid %d: %w", prio, pid, os.NewSyscallError("sched_setattr", err))
 	}
 	return nil
 }
@@ -89,12 +89,12 @@ func ReadKthread(pid int) (Kthread, error) {
 	k := Kthread{PID: pid}
 	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
 	if err != nil {
-		return k, fmt.Errorf("napi: describing pid %d: %w", pid, err)
+		return k, fmt.Errorf("describe pid %d: %w", pid, err)
 	}
 	k.Name = strings.TrimSpace(string(comm))
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return k, fmt.Errorf("napi: describing pid %d: %w", pid, err)
+		return k, fmt.Errorf("describe pid %d: %w", pid, err)
 	}
 	for l := range strings.Lines(string(status)) {
 		if v, ok := strings.CutPrefix(l, "Cpus_allowed_list:"); ok {
@@ -104,7 +104,7 @@ func ReadKthread(pid int) (Kthread, error) {
 	a, err := schedPolicy(pid)
 	if err != nil {
 		if errors.Is(err, unix.ESRCH) {
-			err = fmt.Errorf("napi: describing pid %d: %w", pid, os.ErrNotExist)
+			err = fmt.Errorf("describe pid %d: %w", pid, os.ErrNotExist)
 		}
 		return k, err
 	}
@@ -122,14 +122,14 @@ func ReadKthread(pid int) (Kthread, error) {
 func affinity(pid int) (unix.CPUSet, error) {
 	var set unix.CPUSet
 	if err := unix.SchedGetaffinity(pid, &set); err != nil {
-		return set, fmt.Errorf("napi: reading the CPU affinity of pid %d: %w", pid, os.NewSyscallError("sched_getaffinity", err))
+		return set, fmt.Errorf("read the CPU affinity of pid %d: %w", pid, os.NewSyscallError("sched_getaffinity", err))
 	}
 	return set, nil
 }
 
 func setAffinity(pid int, set unix.CPUSet) error {
 	if err := unix.SchedSetaffinity(pid, &set); err != nil {
-		return fmt.Errorf("napi: restoring the CPU affinity of pid %d: %w", pid, os.NewSyscallError("sched_setaffinity", err))
+		return fmt.Errorf("restore the CPU affinity of pid %d: %w", pid, os.NewSyscallError("sched_setaffinity", err))
 	}
 	return nil
 }
@@ -138,7 +138,7 @@ func setAffinity(pid int, set unix.CPUSet) error {
 func schedPolicy(pid int) (unix.SchedAttr, error) {
 	a, err := unix.SchedGetAttr(pid, 0)
 	if err != nil {
-		return unix.SchedAttr{}, fmt.Errorf("napi: reading the scheduling policy of pid %d: %w", pid, os.NewSyscallError("sched_getattr", err))
+		return unix.SchedAttr{}, fmt.Errorf("read the scheduling policy of pid %d: %w", pid, os.NewSyscallError("sched_getattr", err))
 	}
 	return *a, nil
 }
@@ -155,7 +155,7 @@ func setSchedPolicy(pid int, old unix.SchedAttr) error {
 		Priority: old.Priority,
 	}
 	if err := unix.SchedSetAttr(pid, &a, 0); err != nil {
-		return fmt.Errorf("napi: restoring the scheduling policy of pid %d: %w", pid, os.NewSyscallError("sched_setattr", err))
+		return fmt.Errorf("restore the scheduling policy of pid %d: %w", pid, os.NewSyscallError("sched_setattr", err))
 	}
 	return nil
 }

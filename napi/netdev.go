@@ -67,7 +67,7 @@ func ParseThreaded(s string) (Threaded, error) {
 			return Threaded(i), nil
 		}
 	}
-	return 0, fmt.Errorf("napi: threaded mode %q: want disabled, enabled or busy-poll", s)
+	return 0, fmt.Errorf("threaded mode %q: want disabled, enabled or busy-poll", s)
 }
 
 // MarshalText implements encoding.TextMarshaler.
@@ -174,20 +174,20 @@ func encodeSet(id uint32, a Attrs) ([]byte, error) {
 	ae.Uint32(attrNAPIID, id)
 	if a.DeferHardIRQs != nil {
 		if *a.DeferHardIRQs > maxDeferHardIRQs {
-			return nil, fmt.Errorf("napi: defer-hard-irqs %d: at most %d", *a.DeferHardIRQs, maxDeferHardIRQs)
+			return nil, fmt.Errorf("defer-hard-irqs %d: at most %d", *a.DeferHardIRQs, maxDeferHardIRQs)
 		}
 		ae.Uint32(attrNAPIDeferHardIRQs, *a.DeferHardIRQs)
 	}
 	// Both timeouts are NLA_UINT: the kernel takes 4 or 8 bytes; send 8.
 	if a.GROFlushTimeout != nil {
 		if *a.GROFlushTimeout < 0 {
-			return nil, fmt.Errorf("napi: gro-flush-timeout %v is negative", *a.GROFlushTimeout)
+			return nil, fmt.Errorf("gro-flush-timeout %v is negative", *a.GROFlushTimeout)
 		}
 		ae.Uint64(attrNAPIGROFlushTimeout, uint64(*a.GROFlushTimeout))
 	}
 	if a.IRQSuspendTimeout != nil {
 		if *a.IRQSuspendTimeout < 0 {
-			return nil, fmt.Errorf("napi: irq-suspend-timeout %v is negative", *a.IRQSuspendTimeout)
+			return nil, fmt.Errorf("irq-suspend-timeout %v is negative", *a.IRQSuspendTimeout)
 		}
 		ae.Uint64(attrNAPIIRQSuspendTimeout, uint64(*a.IRQSuspendTimeout))
 	}
@@ -232,7 +232,7 @@ func uintAttr(typ uint16, b []byte) (uint64, error) {
 	case 8:
 		return binary.NativeEndian.Uint64(b), nil
 	}
-	return 0, fmt.Errorf("napi: attribute %d: integer of %d bytes, want 4 or 8", typ, len(b))
+	return 0, fmt.Errorf("netdev attribute %d: integer of %d bytes, want 4 or 8", typ, len(b))
 }
 
 // walkUints reads each attribute of b that has a setter in set as an
@@ -268,7 +268,7 @@ func parseNAPI(b []byte) (NAPI, error) {
 		attrNAPIThreaded:          func(v uint64) { n.Threaded = Threaded(v) },
 	})
 	if err == nil && n.ID == 0 {
-		err = fmt.Errorf("napi: napi-get reply without an id")
+		err = fmt.Errorf("napi-get reply without an id")
 	}
 	return n, err
 }
@@ -285,7 +285,7 @@ func parseQueue(b []byte) (Queue, error) {
 		attrQueueNAPIID:  func(v uint64) { q.NAPIID = uint32(v) },
 	})
 	if err == nil && (!seen || q.Ifindex == 0) {
-		err = fmt.Errorf("napi: queue-get reply without a queue id or ifindex")
+		err = fmt.Errorf("queue-get reply without a queue id or ifindex")
 	}
 	return q, err
 }

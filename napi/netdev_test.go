@@ -310,7 +310,7 @@ func TestThreadedText(t *testing.T) {
 func TestFeatureErrors(t *testing.T) {
 	c := &Client{kernel: "6.18.44-test", feat: Features{NAPIGet: true, NAPISet: true, Threaded: true}}
 	err := c.check(Attrs{Threaded: new(ThreadedBusyPoll)})
-	const want = "napi: threaded NAPI busy polling (threaded busy-poll) needs Linux 6.19 or later; this kernel is 6.18.44-test"
+	const want = "threaded NAPI busy polling (threaded busy-poll) needs Linux 6.19 or later; this kernel is 6.18.44-test"
 	if err == nil || err.Error() != want {
 		t.Fatalf("busy-poll on 6.18: %v, want %q", err, want)
 	}

@@ -175,7 +175,7 @@ func (r Record) Restore(c *Client) ([]Step, error) {
 		}
 		n, err := c.Get(s.NAPI.ID)
 		if errors.Is(err, unix.ENOENT) || err == nil && n.Ifindex != r.Ifindex {
-			return nil, fmt.Errorf("napi: ifindex %d: NAPI %d: %w", r.Ifindex, s.NAPI.ID, ErrStale)
+			return nil, fmt.Errorf("NAPI %d of ifindex %d: %w", s.NAPI.ID, r.Ifindex, ErrStale)
 		}
 		if err != nil {
 			return nil, err
@@ -262,10 +262,10 @@ func (s Step) String() string {
 func threadStart(pid int) (uint64, error) {
 	st, err := procfs.ReadStat(pid)
 	if err != nil {
-		return 0, fmt.Errorf("napi: pid %d: %w", pid, err)
+		return 0, fmt.Errorf("start time of pid %d: %w", pid, err)
 	}
 	if st.StartTime == 0 {
-		return 0, fmt.Errorf("napi: pid %d: no start time: %w", pid, os.ErrNotExist)
+		return 0, fmt.Errorf("start time of pid %d: none: %w", pid, os.ErrNotExist)
 	}
 	return st.StartTime, nil
 }

@@ -24,7 +24,7 @@ func (n *NS) Addrs(index int) ([]netip.Prefix, error) {
 		}
 		ad, err := netlink.NewAttributeDecoder(b[unix.SizeofIfAddrmsg:])
 		if err != nil {
-			return nil, fmt.Errorf("netns: addresses of link %d in %s: %w", index, n, err)
+			return nil, fmt.Errorf("list the addresses of link %d in %s: %w", index, n, err)
 		}
 		// IFA_LOCAL is the interface's own address; IFA_ADDRESS is the
 		// peer's on a point-to-point link, and the same otherwise.

@@ -27,11 +27,11 @@ var ErrNoDevConf = errors.New("no such per-device IP setting")
 
 func devConfPath(version, dev, key string) (string, error) {
 	if version != IPv4 && version != IPv6 {
-		return "", fmt.Errorf("netns: IP version %q: want ipv4 or ipv6", version)
+		return "", fmt.Errorf("IP version %q: want ipv4 or ipv6", version)
 	}
 	for _, s := range []string{dev, key} {
 		if s == "" || s == "." || s == ".." || strings.ContainsAny(s, "/\x00") {
-			return "", fmt.Errorf("netns: bad device setting name %q", s)
+			return "", fmt.Errorf("bad device setting name %q", s)
 		}
 	}
 	return filepath.Join("/proc/sys/net", version, "conf", dev, key), nil
@@ -76,9 +76,9 @@ func (n *NS) devConfErr(op, path string, err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, os.ErrNotExist):
-		return fmt.Errorf("netns: %s %s in %s: %w: %w", op, path, n, ErrNoDevConf, err)
+		return fmt.Errorf("%s %s in %s: %w: %w", op, path, n, ErrNoDevConf, err)
 	case errors.Is(err, os.ErrPermission):
-		return fmt.Errorf("netns: %s %s in %s: %w: %w", op, path, n, err, ErrNotPermitted)
+		return fmt.Errorf("%s %s in %s: %w: %w", op, path, n, err, ErrNotPermitted)
 	}
-	return fmt.Errorf("netns: %s %s in %s: %w", op, path, n, err)
+	return fmt.Errorf("%s %s in %s: %w", op, path, n, err)
 }

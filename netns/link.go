@@ -105,9 +105,9 @@ func ifinfomsg(index int, flags, change uint32) []byte {
 // and the kernel's answer; EPERM also matches ErrNotPermitted.
 func (n *NS) opErr(op string, err error) error {
 	if errors.Is(err, unix.EPERM) {
-		return fmt.Errorf("netns: %s in %s: %w: %w", op, n, err, ErrNotPermitted)
+		return fmt.Errorf("%s in %s: %w: %w", op, n, err, ErrNotPermitted)
 	}
-	return fmt.Errorf("netns: %s in %s: %w", op, n, err)
+	return fmt.Errorf("%s in %s: %w", op, n, err)
 }
 
 // execute sends a request with attributes ae (nil for none) after the
@@ -137,7 +137,7 @@ func (n *NS) Links() ([]Link, error) {
 		}
 		l, _, err := parseLink(m.Data)
 		if err != nil {
-			return nil, fmt.Errorf("netns: list links in %s: %w", n, err)
+			return nil, fmt.Errorf("list links in %s: %w", n, err)
 		}
 		out = append(out, l)
 	}
@@ -159,11 +159,11 @@ func (n *NS) getLink(name string) (Link, []byte, error) {
 		return Link{}, nil, n.opErr(fmt.Sprintf("look up link %q", name), err)
 	}
 	if len(msgs) == 0 || len(msgs[0].Data) < unix.SizeofIfInfomsg {
-		return Link{}, nil, fmt.Errorf("netns: look up link %q in %s: short reply", name, n)
+		return Link{}, nil, fmt.Errorf("look up link %q in %s: the kernel's reply is short", name, n)
 	}
 	l, stats, err := parseLink(msgs[0].Data)
 	if err != nil {
-		return Link{}, nil, fmt.Errorf("netns: look up link %q in %s: %w", name, n, err)
+		return Link{}, nil, fmt.Errorf("look up link %q in %s: %w", name, n, err)
 	}
 	return l, stats, nil
 }
@@ -296,7 +296,7 @@ func (n *NS) SetLink(index int, c LinkChange) error {
 		return nil
 	}
 	if len(c.MAC) > 0 && len(c.MAC) != 6 {
-		return fmt.Errorf("netns: MAC %s is not a 6-byte Ethernet address", c.MAC)
+		return fmt.Errorf("MAC %s is not a 6-byte Ethernet address", c.MAC)
 	}
 	ae := netlink.NewAttributeEncoder()
 	if c.MTU > 0 {

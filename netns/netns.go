@@ -33,16 +33,16 @@ var (
 // description) that failed with err: EPERM also matches ErrNoEnter.
 func enterErr(what string, err error) error {
 	if errors.Is(err, unix.EPERM) {
-		return fmt.Errorf("netns: %s: %w: %w", what, err, ErrNoEnter)
+		return fmt.Errorf("%s: %w: %w", what, err, ErrNoEnter)
 	}
-	return fmt.Errorf("netns: %s: %w", what, err)
+	return fmt.Errorf("%s: %w", what, err)
 }
 
 // CheckName reports whether name can name a namespace under Dir: a single
 // path element.
 func CheckName(name string) error {
 	if name == "" || strings.ContainsRune(name, '/') || name == "." || name == ".." {
-		return fmt.Errorf("netns: bad network namespace name %q: want a name under %s", name, Dir)
+		return fmt.Errorf("bad network namespace name %q: want a name under %s", name, Dir)
 	}
 	return nil
 }
@@ -57,10 +57,10 @@ func openFile(name string) (*os.File, error) {
 	}
 	f, err := os.Open(filepath.Join(Dir, name))
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("netns: network namespace %q not found: %w (create it with: ip netns add %s; list them with: ip netns list)", name, ErrNotFound, name)
+		return nil, fmt.Errorf("network namespace %q not found: %w (create it with: ip netns add %s; list them with: ip netns list)", name, ErrNotFound, name)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("netns: network namespace %q: %w", name, err)
+		return nil, fmt.Errorf("open network namespace %q: %w", name, err)
 	}
 	return f, nil
 }
@@ -89,7 +89,7 @@ func Open(name string) (*NS, error) {
 	}
 	if n.conn, err = netlink.Dial(unix.NETLINK_ROUTE, cfg); err != nil {
 		n.Close()
-		return nil, enterErr("rtnetlink in "+n.String(), err)
+		return nil, enterErr("open rtnetlink in "+n.String(), err)
 	}
 	return n, nil
 }
@@ -193,7 +193,7 @@ func (n *NS) Sysfs(writable bool) (int, error) {
 				return fd, nil
 			}
 		}
-		return -1, fmt.Errorf("netns: sysfs of %s: %w", n, err)
+		return -1, fmt.Errorf("mount a sysfs of %s: %w", n, err)
 	}
 	defer unix.Close(cfd)
 	attr := uint32(unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC)
@@ -202,7 +202,7 @@ func (n *NS) Sysfs(writable bool) (int, error) {
 	}
 	mfd, err := unix.Fsmount(cfd, unix.FSMOUNT_CLOEXEC, int(attr))
 	if err != nil {
-		return -1, fmt.Errorf("netns: sysfs of %s: %w", n, os.NewSyscallError("fsmount", err))
+		return -1, fmt.Errorf("mount a sysfs of %s: %w", n, os.NewSyscallError("fsmount", err))
 	}
 	return mfd, nil
 }
@@ -251,7 +251,7 @@ func onThreadIn(name string, ns *os.File, fn func() error) error {
 		ferr := fn()
 		if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
 			// Stay locked: the thread dies with this goroutine.
-			errc <- errors.Join(ferr, fmt.Errorf("netns: leave network namespace %q: %w", name, os.NewSyscallError("setns", err)))
+			errc <- errors.Join(ferr, fmt.Errorf("leave network namespace %q: %w", name, os.NewSyscallError("setns", err)))
 			return
 		}
 		runtime.UnlockOSThread()
@@ -264,7 +264,7 @@ func onThreadIn(name string, ns *os.File, fn func() error) error {
 func openOwn() (*os.File, error) {
 	f, err := os.Open("/proc/thread-self/ns/net")
 	if err != nil {
-		return nil, fmt.Errorf("netns: open own network namespace: %w", err)
+		return nil, fmt.Errorf("open this thread's network namespace: %w", err)
 	}
 	return f, nil
 }

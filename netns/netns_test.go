@@ -56,7 +56,7 @@ func TestOpErr(t *testing.T) {
 
 func TestEnterErr(t *testing.T) {
 	err := enterErr(`enter network namespace "lab"`, os.NewSyscallError("setns", unix.EPERM))
-	if !errors.Is(err, ErrNoEnter) || !errors.Is(err, unix.EPERM) || err.Error() != `netns: enter network namespace "lab": setns: operation not permitted: entering a network namespace needs CAP_SYS_ADMIN (run as root)` {
+	if !errors.Is(err, ErrNoEnter) || !errors.Is(err, unix.EPERM) || err.Error() != `enter network namespace "lab": setns: operation not permitted: entering a network namespace needs CAP_SYS_ADMIN (run as root)` {
 		t.Errorf("enterErr(EPERM) = %v", err)
 	}
 	if err := enterErr("x", unix.EINVAL); errors.Is(err, ErrNoEnter) {
@@ -251,5 +251,21 @@ func TestSysfs(t *testing.T) {
 	}
 	if _, err := os.Stat("/sys/class/net/tfwsysfs0"); err == nil {
 		t.Error("the veth shows in this process's /sys")
+	}
+}
+
+// TestMessagesNameNoPackage: what a user reads of a missing namespace or a
+// bad name says what was asked, not which Go package said it (issue 38,
+// item 7e).
+func TestMessagesNameNoPackage(t *testing.T) {
+	_, err1 := Open("tfw-no-such-ns")
+	err2 := CheckName("a/b")
+	for _, err := range []error{err1, err2} {
+		if err == nil || strings.Contains(err.Error(), "netns: ") || !strings.Contains(err.Error(), "network namespace") {
+			t.Errorf("%v: want an error about the network namespace that names no package", err)
+		}
+	}
+	if !errors.Is(err1, ErrNotFound) {
+		t.Errorf("Open of a missing namespace: %v, want ErrNotFound", err1)
 	}
 }

@@ -19,7 +19,7 @@ func (n *NS) Stats(name string) (LinkStats, error) {
 		return st, err
 	}
 	if b == nil {
-		return st, fmt.Errorf("netns: link %q in %s: no IFLA_STATS64", name, n)
+		return st, fmt.Errorf("read the counters of link %q in %s: the kernel gave no IFLA_STATS64", name, n)
 	}
 	f := []*uint64{&st.RxPackets, &st.TxPackets, &st.RxBytes, &st.TxBytes,
 		&st.RxErrors, &st.TxErrors, &st.RxDropped, &st.TxDropped}

@@ -31,7 +31,7 @@ func (n *NS) WatchLink(index int) (*LinkWatch, error) {
 	}
 	conn, err := netlink.Dial(unix.NETLINK_ROUTE, cfg)
 	if err != nil {
-		return nil, enterErr("rtnetlink link events in "+n.String(), err)
+		return nil, enterErr("watch link events in "+n.String(), err)
 	}
 	w := &LinkWatch{index: index, conn: conn, gone: make(chan struct{}), done: make(chan struct{})}
 	// Subscribed first, then looked up: a removal in between is not lost.

@@ -34,9 +34,9 @@ const (
 // written.
 var (
 	// ErrTooManySegments: fewer output buffers than segments.
-	ErrTooManySegments = errors.New("offload: too many segments for output buffers")
+	ErrTooManySegments = errors.New("GSO: too many segments for output buffers")
 	// ErrSegmentTooBig: a segment does not fit its output buffer.
-	ErrSegmentTooBig = errors.New("offload: segment larger than output buffer")
+	ErrSegmentTooBig = errors.New("GSO: segment larger than output buffer")
 )
 
 // Segment does in userspace what the kernel's GSO does before a device

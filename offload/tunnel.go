@@ -26,7 +26,7 @@ import (
 // inet_gso_segment).
 
 // ErrNotTunnel: SegmentTunnel found no tunnel it can segment in the frame.
-var ErrNotTunnel = errors.New("offload: not a GSO frame inside a tunnel")
+var ErrNotTunnel = errors.New("not a GSO frame inside a tunnel")
 
 const (
 	protoIPIP = 4  // IPv4 in IP

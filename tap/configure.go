@@ -23,19 +23,19 @@ func configure(d *Device, c Config, there *netns.NS) error {
 	defer here.Close()
 	l, err := here.Link(d.name)
 	if err != nil {
-		return fmt.Errorf("tap: configure %s: %w", d.name, err)
+		return fmt.Errorf("configure TAP %s: %w", d.name, err)
 	}
 	mac := c.MAC
 	if mac == nil && c.MACKey != nil {
 		mac = StableMAC(c.MACKey, c.Netns, d.name)
 	}
 	if err := here.SetLink(l.Index, netns.LinkChange{MTU: c.MTU, MAC: mac}); err != nil {
-		return fmt.Errorf("tap: configure %s: %w", d.name, err)
+		return fmt.Errorf("configure TAP %s: %w", d.name, err)
 	}
 	// Read the MAC back while the TAP is still visible here: the NIC side
 	// asks for frames to it (PACKET_MR_UNICAST).
 	if l, err = here.Link(d.name); err != nil {
-		return fmt.Errorf("tap: read back %s: %w", d.name, err)
+		return fmt.Errorf("read back TAP %s: %w", d.name, err)
 	}
 	d.mac = l.MAC
 	// The TAP's sysfs is visible only from its own namespace: write
@@ -47,24 +47,24 @@ func configure(d *Device, c Config, there *netns.NS) error {
 	if there != nil {
 		if err := here.SetLink(l.Index, netns.LinkChange{Netns: there}); err != nil {
 			if errors.Is(err, unix.EEXIST) {
-				return fmt.Errorf("tap: name %q is in use in %s: %w (%w)", d.name, there, ErrNameInUse, err)
+				return fmt.Errorf("name %q is in use in %s: %w (%w)", d.name, there, ErrNameInUse, err)
 			}
-			return fmt.Errorf("tap: move %s: %w", d.name, err)
+			return fmt.Errorf("move TAP %s: %w", d.name, err)
 		}
 		d.netns = there.Name()
 		ns = there
 		// The index is kept unless taken in the new namespace.
 		if l, err = there.Link(d.name); err != nil {
-			return fmt.Errorf("tap: %s after the move: %w", d.name, err)
+			return fmt.Errorf("TAP %s after the move: %w", d.name, err)
 		}
 	}
 	d.groIPv4, d.groIPv6 = l.GROIPv4MaxSize, l.GROMaxSize
 	if err := ns.SetLink(l.Index, netns.LinkChange{Up: true}); err != nil {
-		return fmt.Errorf("tap: configure %s: %w", d.name, err)
+		return fmt.Errorf("configure TAP %s: %w", d.name, err)
 	}
 	if c.Addr.IsValid() {
 		if err := ns.AddAddr(l.Index, c.Addr); err != nil {
-			return fmt.Errorf("tap: configure %s: %w", d.name, err)
+			return fmt.Errorf("configure TAP %s: %w", d.name, err)
 		}
 	}
 	return nil
@@ -78,19 +78,19 @@ func writeNAPI(ns *netns.NS, name string, s NAPISettings) error {
 	}
 	mnt, err := ns.Sysfs(true)
 	if err != nil {
-		return fmt.Errorf("tap: NAPI settings of %s: %w", name, err)
+		return fmt.Errorf("NAPI settings of TAP %s: %w", name, err)
 	}
 	defer unix.Close(mnt)
 	for _, a := range attrs {
 		p := filepath.Join("class/net", name, a[0])
 		fd, err := unix.Openat(mnt, p, unix.O_WRONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
-			return fmt.Errorf("tap: write /sys/%s = %s: %w", p, a[1], os.NewSyscallError("openat", err))
+			return fmt.Errorf("write /sys/%s = %s: %w", p, a[1], os.NewSyscallError("openat", err))
 		}
 		_, err = unix.Write(fd, []byte(a[1]))
 		unix.Close(fd)
 		if err != nil {
-			return fmt.Errorf("tap: write /sys/%s = %s: %w", p, a[1], os.NewSyscallError("write", err))
+			return fmt.Errorf("write /sys/%s = %s: %w", p, a[1], os.NewSyscallError("write", err))
 		}
 	}
 	return nil

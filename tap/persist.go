@@ -52,6 +52,16 @@ type record struct {
 	napi, vnet bool
 }
 
+// attachedError is ErrAttached for the TAP name in ns, which has n queues
+// attached.
+func attachedError(name string, ns *netns.NS, n int) error {
+	queues := "1 queue"
+	if n != 1 {
+		queues = fmt.Sprintf("%d queues", n)
+	}
+	return fmt.Errorf("TAP %s in %s has %s attached: %w", name, ns, queues, ErrAttached)
+}
+
 func onOff(b bool) string {
 	if b {
 		return "on"
@@ -134,20 +144,20 @@ func existing(c Config, there *netns.NS) (*netns.NS, netns.Link, error) {
 // c and the negotiated features f, or nil when it can.
 func checkExisting(c Config, f Features, ns *netns.NS, l netns.Link) error {
 	if !l.IsTAP() {
-		return fmt.Errorf("tap: name %q is in use in %s (a %s device): %w", c.Name, ns, l.KindName(), ErrNameInUse)
+		return fmt.Errorf("name %q is in use in %s (a %s device): %w", c.Name, ns, l.KindName(), ErrNameInUse)
 	}
 	if !l.Tun.Persist {
-		return fmt.Errorf("tap: name %q is in use in %s (a TAP another process holds): %w", c.Name, ns, ErrNameInUse)
+		return fmt.Errorf("name %q is in use in %s (a TAP another process holds): %w", c.Name, ns, ErrNameInUse)
 	}
 	if !c.Persist {
-		return &kindError{fmt.Sprintf("tap: name %q is in use in %s by a persistent TAP an earlier run left", c.Name, ns),
+		return &kindError{fmt.Sprintf("name %q is in use in %s by a persistent TAP an earlier run left", c.Name, ns),
 			[]error{ErrPersistent, ErrNameInUse}}
 	}
 	if err := checkOwner(c.Name, ns, l.Tun); err != nil {
 		return err
 	}
 	if l.Tun.Queues > 0 {
-		return fmt.Errorf("tap: %s in %s has %d queues attached: %w", c.Name, ns, l.Tun.Queues, ErrAttached)
+		return attachedError(c.Name, ns, l.Tun.Queues)
 	}
 	var diff []string
 	if l.Tun.MultiQueue != f.MultiQueue {
@@ -171,7 +181,7 @@ func checkExisting(c Config, f Features, ns *netns.NS, l netns.Link) error {
 		diff = append(diff, fmt.Sprintf("mac %s (asked %s)", l.MAC, c.MAC))
 	}
 	if len(diff) > 0 {
-		return &kindError{fmt.Sprintf("tap: the persistent TAP %s in %s was made with other settings: %s", c.Name, ns, strings.Join(diff, ", ")),
+		return &kindError{fmt.Sprintf("the persistent TAP %s in %s was made with other settings: %s", c.Name, ns, strings.Join(diff, ", ")),
 			[]error{ErrMismatch}}
 	}
 	return nil
@@ -191,7 +201,7 @@ func checkOwner(name string, ns *netns.NS, t netns.TunInfo) error {
 	if len(set) == 0 {
 		return nil
 	}
-	return &kindError{fmt.Sprintf("tap: the persistent TAP %s in %s has %s set (TUNSETOWNER, TUNSETGROUP): they may attach queues to it without CAP_NET_ADMIN and read and write the lab's frames",
+	return &kindError{fmt.Sprintf("the persistent TAP %s in %s has %s set (TUNSETOWNER, TUNSETGROUP): they may attach queues to it without CAP_NET_ADMIN and read and write the lab's frames",
 		name, ns, strings.Join(set, " and ")), []error{ErrOwned}}
 }
 
@@ -229,11 +239,11 @@ func attach(c Config, f Features, ns *netns.NS, l netns.Link) (_ *Device, err er
 	}
 	d.groIPv4, d.groIPv6 = l.GROIPv4MaxSize, l.GROMaxSize
 	if err := ns.SetLink(l.Index, netns.LinkChange{Up: true}); err != nil {
-		return nil, fmt.Errorf("tap: set %s up: %w", d.name, err)
+		return nil, fmt.Errorf("set TAP %s up: %w", d.name, err)
 	}
 	if c.Addr.IsValid() {
 		if err := ns.AddAddr(l.Index, c.Addr); err != nil && !errors.Is(err, unix.EEXIST) {
-			return nil, fmt.Errorf("tap: configure %s: %w", d.name, err)
+			return nil, fmt.Errorf("configure TAP %s: %w", d.name, err)
 		}
 	}
 	return d, nil
@@ -243,7 +253,7 @@ func attach(c Config, f Features, ns *netns.NS, l netns.Link) (_ *Device, err er
 // in its alias, where ns (the namespace it ended up in) shows it.
 func (d *Device) persist(c Config, ns *netns.NS) error {
 	if err := unix.IoctlSetInt(d.fds[0], unix.TUNSETPERSIST, 1); err != nil {
-		return fmt.Errorf("tap: TUNSETPERSIST %s: %w", d.name, os.NewSyscallError("ioctl", err))
+		return fmt.Errorf("make TAP %s persistent: %w", d.name, os.NewSyscallError("ioctl", err))
 	}
 	d.persistent = true
 	l, err := ns.Link(d.name)
@@ -274,19 +284,19 @@ func Remove(name, ns string) error {
 	defer n.Close()
 	l, err := n.Link(name)
 	if errors.Is(err, unix.ENODEV) {
-		return fmt.Errorf("tap: no interface %q in %s: %w", name, n, ErrNoTAP)
+		return fmt.Errorf("no interface %q in %s: %w", name, n, ErrNoTAP)
 	}
 	if err != nil {
 		return err
 	}
 	switch {
 	case !l.IsTAP():
-		return fmt.Errorf("tap: %q in %s is a %s device, not a TAP: %w", name, n, l.KindName(), ErrNoTAP)
+		return fmt.Errorf("%q in %s is a %s device, not a TAP: %w", name, n, l.KindName(), ErrNoTAP)
 	case l.Tun.Queues > 0:
-		return fmt.Errorf("tap: %s in %s has %d queues attached: %w", name, n, l.Tun.Queues, ErrAttached)
+		return attachedError(name, n, l.Tun.Queues)
 	}
 	if err := n.DelLink(l.Index); err != nil {
-		return fmt.Errorf("tap: remove %s: %w", name, err)
+		return fmt.Errorf("remove TAP %s: %w", name, err)
 	}
 	return nil
 }

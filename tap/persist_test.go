@@ -146,3 +146,28 @@ func TestPersistRefusesOwner(t *testing.T) {
 		}
 	}
 }
+
+// TestRemoveAttachedCounts: Remove of a persistent TAP a process holds
+// says how many queues it has attached, in words: "1 queue", "2 queues"
+// (issue 38, item 7d).
+func TestRemoveAttachedCounts(t *testing.T) {
+	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
+	for _, tc := range []struct {
+		queues int
+		want   string
+	}{{1, "has 1 queue attached"}, {2, "has 2 queues attached"}} {
+		name := "tfwq" + bed.ID
+		c := Config{Name: name, Queues: tc.queues, NAPI: On, VnetHdr: On, Netns: bed.LabNS, Persist: true}
+		d, err := openIn(t, bed, bed.FwdNS, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := Remove(name, bed.LabNS); !errors.Is(err, ErrAttached) || !strings.Contains(err.Error(), tc.want) || strings.HasPrefix(err.Error(), "tap: ") {
+			t.Errorf("Remove of a TAP with %d queues attached: %v, want ErrAttached saying %q", tc.queues, err, tc.want)
+		}
+		d.Close()
+		if err := Remove(name, bed.LabNS); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -215,11 +215,11 @@ func openTun() (int, error) {
 	if err != nil {
 		switch {
 		case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENODEV), errors.Is(err, unix.ENXIO):
-			return -1, fmt.Errorf("tap: open %s: %w: %w: load the tun module (modprobe tun) or create the node (mknod %s c 10 200)", tunPath, err, ErrNoTun, tunPath)
+			return -1, fmt.Errorf("open %s: %w: %w: load the tun module (modprobe tun) or create the node (mknod %s c 10 200)", tunPath, err, ErrNoTun, tunPath)
 		case errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES):
-			return -1, fmt.Errorf("tap: open %s: %w: %w", tunPath, err, netns.ErrNotPermitted)
+			return -1, fmt.Errorf("open %s: %w: %w", tunPath, err, netns.ErrNotPermitted)
 		}
-		return -1, fmt.Errorf("tap: open %s: %w", tunPath, err)
+		return -1, fmt.Errorf("open %s: %w", tunPath, err)
 	}
 	return fd, nil
 }
@@ -233,7 +233,7 @@ func Probe() (uint32, error) {
 	defer unix.Close(fd)
 	f, err := unix.IoctlGetUint32(fd, unix.TUNGETFEATURES)
 	if err != nil {
-		return 0, fmt.Errorf("tap: TUNGETFEATURES: %w", os.NewSyscallError("ioctl", err))
+		return 0, fmt.Errorf("ask the TUN driver for its features: %w", os.NewSyscallError("ioctl", err))
 	}
 	return f, nil
 }
@@ -279,7 +279,7 @@ func setOffload(fd int) (uint32, error) {
 }
 
 func explainSetIff(name string, err error) error {
-	e := fmt.Errorf("tap: TUNSETIFF %q: %w", name, os.NewSyscallError("ioctl", err))
+	e := fmt.Errorf("make TAP %q: %w", name, os.NewSyscallError("ioctl", err))
 	switch {
 	case errors.Is(err, unix.EPERM):
 		return fmt.Errorf("%w: %w", e, netns.ErrNotPermitted)
@@ -386,24 +386,24 @@ func create(c Config, f Features, there *netns.NS) (_ *Device, err error) {
 // checkConfig refuses what would fail only after the TAP exists.
 func checkConfig(c Config) error {
 	if len(c.Name) >= unix.IFNAMSIZ {
-		return fmt.Errorf("tap: name %q is longer than %d bytes", c.Name, unix.IFNAMSIZ-1)
+		return fmt.Errorf("TAP name %q is longer than %d bytes", c.Name, unix.IFNAMSIZ-1)
 	}
 	if len(c.MAC) > 0 && len(c.MAC) != 6 {
-		return fmt.Errorf("tap: MAC %s is not a 6-byte Ethernet address", c.MAC)
+		return fmt.Errorf("MAC %s is not a 6-byte Ethernet address", c.MAC)
 	}
 	if c.QueueNAPI != nil {
 		switch {
 		case len(c.QueueNAPI) != c.Queues:
-			return fmt.Errorf("tap: IFF_NAPI given for %d queues of %d", len(c.QueueNAPI), c.Queues)
+			return fmt.Errorf("IFF_NAPI given for %d queues of %d", len(c.QueueNAPI), c.Queues)
 		case c.Persist:
-			return errors.New("tap: a persistent TAP records one IFF_NAPI for all its queues, not one per queue")
+			return errors.New("a persistent TAP records one IFF_NAPI for all its queues, not one per queue")
 		case c.NAPISettings != (NAPISettings{}) && !slices.Contains(c.QueueNAPI, true):
-			return errors.New("tap: NAPI settings need IFF_NAPI, which no queue has")
+			return errors.New("NAPI settings need IFF_NAPI, which no queue has")
 		}
 		return nil
 	}
 	if c.NAPISettings != (NAPISettings{}) && c.NAPI == Off {
-		return errors.New("tap: NAPI settings need IFF_NAPI, which is turned off")
+		return errors.New("NAPI settings need IFF_NAPI, which is turned off")
 	}
 	return nil
 }
@@ -420,7 +420,7 @@ func negotiate(c Config) (Features, error) {
 		flags |= unix.IFF_MULTI_QUEUE
 		f.MultiQueue = true
 	} else if c.Queues > 1 {
-		return f, fmt.Errorf("tap: %d queues: %w", c.Queues, ErrNoMultiQueue)
+		return f, fmt.Errorf("%d queues: %w", c.Queues, ErrNoMultiQueue)
 	}
 	napi := c.NAPI
 	if c.QueueNAPI != nil {
@@ -436,7 +436,7 @@ func negotiate(c Config) (Features, error) {
 	if f.NAPI && f.QueueNAPI == nil {
 		flags |= unix.IFF_NAPI
 	} else if !f.NAPI && c.NAPISettings != (NAPISettings{}) {
-		return f, fmt.Errorf("tap: NAPI settings need IFF_NAPI, but %w (TUNGETFEATURES %#x)", ErrNoFeature, kern)
+		return f, fmt.Errorf("NAPI settings need IFF_NAPI, but %w (TUNGETFEATURES %#x)", ErrNoFeature, kern)
 	}
 	if f.VnetHdr, err = want("IFF_VNET_HDR", c.VnetHdr, kern, unix.IFF_VNET_HDR); err != nil {
 		return f, err
@@ -459,7 +459,7 @@ func (d *Device) openQueue() error {
 	d.fds = append(d.fds, fd)
 	ifr, err := unix.NewIfreq(d.name)
 	if err != nil {
-		return fmt.Errorf("tap: %w", err)
+		return fmt.Errorf("TAP name %q: %w", d.name, err)
 	}
 	flags := d.feat.Flags
 	if q := len(d.fds) - 1; q < len(d.feat.QueueNAPI) && d.feat.QueueNAPI[q] {
@@ -473,12 +473,12 @@ func (d *Device) openQueue() error {
 	d.name = ifr.Name()
 	if d.feat.VnetHdr {
 		if err := unix.IoctlSetPointerInt(fd, unix.TUNSETVNETHDRSZ, vnethdr.Len); err != nil {
-			return fmt.Errorf("tap: TUNSETVNETHDRSZ: %w", os.NewSyscallError("ioctl", err))
+			return fmt.Errorf("set the vnet header size: %w", os.NewSyscallError("ioctl", err))
 		}
 	}
 	// O_NONBLOCK only after TUNSETIFF: the workers block in ppoll.
 	if err := unix.SetNonblock(fd, true); err != nil {
-		return fmt.Errorf("tap: set nonblocking: %w", os.NewSyscallError("fcntl", err))
+		return fmt.Errorf("make a TAP queue non-blocking: %w", os.NewSyscallError("fcntl", err))
 	}
 	return nil
 }
@@ -490,7 +490,7 @@ func want(name string, w Want, kern, bit uint32) (bool, error) {
 		return false, nil
 	case On:
 		if !has {
-			return false, fmt.Errorf("tap: %s requested (on) but %w (TUNGETFEATURES %#x)", name, ErrNoFeature, kern)
+			return false, fmt.Errorf("%s requested (on) but %w (TUNGETFEATURES %#x)", name, ErrNoFeature, kern)
 		}
 		return true, nil
 	}

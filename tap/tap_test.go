@@ -172,3 +172,18 @@ func TestOpenErrorsLeaveNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestMessagesNameNoPackage: what a user reads of a TAP that cannot be
+// made says what is wrong with it, not which Go package said so (issue
+// 38, item 7e).
+func TestMessagesNameNoPackage(t *testing.T) {
+	for _, c := range []Config{{Name: strings.Repeat("t", 16)}, {Name: "t0", Queues: 2, QueueNAPI: []bool{true}}} {
+		err := checkConfig(c)
+		if err == nil || strings.HasPrefix(err.Error(), "tap: ") {
+			t.Errorf("checkConfig(%+v) = %v, want an error that names no package", c, err)
+		}
+	}
+	if err := Remove("tfw-no-such0", ""); !errors.Is(err, ErrNoTAP) || strings.HasPrefix(err.Error(), "tap: ") {
+		t.Errorf("Remove of no TAP: %v, want ErrNoTAP naming no package", err)
+	}
+}

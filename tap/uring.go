@@ -49,7 +49,7 @@ type URingQueue struct {
 func NewURingQueue(fd, batch int) (*URingQueue, error) {
 	b, err := uring.NewBatch(fd, batch)
 	if err != nil {
-		return nil, fmt.Errorf("tap: batched I/O on a queue: %w", err)
+		return nil, fmt.Errorf("batched I/O on a TAP queue: %w", err)
 	}
 	return &URingQueue{fd: fd, batch: b, want: 1}, nil
 }

@@ -11,17 +11,17 @@ var (
 	// or unsupported message, a bad memory table, a ring set up outside
 	// guest memory). Its connection is closed and everything it gave is
 	// released; the port waits for the next front-end.
-	ErrProtocol = errors.New("vhostuser: front-end broke the vhost-user protocol")
+	ErrProtocol = errors.New("the front-end broke the vhost-user protocol")
 	// ErrGuest: the guest broke the virtqueue rules (a descriptor outside
 	// its memory, a loop, an index beyond the ring, a fault on its memory).
 	// The port stops moving frames until the front-end restarts the rings,
 	// as it does when the guest's driver resets the device.
-	ErrGuest = errors.New("vhostuser: guest broke the virtqueue rules")
+	ErrGuest = errors.New("the guest broke the virtqueue rules")
 	// ErrPathTooLong: the socket path does not fit a unix socket address.
-	ErrPathTooLong = errors.New("vhostuser: socket path too long")
+	ErrPathTooLong = errors.New("vhost-user socket path too long")
 	// ErrNotSocket: a file that is not a socket is where the socket goes;
 	// Listen replaces only sockets.
-	ErrNotSocket = errors.New("vhostuser: not a socket")
+	ErrNotSocket = errors.New("not a socket")
 )
 
 func protoErr(req uint32, format string, args ...any) error {

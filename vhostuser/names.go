@@ -49,7 +49,7 @@ func RemoveSockets(dir, ns, tapName string, n int) (int, error) {
 			continue
 		}
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return removed, fmt.Errorf("vhostuser: %w", err)
+			return removed, fmt.Errorf("remove a vhost-user socket: %w", err)
 		}
 		removed++
 	}

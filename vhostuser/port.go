@@ -168,10 +168,10 @@ const MaxQueuePairs = 64
 // time: one that connects while another is served is turned away.
 func Listen(c Config) (*Port, error) {
 	if binary.NativeEndian.Uint16([]byte{1, 0}) != 1 {
-		return nil, errors.New("vhostuser: big-endian hosts are not supported")
+		return nil, errors.New("vhost-user ports need a little-endian host")
 	}
 	if c.QueuePairs < 0 || c.QueuePairs > MaxQueuePairs {
-		return nil, fmt.Errorf("vhostuser: %d queue pairs, at most %d", c.QueuePairs, MaxQueuePairs)
+		return nil, fmt.Errorf("vhost-user port of %d queue pairs: at most %d", c.QueuePairs, MaxQueuePairs)
 	}
 	p := makePort(c)
 	p.log = p.log.With("socket", c.Path)
@@ -368,7 +368,7 @@ func signals() (*eventfd.Signaller, error) {
 	if signaller == nil {
 		s, err := eventfd.NewSignaller()
 		if err != nil {
-			return nil, fmt.Errorf("vhostuser: %w", err)
+			return nil, fmt.Errorf("vhost-user signals: %w", err)
 		}
 		signaller = s
 	}

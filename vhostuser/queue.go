@@ -35,14 +35,14 @@ const (
 func (q *Queue) openFds() error {
 	var err error
 	if q.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
-		return fmt.Errorf("vhostuser: %w", os.NewSyscallError("epoll_create1", err))
+		return fmt.Errorf("set up a vhost-user queue: %w", os.NewSyscallError("epoll_create1", err))
 	}
 	if q.wakefd, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
-		return fmt.Errorf("vhostuser: %w", os.NewSyscallError("eventfd", err))
+		return fmt.Errorf("set up a vhost-user queue: %w", os.NewSyscallError("eventfd", err))
 	}
 	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: tagWake}
 	if err = unix.EpollCtl(q.epfd, unix.EPOLL_CTL_ADD, q.wakefd, &ev); err != nil {
-		return fmt.Errorf("vhostuser: %w", os.NewSyscallError("epoll_ctl", err))
+		return fmt.Errorf("set up a vhost-user queue: %w", os.NewSyscallError("epoll_ctl", err))
 	}
 	return nil
 }

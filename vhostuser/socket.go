@@ -30,7 +30,7 @@ var ErrUnsafeDir = rootdir.ErrUnsafe
 // connects, and be handed its guest's memory (ErrUnsafeDir).
 func CheckDir(dir string) error {
 	if err := rootdir.Check(dir); err != nil {
-		return fmt.Errorf("vhostuser: socket directory: %w", err)
+		return fmt.Errorf("vhost-user socket directory: %w", err)
 	}
 	return nil
 }
@@ -52,12 +52,12 @@ func listenSocket(path string, mode os.FileMode, owner *Owner) (*net.UnixListene
 	dir, base := filepath.Dir(path), filepath.Base(path)
 	dfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, 0, fmt.Errorf("vhostuser: listen on %s: %w", path, &os.PathError{Op: "open", Path: dir, Err: err})
+		return nil, 0, fmt.Errorf("listen on %s: %w", path, &os.PathError{Op: "open", Path: dir, Err: err})
 	}
 	defer unix.Close(dfd)
 	priv, name, err := privateDir(dfd, base)
 	if err != nil {
-		return nil, 0, fmt.Errorf("vhostuser: listen on %s: %w", path, err)
+		return nil, 0, fmt.Errorf("listen on %s: %w", path, err)
 	}
 	defer func() {
 		_ = unix.Unlinkat(priv, "s", 0) // still there if a step failed
@@ -67,13 +67,13 @@ func listenSocket(path string, mode os.FileMode, owner *Owner) (*net.UnixListene
 	// The kernel resolves /proc/self/fd/N to the directory itself.
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: "/proc/self/fd/" + strconv.Itoa(priv) + "/s", Net: "unix"})
 	if err != nil {
-		return nil, 0, fmt.Errorf("vhostuser: listen on %s: %w", path, err)
+		return nil, 0, fmt.Errorf("listen on %s: %w", path, err)
 	}
 	ln.SetUnlinkOnClose(false)
 	ino, err := placeSocket(dfd, priv, base, mode, owner)
 	if err != nil {
 		_ = ln.Close()
-		return nil, 0, fmt.Errorf("vhostuser: %s: %w", path, err)
+		return nil, 0, fmt.Errorf("place socket %s: %w", path, err)
 	}
 	return ln, ino, nil
 }
@@ -132,7 +132,7 @@ func placeSocket(dfd, priv int, base string, mode os.FileMode, owner *Owner) (ui
 // takes it shows only when Listen binds.
 func CheckPath(path string) error {
 	if path == "" {
-		return errors.New("vhostuser: no socket path")
+		return errors.New("no vhost-user socket path")
 	}
 	if len(path) > maxSunPath {
 		return fmt.Errorf("%w: %q has %d bytes, at most %d fit", ErrPathTooLong, path, len(path), maxSunPath)
@@ -174,7 +174,7 @@ func RemoveSocketFile(f SocketFile) error {
 		return nil
 	}
 	if err := os.Remove(f.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("vhostuser: %w", err)
+		return fmt.Errorf("remove a vhost-user socket: %w", err)
 	}
 	return nil
 }

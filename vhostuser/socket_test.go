@@ -246,3 +246,20 @@ func TestSocketModeIgnoresUmask(t *testing.T) {
 		t.Fatalf("Listen left %v", entries)
 	}
 }
+
+// TestMessagesNameNoPackage: what a user reads of a socket path that
+// cannot work says what is wrong with it, not which Go package said so
+// (issue 38, item 7e).
+func TestMessagesNameNoPackage(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(file, nil, 0o600)
+	for _, path := range []string{"", "/" + strings.Repeat("p", 200), file} {
+		err := vhostuser.CheckPath(path)
+		if err == nil || strings.Contains(err.Error(), "vhostuser: ") {
+			t.Errorf("CheckPath(%q) = %v, want an error that names no package", path, err)
+		}
+	}
+	if err := vhostuser.CheckPath(file); !errors.Is(err, vhostuser.ErrNotSocket) {
+		t.Errorf("CheckPath(a file) = %v, want ErrNotSocket", err)
+	}
+}

@@ -41,8 +41,8 @@ func ExampleFixup() {
 	// Output:
 	// fixed up: <nil>
 	// flags 1, gso type 1, gso size 1000, hdr_len 54, checksum at 34+16
-	// gso_size 1: vnethdr: bad gso size
-	// checksum at 34+6: vnethdr: checksum start/offset out of bounds
+	// gso_size 1: vnet header: bad gso size
+	// checksum at 34+6: vnet header: checksum start/offset out of bounds
 }
 
 // exampleTCPFrame is an Ethernet/IPv4/TCP frame from 198.18.0.1 to 198.18.0.2

@@ -38,26 +38,26 @@ const (
 var (
 	// ErrShort: a buffer is shorter than the header or the bounds it must hold
 	// (Decode, InsertVLAN).
-	ErrShort = errors.New("vnethdr: buffer too short")
+	ErrShort = errors.New("vnet header: buffer too short")
 	// ErrCsumBounds: csum_start/csum_offset point outside the frame or the IP
 	// packet, csum_start is before the smallest transport offset the kernel
 	// takes (20 bytes into the frame) or too far into it for the kernel's
 	// 16-bit skb->csum_start, or csum_offset is not the TCP/UDP check field
 	// of a GSO frame.
-	ErrCsumBounds = errors.New("vnethdr: checksum start/offset out of bounds")
+	ErrCsumBounds = errors.New("vnet header: checksum start/offset out of bounds")
 	// ErrGSOType: gso_type is unknown, legacy UFO, ECN on USO, or does not match
 	// the IP version and L4 protocol of the frame.
-	ErrGSOType = errors.New("vnethdr: bad gso type")
+	ErrGSOType = errors.New("vnet header: bad gso type")
 	// ErrGSOSize: gso_size is 0, GSO_BY_FRAGS (0xffff), below TCP_MIN_MSS
 	// (88) for TCP, or a USO frame would need more than UDP_MAX_SEGMENTS
 	// segments.
-	ErrGSOSize = errors.New("vnethdr: bad gso size")
+	ErrGSOSize = errors.New("vnet header: bad gso size")
 	// ErrMalformed: the headers do not parse, lengths disagree with the
 	// frame, the frame is an IP fragment, or csum_start is not where the L4
 	// header is.
-	ErrMalformed = errors.New("vnethdr: malformed frame")
+	ErrMalformed = errors.New("malformed frame")
 	// ErrNoHeadroom: InsertVLAN has fewer than 4 bytes before the frame.
-	ErrNoHeadroom = errors.New("vnethdr: no headroom for VLAN tag")
+	ErrNoHeadroom = errors.New("vnet header: no headroom for VLAN tag")
 )
 
 // Hdr is struct virtio_net_hdr. Multi-byte fields are little-endian on the wire:
@@ -103,5 +103,5 @@ func (h *Hdr) Encode(b []byte) {
 // not a GSO type (include/linux/virtio_net.h: virtio_net_hdr_to_skb rejects it).
 func (h Hdr) IsGSO() bool { return h.GSOType&^GSOECN != GSONone }
 
-// errNotIP is internal: Parse found no IPv4 or IPv6 header.
-var errNotIP = errors.New("vnethdr: not an IP frame")
+// errNotIP is internal: parse found no IPv4 or IPv6 header.
+var errNotIP = errors.New("not an IP frame")

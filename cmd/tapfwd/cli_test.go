@@ -2,10 +2,12 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/tapfwd/tapfwd/internal/cliflag/clitest"
+	"github.com/tapfwd/tapfwd/internal/tapport/tapporttest"
 )
 
 // TestHelpOnStdout: --help, -h and help CMD of every command go to stdout
@@ -78,7 +80,7 @@ func TestUsageErrors(t *testing.T) {
 // made by any: each fails before) is one line in the user's words.
 func TestNoGoInternals(t *testing.T) {
 	for _, old := range []string{`tapfwd: --tap-addr: netip.ParsePrefix("198.18.1.2"): no '/'`, `tapfwd: NIC "x" not found: route ip+net: no such network interface`,
-		"tapfwd: queue 0: pin to CPU 7: sched_setaffinity: invalid argument",
+		"tapfwd: queue 0: pin to CPU 7: sched_setaffinity: invalid argument", `tapfwd: vmport: netns: network namespace "x" not found`,
 		`tapfwd: --tap lo: name "lo" is in use in network namespace "lab" (a physical device)`, `invalid value "10" for flag -stats-interval: parse error`, "a\nb"} {
 		if clitest.Flaw(old) == "" {
 			t.Errorf("the check passes %q", old)
@@ -98,6 +100,53 @@ func TestNoGoInternals(t *testing.T) {
 		code := run(args, &out, &errb)
 		if why := clitest.Flaw(errb.String()); code == 0 || why != "" {
 			t.Errorf("tapfwd %q: exit %d, and the message %s:\n%s", args, code, why, errb.String())
+		}
+	}
+}
+
+// TestDownNoTAP: down of a TAP that is not there says so and that it
+// removed nothing, pointing at --tap-netns, rather than asking whether
+// tapfwd runs (issue 38, item 7c).
+func TestDownNoTAP(t *testing.T) {
+	clitest.Check(t, "tapfwd", run, []clitest.Case{
+		{Args: []string{"down", "--tap", "tfw-no-such-tap"}, Code: 1,
+			Want: `tapfwd: no TAP "tfw-no-such-tap" in this network namespace: nothing to remove (no network namespace here has one: tapfwd run --tap tfw-no-such-tap makes it)`},
+	})
+	var out, errb bytes.Buffer
+	if run([]string{"down", "--tap", "tfw-no-such-tap"}, &out, &errb); strings.Contains(errb.String(), "?") {
+		t.Errorf("down asks instead of saying: %s", errb.String())
+	}
+}
+
+// TestTAPElsewhere: a command that looks for a TAP in the wrong namespace
+// says where it is, and vm-port list with no ports to show says so
+// instead of printing an empty table (issue 38, item 7f).
+func TestTAPElsewhere(t *testing.T) {
+	bed, d := tapporttest.LabTAP(t)
+	there := fmt.Sprintf("(there is one in network namespace %s: pass --tap-netns %s)", bed.LabNS, bed.LabNS)
+	clitest.Check(t, "tapfwd", run, []clitest.Case{
+		{Args: []string{"vm-port", "list", "--tap", d.Name()}, Code: 1, Want: fmt.Sprintf("tapfwd: no TAP %q in this network namespace %s", d.Name(), there)},
+		{Args: []string{"vm-port", "add", "--tap", d.Name(), "--tap-netns", bed.FwdNS}, Code: 1, Want: there},
+		{Args: []string{"down", "--tap", d.Name()}, Code: 1, Want: "nothing to remove " + there},
+		{Args: []string{"vm-port", "list", "--tap", d.Name(), "--tap-netns", bed.LabNS}, Want: fmt.Sprintf("no VM ports on TAP %s in network namespace %s\n", d.Name(), bed.LabNS)},
+		{Args: []string{"vm-port", "list", "--tap-netns", bed.FwdNS}, Want: "no VM ports in network namespace " + bed.FwdNS},
+		{Args: []string{"vm-port", "list", "--tap-netns", bed.FwdNS, "--json"}, Want: "[]"},
+	})
+}
+
+// TestNoGoPackageNames: what failing commands print names none of
+// tapfwd's Go packages ("tapfwd: netns: ...": issue 38, item 7e).
+func TestNoGoPackageNames(t *testing.T) {
+	for _, args := range [][]string{
+		{"vm-port", "list", "--netns", "tfw-no-such-ns"}, {"vm-port", "add", "--tap", "x", "--netns", "tfw-no-such-ns"},
+		{"vm-port", "del", "--name", "tfw-no-such-port"}, {"down", "--tap", "tfw-no-such-tap"}, {"down", "--tap", "x", "--netns", "a/b"},
+		{"run", "--nic", "x", "--tap-netns", "a/b"}, {"run", "--nic", "x", "--host-port", "--tap-addr", "198.18.1.2/24", "--dhcp", "198.18.1.100"},
+		{"napi", "list", "--dev", "tfw-no-such-dev"},
+	} {
+		var out, errb bytes.Buffer
+		code := run(args, &out, &errb)
+		if m := clitest.GoPackage.FindString(out.String() + errb.String()); code == 0 || m != "" {
+			t.Errorf("tapfwd %q: exit %d, names the Go package %q:\n%s%s", args, code, m, out.String(), errb.String())
 		}
 	}
 }

@@ -31,11 +31,7 @@ func explain(err error) error {
 	case pe == nil, errors.Is(err, tapport.ErrNotTAP):
 		return err
 	case errors.Is(err, tapport.ErrNoTAP):
-		hint := ""
-		if pe.Netns == "" {
-			hint = " If it moved the TAP with --tap-netns, pass that namespace with --tap-netns here too."
-		}
-		return fmt.Errorf("%w (is tapfwd running with --tap %s?%s)", err, pe.Name, hint)
+		return fmt.Errorf("%w%s", err, elsewhere(pe.Netns, pe.Name))
 	case errors.Is(err, tapport.ErrNoPort):
 		return fmt.Errorf("%w (list them with: tapfwd vm-port list%s)", err, vmNetnsFlag(pe.Netns))
 	case errors.Is(err, tapport.ErrMACInUse):

@@ -175,7 +175,7 @@ func runAdvice(t *testing.T) (advice, dynamic []string) {
 		t.Fatal(err)
 	}
 	for _, e := range []error{tap.ErrPersistent, tap.ErrMismatch, tap.ErrOwned, tap.ErrAttached, tap.ErrNameInUse, tap.ErrNoMultiQueue} {
-		advice = append(advice, explainRun(fmt.Errorf("tap: %w", e), c).Error())
+		advice = append(advice, explainRun(fmt.Errorf("open the TAP: %w", e), c).Error())
 	}
 	for p := daemon.PartUser; p <= daemon.PartNICNAPICPU; p++ {
 		advice = append(advice, explainRun(&daemon.Error{Part: p, Err: errors.New("x")}, c).Error())

@@ -189,8 +189,8 @@ var runRules = []struct {
 	{"--nic nic-with-a-long-name", `--nic: "nic-with-a-long-name" has 20 bytes: an interface name has at most 15`},
 	{"--nic x --tap-mtu -1", "--tap-mtu -1: want 68 to 65521 bytes, or 0 for the NIC's"},
 	{"--nic x --stats-interval 1ns", "--stats-interval 1ns: want at least 1s"},
-	{"--nic x --tap-netns ../etc", "--tap-netns ../etc: netns: bad network namespace name"},
-	{"--nic x --tap-netns a/b", "--tap-netns a/b: netns: bad network namespace name"},
+	{"--nic x --tap-netns ../etc", "--tap-netns ../etc: bad network namespace name"},
+	{"--nic x --tap-netns a/b", "--tap-netns a/b: bad network namespace name"},
 	{"--nic x --queues 256 --batch 1024", "would take 32.0 GiB of frame buffers"},
 	{"--nic x --guest-vlans maybe", "--guest-vlans maybe: want allow or deny"},
 	{"--nic x --l2-control block", "--l2-control block: want forward or drop"},
@@ -250,12 +250,12 @@ func TestParseRunHostPort(t *testing.T) {
 	for _, tc := range []struct{ args, want string }{
 		{"--nic x --tap-addr 198.18.1.2/24 --dhcp 198.18.1.100-198.18.1.150", "--dhcp serves the guests from the host's port on the segment: add --host-port"},
 		{"--nic x --host-port --dhcp 198.18.1.100-198.18.1.150", "--dhcp 198.18.1.100-198.18.1.150: needs the host's address, in the subnet of the range (--tap-addr)"},
-		{"--nic x --host-port --tap-addr 198.18.1.2/24 --dhcp 198.18.1.100", "--dhcp 198.18.1.100: dhcp: range \"198.18.1.100\": want FIRST-LAST"},
-		{"--nic x --host-port --tap-addr 198.18.1.2/24 --dhcp 198.18.2.100-198.18.2.150", "--dhcp 198.18.2.100-198.18.2.150: dhcp: 198.18.2.100 is outside the host's subnet 198.18.1.0/24 (--tap-addr)"},
+		{"--nic x --host-port --tap-addr 198.18.1.2/24 --dhcp 198.18.1.100", "--dhcp 198.18.1.100: DHCP range \"198.18.1.100\": want FIRST-LAST"},
+		{"--nic x --host-port --tap-addr 198.18.1.2/24 --dhcp 198.18.2.100-198.18.2.150", "--dhcp 198.18.2.100-198.18.2.150: DHCP range: 198.18.2.100 is outside the host's subnet 198.18.1.0/24 (--tap-addr)"},
 		{"--nic x --host-port --tap-addr 198.18.1.2/24 --dhcp 198.18.1.1-198.18.1.9", "takes the host's own address 198.18.1.2"},
 		{"--nic x --host-port --tap-addr 2001:db8::2/64 --dhcp 198.18.1.100-198.18.1.150", "is not IPv4"},
 		{"--nic x --tap lab,eth0 --host-port --tap-addr 198.18.1.2/24 --dhcp 198.18.1.100-198.18.1.150",
-			`--dhcp: dhcp: interface name "lab,eth0h": a name dnsmasq cannot take (it splits its interface list at commas and reads '*' as a wildcard): want ASCII letters, digits, '.', '-' and '_': the host port is named after the TAP (--tap)`},
+			`--dhcp: DHCP interface name "lab,eth0h": a name dnsmasq cannot take (it splits its interface list at commas and reads '*' as a wildcard): want ASCII letters, digits, '.', '-' and '_': the host port is named after the TAP (--tap)`},
 	} {
 		wantRunError(t, tc.args, tc.want)
 	}

@@ -102,6 +102,9 @@ func vmPortList(args []string, stdout io.Writer) error {
 	if *asJSON {
 		return writeJSON(stdout, daemon.DescribeMacvtaps(ports))
 	}
+	if len(ports) == 0 {
+		return noPorts(stdout, *netns, *tapName)
+	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PORT\tIFINDEX\tTAP\tMAC\tSTATE\tDEVICE")
 	for _, p := range ports {
@@ -116,6 +119,21 @@ func vmPortList(args []string, stdout io.Writer) error {
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", p.Name, p.Index, p.TAP, p.MAC, state, dev)
 	}
 	return tw.Flush()
+}
+
+// noPorts says that vm-port list found no ports in namespace ns (on TAP
+// tapName, or on any), and where there are some.
+func noPorts(stdout io.Writer, ns, tapName string) error {
+	where := "this network namespace"
+	if ns != "" {
+		where = "network namespace " + ns
+	}
+	if tapName != "" {
+		_, err := fmt.Fprintf(stdout, "no VM ports on TAP %s in %s\n", tapName, where)
+		return err
+	}
+	_, err := fmt.Fprintf(stdout, "no VM ports in %s%s\n", where, elsewhere(ns, ""))
+	return err
 }
 
 func vmPortDel(args []string, stdout io.Writer) error {
@@ -139,7 +157,8 @@ and, with --tap, removes a persistent TAP (tapfwd run --persist) that no
 tapfwd is attached to, with the VM ports on it and their device nodes, its host
 port, the lease file of its DHCP server (run --host-port --dhcp) and,
 with --vhost-user, the vhost-user sockets run --persist kept in DIR.
-Guests on those ports lose their NICs.
+Guests on those ports lose their NICs: down names the processes that had
+them open.
 
 Flags:
 `
@@ -160,31 +179,34 @@ func cmdDown(args []string, stdout io.Writer) error {
 	switch {
 	case errors.Is(err, tap.ErrAttached):
 		return fmt.Errorf("%w (stop the tapfwd running on it first)", err)
+	case errors.Is(err, tapport.ErrNoTAP) && !errors.Is(err, tapport.ErrNotTAP):
+		return fmt.Errorf("%w: nothing to remove%s", err, elsewhere(*ns, *name))
 	case err != nil:
 		return explain(err)
 	case *name == "":
 		return nil
 	}
-	var with []string
-	if r.VMPorts > 0 {
-		with = append(with, "its "+plural(r.VMPorts, "VM port"))
-	}
-	if r.Sockets > 0 {
-		with = append(with, plural(r.Sockets, "vhost-user socket")+" in "+*vdir)
-	}
-	if len(with) > 0 {
-		with[0] = " with " + with[0]
-	}
-	fmt.Fprintf(stdout, "removed TAP %s%s\n", *name, strings.Join(with, " and "))
+	fmt.Fprintln(stdout, r.Text(*name, *vdir))
 	return nil
 }
 
-// plural is "1 noun" or "n nouns".
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
+// elsewhere is the hint for a TAP named tapName (or, for "", VM ports on
+// any TAP) not found in namespace ns: the namespace that has it, or how
+// tapfwd run makes the TAP.
+func elsewhere(ns, tapName string) string {
+	what := "there is one"
+	if tapName == "" {
+		what = "there are VM ports"
 	}
-	return fmt.Sprintf("%d %ss", n, noun)
+	switch where := tapport.Where(ns, tapName); {
+	case len(where) > 0 && where[0] == "":
+		return fmt.Sprintf(" (%s in this network namespace: leave --tap-netns out)", what)
+	case len(where) > 0:
+		return fmt.Sprintf(" (%s in network namespace %s: pass --tap-netns %s)", what, where[0], where[0])
+	case tapName != "":
+		return fmt.Sprintf(" (no network namespace here has one: tapfwd run --tap %s makes it)", tapName)
+	}
+	return ""
 }
 
 // netnsFlag is --tap-netns (also --netns): the TAP's network namespace,

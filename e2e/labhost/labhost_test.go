@@ -442,7 +442,7 @@ func TestHostPortDHCPFails(t *testing.T) {
 	args := append(append([]string{"run"}, bed.ForwarderArgs()...), "--host-port", "--metrics-addr", "", "--log-level", "warn",
 		"--dhcp", labIP(bed, 100).String()+"-"+labIP(bed, 150).String())
 	cmd := bed.Command(context.Background(), bed.FwdNS, testkit.Tapfwd(t), args...)
-	clitest.OneLineError(t, "--dhcp with port 67 taken", cmd, "--dhcp: dhcp: dnsmasq did not start on "+tapport.HostName(bed.LabIf)+": failed to bind DHCP server socket: Address already in use")
+	clitest.OneLineError(t, "--dhcp with port 67 taken", cmd, "--dhcp: dnsmasq did not start on "+tapport.HostName(bed.LabIf)+": failed to bind DHCP server socket: Address already in use")
 	if _, err := os.Stat(dhcp.LeaseFile(bed.LabNS, bed.LabIf)); !os.IsNotExist(err) {
 		t.Errorf("lease file after the failed start: %v", err)
 	}

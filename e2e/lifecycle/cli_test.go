@@ -137,3 +137,21 @@ func TestMACKeptAcrossRestart(t *testing.T) {
 		t.Errorf("down: %q, %v", out, err)
 	}
 }
+
+// TestFailedStartWarnsOfNothing: a second tapfwd on the NIC whose start
+// fails (its metrics address is the first one's) says only why it failed,
+// with no warning about the first (issue 38, item 7a): that warning is
+// for a tapfwd that runs.
+func TestFailedStartWarnsOfNothing(t *testing.T) {
+	bed, fw := testkit.Start(t, testkit.Tapfwd(t))
+	args := append(bed.TapfwdArgs(), "--tap", "tfwt2-"+bed.ID, "--metrics-addr", testkit.MetricsAddr)
+	out, err := bed.Command(context.Background(), bed.FwdNS, testkit.Tapfwd(t), args...).CombinedOutput()
+	msg := strings.TrimSpace(string(out))
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(msg, "address already in use") {
+		t.Fatalf("second tapfwd on the NIC with the first's metrics address: %v, want exit 1 saying the address is in use:\n%s", err, msg)
+	}
+	if strings.Contains(msg, "another tapfwd") || strings.Contains(msg, "\n") {
+		t.Errorf("a start that failed said more than why (tapfwd pid %d runs on the NIC):\n%s", fw.Pid(), msg)
+	}
+}

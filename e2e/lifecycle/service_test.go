@@ -48,6 +48,9 @@ func TestNotify(t *testing.T) {
 
 	ready := ns.Wait(t, "READY=1", 10*time.Second)
 	t.Logf("READY: %q", ready.Text)
+	if strings.Contains(ready.Text, " 1 queues") {
+		t.Errorf("READY's status counts in broken English: %q", ready.Text)
+	}
 	// Frames flow as soon as tapfwd says so.
 	p := traffic.NewPinger(t, bed)
 	if p.Ping(1, time.Second) != 1 {

@@ -29,7 +29,7 @@ func TestVMPortCLIErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"add", "--tap", "tfw-no-such-tap", "--tap-netns", bed.LabNS}, `no TAP "tfw-no-such-tap"`},
-		{[]string{"add", "--tap", bed.LabIf}, "pass that namespace with --tap-netns"},
+		{[]string{"add", "--tap", bed.LabIf}, "(there is one in network namespace " + bed.LabNS + ": pass --tap-netns " + bed.LabNS + ")"},
 		{[]string{"add", "--tap", bed.LabIf, "--tap-netns", "tfw-no-such-ns"}, `network namespace "tfw-no-such-ns" not found`},
 		{[]string{"add", "--tap", bed.LabIf, "--tap-netns", bed.LabNS, "--mac", p.MAC}, "is in use by tfwvmx"},
 		{[]string{"add", "--tap", bed.LabIf, "--tap-netns", bed.LabNS, "--name", "tfwvmx"}, `name "tfwvmx" is in use`},

@@ -46,9 +46,9 @@ func TestRefusals(t *testing.T) {
 		noXDP bool // under a seccomp filter: a kernel without AF_XDP sockets
 	}{
 		// The bed's veth has one RX queue.
-		{"no such queue", []string{"--queues", "2"}, "--nic-backend xdp: afxdp: ", false},
+		{"no such queue", []string{"--queues", "2"}, "--nic-backend xdp: ", false},
 		{"strict mac", []string{"--strict-mac"}, "--nic-backend xdp: the strict MAC filter is a packet socket's", false},
-		{"no AF_XDP sockets", nil, "--nic-backend xdp: afxdp: XDP socket: AF_XDP sockets are not available in this kernel", true},
+		{"no AF_XDP sockets", nil, "--nic-backend xdp: XDP socket: AF_XDP sockets are not available in this kernel", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append(bed.TapfwdArgs(append(append([]string(nil), xdpArgs...), tc.args...)...), "--metrics-addr", "")

@@ -38,13 +38,13 @@ type Port struct {
 
 // ErrMAC: a guest's address is no unicast Ethernet address, or two guests
 // have one address.
-var ErrMAC = errors.New("fabric: guest addresses must be unicast Ethernet addresses, one each")
+var ErrMAC = errors.New("guest addresses must be unicast Ethernet addresses, one each")
 
 // New returns a switch for the guests ports (at most MaxGuests), each
 // queue pair with an inbox of up to frames frames and bytes bytes.
 func New(ports []Port, frames, bytes int) (*Switch, error) {
 	if len(ports) > MaxGuests {
-		return nil, fmt.Errorf("fabric: %d guests, at most %d", len(ports), MaxGuests)
+		return nil, fmt.Errorf("%d guest ports, at most %d", len(ports), MaxGuests)
 	}
 	s := &Switch{byMAC: map[[6]byte]int{}}
 	for i, p := range ports {
@@ -62,7 +62,7 @@ func New(ports []Port, frames, bytes int) (*Switch, error) {
 			in, err := NewInbox(frames, bytes)
 			if err != nil {
 				s.Close()
-				return nil, fmt.Errorf("fabric: eventfd: %w", os.NewSyscallError("eventfd", err))
+				return nil, fmt.Errorf("make an eventfd: %w", os.NewSyscallError("eventfd", err))
 			}
 			g.inboxes = append(g.inboxes, in)
 		}

@@ -103,7 +103,7 @@ func New(c Config) (_ *Endpoint, err error) {
 		}
 	}()
 	if e.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
-		return nil, fmt.Errorf("abtap: %w", os.NewSyscallError("epoll_create1", err))
+		return nil, fmt.Errorf("A/B endpoint: %w", os.NewSyscallError("epoll_create1", err))
 	}
 	for _, q := range e.q {
 		// Level-triggered EPOLLIN only: a TAP queue is always writable,
@@ -111,7 +111,7 @@ func New(c Config) (_ *Endpoint, err error) {
 		// is reported unasked.
 		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(q.Fd())}
 		if err := unix.EpollCtl(e.epfd, unix.EPOLL_CTL_ADD, q.Fd(), &ev); err != nil {
-			return nil, fmt.Errorf("abtap: %w", os.NewSyscallError("epoll_ctl", err))
+			return nil, fmt.Errorf("A/B endpoint: %w", os.NewSyscallError("epoll_ctl", err))
 		}
 	}
 	if c.Control == "" {
@@ -131,11 +131,11 @@ func New(c Config) (_ *Endpoint, err error) {
 func OpenControl(path string) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
-		return nil, fmt.Errorf("abtap: control: %w", err)
+		return nil, fmt.Errorf("A/B control: %w", err)
 	}
 	if st, err := f.Stat(); err != nil || st.Mode().Type() != fs.ModeNamedPipe {
 		f.Close()
-		return nil, fmt.Errorf("abtap: control %s: %w", path, ErrNotFIFO)
+		return nil, fmt.Errorf("A/B control %s: %w", path, ErrNotFIFO)
 	}
 	return f, nil
 }

@@ -20,7 +20,7 @@ import (
 
 // check refuses, before anything is made, what this machine cannot do
 // for the Config: CPUs it may not use, no NAPI instances to make
-// threaded, no dnsmasq. It warns of another daemon on the NIC, and takes
+// threaded, no dnsmasq. It looks for other daemons on the NIC, and takes
 // the machine's id to derive the TAP's and the host port's MACs from.
 func (d *Daemon) check() error {
 	if cpus := d.c.Workers.CPUs; len(cpus) > 0 {
@@ -45,7 +45,7 @@ func (d *Daemon) check() error {
 			return fail(PartDHCP, "", err)
 		}
 	}
-	d.warnOthers()
+	d.findOthers()
 	key, err := machineKey()
 	if err != nil && (d.c.TAP.MAC == nil || d.c.Host != nil) {
 		d.log.Warn("the lab gets random MACs: no machine id to derive ones that stay across restarts", "err", err)
@@ -122,10 +122,11 @@ func (d *Daemon) warnSharedPollerCPU(cpu int) {
 	}
 }
 
-// warnOthers warns of each other daemon whose packet sockets are on this
-// NIC: it and this one cannot reach each other through the NIC, as each
-// one's sockets ignore the frames the other sends on it.
-func (d *Daemon) warnOthers() {
+// findOthers finds the other daemons whose packet sockets are on this
+// NIC, while this process may still read every process's fds; Open warns
+// of them once it has started (warnOthers), not before a start that then
+// fails.
+func (d *Daemon) findOthers() {
 	socks, err := procfs.PacketSockets()
 	if err != nil {
 		d.log.Debug("not looking for other tapfwds on the NIC", "err", err)
@@ -145,10 +146,24 @@ func (d *Daemon) warnOthers() {
 				continue
 			}
 			seen[pid] = true
-			d.log.Warn("another tapfwd forwards on this NIC: its lab and this one cannot reach each other through it (each ignores the frames the other sends on the NIC); "+
-				"run one tapfwd with VM ports for both, or give each its own NIC",
-				"nic", d.c.NIC.Name, "other_pid", pid, "other_command", strings.Join(args, " "))
+			d.others = append(d.others, otherDaemon{pid, strings.Join(args, " ")})
 		}
+	}
+}
+
+// otherDaemon is another tapfwd run on the NIC: its pid and command line.
+type otherDaemon struct {
+	pid     int
+	command string
+}
+
+// warnOthers warns of each other daemon findOthers found: it and this one
+// cannot reach each other through the NIC, as each one's sockets ignore
+// the frames the other sends on it.
+func (d *Daemon) warnOthers() {
+	for _, o := range d.others {
+		d.log.Warn("another tapfwd forwards on this NIC: its lab and this one cannot reach each other through it; run one tapfwd with VM ports for both, or give each its own NIC",
+			"nic", d.c.NIC.Name, "other_pid", o.pid, "other_command", o.command)
 	}
 }
 

@@ -33,6 +33,7 @@ type Daemon struct {
 	status *statusSource
 	napiJ  *napiJournals    // the NIC's NAPI journal (NAPIJournalDir)
 	featJ  *featureJournals // the NIC's feature journal (FeatureJournalDir)
+	others []otherDaemon    // other daemons on the NIC, warned of once started
 }
 
 // machine is what the Config names, resolved: the user to become, the VM
@@ -71,6 +72,7 @@ func Open(c Config) (*Daemon, error) {
 	d.log.Info("forwarding", "tap", d.dev.Name(), "tap_netns", d.dev.Netns(), "nic", d.c.NIC.Name,
 		"queues", d.c.TAP.Queues, "cpus", d.m.cpus, "napi", f.NAPI, "vnet_hdr", f.VnetHdr,
 		"offloads", f.OffloadNames(), "mtu", d.c.TAP.MTU, "mac", d.dev.MAC().String())
+	d.warnOthers()
 	return d, nil
 }
 
@@ -193,7 +195,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 			}
 		}
 		d.log.Info("ready: every worker runs")
-		n.ready(fmt.Sprintf("forwarding %s <-> %s, %d queues", d.dev.Name(), d.c.NIC.Name, d.c.TAP.Queues))
+		n.ready(fmt.Sprintf("forwarding %s <-> %s, %s", d.dev.Name(), d.c.NIC.Name, count(d.c.TAP.Queues, "queue")))
 	}()
 	go n.watchdog(ctx, d.fw.Stalled)
 	defer n.stopping()

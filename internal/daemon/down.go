@@ -2,7 +2,13 @@ package daemon
 
 import (
 	"errors"
+	"fmt"
+	"os"
+	"strings"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/tapfwd/tapfwd/internal/base/procfs"
 	"github.com/tapfwd/tapfwd/internal/tapport"
 	"github.com/tapfwd/tapfwd/tap"
 	"github.com/tapfwd/tapfwd/vhostuser"
@@ -17,6 +23,17 @@ type Removed struct {
 	NAPI []NAPIRecovery
 	// Features is what became of their feature journals (NIC.GRO).
 	Features []FeatureRecovery
+	// InUse are the processes that had a VM port open, or named a
+	// vhost-user socket in their command line, when Down removed it:
+	// their guests lost their NICs.
+	InUse []Holder
+}
+
+// Holder is a process that held what Down removed.
+type Holder struct {
+	What string // "VM port tfwvm0", "vhost-user socket PATH"
+	Pid  int
+	Comm string // its command name
 }
 
 // Recovered says, a line each, what became of the NAPI and feature
@@ -38,7 +55,9 @@ func (r Removed) Recovered() []string {
 // empty, removes the persistent TAP tapName in namespace ns that no daemon is attached to (tap.ErrAttached), with what
 // a persistent lab keeps: the VM ports on it and their device nodes, its
 // host port, the lease file of its DHCP server and, when vhostDir is not
-// empty, the vhost-user sockets there.
+// empty, the vhost-user sockets there. It removes them whoever holds them
+// (a guest loses its NIC, as `tapfwd down` warns), and names in
+// Removed.InUse the processes that did.
 func Down(tapName, ns, vhostDir string) (Removed, error) {
 	var r Removed
 	js, err := newNAPIJournals(NAPIJournalDir)
@@ -63,7 +82,9 @@ func downTAP(r *Removed, tapName, ns, vhostDir string) error {
 		return err
 	}
 	r.VMPorts = len(ports)
+	r.InUse = holders(ports, vhostDir, ns, tapName)
 	if err := tap.Remove(tapName, ns); err != nil {
+		r.InUse = nil
 		return err
 	}
 	// The kernel took the ports with the TAP; their nodes are stale now.
@@ -78,6 +99,61 @@ func downTAP(r *Removed, tapName, ns, vhostDir string) error {
 		r.Sockets, err = vhostuser.RemoveSockets(vhostDir, ns, tapName, MaxVMPorts)
 	}
 	return err
+}
+
+// holders are the processes that hold ports, by their device numbers, or
+// name the TAP's vhost-user sockets in vhostDir ("": none).
+func holders(ports []tapport.Port, vhostDir, ns, tapName string) []Holder {
+	devs := map[uint64]bool{}
+	for _, p := range ports {
+		devs[unix.Mkdev(p.Major, p.Minor)] = true
+	}
+	var out []Holder
+	byDev := procfs.DeviceHolders(devs)
+	for _, p := range ports {
+		for _, pid := range byDev[unix.Mkdev(p.Major, p.Minor)] {
+			out = append(out, Holder{"VM port " + p.Name, pid, procfs.Comm(pid)})
+		}
+	}
+	var socks []string
+	for i := 0; vhostDir != "" && i < MaxVMPorts; i++ {
+		if p := vhostuser.SocketPath(vhostDir, ns, tapName, i); fileExists(p) {
+			socks = append(socks, p)
+		}
+	}
+	named := procfs.Naming(socks)
+	for _, p := range socks {
+		for _, pid := range named[p] {
+			out = append(out, Holder{"vhost-user socket " + p, pid, procfs.Comm(pid)})
+		}
+	}
+	return out
+}
+
+func fileExists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
+}
+
+// Text says what Down removed with TAP tapName; vhostDir is where the
+// sockets were. A line for each process that held what it removed
+// follows.
+func (r Removed) Text(tapName, vhostDir string) string {
+	var with []string
+	if r.VMPorts > 0 {
+		with = append(with, "its "+count(r.VMPorts, "VM port"))
+	}
+	if r.Sockets > 0 {
+		with = append(with, count(r.Sockets, "vhost-user socket")+" in "+vhostDir)
+	}
+	text := "removed TAP " + tapName
+	if len(with) > 0 {
+		text += " with " + strings.Join(with, " and ")
+	}
+	for _, h := range r.InUse {
+		text += fmt.Sprintf("\n%s was in use by pid %d (%s): its guest has lost its NIC", h.What, h.Pid, h.Comm)
+	}
+	return text
 }
 
 // DownCommand is the command that removes a persistent TAP.

@@ -88,6 +88,13 @@ func TestStatusText(t *testing.T) {
 			t.Errorf("status text lacks %q:\n%s", want, out)
 		}
 	}
+	// One of a thing is "1 frame", not "1 frames" (issue 38, item 7d).
+	st.VMPorts[1].FromGuest.RxPackets, st.VMPorts[1].ToGuest.TxPackets = 1, 0
+	b.Reset()
+	st.WriteText(&b)
+	if want := "    from the guest: 1 frame, drops spoofed_mac=1; to it: 0 frames, drops none\n"; !strings.Contains(b.String(), want) {
+		t.Errorf("status text lacks %q:\n%s", want, b.String())
+	}
 	st.AnsweredBy = &Answerer{Addr: netip.MustParseAddrPort("127.0.0.1:9310"), Unknown: "why"}
 	b.Reset()
 	st.WriteText(&b)

@@ -89,8 +89,8 @@ func writeVMPorts(w io.Writer, ports []PortStatus, listErr string) {
 		}
 		fmt.Fprintf(w, "  %s  %s  vhost-user %s  %s\n", printable(p.Name), printable(p.MAC), printable(p.Socket), printable(p.State))
 		if p.FromGuest != nil && p.ToGuest != nil {
-			fmt.Fprintf(w, "    from the guest: %d frames, drops %s; to it: %d frames, drops %s\n",
-				p.FromGuest.RxPackets, dropText(p.FromGuest.Drops), p.ToGuest.TxPackets, dropText(p.ToGuest.Drops))
+			fmt.Fprintf(w, "    from the guest: %s, drops %s; to it: %s, drops %s\n",
+				count(p.FromGuest.RxPackets, "frame"), dropText(p.FromGuest.Drops), count(p.ToGuest.TxPackets, "frame"), dropText(p.ToGuest.Drops))
 		}
 		if len(p.Features) > 0 {
 			fmt.Fprintf(w, "    features: %s\n", printable(strings.Join(p.Features, ",")))
@@ -102,6 +102,14 @@ func writeVMPorts(w io.Writer, ports []PortStatus, listErr string) {
 }
 
 // dropText is "reason=n ..." for the drops that happened, "none" if none.
+// count is "1 noun" or "n nouns".
+func count[N int | uint64](n N, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
 func dropText(m map[string]uint64) string {
 	var parts []string
 	for r, n := range m {

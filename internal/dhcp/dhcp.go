@@ -96,7 +96,7 @@ func CheckInterface(name string) error {
 		ok = ok && (c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_')
 	}
 	if !ok {
-		return fmt.Errorf("dhcp: interface name %q: %w (it splits its interface list at commas and reads '*' as a wildcard): want ASCII letters, digits, '.', '-' and '_'",
+		return fmt.Errorf("DHCP interface name %q: %w (it splits its interface list at commas and reads '*' as a wildcard): want ASCII letters, digits, '.', '-' and '_'",
 			name, ErrInterfaceName)
 	}
 	return nil
@@ -113,7 +113,7 @@ func Find() (string, error) {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("dhcp: %w on $PATH or in /usr/sbin: install it (Debian and Ubuntu: apt-get install dnsmasq-base)", ErrNoDnsmasq)
+	return "", fmt.Errorf("%w on $PATH or in /usr/sbin: install it (Debian and Ubuntu: apt-get install dnsmasq-base)", ErrNoDnsmasq)
 }
 
 // ParseRange parses "FIRST-LAST", two IPv4 addresses, FIRST not after
@@ -128,9 +128,9 @@ func ParseRange(s string) (first, last netip.Addr, err error) {
 	}
 	switch {
 	case !ok || err != nil || !first.Is4() || !last.Is4():
-		return netip.Addr{}, netip.Addr{}, fmt.Errorf("dhcp: range %q: want FIRST-LAST, two IPv4 addresses, e.g. 198.18.1.100-198.18.1.150", s)
+		return netip.Addr{}, netip.Addr{}, fmt.Errorf("DHCP range %q: want FIRST-LAST, two IPv4 addresses, e.g. 198.18.1.100-198.18.1.150", s)
 	case last.Less(first):
-		return netip.Addr{}, netip.Addr{}, fmt.Errorf("dhcp: range %q: %s comes after %s", s, first, last)
+		return netip.Addr{}, netip.Addr{}, fmt.Errorf("DHCP range %q: %s comes after %s", s, first, last)
 	}
 	return first, last, nil
 }
@@ -139,20 +139,20 @@ func ParseRange(s string) (first, last netip.Addr, err error) {
 // its network and broadcast addresses and of host's own address.
 func CheckRange(host netip.Prefix, first, last netip.Addr) error {
 	if !host.Addr().Is4() {
-		return fmt.Errorf("dhcp: the host's address %s is not IPv4: dnsmasq hands out addresses in the host port's IPv4 subnet", host)
+		return fmt.Errorf("the host's address %s is not IPv4: dnsmasq hands out addresses in the host port's IPv4 subnet", host)
 	}
 	sub := host.Masked()
 	for _, a := range []netip.Addr{first, last} {
 		if !sub.Contains(a) {
-			return fmt.Errorf("dhcp: %s is outside the host's subnet %s", a, sub)
+			return fmt.Errorf("DHCP range: %s is outside the host's subnet %s", a, sub)
 		}
 	}
 	bcast := lastAddr(sub)
 	switch {
 	case host.Bits() < 31 && (first == sub.Addr() || last == bcast):
-		return fmt.Errorf("dhcp: range %s-%s takes the network or broadcast address of %s", first, last, sub)
+		return fmt.Errorf("DHCP range %s-%s takes the network or broadcast address of %s", first, last, sub)
 	case !host.Addr().Less(first) && !last.Less(host.Addr()):
-		return fmt.Errorf("dhcp: range %s-%s takes the host's own address %s", first, last, host.Addr())
+		return fmt.Errorf("DHCP range %s-%s takes the host's own address %s", first, last, host.Addr())
 	}
 	return nil
 }
@@ -172,7 +172,7 @@ func ensureDirs(dirs ...string) (made []string, err error) {
 	for _, d := range dirs {
 		_, missing := os.Lstat(d)
 		if err := rootdir.Ensure(d); err != nil {
-			return made, fmt.Errorf("dhcp: %w", err)
+			return made, fmt.Errorf("DHCP lease directory: %w", err)
 		}
 		if missing != nil {
 			made = append(made, d)
@@ -221,7 +221,7 @@ func Start(c Config, log func(line string)) (*Server, error) {
 		}
 	}
 	if c.Interface == "" || c.LeaseFile == "" || !c.First.IsValid() || !c.Last.IsValid() {
-		return nil, errors.New("dhcp: an interface, a range and a lease file are needed")
+		return nil, errors.New("a DHCP server needs an interface, a range and a lease file")
 	}
 	if err := CheckInterface(c.Interface); err != nil {
 		return nil, err
@@ -239,14 +239,14 @@ func Start(c Config, log func(line string)) (*Server, error) {
 	// dnsmasq logs on stderr (--log-facility=-); stdout stays quiet.
 	out, err := s.cmd.StderrPipe()
 	if err != nil {
-		return nil, fmt.Errorf("dhcp: %w", err)
+		return nil, fmt.Errorf("start dnsmasq: %w", err)
 	}
 	// A thread inside the namespace forks dnsmasq: the child inherits the
 	// thread's network namespace.
 	if err := netns.Do(c.Netns, s.cmd.Start); err != nil {
 		out.Close()
 		removeEmpty(s.made)
-		return nil, fmt.Errorf("dhcp: start %s: %w", bin, err)
+		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
 	started := make(chan struct{})
 	go s.read(bufio.NewScanner(out), started, log)
@@ -256,10 +256,10 @@ func Start(c Config, log func(line string)) (*Server, error) {
 	case <-s.done:
 	case <-time.After(startTimeout):
 		s.Stop()
-		return nil, fmt.Errorf("dhcp: %w within %v on %s (its last line: %q)", ErrStart, startTimeout, c.Interface, s.lastLine())
+		return nil, fmt.Errorf("%w within %v on %s (its last line: %q)", ErrStart, startTimeout, c.Interface, s.lastLine())
 	}
 	s.removeLeases()
-	return nil, fmt.Errorf("dhcp: %w on %s: %s (%v)", ErrStart, c.Interface, s.lastLine(), s.err)
+	return nil, fmt.Errorf("%w on %s: %s (%v)", ErrStart, c.Interface, s.lastLine(), s.err)
 }
 
 // read passes dnsmasq's lines to log, closes started at its "started"
@@ -334,7 +334,7 @@ func (s *Server) removeLeases() error {
 		return nil
 	}
 	if err := os.Remove(s.c.LeaseFile); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("dhcp: %w", err)
+		return fmt.Errorf("remove the DHCP lease file: %w", err)
 	}
 	removeEmpty(s.made)
 	return nil

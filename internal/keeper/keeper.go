@@ -21,7 +21,10 @@ import (
 // tapfwd's group (a Ctrl-C, kill -9 -- -PGID) does not reach it. It reads its job as JSON from stdin, begins
 // it and says "ready DETAIL" or "error WHY" in one line on stdout, then
 // waits for stdin to close, which happens when tapfwd ends however it ends
-// (exit, signal, SIGKILL), and finishes the job. It takes no other input.
+// (exit, signal, SIGKILL), finishes the job and says "done". It takes no
+// other input. Stop waits for that line, not for the exit, which can take
+// long (a race-detector build sleeps a second at exit) and does nothing
+// tapfwd waits for.
 //
 // The program's main must run ServeJanitor when its first argument is
 // JanitorCommand, and ServeDHCP for DHCPCommand.
@@ -39,7 +42,10 @@ type Keeper struct {
 	pid    int
 	hold   *os.File // its stdin: closing it tells it to finish
 	exited chan struct{}
-	detail string // what it said when ready
+	// finished is closed once it said its job is done, or closed its
+	// stdout (exited) without saying so.
+	finished chan struct{}
+	detail   string // what it said when ready
 	// stopping is set once Stop was called.
 	stopping atomic.Bool
 }
@@ -52,7 +58,6 @@ func start(what, sub string, job any, log *slog.Logger, msg string) (*Keeper, er
 	if err != nil {
 		return nil, err
 	}
-	defer p.status.Close()
 	cmd := exec.Command("/proc/self/exe", sub)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = p.child[0], p.child[1], os.Stderr
 	// Its own process group: its lifetime is its stdin's, not the group's.
@@ -65,9 +70,10 @@ func start(what, sub string, job any, log *slog.Logger, msg string) (*Keeper, er
 	closeAll(p.child)
 	if err != nil {
 		p.hold.Close()
+		p.status.Close()
 		return nil, fmt.Errorf("starting the %s: %w", what, err)
 	}
-	k := &Keeper{what: what, pid: cmd.Process.Pid, hold: p.hold, exited: make(chan struct{})}
+	k := &Keeper{what: what, pid: cmd.Process.Pid, hold: p.hold, exited: make(chan struct{}), finished: make(chan struct{})}
 	go func() { cmd.Wait(); close(k.exited) }()
 	if err := k.handshake(job, p.status, cmd.Process); err != nil {
 		k.Stop()
@@ -112,14 +118,19 @@ func closeAll(files []*os.File) {
 }
 
 // handshake sends the job and reads the keeper's first line.
-func (k *Keeper) handshake(job any, status io.Reader, p *os.Process) error {
+func (k *Keeper) handshake(job any, status io.ReadCloser, p *os.Process) error {
 	if err := json.NewEncoder(k.hold).Encode(job); err != nil {
 		return fmt.Errorf("telling the %s: %w", k.what, err)
 	}
 	line := make(chan string, 1)
 	go func() {
-		l, _ := bufio.NewReader(status).ReadString('\n')
+		defer status.Close()
+		defer close(k.finished)
+		r := bufio.NewReader(status)
+		l, _ := r.ReadString('\n')
 		line <- strings.TrimSpace(l)
+		// The next line says the job is done; EOF, that it exited.
+		r.ReadString('\n')
 	}()
 	select {
 	case l := <-line:
@@ -146,11 +157,14 @@ func relay(r *os.File, log *slog.Logger, msg string) {
 	}
 }
 
-// Stop tells the keeper to finish its job and waits until it has.
+// Stop tells the keeper to finish its job and waits until it has, not
+// until it has exited.
 func (k *Keeper) Stop() error {
 	k.stopping.Store(true)
 	k.hold.Close()
 	select {
+	case <-k.finished:
+		return nil
 	case <-k.exited:
 		return nil
 	case <-time.After(timeout):
@@ -192,7 +206,9 @@ func serve(name string, j job, stdin io.Reader, stdout, stderr io.Writer) error 
 	case <-eof:
 	case <-j.done():
 	}
-	if err := j.end(stderr); err != nil {
+	err = j.end(stderr)
+	fmt.Fprintln(stdout, "done")
+	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
 	return nil

@@ -30,6 +30,10 @@ func TestMain(m *testing.M) {
 			exit(serve("test-keeper", &testJob{}, os.Stdin, os.Stdout, os.Stderr))
 		case silentCommand:
 			os.Exit(3)
+		case lingerCommand:
+			err := serve("test-keeper", &testJob{}, os.Stdin, os.Stdout, os.Stderr)
+			time.Sleep(lingerFor)
+			exit(err)
 		}
 	}
 	if len(os.Args) == 3 && os.Args[1] == parentCommand {
@@ -46,8 +50,11 @@ func exit(err error) {
 	os.Exit(0)
 }
 
-// testCommand serves a testJob; silentCommand exits at once.
-const testCommand, silentCommand = "test-keeper", "silent-keeper"
+// testCommand serves a testJob; silentCommand exits at once;
+// lingerCommand serves a testJob and exits lingerFor after it ended.
+const testCommand, silentCommand, lingerCommand = "test-keeper", "silent-keeper", "linger-keeper"
+
+const lingerFor = 2 * time.Second
 
 // testJob logs as it begins, fails when told to, and writes its file when
 // it ends.
@@ -231,4 +238,32 @@ func TestJanitorOutlivesGroupKill(t *testing.T) {
 			t.Fatalf("%s still there 5 s after kill -9 of its janitor's parent's group: the janitor died with it", sock)
 		}
 	}
+}
+
+// TestKeeperStopWaitsForJob: Stop returns once the keeper has finished its
+// job, not once it has exited (issue 38, item 7h: a race-detector build
+// sleeps a second at exit, and tapfwd's stop waited for it).
+func TestKeeperStopWaitsForJob(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "ended")
+	k, err := start("test keeper", lingerCommand, testJob{File: file}, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := k.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	if b, err := os.ReadFile(file); err != nil || string(b) != "ended" {
+		t.Errorf("after Stop: %q, %v: the job had not ended", b, err)
+	}
+	if took > lingerFor/2 {
+		t.Errorf("Stop took %v: it waited for the keeper's exit, %v after its job ended", took, lingerFor)
+	}
+	select {
+	case <-k.exited:
+		t.Error("the keeper exited before it lingered")
+	default:
+	}
+	<-k.exited
 }

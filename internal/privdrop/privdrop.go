@@ -30,7 +30,7 @@ var ErrPartial = errors.New("cgo build: thread attributes set on the calling thr
 // what matters) when thread attributes could be set on this thread only.
 func Drop(uid, gid int) error {
 	if uid == 0 || gid == 0 {
-		return fmt.Errorf("privdrop: uid %d gid %d: refusing to drop to root's user or group", uid, gid)
+		return fmt.Errorf("drop privileges to uid %d gid %d: refusing to drop to root's user or group", uid, gid)
 	}
 	partial := false
 	step := func(what string, trap, a1, a2 uintptr) error {
@@ -45,7 +45,7 @@ func Drop(uid, gid int) error {
 			}
 		}
 		if err != nil {
-			return fmt.Errorf("privdrop: %s: %w", what, os.NewSyscallError(what, err))
+			return fmt.Errorf("drop privileges: %s: %w", what, os.NewSyscallError(what, err))
 		}
 		return nil
 	}
@@ -61,13 +61,13 @@ func Drop(uid, gid int) error {
 	// The syscall package runs these on every thread (through libc in a
 	// cgo build).
 	if err := syscall.Setgroups(nil); err != nil {
-		return fmt.Errorf("privdrop: setgroups: %w", err)
+		return fmt.Errorf("drop privileges: setgroups: %w", err)
 	}
 	if err := syscall.Setgid(gid); err != nil {
-		return fmt.Errorf("privdrop: setgid %d: %w", gid, err)
+		return fmt.Errorf("drop privileges: setgid %d: %w", gid, err)
 	}
 	if err := syscall.Setuid(uid); err != nil {
-		return fmt.Errorf("privdrop: setuid %d: %w", uid, err)
+		return fmt.Errorf("drop privileges: setuid %d: %w", uid, err)
 	}
 	if err := clearCaps(step); err != nil {
 		return err
@@ -107,7 +107,7 @@ func dropBounding(step func(string, uintptr, uintptr, uintptr) error) error {
 func Check(uid, gid int, strict bool) error {
 	tasks, err := os.ReadDir("/proc/self/task")
 	if err != nil {
-		return fmt.Errorf("privdrop: %w", err)
+		return fmt.Errorf("check the dropped privileges: %w", err)
 	}
 	for _, task := range tasks {
 		tid, err := strconv.Atoi(task.Name())
@@ -128,7 +128,7 @@ func checkThread(tid, uid, gid int, strict bool) error {
 		if errors.Is(err, unix.ESRCH) {
 			return nil // the thread ended meanwhile
 		}
-		return fmt.Errorf("privdrop: capget thread %d: %w", tid, err)
+		return fmt.Errorf("check the dropped privileges: capget thread %d: %w", tid, err)
 	}
 	st, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/status", tid))
 	if err != nil {
@@ -159,7 +159,7 @@ func checkThread(tid, uid, gid int, strict bool) error {
 		left = append(left, "no_new_privs not set")
 	}
 	if len(left) > 0 {
-		return fmt.Errorf("privdrop: thread %d still has %s", tid, strings.Join(left, "; "))
+		return fmt.Errorf("privileges left after the drop: thread %d still has %s", tid, strings.Join(left, "; "))
 	}
 	return nil
 }

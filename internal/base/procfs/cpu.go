@@ -54,7 +54,7 @@ func ParsePerCPUTimes(text string) ([]CPUTimes, error) {
 		out[n] = t
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("procfs: /proc/stat: no cpuN line")
+		return nil, fmt.Errorf("/proc/stat: no cpuN line")
 	}
 	return out, nil
 }
@@ -63,13 +63,13 @@ func ParsePerCPUTimes(text string) ([]CPUTimes, error) {
 func parseCPULine(line, name string) (CPUTimes, error) {
 	f := strings.Fields(line)
 	if len(f) < 9 || f[0] != name {
-		return CPUTimes{}, fmt.Errorf("procfs: /proc/stat: line %q, want %q and at least 8 times", line, name)
+		return CPUTimes{}, fmt.Errorf("/proc/stat: line %q, want %q and at least 8 times", line, name)
 	}
 	var v [8]time.Duration
 	for i := range v {
 		n, err := strconv.ParseUint(f[i+1], 10, 64)
 		if err != nil {
-			return CPUTimes{}, fmt.Errorf("procfs: /proc/stat: %s field %d: %w", name, i+1, err)
+			return CPUTimes{}, fmt.Errorf("/proc/stat: %s field %d: %w", name, i+1, err)
 		}
 		v[i] = time.Duration(n) * time.Second / userHZ
 	}
@@ -81,7 +81,7 @@ func parseCPULine(line, name string) (CPUTimes, error) {
 func ReadCPUTimes() (CPUTimes, error) {
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
-		return CPUTimes{}, fmt.Errorf("procfs: reading CPU times: %w", err)
+		return CPUTimes{}, fmt.Errorf("read CPU times: %w", err)
 	}
 	return ParseCPUTimes(string(b))
 }
@@ -90,7 +90,7 @@ func ReadCPUTimes() (CPUTimes, error) {
 func ReadPerCPUTimes() ([]CPUTimes, error) {
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
-		return nil, fmt.Errorf("procfs: reading CPU times: %w", err)
+		return nil, fmt.Errorf("read CPU times: %w", err)
 	}
 	return ParsePerCPUTimes(string(b))
 }
@@ -114,11 +114,11 @@ func (r Received) Sub(s Received) Received {
 func ReadReceived() (Received, error) {
 	snmp, err := os.ReadFile("/proc/thread-self/net/snmp")
 	if err != nil {
-		return Received{}, fmt.Errorf("procfs: reading IP counters: %w", err)
+		return Received{}, fmt.Errorf("read IP counters: %w", err)
 	}
 	netstat, err := os.ReadFile("/proc/thread-self/net/netstat")
 	if err != nil {
-		return Received{}, fmt.Errorf("procfs: reading IP counters: %w", err)
+		return Received{}, fmt.Errorf("read IP counters: %w", err)
 	}
 	return parseReceived(ParseSNMP(string(snmp)), ParseSNMP(string(netstat)))
 }

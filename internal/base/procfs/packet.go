@@ -22,18 +22,18 @@ func ParsePacket(text string) ([]PacketSocket, error) {
 	lines := strings.Split(strings.TrimSpace(text), "\n")
 	head := strings.Fields(lines[0])
 	if len(head) < 9 || head[4] != "Iface" || head[8] != "Inode" {
-		return nil, fmt.Errorf("procfs: /proc/net/packet: header %q, want Iface fifth and Inode ninth", lines[0])
+		return nil, fmt.Errorf("/proc/net/packet: header %q, want Iface fifth and Inode ninth", lines[0])
 	}
 	var out []PacketSocket
 	for _, l := range lines[1:] {
 		f := strings.Fields(l)
 		if len(f) < 9 {
-			return nil, fmt.Errorf("procfs: /proc/net/packet: line %q", l)
+			return nil, fmt.Errorf("/proc/net/packet: line %q", l)
 		}
 		ifindex, err1 := strconv.Atoi(f[4])
 		inode, err2 := strconv.ParseUint(f[8], 10, 64)
 		if err1 != nil || err2 != nil {
-			return nil, fmt.Errorf("procfs: /proc/net/packet: line %q", l)
+			return nil, fmt.Errorf("/proc/net/packet: line %q", l)
 		}
 		out = append(out, PacketSocket{Inode: inode, Ifindex: ifindex})
 	}
@@ -45,7 +45,7 @@ func ParsePacket(text string) ([]PacketSocket, error) {
 func PacketSockets() ([]PacketSocket, error) {
 	b, err := os.ReadFile("/proc/thread-self/net/packet")
 	if err != nil {
-		return nil, fmt.Errorf("procfs: %w", err)
+		return nil, fmt.Errorf("read the packet sockets: %w", err)
 	}
 	return ParsePacket(string(b))
 }
@@ -56,25 +56,17 @@ func PacketSockets() ([]PacketSocket, error) {
 // not read, are left out.
 func SocketOwners(inodes map[uint64]bool) map[uint64][]int {
 	out := map[uint64][]int{}
-	procs, _ := os.ReadDir("/proc")
-	for _, p := range procs {
-		pid, err := strconv.Atoi(p.Name())
-		if err != nil {
-			continue
+	eachFd(func(pid int, fd string) {
+		link, err := os.Readlink(fd)
+		inode, ok := strings.CutPrefix(link, "socket:[")
+		if err != nil || !ok {
+			return
 		}
-		fds, _ := os.ReadDir("/proc/" + p.Name() + "/fd")
-		for _, fd := range fds {
-			link, err := os.Readlink("/proc/" + p.Name() + "/fd/" + fd.Name())
-			inode, ok := strings.CutPrefix(link, "socket:[")
-			if err != nil || !ok {
-				continue
-			}
-			n, err := strconv.ParseUint(strings.TrimSuffix(inode, "]"), 10, 64)
-			if err == nil && inodes[n] && !slices.Contains(out[n], pid) {
-				out[n] = append(out[n], pid)
-			}
+		n, err := strconv.ParseUint(strings.TrimSuffix(inode, "]"), 10, 64)
+		if err == nil && inodes[n] && !slices.Contains(out[n], pid) {
+			out[n] = append(out[n], pid)
 		}
-	}
+	})
 	return out
 }
 

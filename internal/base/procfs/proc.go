@@ -45,17 +45,17 @@ func (s Stat) CPU() time.Duration { return s.UTime + s.STime }
 func ParseStat(text string) (Stat, error) {
 	lp, rp := strings.IndexByte(text, '('), strings.LastIndexByte(text, ')')
 	if lp < 0 || rp < lp {
-		return Stat{}, errors.New("procfs: stat: no command in parentheses")
+		return Stat{}, errors.New("/proc/PID/stat: no command in parentheses")
 	}
 	f := strings.Fields(text[rp+1:])
 	// f[0] is field 3 (state); starttime is field 22, f[19].
 	if len(f) < 20 {
-		return Stat{}, fmt.Errorf("procfs: stat: %d fields after the command, want at least 20", len(f))
+		return Stat{}, fmt.Errorf("/proc/PID/stat: %d fields after the command, want at least 20", len(f))
 	}
 	s := Stat{Comm: text[lp+1 : rp], State: f[0]}
 	var err error
 	if s.PPid, err = strconv.Atoi(f[1]); err != nil {
-		return Stat{}, fmt.Errorf("procfs: stat: ppid: %w", err)
+		return Stat{}, fmt.Errorf("/proc/PID/stat: ppid: %w", err)
 	}
 	ut, err1 := strconv.ParseUint(f[11], 10, 64)
 	st, err2 := strconv.ParseUint(f[12], 10, 64)
@@ -63,7 +63,7 @@ func ParseStat(text string) (Stat, error) {
 	s.Flags, err3 = strconv.ParseUint(f[6], 10, 64) // field 9
 	s.StartTime, err = strconv.ParseUint(f[19], 10, 64)
 	if err := errors.Join(err1, err2, err3, err); err != nil {
-		return Stat{}, fmt.Errorf("procfs: stat: %w", err)
+		return Stat{}, fmt.Errorf("/proc/PID/stat: %w", err)
 	}
 	s.UTime = time.Duration(ut) * time.Second / userHZ
 	s.STime = time.Duration(st) * time.Second / userHZ
@@ -97,7 +97,7 @@ func Tasks(pid int) []int {
 func IOWorkers() ([]Stat, error) {
 	tasks, err := os.ReadDir("/proc/self/task")
 	if err != nil {
-		return nil, fmt.Errorf("procfs: listing threads: %w", err)
+		return nil, fmt.Errorf("list the threads: %w", err)
 	}
 	var out []Stat
 	for _, t := range tasks {
@@ -106,11 +106,11 @@ func IOWorkers() ([]Stat, error) {
 			continue // the thread ended
 		}
 		if err != nil {
-			return nil, fmt.Errorf("procfs: thread %s: %w", t.Name(), err)
+			return nil, fmt.Errorf("thread %s: %w", t.Name(), err)
 		}
 		s, err := ParseStat(string(b))
 		if err != nil {
-			return nil, fmt.Errorf("procfs: thread %s: %w", t.Name(), err)
+			return nil, fmt.Errorf("thread %s: %w", t.Name(), err)
 		}
 		if s.IOWorker() {
 			out = append(out, s)
@@ -135,12 +135,12 @@ func ParseStatus(text string) map[string]string {
 func StatusNumber(text, field string) (int64, error) {
 	v, ok := ParseStatus(text)[field]
 	if !ok {
-		return 0, fmt.Errorf("procfs: status: no %s", field)
+		return 0, fmt.Errorf("/proc/PID/status: no %s", field)
 	}
 	n, _, _ := strings.Cut(v, " ")
 	i, err := strconv.ParseInt(n, 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("procfs: status: %s %q: %w", field, v, err)
+		return 0, fmt.Errorf("/proc/PID/status: %s %q: %w", field, v, err)
 	}
 	return i, nil
 }
@@ -152,12 +152,12 @@ func StatusNumber(text, field string) (int64, error) {
 func ParseSchedStat(text string) (run, wait time.Duration, err error) {
 	f := strings.Fields(text)
 	if len(f) < 2 {
-		return 0, 0, fmt.Errorf("procfs: schedstat: %d fields, want 3", len(f))
+		return 0, 0, fmt.Errorf("/proc/PID/schedstat: %d fields, want 3", len(f))
 	}
 	r, err1 := strconv.ParseInt(f[0], 10, 64)
 	w, err2 := strconv.ParseInt(f[1], 10, 64)
 	if err := errors.Join(err1, err2); err != nil {
-		return 0, 0, fmt.Errorf("procfs: schedstat: %w", err)
+		return 0, 0, fmt.Errorf("/proc/PID/schedstat: %w", err)
 	}
 	return time.Duration(r), time.Duration(w), nil
 }

@@ -70,7 +70,7 @@ func ParseSNMP6(text string) Counters {
 func (c Counters) Counter(proto, name string) (int64, error) {
 	v, ok := c[proto+"."+name]
 	if !ok {
-		return 0, fmt.Errorf("procfs: no %s %s counter in snmp", proto, name)
+		return 0, fmt.Errorf("no %s %s counter in /proc/net/snmp", proto, name)
 	}
 	return v, nil
 }
@@ -90,7 +90,7 @@ type UDP struct {
 func ReadUDP() (UDP, error) {
 	raw, err := os.ReadFile("/proc/thread-self/net/snmp")
 	if err != nil {
-		return UDP{}, fmt.Errorf("procfs: reading UDP counters: %w", err)
+		return UDP{}, fmt.Errorf("read UDP counters: %w", err)
 	}
 	c := ParseSNMP(string(raw))
 	var u UDP

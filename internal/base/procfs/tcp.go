@@ -24,7 +24,7 @@ func ParseTCP(text string) ([]TCPSocket, error) {
 	lines := strings.Split(strings.TrimSpace(text), "\n")
 	head := strings.Fields(lines[0])
 	if len(head) < 12 || !strings.HasPrefix(head[1], "local") || head[11] != "inode" {
-		return nil, fmt.Errorf("procfs: /proc/net/tcp: header %q, want local_address second and inode twelfth", lines[0])
+		return nil, fmt.Errorf("/proc/net/tcp: header %q, want local_address second and inode twelfth", lines[0])
 	}
 	var out []TCPSocket
 	for _, l := range lines[1:] {
@@ -32,13 +32,13 @@ func ParseTCP(text string) ([]TCPSocket, error) {
 		// each in a line: a line's inode is its tenth.
 		f := strings.Fields(l)
 		if len(f) < 10 {
-			return nil, fmt.Errorf("procfs: /proc/net/tcp: line %q", l)
+			return nil, fmt.Errorf("/proc/net/tcp: line %q", l)
 		}
 		local, err1 := parseTCPAddr(f[1])
 		remote, err2 := parseTCPAddr(f[2])
 		inode, err3 := strconv.ParseUint(f[9], 10, 64)
 		if err1 != nil || err2 != nil || err3 != nil {
-			return nil, fmt.Errorf("procfs: /proc/net/tcp: line %q", l)
+			return nil, fmt.Errorf("/proc/net/tcp: line %q", l)
 		}
 		out = append(out, TCPSocket{Local: local, Remote: remote, Inode: inode})
 	}
@@ -52,11 +52,11 @@ func parseTCPAddr(s string) (netip.AddrPort, error) {
 	a, p, ok := strings.Cut(s, ":")
 	port, err := strconv.ParseUint(p, 16, 16)
 	if !ok || err != nil || (len(a) != 8 && len(a) != 32) {
-		return netip.AddrPort{}, fmt.Errorf("procfs: address %q", s)
+		return netip.AddrPort{}, fmt.Errorf("/proc/net/tcp: address %q", s)
 	}
 	raw, err := hex.DecodeString(a)
 	if err != nil {
-		return netip.AddrPort{}, fmt.Errorf("procfs: address %q", s)
+		return netip.AddrPort{}, fmt.Errorf("/proc/net/tcp: address %q", s)
 	}
 	for i := 0; i < len(raw); i += 4 {
 		binary.NativeEndian.PutUint32(raw[i:], binary.BigEndian.Uint32(raw[i:]))
@@ -75,7 +75,7 @@ func TCPSockets() ([]TCPSocket, error) {
 			continue // no IPv6
 		}
 		if err != nil {
-			return nil, fmt.Errorf("procfs: %w", err)
+			return nil, fmt.Errorf("read the TCP sockets: %w", err)
 		}
 		s, err := ParseTCP(string(b))
 		if err != nil {

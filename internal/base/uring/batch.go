@@ -54,15 +54,15 @@ func checkNowait(fd int) error {
 	defer r.close()
 	b := newBatch(r, fd)
 	if err := b.Read([][]byte{{}}, 0); err != nil {
-		return fmt.Errorf("uring: a read on fd %d: %w", fd, err)
+		return fmt.Errorf("io_uring read on fd %d: %w", fd, err)
 	}
 	switch _, err := b.Result(0); err {
 	case nil, unix.EAGAIN:
 		return nil
 	case unix.EOPNOTSUPP:
-		return fmt.Errorf("uring: %w: fd %d takes no non-blocking io_uring I/O (RWF_NOWAIT: EOPNOTSUPP; a TUN fd does since Linux 6.4)", ErrUnavailable, fd)
+		return fmt.Errorf("%w: fd %d takes no non-blocking io_uring I/O (RWF_NOWAIT: EOPNOTSUPP; a TUN fd does since Linux 6.4)", ErrUnavailable, fd)
 	default:
-		return fmt.Errorf("uring: a zero-length read on fd %d: %w", fd, err)
+		return fmt.Errorf("io_uring zero-length read on fd %d: %w", fd, err)
 	}
 }
 

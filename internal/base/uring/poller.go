@@ -86,7 +86,7 @@ type watch struct {
 func NewPoller(n NAPI) (_ *Poller, err error) {
 	us := n.BusyPoll.Microseconds()
 	if us < 1 || us > 1<<31 || len(n.IDs) == 0 {
-		return nil, fmt.Errorf("uring: a NAPI poller needs NAPI ids and a busy-poll time of 1 µs to 35 min (got %d ids, %v)", len(n.IDs), n.BusyPoll)
+		return nil, fmt.Errorf("an io_uring NAPI poller needs NAPI ids and a busy-poll time of 1 µs to 35 min (got %d ids, %v)", len(n.IDs), n.BusyPoll)
 	}
 	r, err := newRing(pollerEntries, setupFlags, opPollAdd)
 	if err != nil {
@@ -98,14 +98,14 @@ func NewPoller(n NAPI) (_ *Poller, err error) {
 		}
 	}()
 	if r.features&featExtArg == 0 {
-		return nil, fmt.Errorf("uring: %w: no IORING_FEAT_EXT_ARG (Linux 5.11)", ErrUnavailable)
+		return nil, fmt.Errorf("%w: no IORING_FEAT_EXT_ARG (Linux 5.11)", ErrUnavailable)
 	}
 	a := napiArg{busyPollTo: uint32(us), opcode: napiRegisterOp, opParam: napiTrackStatic}
 	if n.Prefer {
 		a.prefer = 1
 	}
 	if err := registerNAPI(r.fd, &a); err != nil {
-		return nil, napiError("registering NAPI busy polling", err)
+		return nil, napiError("register NAPI busy polling with io_uring", err)
 	}
 	for _, id := range n.IDs {
 		a := napiArg{opcode: napiStaticAddID, opParam: id}
@@ -121,9 +121,9 @@ func NewPoller(n NAPI) (_ *Poller, err error) {
 func napiError(what string, err error) error {
 	err = os.NewSyscallError("io_uring_register", err)
 	if errors.Is(err, unix.EINVAL) {
-		return fmt.Errorf("uring: %s: %w: %w (static NAPI tracking needs Linux 6.13, and a NAPI id the kernel knows)", what, ErrUnavailable, err)
+		return fmt.Errorf("%s: %w: %w (static NAPI tracking needs Linux 6.13, and a NAPI id the kernel knows)", what, ErrUnavailable, err)
 	}
-	return fmt.Errorf("uring: %s: %w", what, err)
+	return fmt.Errorf("%s: %w", what, err)
 }
 
 // Close releases the ring; the kernel cancels the polls still armed.

@@ -64,27 +64,27 @@ func setupError(errno unix.Errno) error {
 	case unix.EINVAL:
 		why = " (the kernel is older than Linux 6.1)"
 	default:
-		return fmt.Errorf("uring: making a ring: %w", err)
+		return fmt.Errorf("make an io_uring: %w", err)
 	}
-	return fmt.Errorf("uring: making a ring: %w: %w%s", ErrUnavailable, err, why)
+	return fmt.Errorf("make an io_uring: %w: %w%s", ErrUnavailable, err, why)
 }
 
 // mapRing maps the SQ and CQ rings (one mapping: IORING_FEAT_SINGLE_MMAP)
 // and the SQE array of the ring fd.
 func mapRing(fd int, p *params) (*ring, error) {
 	if p.features&featSingleMmap == 0 {
-		return nil, fmt.Errorf("uring: %w: no IORING_FEAT_SINGLE_MMAP (Linux 5.4)", ErrUnavailable)
+		return nil, fmt.Errorf("%w: no IORING_FEAT_SINGLE_MMAP (Linux 5.4)", ErrUnavailable)
 	}
 	const rw, shared = unix.PROT_READ | unix.PROT_WRITE, unix.MAP_SHARED | unix.MAP_POPULATE
 	size := max(p.sqOff.f6+p.sqEntries*4, p.cqOff.f5+p.cqEntries*uint32(unsafe.Sizeof(cqe{})))
 	rings, err := unix.Mmap(fd, offSQRing, int(size), rw, shared)
 	if err != nil {
-		return nil, fmt.Errorf("uring: mapping the rings: %w", os.NewSyscallError("mmap", err))
+		return nil, fmt.Errorf("map the io_uring rings: %w", os.NewSyscallError("mmap", err))
 	}
 	sqes, err := unix.Mmap(fd, offSQEs, int(p.sqEntries)*int(unsafe.Sizeof(sqe{})), rw, shared)
 	if err != nil {
 		unix.Munmap(rings)
-		return nil, fmt.Errorf("uring: mapping the SQEs: %w", os.NewSyscallError("mmap", err))
+		return nil, fmt.Errorf("map the io_uring SQEs: %w", os.NewSyscallError("mmap", err))
 	}
 	u32 := func(off uint32) *atomic.Uint32 { return (*atomic.Uint32)(unsafe.Pointer(&rings[off])) }
 	r := &ring{
@@ -163,11 +163,11 @@ type probeOps struct {
 func probe(fd int, ops []uint8) error {
 	var p probeOps
 	if err := register(fd, registerProbe, unsafe.Pointer(&p), uintptr(len(p.ops))); err != nil {
-		return fmt.Errorf("uring: probing opcodes: %w", os.NewSyscallError("io_uring_register", err))
+		return fmt.Errorf("probe the io_uring opcodes: %w", os.NewSyscallError("io_uring_register", err))
 	}
 	for _, op := range ops {
 		if op >= p.opsLen || p.ops[op].flags&opSupported == 0 {
-			return fmt.Errorf("uring: %w: the kernel lacks opcode %d", ErrUnavailable, op)
+			return fmt.Errorf("%w: the kernel lacks opcode %d", ErrUnavailable, op)
 		}
 	}
 	return nil

@@ -88,14 +88,24 @@ var goInternals = []string{"netip.", "ParsePrefix", "ip+net", "strconv.", "inval
 // nothing said about what to do.
 var bareErrno = regexp.MustCompile(`(sched_setaffinity|ioctl|setns|setsockopt|bind|sendmsg|recvmsg|receive): [a-z ]+$`)
 
+// GoPackage is the name of one of tapfwd's Go packages at the head of a
+// message or of a part of it ("tapfwd: netns: ..."): a user reads what
+// was being done, not which package said so.
+// A subcommand's own name after the command's ("tapfwd napi: ...") is
+// not one.
+var GoPackage = regexp.MustCompile(`(^|[^\w-]\s|^\s)(netns|vmport|tapport|hostport|vhostuser|afpacket|afxdp|napi|tap|daemon|dhcp|keeper|privdrop|uring|procfs|forward|fabric|vnethdr|offload|abtap): `)
+
 // Flaw says what is wrong with msg, a message to a user, if anything: a
-// Go internal, more than one line, or an errno at the end without
-// context. It is empty for a message in the user's words.
+// Go internal or package name, more than one line, or an errno at the
+// end without context. It is empty for a message in the user's words.
 func Flaw(msg string) string {
 	for _, bad := range goInternals {
 		if strings.Contains(msg, bad) {
 			return "shows " + bad
 		}
+	}
+	if m := GoPackage.FindStringSubmatch(msg); m != nil {
+		return "names the Go package " + m[2]
 	}
 	switch s := strings.TrimSpace(msg); {
 	case strings.Contains(s, "\n"):
