@@ -35,9 +35,7 @@ type Result struct {
 	B      Run    `json:"b"`
 	// The bootstrap, and the verdict rule: MinReps, and the widest
 	// interval, in percent of A's median, that gets a verdict.
-	Seed            uint64  `json:"bootstrap_seed"`
-	Resamples       int     `json:"bootstrap_resamples"`
-	Level           float64 `json:"confidence_level"`
+	report.Intervals
 	MinReps         int     `json:"verdict_min_reps"`
 	TargetHalfWidth float64 `json:"verdict_target_half_width_percent"`
 	Rows            []Row   `json:"rows"`
@@ -81,7 +79,7 @@ type Row struct {
 // cell by cell: throughput figures, and costs where both have them.
 func Reports(a, b *throughput.Report, pathA, pathB string, bs stats.Bootstrap, rule stats.Rule) *Result {
 	c := &Result{Schema: Schema, A: info(a, pathA), B: info(b, pathB),
-		Seed: bs.Seed, Resamples: bs.Count(), Level: stats.Level, MinReps: rule.MinReps, TargetHalfWidth: rule.MaxHalfWidth}
+		Intervals: report.NewIntervals(bs), MinReps: rule.MinReps, TargetHalfWidth: rule.MaxHalfWidth}
 	for _, ca := range a.Cells {
 		cb := b.Cell(ca.Config, ca.Workload)
 		if cb == nil {

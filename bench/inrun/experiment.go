@@ -103,6 +103,12 @@ type key struct {
 	Cost      bool
 }
 
+// has says whether r is a run of k that finished: k's pair, row and
+// observable, without an error.
+func (k key) has(r abrun.Record) bool {
+	return r.Pair == k.Pair && r.Row == k.Row && r.Cost == k.Cost && r.Err == ""
+}
+
 // experiment is a run in progress.
 type experiment struct {
 	o     Options
@@ -416,7 +422,7 @@ func (e *experiment) estimates(k key, g int) []float64 {
 func runEstimates(runs []abrun.Record, k key, g int) []float64 {
 	var d []float64
 	for _, r := range runs {
-		if r.Pair != k.Pair || r.Row != k.Row || r.Cost != k.Cost || r.Err != "" {
+		if !k.has(r) {
 			continue
 		}
 		f := stats.RunEffect

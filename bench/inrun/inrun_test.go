@@ -112,3 +112,27 @@ func TestSeedRowsPlacement(t *testing.T) {
 		}
 	}
 }
+
+// TestRunEstimates checks that a comparison's estimates come from its own
+// finished runs alone: not from its pair's runs of the other observable,
+// another row's, or a run that failed.
+func TestRunEstimates(t *testing.T) {
+	runs := fakeRuns(PairOn, "r1", 3, 1.1, false)
+	runs = append(runs, fakeRuns(PairOn, "r1", 2, 2, true)...)
+	runs = append(runs, fakeRuns(PairOn, "r2", 2, 2, false)...)
+	failed := fakeRuns(PairOn, "r1", 1, 2, false)
+	failed[0].Err = "iperf3: connection refused"
+	runs = append(runs, failed...)
+	d := runEstimates(runs, key{Pair: PairOn, Row: "r1"}, guardHeadline)
+	if len(d) != 3 {
+		t.Fatalf("%d estimates, want the 3 finished throughput runs of r1: %v", len(d), d)
+	}
+	for _, v := range d {
+		if math.Abs(v-math.Log(1.1)) > 0.01 {
+			t.Errorf("estimate %v, want about log(1.1) = %v", v, math.Log(1.1))
+		}
+	}
+	if c := runEstimates(runs, key{Pair: PairOn, Row: "r1", Cost: true}, guardHeadline); len(c) != 2 {
+		t.Errorf("%d cost estimates, want 2", len(c))
+	}
+}

@@ -250,7 +250,7 @@ func (c *Comparison) fromResult(res stats.ABResult, rule stats.ABRule, words sta
 func jackknife(runs []abrun.Record, k key, n int) float64 {
 	var se []float64
 	for _, run := range runs {
-		if run.Pair != k.Pair || run.Row != k.Row || run.Cost != k.Cost || run.Err != "" || len(se) == n {
+		if !k.has(run) || len(se) == n {
 			continue
 		}
 		if v, ok := stats.RunJackknife(run.Windows, guardHeadline, k.Cost); ok {
@@ -268,7 +268,7 @@ func jackknife(runs []abrun.Record, k key, n int) float64 {
 func (c *Comparison) figures(runs []abrun.Record, k key, n int) {
 	var logs []float64
 	for _, run := range runs {
-		if run.Pair != k.Pair || run.Row != k.Row || run.Cost != k.Cost || run.Err != "" || len(logs) == n {
+		if !k.has(run) || len(logs) == n {
 			continue
 		}
 		a, _ := stats.ABSums(run.Windows, guardHeadline)

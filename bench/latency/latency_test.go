@@ -87,7 +87,7 @@ func syntheticLatency(t *testing.T) *Report {
 			Host:     report.Host{Kernel: "6.18.0-test", Machine: "x86_64", CPUs: 2, Go: "go1.26"}},
 		Configs: cfgs,
 		Points:  []Point{point(12000, 0), point(125000, 6*time.Microsecond)},
-		Settings: Settings{Method: report.Method{Reps: 4, Seed: 1, Resamples: 1000, Level: stats.Level},
+		Settings: Settings{Method: report.Method{Reps: 4, Intervals: report.Intervals{Seed: 1, Resamples: 1000, Level: stats.Level}},
 			RunSeconds: 2, WarmupSeconds: 0.2, PayloadBytes: 64, SenderFIFO: 50, CalibratedOn: Block},
 	}
 	r.Points[1].Rate = 40000

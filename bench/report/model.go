@@ -33,16 +33,27 @@ type Host struct {
 
 // Method are the statistical parameters every bench shares.
 type Method struct {
-	Reps      int     `json:"reps"`
-	Seed      uint64  `json:"bootstrap_seed"`
-	Resamples int     `json:"bootstrap_resamples"`
-	Level     float64 `json:"confidence_level"`
-	Quick     bool    `json:"quick,omitempty"`
+	Reps int `json:"reps"`
+	Intervals
+	Quick bool `json:"quick,omitempty"`
 }
 
 // NewMethod is the Method of reps repetitions with bs's intervals.
 func NewMethod(reps int, bs stats.Bootstrap) Method {
-	return Method{Reps: reps, Seed: bs.Seed, Resamples: bs.Count(), Level: stats.Level}
+	return Method{Reps: reps, Intervals: NewIntervals(bs)}
+}
+
+// Intervals say how a report's percentile-bootstrap intervals were
+// drawn: the generator's seed, the resamples per interval, the level.
+type Intervals struct {
+	Seed      uint64  `json:"bootstrap_seed"`
+	Resamples int     `json:"bootstrap_resamples"`
+	Level     float64 `json:"confidence_level"`
+}
+
+// NewIntervals are the Intervals of bs.
+func NewIntervals(bs stats.Bootstrap) Intervals {
+	return Intervals{Seed: bs.Seed, Resamples: bs.Count(), Level: stats.Level}
 }
 
 // Kinds of configuration: what connects the wire and lab namespaces.

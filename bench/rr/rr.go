@@ -360,52 +360,30 @@ func temporary(err error) bool {
 
 // serve echoes every datagram back until stopped.
 func (r *rrRun) serve() error {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	r.o.started(Echo)
-	buf := make([]byte, 2048)
-	for !r.stop.Load() {
-		n, err := unix.Read(r.server, buf)
-		if err != nil {
-			if temporary(err) {
-				continue
-			}
-			return os.NewSyscallError("rr server: read", err)
-		}
-		if n >= rrHeader && binary.LittleEndian.Uint32(buf[4:])&1 == 1 {
+	return r.readEach(Echo, "rr server", r.server, func(b []byte) error {
+		if len(b) >= rrHeader && binary.LittleEndian.Uint32(b[4:])&1 == 1 {
 			r.arrived.Add(1)
 		}
-		if _, err := unix.Write(r.server, buf[:n]); err != nil && !temporary(err) {
+		if _, err := unix.Write(r.server, b); err != nil && !temporary(err) {
 			return os.NewSyscallError("rr server: write", err)
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // receive reads replies, records their round-trip times and applies the
 // delay, until stopped.
 func (r *rrRun) receive() error {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	r.o.started(Receiver)
-	buf := make([]byte, 2048)
 	meas := r.run | 1
 	var last uint64
 	delay := r.o.Delay
-	for !r.stop.Load() {
-		n, err := unix.Read(r.client, buf)
-		if err != nil {
-			if temporary(err) {
-				continue
-			}
-			return os.NewSyscallError("rr client: read", err)
-		}
+	return r.readEach(Receiver, "rr client", r.client, func(b []byte) error {
 		now := r.now()
-		if n < rrHeader || binary.LittleEndian.Uint32(buf) != rrMagic || binary.LittleEndian.Uint32(buf[4:]) != meas {
-			continue // a warm-up reply
+		if len(b) < rrHeader || binary.LittleEndian.Uint32(b) != rrMagic || binary.LittleEndian.Uint32(b[4:]) != meas {
+			return nil // a warm-up reply
 		}
-		seq := binary.LittleEndian.Uint64(buf[8:])
-		r.res.RTT.Record(now - time.Duration(binary.LittleEndian.Uint64(buf[16:])))
+		seq := binary.LittleEndian.Uint64(b[8:])
+		r.res.RTT.Record(now - time.Duration(binary.LittleEndian.Uint64(b[16:])))
 		if seq < last {
 			r.res.Reordered++
 		}
@@ -415,6 +393,30 @@ func (r *rrRun) receive() error {
 			// The application's work: busy, as xsk_rr's delay is.
 			for end := now + delay; r.now() < end; {
 			}
+		}
+		return nil
+	})
+}
+
+// readEach reads the datagrams of fd on a thread of its own, announced
+// to o.Thread as role, and hands each to handle, until stopped or handle
+// fails; a read's temporary error is passed over, another ends it, named
+// after side.
+func (r *rrRun) readEach(role, side string, fd int, handle func([]byte) error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	r.o.started(role)
+	buf := make([]byte, 2048)
+	for !r.stop.Load() {
+		n, err := unix.Read(fd, buf)
+		if err != nil {
+			if temporary(err) {
+				continue
+			}
+			return os.NewSyscallError(side+": read", err)
+		}
+		if err := handle(buf[:n]); err != nil {
+			return err
 		}
 	}
 	return nil

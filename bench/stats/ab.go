@@ -324,19 +324,15 @@ func ABInterval(d []float64, r ABRule, words ABWords) ABResult {
 	if k < 2 {
 		return ABResult{Percent: Estimate{nan, nan, nan}, HalfWidth: nan, Runs: len(d), Stage1: k, Needed: -1, P: nan, Verdict: ABTooFew, Held: true}
 	}
-	_, s1 := meanSD(d[:k])
-	need := runsNeeded(k, s1, r)
-	n := min(need, len(d))
-	m, _ := meanSD(d[:n])
-	se := s1 / math.Sqrt(float64(n))
-	h := StudentT((1+Level)/2, k-1) * se
+	st := stein(d, k, r.MinRuns, r.TargetHalfWidth)
+	n, m, h := st.N, st.Mean, st.Half
 	out := ABResult{
 		Percent:   Estimate{100 * math.Expm1(m), 100 * math.Expm1(m-h), 100 * math.Expm1(m+h)},
 		HalfWidth: 100 * math.Expm1(h),
 		Runs:      n,
 		Stage1:    k,
-		Needed:    need,
-		P:         twoSidedP(m, se, k-1),
+		Needed:    st.Need,
+		P:         twoSidedP(m, st.SE, k-1),
 		Held:      true,
 	}
 	switch lo, hi := out.Percent.Low, out.Percent.High; {
@@ -374,20 +370,7 @@ func ABRunsNeeded(d []float64, r ABRule) int {
 	if k < 2 {
 		return -1
 	}
-	_, s1 := meanSD(d[:k])
-	return runsNeeded(k, s1, r)
-}
-
-func runsNeeded(k int, s1 float64, r ABRule) int {
-	n := max(k, r.MinRuns)
-	if r.TargetHalfWidth <= 0 {
-		return n
-	}
-	q := StudentT((1+Level)/2, k-1) * s1 / math.Log1p(r.TargetHalfWidth/100)
-	if need := math.Ceil(q * q); need > float64(n) {
-		return int(min(need, math.MaxInt32))
-	}
-	return n
+	return stein(d, k, r.MinRuns, r.TargetHalfWidth).Need
 }
 
 // finiteRuns is d without the estimates that are not finite, and how

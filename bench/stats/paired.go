@@ -44,11 +44,8 @@ func Paired(x, y []float64, stage1 int, r Rule, w Words) (Difference, bool) {
 	if !ok {
 		return Difference{}, false
 	}
-	_, s1 := meanSD(d[:k])
-	need := needed(k, s1, r)
-	n := min(need, len(d))
-	m, _ := meanSD(d[:n])
-	h := StudentT((1+Level)/2, k-1) * s1 / math.Sqrt(float64(n))
+	st := stein(d, k, r.MinReps, r.MaxHalfWidth)
+	n, m, h := st.N, st.Mean, st.Half
 	ratio := Estimate{math.Exp(m), math.Exp(m - h), math.Exp(m + h)}
 	my := Median(ys[:n])
 	out := Difference{
@@ -58,7 +55,7 @@ func Paired(x, y []float64, stage1 int, r Rule, w Words) (Difference, bool) {
 		HalfWidth: 100 * math.Expm1(h),
 		Pairs:     n,
 		Stage1:    k,
-		Needed:    need,
+		Needed:    st.Need,
 	}
 	out.Verdict = r.Verdict(out, n, n, w)
 	return out, true
@@ -75,20 +72,7 @@ func PairsNeeded(x, y []float64, stage1 int, r Rule) int {
 	if !ok {
 		return -1
 	}
-	_, s1 := meanSD(d[:k])
-	return needed(k, s1, r)
-}
-
-func needed(k int, s1 float64, r Rule) int {
-	n := max(k, r.MinReps)
-	if r.MaxHalfWidth <= 0 {
-		return n
-	}
-	q := StudentT((1+Level)/2, k-1) * s1 / math.Log1p(r.MaxHalfWidth/100)
-	if need := math.Ceil(q * q); need > float64(n) {
-		return int(min(need, math.MaxInt32))
-	}
-	return n
+	return stein(d, k, r.MinReps, r.MaxHalfWidth).Need
 }
 
 // logRatios are log(x[i]/y[i]) of the pairs with both figures positive,

@@ -98,7 +98,7 @@ func bimodalReport(t *testing.T) *Report {
 	w := Workloads([]int{128}, []int{1}, []string{WireToLab}, false)
 	worker := 0
 	r := &Report{Header: report.Header{Schema: Schema}, Configs: cfgs, Workloads: w,
-		Settings: Settings{Method: report.Method{Reps: 8, Seed: 1, Resamples: 500, Level: stats.Level}, RunSeconds: 2, OmitSeconds: 1,
+		Settings: Settings{Method: report.Method{Reps: 8, Intervals: report.Intervals{Seed: 1, Resamples: 500, Level: stats.Level}}, RunSeconds: 2, OmitSeconds: 1,
 			Paired: true, Interval: SteinInterval, MinReps: stats.MinReps, TargetHalfWidth: stats.TargetHalfWidth, WorkerCPU: &worker}}
 	slow := map[int]bool{2: true, 3: true, 5: true, 8: true}
 	for rep := 1; rep <= 8; rep++ {

@@ -22,7 +22,7 @@ func synthetic(t *testing.T) *Report {
 			Host:     report.Host{Kernel: "6.18.0-test", Machine: "x86_64", CPUs: 2, Go: "go1.26", TUNFeatures: []string{"TAP", "NAPI"}}},
 		Configs:   Configs(DefaultTAPNAPI),
 		Workloads: Workloads([]int{64, 4096}, []int{1}, DefaultDirs, true),
-		Settings: Settings{Method: report.Method{Reps: 5, Seed: 1, Resamples: 1000, Level: stats.Level}, RunSeconds: 1,
+		Settings: Settings{Method: report.Method{Reps: 5, Intervals: report.Intervals{Seed: 1, Resamples: 1000, Level: stats.Level}}, RunSeconds: 1,
 			OmitSeconds: 1, Paired: true, Interval: SteinInterval, MinReps: stats.MinReps, TargetHalfWidth: stats.TargetHalfWidth,
 			CopyBandwidth: 10e9},
 	}

@@ -43,7 +43,7 @@ func noisy(t *testing.T, reps int, spread float64) *Report {
 	w := Workloads([]int{4096}, []int{1}, []string{WireToLab}, false)
 	cfgs, _ := report.SelectConfigs(Configs(DefaultTAPNAPI), []string{NAPIOff, NAPIOn})
 	r := &Report{Configs: cfgs, Workloads: w,
-		Settings: Settings{Method: report.Method{Reps: reps, Seed: 1, Resamples: 1000, Level: stats.Level}, RunSeconds: 2,
+		Settings: Settings{Method: report.Method{Reps: reps, Intervals: report.Intervals{Seed: 1, Resamples: 1000, Level: stats.Level}}, RunSeconds: 2,
 			Paired: true, Interval: SteinInterval, MinReps: stats.MinReps, TargetHalfWidth: stats.TargetHalfWidth}}
 	pattern := []float64{0, 1, -1, 0.5, -0.5, 0.8, -0.8, 0.2, -0.2, 0.6}
 	for rep := 1; rep <= reps; rep++ {

@@ -57,13 +57,35 @@ func runBench(t *testing.T, limit time.Duration, cmd string, args ...string) (st
 	return out.Bytes(), errs.String()
 }
 
+// decodeReport decodes a bench's --json output into v; t stops when it
+// is not JSON.
+func decodeReport(t *testing.T, stdout []byte, v any) {
+	t.Helper()
+	if err := json.Unmarshal(stdout, v); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, stdout)
+	}
+}
+
+// runQuickJSON runs `tapfwd-bench CMD --quick --json ARGS...`, as CI
+// does, decodes its report into v and checks the progress line on
+// stderr; it returns the report as printed.
+func runQuickJSON(t *testing.T, v any, cmd string, args ...string) (stdout []byte) {
+	t.Helper()
+	stdout, stderr := runBench(t, 3*time.Minute, cmd, append([]string{"--quick", "--json"}, args...)...)
+	if !strings.Contains(stderr, "left") {
+		t.Errorf("no progress line on stderr:\n%s", stderr)
+	}
+	decodeReport(t, stdout, v)
+	return stdout
+}
+
 // TestBenchQuickJSON runs `tapfwd-bench throughput --quick --json`, as CI
 // does, and checks that every configuration and workload has its median,
 // interval, ratio to the bridge and repetition count, and that the bridge
 // and direct-veth rows are there and non-zero.
 func TestBenchQuickJSON(t *testing.T) {
 	r := runQuick(t)
-	configs := ranConfigs(t, r)
+	configs := ranConfigs(t, r.Configs)
 	for _, must := range []string{throughput.Bridge, throughput.Direct, throughput.NAPIOn, throughput.NAPIOff} {
 		if !slices.Contains(configs, must) {
 			t.Errorf("configuration %s missing from the quick run: %v", must, configs)
@@ -98,7 +120,7 @@ func TestBenchQuickVXLAN(t *testing.T) {
 	if pin := throughput.DefaultPin(); pin != nil && !slices.Equal(r.Settings.HostCPUs, []int{pin.Wire, pin.Lab}) {
 		t.Errorf("settings.host_cpus %v, want host 1's tapfwd beside the client (%d), host 2's beside the server (%d)", r.Settings.HostCPUs, pin.Wire, pin.Lab)
 	}
-	configs := ranConfigs(t, r)
+	configs := ranConfigs(t, r.Configs)
 	if !slices.Equal(configs, []string{throughput.NAPIOn, throughput.Bridge}) {
 		t.Errorf("configurations run: %v, want napi-on and bridge", configs)
 	}
@@ -128,10 +150,7 @@ type quickReport struct {
 	Host struct {
 		Kernel string `json:"kernel"`
 	} `json:"host"`
-	Configs []struct {
-		Name    string `json:"name"`
-		Skipped string `json:"skipped"`
-	} `json:"configs"`
+	Configs   []configJSON `json:"configs"`
 	Workloads []struct {
 		Name string `json:"name"`
 	} `json:"workloads"`
@@ -148,14 +167,8 @@ func runQuick(t *testing.T, args ...string) quickReport {
 	t.Helper()
 	testkit.NeedRoot(t)
 	testkit.NeedTools(t, "iperf3")
-	stdout, stderr := runBench(t, 3*time.Minute, "throughput", append([]string{"--quick", "--json"}, args...)...)
-	if !strings.Contains(stderr, "left") {
-		t.Errorf("no progress line on stderr:\n%s", stderr)
-	}
 	var r quickReport
-	if err := json.Unmarshal(stdout, &r); err != nil {
-		t.Fatalf("output is not JSON: %v\n%s", err, stdout)
-	}
+	runQuickJSON(t, &r, "throughput", args...)
 	if r.Schema != throughput.Schema || !r.Settings.Quick || r.Settings.Reps < 2 || r.Host.Kernel == "" {
 		t.Errorf("schema %q, settings %+v, kernel %q", r.Schema, r.Settings, r.Host.Kernel)
 	}
@@ -165,10 +178,17 @@ func runQuick(t *testing.T, args ...string) quickReport {
 	return r
 }
 
-// ranConfigs are the configurations of r that ran, in report order.
-func ranConfigs(t *testing.T, r quickReport) []string {
+// configJSON is a configuration of a report as a consumer reads it.
+type configJSON struct {
+	Name    string `json:"name"`
+	Skipped string `json:"skipped"`
+}
+
+// ranConfigs are the configurations of cs that ran, in report order; the
+// skipped ones are logged.
+func ranConfigs(t *testing.T, cs []configJSON) []string {
 	var configs []string
-	for _, c := range r.Configs {
+	for _, c := range cs {
 		if c.Skipped != "" {
 			t.Logf("skipped %s: %s", c.Name, c.Skipped)
 			continue

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -30,8 +29,8 @@ type latencyJSON struct {
 		Kernel string `json:"kernel"`
 		CPUs   int    `json:"cpus"`
 	} `json:"host"`
-	Notes   []string            `json:"notes"`
-	Configs []latencyConfigJSON `json:"configs"`
+	Notes   []string     `json:"notes"`
+	Configs []configJSON `json:"configs"`
 	Points  []struct {
 		Name      string `json:"name"`
 		Rate      int    `json:"rate"`
@@ -42,13 +41,6 @@ type latencyJSON struct {
 	Comparisons []struct {
 		Point, Stat, A, B, Verdict string
 	} `json:"comparisons"`
-}
-
-type latencyConfigJSON struct {
-	Name    string   `json:"name"`
-	Kind    string   `json:"kind"`
-	Args    []string `json:"args"`
-	Skipped string   `json:"skipped"`
 }
 
 type latencyCellJSON struct {
@@ -72,14 +64,8 @@ type latencyCellJSON struct {
 // a rate and a loss.
 func TestBenchLatencyQuickJSON(t *testing.T) {
 	testkit.NeedRoot(t)
-	stdout, stderr := runBench(t, 3*time.Minute, "latency", "--quick", "--json")
-	if !strings.Contains(stderr, "left") {
-		t.Errorf("no progress line on stderr:\n%s", stderr)
-	}
 	var r latencyJSON
-	if err := json.Unmarshal(stdout, &r); err != nil {
-		t.Fatalf("output is not JSON: %v\n%s", err, stdout)
-	}
+	stdout := runQuickJSON(t, &r, "latency")
 	if r.Schema != latency.Schema || !r.Settings.Quick || r.Settings.Reps != 2 || r.Settings.RunSeconds != 2 || r.Host.Kernel == "" || r.Host.CPUs == 0 {
 		t.Errorf("schema %q, settings %+v, host %+v", r.Schema, r.Settings, r.Host)
 	}
@@ -89,20 +75,13 @@ func TestBenchLatencyQuickJSON(t *testing.T) {
 	if len(r.Notes) == 0 {
 		t.Error("no notes")
 	}
-	var ran []string
-	for _, c := range r.Configs {
-		if c.Skipped != "" {
-			t.Logf("skipped %s: %s", c.Name, c.Skipped)
-			continue
-		}
-		ran = append(ran, c.Name)
-	}
+	ran := ranConfigs(t, r.Configs)
 	for _, must := range []string{latency.Block, latency.Bridge} {
 		if !slices.Contains(ran, must) {
 			t.Errorf("configuration %s did not run: %v", must, r.Configs)
 		}
 	}
-	if !slices.ContainsFunc(r.Configs, func(c latencyConfigJSON) bool { return c.Name == latency.Busy }) {
+	if !slices.ContainsFunc(r.Configs, func(c configJSON) bool { return c.Name == latency.Busy }) {
 		t.Errorf("%s not in the quick run", latency.Busy)
 	}
 	checkLatencyCells(t, &r, ran)

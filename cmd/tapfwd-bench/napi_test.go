@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -27,9 +26,7 @@ func TestBenchNAPI(t *testing.T) {
 	testkit.NeedTools(t, "iperf3")
 	stdout, stderr := runBench(t, 5*time.Minute, "napi", "--json", "--threaded", "--windows", "12", "--reps", "3", "--omit", "0s", "--budget", "1s", "--delay", "1ms")
 	var r inrun.Report
-	if err := json.Unmarshal(stdout, &r); err != nil {
-		t.Fatalf("output is not JSON: %v\n%s", err, stdout)
-	}
+	decodeReport(t, stdout, &r)
 	if r.Schema != inrun.Schema || r.Settings.StoppedBy == "" || !strings.Contains(stderr, "rep 3") {
 		t.Errorf("schema %q, stopped by %q; stderr:\n%s", r.Schema, r.Settings.StoppedBy, stderr)
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"flag"
 	"math"
 	"os"
@@ -34,9 +33,7 @@ func TestBenchProfile(t *testing.T) {
 	out := t.TempDir()
 	js, _ := runBench(t, 3*time.Minute, "profile", "--workload", "udp-64B-w2l", "--seconds", "2", "--warmup", "1s", "--json", "--out", out)
 	var r profile.Report
-	if err := json.Unmarshal(js, &r); err != nil {
-		t.Fatal(err)
-	}
+	decodeReport(t, js, &r)
 	fw, br := r.Result(throughput.Default, "udp-64B-w2l"), r.Result(throughput.Bridge, "udp-64B-w2l")
 	if r.Schema != profile.Schema || len(r.Results) != 2 || fw == nil || br == nil || fw.Err != "" || br.Err != "" {
 		t.Fatalf("results: %+v", r.Results)
@@ -80,9 +77,7 @@ func TestBenchProfileRR(t *testing.T) {
 	js, _ := runBench(t, 3*time.Minute, "profile", "--workload", "rr-2K-0us", "--configs", "xdp-block,bridge",
 		"--seconds", "2", "--warmup", "1s", "--perf", "off", "--json")
 	var r profile.Report
-	if err := json.Unmarshal(js, &r); err != nil {
-		t.Fatal(err)
-	}
+	decodeReport(t, js, &r)
 	fw, br := r.Result("xdp-block", "rr-2K-0us"), r.Result("bridge", "rr-2K-0us")
 	if len(r.Results) != 2 || fw == nil || br == nil || fw.Err != "" || br.Err != "" {
 		t.Fatalf("results: %+v", r.Results)
