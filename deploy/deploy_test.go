@@ -139,8 +139,7 @@ func grantedCaps(t *testing.T, path string) map[string]bool {
 // with no capability left) likewise with user.conf. The system call filter
 // is systemd's and not applied here.
 func TestDropInCapabilities(t *testing.T) {
-	testkit.NeedRoot(t)
-	testkit.NeedTools(t, "setpriv")
+	testkit.NeedRoot(t, "setpriv")
 	tapfwd := testkit.PlainTapfwd(t)
 	unit := readFile(t, unitFile)
 	for _, tc := range []struct {

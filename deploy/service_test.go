@@ -89,8 +89,7 @@ func waitMetrics(t *testing.T, bed *testbed.Bed, ns, addr string, fw *testbed.Pr
 // shipped prometheus.yml and targets.yml (its second entry taken in, as
 // its comment says) scrapes both.
 func TestSampleTwoInstances(t *testing.T) {
-	testkit.NeedRoot(t)
-	testkit.NeedTools(t, "setpriv", "prometheus")
+	testkit.NeedRoot(t, "setpriv", "prometheus")
 	tapfwd := testkit.PlainTapfwd(t)
 	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
 	lab2, tap2 := "tfwl2-"+bed.ID, "tfwt2-"+bed.ID
@@ -156,8 +155,7 @@ func TestSampleTwoInstances(t *testing.T) {
 // and nothing listens at the sample's metrics-addr in tapfwd's own
 // namespace: the passed socket replaced it.
 func TestMetricsSocket(t *testing.T) {
-	testkit.NeedRoot(t)
-	testkit.NeedTools(t, "setpriv", "systemd-socket-activate")
+	testkit.NeedRoot(t, "setpriv", "systemd-socket-activate")
 	tapfwd := testkit.PlainTapfwd(t)
 	socket := readFile(t, "systemd/tapfwd@.socket")
 	listen, name := testkit.UnitLine(t, socket, "ListenStream"), testkit.UnitLine(t, socket, "FileDescriptorName")
@@ -216,8 +214,7 @@ func TestMetricsSocket(t *testing.T) {
 // whose tap-netns names it, run as the unit with netns.conf, then moves
 // its TAP there and the lab answers through it.
 func TestNetnsUnit(t *testing.T) {
-	testkit.NeedRoot(t)
-	testkit.NeedTools(t, "setpriv")
+	testkit.NeedRoot(t, "setpriv")
 	tapfwd := testkit.PlainTapfwd(t)
 	execStart := testkit.UnitLine(t, readFile(t, "systemd/tapfwd-netns@.service"), "ExecStart")
 	script, ok := strings.CutPrefix(execStart, "/bin/sh -c '")

@@ -28,8 +28,7 @@ import (
 // Then a second run is interrupted as Ctrl-C would (SIGINT to its process
 // group) once the guest is up, and must leave nothing behind either.
 func TestDemo(t *testing.T) {
-	testkit.NeedRoot(t)
-	testkit.NeedTools(t, "qemu-system-x86_64", "iperf3", "ping", "curl")
+	testkit.NeedRoot(t, "qemu-system-x86_64", "iperf3", "ping", "curl")
 	tapfwd := testkit.PlainTapfwd(t)
 
 	t.Run("whole", func(t *testing.T) {

@@ -165,8 +165,7 @@ type quickReport struct {
 // line.
 func runQuick(t *testing.T, args ...string) quickReport {
 	t.Helper()
-	testkit.NeedRoot(t)
-	testkit.NeedTools(t, "iperf3")
+	testkit.NeedRoot(t, "iperf3")
 	var r quickReport
 	runQuickJSON(t, &r, "throughput", args...)
 	if r.Schema != throughput.Schema || !r.Settings.Quick || r.Settings.Reps < 2 || r.Host.Kernel == "" {
@@ -287,8 +286,7 @@ type quickCell struct {
 // placements. The medians must differ by no more than the spread either
 // side measured.
 func TestBenchMatchesPlainIperf3(t *testing.T) {
-	testkit.NeedRoot(t)
-	testkit.NeedTools(t, "iperf3")
+	testkit.NeedRoot(t, "iperf3")
 	cfg, err := report.SelectConfigs(throughput.Configs(throughput.DefaultTAPNAPI), []string{throughput.NAPIOn})
 	if err != nil {
 		t.Fatal(err)

@@ -22,8 +22,7 @@ import (
 // threaded NAPI, exactly one with it, fed in arm B's windows), the
 // background load measured, and the answer in one sentence.
 func TestBenchNAPI(t *testing.T) {
-	testkit.NeedRoot(t)
-	testkit.NeedTools(t, "iperf3")
+	testkit.NeedRoot(t, "iperf3")
 	stdout, stderr := runBench(t, 5*time.Minute, "napi", "--json", "--threaded", "--windows", "12", "--reps", "3", "--omit", "0s", "--budget", "1s", "--delay", "1ms")
 	var r inrun.Report
 	decodeReport(t, stdout, &r)

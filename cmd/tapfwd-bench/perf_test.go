@@ -81,8 +81,7 @@ func TestPerfOptions(t *testing.T) {
 // the report compared with itself moves no row. (A lever a binary lacks
 // is skipped: matrix's TestCheckFlags.)
 func TestBenchPerf(t *testing.T) {
-	testkit.NeedRoot(t)
-	testkit.NeedTools(t, "iperf3")
+	testkit.NeedRoot(t, "iperf3")
 	out := t.TempDir()
 	_, stderr := runBench(t, 4*time.Minute, "throughput", "--perf", "--configs", "tapfwd,tap-io-uring,bridge", "--reps", "2", "--budget", "0",
 		"--duration", "1s", "--omit", "0", "--before", testkit.Tapfwd(t), "--out", out)

@@ -28,8 +28,7 @@ import (
 // under the bridge) and says why where it does not; and the saved report
 // renders again.
 func TestBenchProfile(t *testing.T) {
-	testkit.NeedRoot(t)
-	testkit.NeedTools(t, "iperf3")
+	testkit.NeedRoot(t, "iperf3")
 	out := t.TempDir()
 	js, _ := runBench(t, 3*time.Minute, "profile", "--workload", "udp-64B-w2l", "--seconds", "2", "--warmup", "1s", "--json", "--out", out)
 	var r profile.Report

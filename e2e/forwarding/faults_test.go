@@ -161,8 +161,7 @@ func testMalformed(t *testing.T, vnet string) {
 // TestSoak covers scraping. Without scrapes the forwarding path allocates
 // nothing, and RSS stays flat to the page.
 func TestOverload(t *testing.T) {
-	testkit.NeedRoot(t)
-	testkit.NeedTools(t, "iperf3")
+	testkit.NeedRoot(t, "iperf3")
 	dur, warm := 10*time.Second, 3*time.Second
 	if soakMode() {
 		dur, warm = 60*time.Second, 10*time.Second
@@ -363,8 +362,7 @@ func TestSoak(t *testing.T) {
 	if !soakMode() {
 		t.Skip("the soak runs with TAPFWD_SOAK=1 (make soak)")
 	}
-	testkit.NeedRoot(t)
-	testkit.NeedTools(t, "iperf3")
+	testkit.NeedRoot(t, "iperf3")
 	dur := 5 * time.Minute
 	if v := os.Getenv("TAPFWD_SOAK_DURATION"); v != "" {
 		var err error

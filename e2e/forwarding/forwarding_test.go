@@ -22,8 +22,7 @@ import (
 // both directions pass through tapfwd in every napi x vnet-hdr mode, with
 // the veth offloads at their defaults (TSO, GSO, checksum offload on).
 func TestModes(t *testing.T) {
-	testkit.NeedRoot(t)
-	testkit.NeedTools(t, "iperf3", "ping")
+	testkit.NeedRoot(t, "iperf3", "ping")
 	for _, napi := range []string{"on", "off"} {
 		for _, vnet := range []string{"on", "off"} {
 			t.Run("napi-"+napi+"/vnet-"+vnet, func(t *testing.T) {
@@ -66,8 +65,7 @@ func TestModes(t *testing.T) {
 // TestTwoQueues runs two TAP queues and two fanout sockets and checks that
 // each worker is pinned to its CPU and that both queues carry traffic.
 func TestTwoQueues(t *testing.T) {
-	testkit.NeedRoot(t)
-	testkit.NeedTools(t, "iperf3")
+	testkit.NeedRoot(t, "iperf3")
 	bed, fw := testkit.Start(t, testkit.Tapfwd(t), "--queues", "2", "--cpus", "0,1")
 	pid := fw.Pid()
 

@@ -17,8 +17,7 @@ import (
 // TestMetricsScrape checks a live /metrics page with promtool while iperf3
 // runs, and that the byte counters agree with what iperf3 moved.
 func TestMetricsScrape(t *testing.T) {
-	testkit.NeedRoot(t)
-	testkit.NeedTools(t, "iperf3", "promtool")
+	testkit.NeedRoot(t, "iperf3", "promtool")
 	bed, fw := testkit.Start(t, testkit.Tapfwd(t))
 	nic := `device="` + bed.NIC + `"`
 	tapDev := `device="` + bed.LabIf + `"`
@@ -79,8 +78,7 @@ func TestMetricsScrape(t *testing.T) {
 // TestPrometheusServer runs a real Prometheus against tapfwd on loopback
 // in the forwarder's namespace and asks its HTTP API for the TAP's rate.
 func TestPrometheusServer(t *testing.T) {
-	testkit.NeedRoot(t)
-	testkit.NeedTools(t, "iperf3", "prometheus")
+	testkit.NeedRoot(t, "iperf3", "prometheus")
 	bed, fw := testkit.Start(t, testkit.Tapfwd(t), "--metrics-addr", "127.0.0.1:9310")
 	server := prom.StartServer(t, bed, `global:
   scrape_interval: 1s

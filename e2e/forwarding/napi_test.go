@@ -23,8 +23,7 @@ import (
 // spins (about a CPU while idle: the documented cost), and shutdown is
 // still prompt.
 func TestPollBusy(t *testing.T) {
-	testkit.NeedRoot(t)
-	testkit.NeedTools(t, "iperf3")
+	testkit.NeedRoot(t, "iperf3")
 	bed, fw := testkit.Start(t, testkit.PlainTapfwd(t), "--poll", "busy")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -61,8 +60,7 @@ func TestPollBusy(t *testing.T) {
 // the kthread appears on the CPU asked for, traffic flows, and the setting
 // is undone at exit. busy-poll is refused on kernels before 6.19.
 func TestNICNAPIThreaded(t *testing.T) {
-	testkit.NeedRoot(t)
-	testkit.NeedTools(t, "iperf3", "ethtool")
+	testkit.NeedRoot(t, "iperf3", "ethtool")
 	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
 	testkit.BedRun(t, bed, bed.FwdNS, "ethtool", "-K", bed.NIC, "gro", "on")
 	kthreads := func() []int {

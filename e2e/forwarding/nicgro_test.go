@@ -18,8 +18,7 @@ import (
 // TSO is what it merges), so most frames tapfwd reads from the NIC are GSO
 // super-frames (tapfwd_gso_frames_total of the NIC).
 func TestNICGROMerges(t *testing.T) {
-	testkit.NeedRoot(t)
-	testkit.NeedTools(t, "iperf3", "ethtool")
+	testkit.NeedRoot(t, "iperf3", "ethtool")
 	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
 	testkit.BedRun(t, bed, bed.WireNS, "ethtool", "-K", bed.WireIf, "tso", "off", "gso", "off")
 	exe := testkit.PlainTapfwd(t)

@@ -63,8 +63,7 @@ func hostPing(t *testing.T, bed *testbed.Bed, addr netip.Addr) {
 // with matching SHA-256. None of the frames between host and guests reach
 // the wire: the kernel's macvlan bridge on the TAP switches them.
 func TestHostPortGuests(t *testing.T) {
-	testkit.NeedRoot(t)
-	testkit.NeedTools(t, "ping")
+	testkit.NeedRoot(t, "ping")
 	img := vm.GuestImage(t)
 	bed, fw := testkit.Start(t, testkit.Tapfwd(t), "--host-port", "--vm-ports", "2")
 	ports := vm.Ports(t, bed.LabNS, bed.LabIf, 2)
@@ -111,8 +110,7 @@ func TestHostPortGuests(t *testing.T) {
 // its lease file goes when tapfwd stops; "recipe" runs it by hand as the
 // README's recipe does.
 func TestHostPortDHCP(t *testing.T) {
-	testkit.NeedRoot(t)
-	testkit.NeedTools(t, "ping")
+	testkit.NeedRoot(t, "ping")
 	need.Found(t, "dnsmasq", dhcp.Find)
 	bin, err := dhcp.Find()
 	if err != nil {
@@ -241,8 +239,7 @@ func TestHostPortDHCPKilled(t *testing.T) {
 // under the port sends nothing of its own, and --strict-mac drops frames
 // with the TAP's MAC as their source.
 func TestHostPortWireView(t *testing.T) {
-	testkit.NeedRoot(t)
-	testkit.NeedTools(t, "iperf3", "ping")
+	testkit.NeedRoot(t, "iperf3", "ping")
 	bed, fw := testkit.Start(t, testkit.Tapfwd(t), "--host-port", "--strict-mac")
 	spoofed := func() float64 {
 		return prom.Sample(prom.Scrape(t, bed), "tapfwd_drops_total", `reason="spoofed_mac"`, `device="`+bed.LabIf+`"`)

@@ -34,8 +34,7 @@ func TestNotRoot(t *testing.T) {
 // run: tapfwd keeps running, logs each event once, does not spin while a
 // link is down, and traffic resumes within 2 s of the link coming back.
 func TestLinkFlap(t *testing.T) {
-	testkit.NeedRoot(t)
-	testkit.NeedTools(t, "iperf3")
+	testkit.NeedRoot(t, "iperf3")
 	bed, fw := testkit.Start(t, testkit.Tapfwd(t))
 	wait := traffic.StartIperf(t, bed, iperf.Options{Duration: 10 * time.Second, Streams: 2})
 	for _, link := range []struct{ ns, dev, log string }{
@@ -69,8 +68,7 @@ func TestLinkFlap(t *testing.T) {
 // TestDeviceRemoved deletes the NIC, or the TAP, under load: tapfwd exits
 // within a second with a one-line error and a non-zero status.
 func TestDeviceRemoved(t *testing.T) {
-	testkit.NeedRoot(t)
-	testkit.NeedTools(t, "iperf3")
+	testkit.NeedRoot(t, "iperf3")
 	for _, tc := range []struct{ name, want string }{
 		{"nic", "the NIC went away"},
 		{"tap", "the TAP device went away"},
@@ -105,8 +103,7 @@ func TestDeviceRemoved(t *testing.T) {
 // TestWaitNIC removes the NIC and makes it again: with --wait-nic tapfwd
 // waits, then forwards through the new one without a restart.
 func TestWaitNIC(t *testing.T) {
-	testkit.NeedRoot(t)
-	testkit.NeedTools(t, "iperf3")
+	testkit.NeedRoot(t, "iperf3")
 	bed, fw := testkit.Start(t, testkit.Tapfwd(t), "--wait-nic")
 	// Scrapes all along: the reattach swaps the NIC's sockets under the
 	// collector (the race detector in tapfwd, built with it when the tests
@@ -143,8 +140,7 @@ func TestWaitNIC(t *testing.T) {
 // TestShutdownUnderLoad sends SIGTERM and SIGINT while iperf3 runs at full
 // speed: tapfwd exits 0 within a second and the TAP is gone.
 func TestShutdownUnderLoad(t *testing.T) {
-	testkit.NeedRoot(t)
-	testkit.NeedTools(t, "iperf3")
+	testkit.NeedRoot(t, "iperf3")
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
 		t.Run(sig.String(), func(t *testing.T) {
 			bed, fw := testkit.Start(t, testkit.PlainTapfwd(t), "--queues", "2")
@@ -170,8 +166,7 @@ func TestShutdownUnderLoad(t *testing.T) {
 // TestUser drops to nobody after start-up: no capabilities are left, and
 // forwarding and metrics go on.
 func TestUser(t *testing.T) {
-	testkit.NeedRoot(t)
-	testkit.NeedTools(t, "iperf3")
+	testkit.NeedRoot(t, "iperf3")
 	// One MAC for both starts: the wire keeps the first one in its ARP cache.
 	mac := "02:00:00:00:aa:01"
 	bed, fw := testkit.Start(t, testkit.PlainTapfwd(t), "--user", "nobody", "--vm-ports", "2", "--tap-mac", mac)
@@ -230,8 +225,7 @@ func nodesGone(t *testing.T, what string, ports []tapport.Port) {
 // unicast, and a frame with a forged source MAC from a lab is dropped and
 // counted.
 func TestStrictMACTwoInstances(t *testing.T) {
-	testkit.NeedRoot(t)
-	testkit.NeedTools(t, "iperf3")
+	testkit.NeedRoot(t, "iperf3")
 	bed, fw1 := testkit.Start(t, testkit.Tapfwd(t), "--strict-mac", "--tap-mac", "02:00:00:aa:00:01")
 	lab2 := bed.LabNS + "2"
 	if out, err := exec.Command("ip", "netns", "add", lab2).CombinedOutput(); err != nil {

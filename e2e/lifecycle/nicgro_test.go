@@ -23,21 +23,9 @@ import (
 // after another SIGKILL, tapfwd down puts it back too. The NIC's journal
 // (/run/tapfwd/features) is gone at the end.
 func TestNICGRORestored(t *testing.T) {
-	testkit.NeedRoot(t)
-	testkit.NeedTools(t, "ethtool")
+	testkit.NeedRoot(t, "ethtool")
 	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
-	journals := "/run/tapfwd/features/*-" + bed.NIC + ".json"
-	t.Cleanup(func() {
-		left, _ := filepath.Glob(journals)
-		for _, p := range left {
-			os.Remove(p)
-		}
-	})
-	ns, err := netns.Open(bed.FwdNS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Close()
+	ns := groNS(t, bed)
 	gro := func(when string, want string) {
 		t.Helper()
 		on, err := ns.GRO(bed.NIC)
@@ -86,7 +74,7 @@ func TestNICGRORestored(t *testing.T) {
 	}
 	t.Logf("tapfwd down: %s", stdout)
 	gro("after tapfwd down", "off")
-	if left, _ := filepath.Glob(journals); len(left) != 0 {
+	if left, _ := filepath.Glob(featureJournals(bed)); len(left) != 0 {
 		t.Errorf("journals left: %v", left)
 	}
 }
@@ -96,21 +84,9 @@ func TestNICGRORestored(t *testing.T) {
 // tapfwd turns it on as --nic-gro on asks, and puts it back at exit. The
 // journal of the NIC that went is dropped then: its GRO went with it.
 func TestNICGROWaitNIC(t *testing.T) {
-	testkit.NeedRoot(t)
-	testkit.NeedTools(t, "ethtool")
+	testkit.NeedRoot(t, "ethtool")
 	bed, fw := testkit.Start(t, testkit.Tapfwd(t), "--wait-nic", "--nic-gro", "on")
-	journals := "/run/tapfwd/features/*-" + bed.NIC + ".json"
-	t.Cleanup(func() {
-		left, _ := filepath.Glob(journals)
-		for _, p := range left {
-			os.Remove(p)
-		}
-	})
-	ns, err := netns.Open(bed.FwdNS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Close()
+	ns := groNS(t, bed)
 	gro := func(when string, want bool) {
 		t.Helper()
 		if on, err := ns.GRO(bed.NIC); err != nil || on != want {
@@ -126,7 +102,7 @@ func TestNICGROWaitNIC(t *testing.T) {
 	testkit.BedRun(t, bed, bed.FwdNS, "ip", "link", "set", bed.NIC, "up")
 	testkit.ReachableWithin(t, bed, 5*time.Second)
 	gro("on the NIC that came back", true)
-	if left, _ := filepath.Glob(journals); len(left) != 2 {
+	if left, _ := filepath.Glob(featureJournals(bed)); len(left) != 2 {
 		t.Errorf("journals while tapfwd runs: %v, want the old NIC's and the new one's", left)
 	}
 	if err := fw.Stop(); err != nil {
@@ -136,7 +112,7 @@ func TestNICGROWaitNIC(t *testing.T) {
 	if !strings.Contains(fw.Output(), "not putting back the NIC's GRO") || !strings.Contains(fw.Output(), "put back the NIC's GRO") {
 		t.Errorf("tapfwd did not say what it did with each NIC's GRO:\n%s", fw.Output())
 	}
-	if left, _ := filepath.Glob(journals); len(left) != 0 {
+	if left, _ := filepath.Glob(featureJournals(bed)); len(left) != 0 {
 		t.Errorf("journals left: %v", left)
 	}
 }
@@ -197,3 +173,24 @@ func TestNICGROWithNAPIThreaded(t *testing.T) {
 		t.Errorf("the NIC's GRO after SIGTERM is on: %v, %v", on, err)
 	}
 }
+
+// groNS opens the namespace of bed's NIC to read its GRO, closed when t
+// ends, and removes any feature journal a failed test left for the NIC.
+func groNS(t *testing.T, bed *testbed.Bed) *netns.NS {
+	t.Helper()
+	t.Cleanup(func() {
+		left, _ := filepath.Glob(featureJournals(bed))
+		for _, p := range left {
+			os.Remove(p)
+		}
+	})
+	ns, err := netns.Open(bed.FwdNS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Close() })
+	return ns
+}
+
+// featureJournals matches the feature journals of bed's NIC.
+func featureJournals(bed *testbed.Bed) string { return "/run/tapfwd/features/*-" + bed.NIC + ".json" }

@@ -38,8 +38,7 @@ const (
 // bytes (each forwarder takes every frame between the labs once: from its
 // TAP or from its VXLAN device) plus the frames' headers.
 func TestFleetPrometheus(t *testing.T) {
-	testkit.NeedRoot(t)
-	testkit.NeedTools(t, "iperf3", "prometheus")
+	testkit.NeedRoot(t, "iperf3", "prometheus")
 	h := testbed.NewHostsForTest(t, testbed.HostsConfig{})
 	var targets [2]string
 	for i, host := range h.Host {

@@ -29,8 +29,7 @@ import (
 // and a QEMU guest on a VM port of each host reaches the other host's lab
 // and the other guest.
 func TestVXLAN(t *testing.T) {
-	testkit.NeedRoot(t)
-	testkit.NeedTools(t, "iperf3", "ping")
+	testkit.NeedRoot(t, "iperf3", "ping")
 	img := vm.GuestImage(t)
 	h := testbed.NewHostsForTest(t, testbed.HostsConfig{})
 	fws := testkit.StartHosts(t, h, testkit.Tapfwd(t), nil)
@@ -348,8 +347,7 @@ func vxlanGuests(t *testing.T, h *testbed.Hosts, views [2]*testbed.Bed, img vm.I
 // through the TAP's unicast, broadcast and multicast), and a frame with a
 // forged source MAC from a lab is dropped as spoofed_mac on its host.
 func TestVXLANStrictMAC(t *testing.T) {
-	testkit.NeedRoot(t)
-	testkit.NeedTools(t, "ping")
+	testkit.NeedRoot(t, "ping")
 	h := testbed.NewHostsForTest(t, testbed.HostsConfig{Peering: testbed.PeerRemote})
 	testkit.StartHosts(t, h, testkit.Tapfwd(t), func(int) []string { return []string{"--strict-mac"} })
 	v := h.View(0, 1)

@@ -129,8 +129,7 @@ func checkNoXDPRefusal(t *testing.T, bed *testbed.Bed, line string, took time.Du
 // veth puts a frame on the RX queue of the TX queue its peer picked, which
 // hashes by flow.
 func TestTwoQueues(t *testing.T) {
-	testkit.NeedRoot(t)
-	testkit.NeedTools(t, "iperf3")
+	testkit.NeedRoot(t, "iperf3")
 	bed := twoQueueBed(t, 2)
 	fw := testkit.StartOn(t, bed, testkit.Tapfwd(t), append(xdpArgs, "--queues", "2", "--cpus", "0,1")...)
 	traffic.CheckQueues(t, bed, fw, 2)

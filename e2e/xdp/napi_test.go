@@ -32,8 +32,7 @@ import (
 // to restore (without GRO the instances come and go with the program, and
 // their settings with them).
 func TestKernelPollDefers(t *testing.T) {
-	testkit.NeedRoot(t)
-	testkit.NeedTools(t, "iperf3", "ping", "ethtool")
+	testkit.NeedRoot(t, "iperf3", "ping", "ethtool")
 	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
 	testkit.BedRun(t, bed, bed.FwdNS, "ethtool", "-K", bed.NIC, "gro", "on")
 	c := napiClient(t, bed)
@@ -200,8 +199,7 @@ func rxPackets(t *testing.T, bed *testbed.Bed) int64 {
 // SIGKILL, tapfwd down puts them back too. The NIC's journal of them
 // (/run/tapfwd/napi) is gone at the end.
 func TestNAPIRestoredAfterKill(t *testing.T) {
-	testkit.NeedRoot(t)
-	testkit.NeedTools(t, "ethtool")
+	testkit.NeedRoot(t, "ethtool")
 	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
 	testkit.BedRun(t, bed, bed.FwdNS, "ethtool", "-K", bed.NIC, "gro", "on")
 	journals := "/run/tapfwd/napi/*-" + bed.NIC + ".json"

@@ -17,10 +17,17 @@ import (
 // it: restores go to a fake.
 func testJournals(t *testing.T) *napiJournals {
 	t.Helper()
+	return journalsIn(t, "napi", newNAPIJournals)
+}
+
+// journalsIn opens journals of a kind with open in a directory name of
+// the test's own; without root it skips t.
+func journalsIn[J any](t *testing.T, name string, open func(dir string) (J, error)) J {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: the journal directory must be root's")
 	}
-	js, err := newNAPIJournals(filepath.Join(t.TempDir(), "napi"))
+	js, err := open(filepath.Join(t.TempDir(), name))
 	if err != nil {
 		t.Fatal(err)
 	}

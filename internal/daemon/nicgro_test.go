@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -15,14 +14,7 @@ import (
 // test here touches it: restores go to a fake.
 func testFeatureJournals(t *testing.T) *featureJournals {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the journal directory must be root's")
-	}
-	js, err := newFeatureJournals(filepath.Join(t.TempDir(), "features"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return js
+	return journalsIn(t, "features", newFeatureJournals)
 }
 
 // killedFeatures writes was as the journal of nic, ifindex, as a tapfwd

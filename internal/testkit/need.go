@@ -9,10 +9,16 @@ import (
 
 // NeedRoot skips t when test beds cannot be built here (not root, no
 // CAP_NET_ADMIN, no ip command).
-func NeedRoot(t testing.TB) {
+//
+// tools, when given, are what the test runs besides: NeedTools checks
+// them once root is there.
+func NeedRoot(t testing.TB, tools ...string) {
 	t.Helper()
 	if err := testbed.Available(); err != nil {
 		t.Skipf("skipping privileged test: %v", err)
+	}
+	if len(tools) > 0 {
+		NeedTools(t, tools...)
 	}
 }
 

@@ -11,22 +11,9 @@ import (
 
 	"github.com/tapfwd/tapfwd/internal/base/procfs"
 	"github.com/tapfwd/tapfwd/internal/lab/need"
+	"github.com/tapfwd/tapfwd/internal/testkit"
 	"github.com/tapfwd/tapfwd/netns"
 )
-
-// recorder is t whose Errorf and Fatalf are recorded instead of failing it.
-type recorder struct {
-	testing.TB
-	errs []string
-}
-
-func (r *recorder) Errorf(format string, args ...any) {
-	r.errs = append(r.errs, fmt.Sprintf(format, args...))
-}
-func (r *recorder) Fatalf(format string, args ...any) {
-	r.errs = append(r.errs, fmt.Sprintf(format, args...))
-}
-func (r *recorder) Fatal(args ...any) { r.errs = append(r.errs, fmt.Sprint(args...)) }
 
 // TestDeltas: counter by counter differences; SNMPDelta names only the
 // counters that moved, sorted, with how much.
@@ -90,12 +77,12 @@ func TestProcess(t *testing.T) {
 	if CPUTime(t, pid) <= cpu {
 		t.Errorf("CPUTime did not grow from %v", cpu)
 	}
-	r := &recorder{TB: t}
+	r := &testkit.Recorder{TB: t}
 	gone := exitedPid(t)
 	Status(r, gone)
 	FDCount(r, gone)
-	if len(r.errs) != 2 || !strings.Contains(r.errs[0], "is gone") {
-		t.Errorf("a process that is gone: %q", r.errs)
+	if len(r.Errs) != 2 || !strings.Contains(r.Errs[0], "is gone") {
+		t.Errorf("a process that is gone: %q", r.Errs)
 	}
 }
 
@@ -127,14 +114,14 @@ func TestCheckDropped(t *testing.T) {
 			break
 		}
 	}
-	r := &recorder{TB: t}
+	r := &testkit.Recorder{TB: t}
 	CheckDropped(r, c.Process.Pid)
-	if len(r.errs) != 0 {
-		t.Errorf("a dropped process: %q", r.errs)
+	if len(r.Errs) != 0 {
+		t.Errorf("a dropped process: %q", r.Errs)
 	}
-	r = &recorder{TB: t}
+	r = &testkit.Recorder{TB: t}
 	CheckDropped(r, os.Getpid())
-	if joined := strings.Join(r.errs, "\n"); !strings.Contains(joined, "CapEff") || !strings.Contains(joined, "Uid") || !strings.Contains(joined, "NoNewPrivs") {
-		t.Errorf("root passed as dropped: %q", r.errs)
+	if joined := strings.Join(r.Errs, "\n"); !strings.Contains(joined, "CapEff") || !strings.Contains(joined, "Uid") || !strings.Contains(joined, "NoNewPrivs") {
+		t.Errorf("root passed as dropped: %q", r.Errs)
 	}
 }

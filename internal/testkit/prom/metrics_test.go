@@ -11,6 +11,7 @@ import (
 	"github.com/tapfwd/tapfwd/forward"
 	"github.com/tapfwd/tapfwd/forward/forwardtest"
 	"github.com/tapfwd/tapfwd/internal/lab/testbed"
+	"github.com/tapfwd/tapfwd/internal/testkit"
 	"github.com/tapfwd/tapfwd/metrics"
 	"github.com/tapfwd/tapfwd/netns"
 )
@@ -85,11 +86,11 @@ func TestParseCounts(t *testing.T) {
 	if len(c.NICDrops) != len(metrics.DropReasons()) || c.Goroutines < 1 {
 		t.Errorf("NIC drops by %d reasons, want %d; goroutines %v", len(c.NICDrops), len(metrics.DropReasons()), c.Goroutines)
 	}
-	var r recorder
+	var r testkit.Recorder
 	r.TB = t
 	c.CheckBalance(&r, 300, 0)
-	if len(r.errs) != 0 {
-		t.Errorf("balanced counts: %q", r.errs)
+	if len(r.Errs) != 0 {
+		t.Errorf("balanced counts: %q", r.Errs)
 	}
 }
 
@@ -119,16 +120,6 @@ x_total 7
 	}
 }
 
-// recorder is t whose Errorf is recorded.
-type recorder struct {
-	testing.TB
-	errs []string
-}
-
-func (r *recorder) Errorf(format string, args ...any) {
-	r.errs = append(r.errs, fmt.Sprintf(format, args...))
-}
-
 // TestCheckBalance: counts where every frame is transmitted or dropped
 // pass; a frame lost without a reason, on either side, and traffic the
 // wire did not send fail.
@@ -149,9 +140,9 @@ func TestCheckBalance(t *testing.T) {
 		d := ok
 		d.NICDrops, d.TAPDrops = ok.NICDrops, ok.TAPDrops
 		c.mod(&d)
-		r := &recorder{TB: t}
+		r := &testkit.Recorder{TB: t}
 		d.CheckBalance(r, 105, 0)
-		if got := strings.Join(r.errs, "; "); got != c.want {
+		if got := strings.Join(r.Errs, "; "); got != c.want {
 			t.Errorf("%s: %q, want %q", c.name, got, c.want)
 		}
 	}

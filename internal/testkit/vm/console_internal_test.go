@@ -4,13 +4,14 @@ import (
 	"bufio"
 	"context"
 	"encoding/xml"
-	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tapfwd/tapfwd/internal/testkit"
 )
 
 // console is what the test guest (scripts/vmguest.sh) prints on its
@@ -27,19 +28,6 @@ const console = "Linux version 6.1\r\n" +
 	"TFW: tx 10\r\n" +
 	"TFW: tx 12\r\n" +
 	"TFW: done\r\n"
-
-// recorder is t whose Errorf and Fatalf are recorded.
-type recorder struct {
-	testing.TB
-	errs []string
-}
-
-func (r *recorder) Errorf(format string, args ...any) {
-	r.errs = append(r.errs, fmt.Sprintf(format, args...))
-}
-func (r *recorder) Fatalf(format string, args ...any) {
-	r.errs = append(r.errs, fmt.Sprintf(format, args...))
-}
 
 // readGuest is a Guest that has read text from its console.
 func readGuest(text string) *Guest {
@@ -71,13 +59,13 @@ func TestGuestConsole(t *testing.T) {
 	if strings.Contains(g.Output(), "\r") || len(g.Lines()) != 12 {
 		t.Errorf("Output keeps carriage returns, or %d lines", len(g.Lines()))
 	}
-	r := &recorder{TB: t}
+	r := &testkit.Recorder{TB: t}
 	g.CheckPings(r, netip.MustParseAddr("198.18.5.1"), netip.MustParseAddr("198.18.5.9"), netip.MustParseAddr("198.18.5.10"))
 	g.CheckFeatures(r, 0, 1, 3, 2)
 	want := []string{`g0: ping 198.18.5.9: "fail"`, `g0: ping 198.18.5.10: ""`,
 		`g0: virtio-net feature bit 2 not negotiated (features "1101")`}
-	if strings.Join(r.errs, "\n") != strings.Join(want, "\n") {
-		t.Errorf("checks failed with\n%s\nwant\n%s", strings.Join(r.errs, "\n"), strings.Join(want, "\n"))
+	if strings.Join(r.Errs, "\n") != strings.Join(want, "\n") {
+		t.Errorf("checks failed with\n%s\nwant\n%s", strings.Join(r.Errs, "\n"), strings.Join(want, "\n"))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
@@ -116,10 +104,10 @@ func TestConsoleFile(t *testing.T) {
 	if v, ok := c.Line("tx"); !ok || v != "12" {
 		t.Errorf("Line(tx) = %q %v", v, ok)
 	}
-	r := &recorder{TB: t}
+	r := &testkit.Recorder{TB: t}
 	c.CheckPings(r, "vm1", netip.MustParseAddr("198.18.5.1"), netip.MustParseAddr("198.18.5.9"))
-	if len(r.errs) != 1 || r.errs[0] != `vm1: ping 198.18.5.9: "fail"` {
-		t.Errorf("CheckPings: %q", r.errs)
+	if len(r.Errs) != 1 || r.Errs[0] != `vm1: ping 198.18.5.9: "fail"` {
+		t.Errorf("CheckPings: %q", r.Errs)
 	}
 	if err := c.Wait(context.Background()); err != nil || c.Output() != console {
 		t.Errorf("Wait: %v", err)
