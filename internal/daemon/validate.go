@@ -292,7 +292,7 @@ func (c *Config) validateAB() error {
 // validateRest checks the metrics address, the stats interval and the
 // ready fd.
 func (c *Config) validateRest() error {
-	if m := c.Metrics; m != nil {
+	if m := c.Metrics; m != nil && m.Listener == nil {
 		_, port, err := net.SplitHostPort(m.Addr)
 		if n, perr := strconv.ParseUint(port, 10, 16); err != nil || perr != nil || n > 65535 {
 			return refuse(PartMetricsAddr, quote(m.Addr), 0, "want HOST:PORT, e.g. %s (port 0: any free one)", DefaultMetricsAddr)

@@ -169,6 +169,7 @@ func TestValidate(t *testing.T) {
 		"kernel-picked name": func(c *Config) { c.TAP.Name = "tap%d" },
 		"stats every second": func(c *Config) { c.Log.StatsEvery = MinStatsEvery },
 		"any free port":      func(c *Config) { c.Metrics.Addr = "[::1]:0" },
+		"a passed socket":    func(c *Config) { c.Metrics = &Metrics{Listener: &net.TCPListener{}} },
 	} {
 		c := validConfig()
 		change(&c)
