@@ -41,53 +41,35 @@ const kernelHeadroom = 64 + 256
 // the flow dissector over the frame, which this does not model: it counts
 // as refused (vnethdr.Fixup never hands one out).
 func KernelRefusal(h Hdr, frameLen int) string {
-	const (
-		gsoTCPv4, gsoTCPv6, gsoUDP, gsoUDPL4, gsoECN = 1, 4, 3, 5, 0x80
-		needsCsum                                    = 1
-		ethHLen, iphdr, ipv6hdr, tcphdr, udphdr      = 14, 20, 40, 20, 8
-		udpMaxSegs, gsoByFrags, u16Max               = 128, 0xffff, 0xffff
-		tcpCheck, udpCheck                           = 16, 6
-	)
 	start, off := int(h.CsumStart), int(h.CsumOffset)
 
 	// tun_vnet_hdr_get, __packet_snd_vnet_parse.
 	hdrLen := int(h.HdrLen)
-	if h.Flags&needsCsum != 0 {
+	if h.Flags&kNeedsCsum != 0 {
 		hdrLen = max(start+off+2, hdrLen) & 0xffff
 	}
 	if hdrLen > frameLen {
 		return "hdr_len past the frame"
 	}
 	// tun_get_user.
-	if frameLen < ethHLen || (hdrLen != 0 && hdrLen < ethHLen) {
+	if frameLen < kEthHLen || (hdrLen != 0 && hdrLen < kEthHLen) {
 		return "shorter than an Ethernet header"
 	}
 
 	// __virtio_net_hdr_to_skb.
-	nhMinLen, thlen, gso := iphdr, 0, h.GSOType != 0
-	if gso {
-		switch h.GSOType &^ gsoECN {
-		case gsoTCPv4:
-			thlen = tcphdr
-		case gsoTCPv6:
-			thlen, nhMinLen = tcphdr, ipv6hdr
-		case gsoUDP, gsoUDPL4:
-			thlen = udphdr
-		default:
-			return "gso_type"
-		}
-		if h.GSOSize == 0 {
-			return "gso_size 0"
-		}
+	gso := h.GSOType != 0
+	nhMinLen, thlen, why := gsoTransport(h)
+	if why != "" {
+		return why
 	}
 	pOff := 0
-	if h.Flags&needsCsum != 0 {
+	if h.Flags&kNeedsCsum != 0 {
 		if start+max(thlen, off+2) > frameLen {
 			return "needed past the frame (pskb_may_pull)"
 		}
 		// skb_partial_csum_set; the checksum field is in the linear
 		// part once pskb_may_pull(needed) succeeded.
-		if kernelHeadroom+start >= u16Max || start+off+2 > frameLen {
+		if kernelHeadroom+start >= kU16Max || start+off+2 > frameLen {
 			return "skb_partial_csum_set"
 		}
 		if start < nhMinLen {
@@ -103,24 +85,64 @@ func KernelRefusal(h Hdr, frameLen int) string {
 	if !gso {
 		return ""
 	}
-	switch h.GSOType &^ gsoECN {
-	case gsoUDPL4:
+	return gsoRefusal(h, frameLen-pOff)
+}
+
+// The kernel's values KernelRefusal reads headers against.
+const (
+	kGSOTCPv4, kGSOTCPv6, kGSOUDP, kGSOUDPL4, kGSOECN = 1, 4, 3, 5, 0x80
+	kNeedsCsum                                        = 1
+	kEthHLen, kIPHdr, kIPv6Hdr, kTCPHdr, kUDPHdr      = 14, 20, 40, 20, 8
+	kUDPMaxSegs, kGSOByFrags, kU16Max                 = 128, 0xffff, 0xffff
+	kTCPCheck, kUDPCheck                              = 16, 6
+)
+
+// gsoTransport is what __virtio_net_hdr_to_skb takes from h's GSO type:
+// the least network header and the transport header's length (0 without
+// GSO), or why it refuses the header.
+func gsoTransport(h Hdr) (nhMinLen, thlen int, why string) {
+	if h.GSOType == 0 {
+		return kIPHdr, 0, ""
+	}
+	switch h.GSOType &^ kGSOECN {
+	case kGSOTCPv4:
+		nhMinLen, thlen = kIPHdr, kTCPHdr
+	case kGSOTCPv6:
+		nhMinLen, thlen = kIPv6Hdr, kTCPHdr
+	case kGSOUDP, kGSOUDPL4:
+		nhMinLen, thlen = kIPHdr, kUDPHdr
+	default:
+		return 0, 0, "gso_type"
+	}
+	if h.GSOSize == 0 {
+		return 0, 0, "gso_size 0"
+	}
+	return nhMinLen, thlen, ""
+}
+
+// gsoRefusal is the rest of __virtio_net_hdr_to_skb's checks of a GSO
+// header whose checksum and transport header passed: payload is the
+// frame's length past the transport header.
+func gsoRefusal(h Hdr, payload int) string {
+	off := int(h.CsumOffset)
+	switch h.GSOType &^ kGSOECN {
+	case kGSOUDPL4:
 		switch {
-		case h.Flags&needsCsum == 0:
+		case h.Flags&kNeedsCsum == 0:
 			return "USO without NEEDS_CSUM"
-		case off != udpCheck:
+		case off != kUDPCheck:
 			return "USO csum_offset"
-		case frameLen-pOff > int(h.GSOSize)*udpMaxSegs:
+		case payload > int(h.GSOSize)*kUDPMaxSegs:
 			return "USO over UDP_MAX_SEGMENTS"
-		case h.GSOType&gsoECN != 0:
+		case h.GSOType&kGSOECN != 0:
 			return "USO with ECN"
 		}
-	case gsoTCPv4, gsoTCPv6:
-		if h.Flags&needsCsum != 0 && off != tcpCheck {
+	case kGSOTCPv4, kGSOTCPv6:
+		if h.Flags&kNeedsCsum != 0 && off != kTCPCheck {
 			return "TCP csum_offset"
 		}
 	}
-	if h.GSOSize == gsoByFrags {
+	if h.GSOSize == kGSOByFrags {
 		return "GSO_BY_FRAGS"
 	}
 	return ""

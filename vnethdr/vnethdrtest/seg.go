@@ -153,6 +153,42 @@ func (s Seg) Pseudo(l4Len int) []byte {
 // Build serializes s with gopacket, lengths and checksums computed by it.
 func (s Seg) Build(tb testing.TB) []byte {
 	tb.Helper()
+	ls, next := s.linkLayers()
+	nl := s.networkLayer(next)
+	ls = append(ls, nl.(gopacket.SerializableLayer))
+	if s.V6 && s.Ext {
+		ls = append(ls, rawLayer{60, 0, 1, 4, 0, 0, 0, 0})
+		ls = append(ls, rawLayer{byte(s.l4Proto()), 1, 1, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
+	}
+	port := s.SrcPort
+	if port == 0 {
+		port = 40000
+	}
+	dport := s.DstPort
+	if dport == 0 {
+		dport = 5201
+	}
+	if s.UDP {
+		return buildUDP(tb, s, ls, nl, port, dport)
+	}
+	tc := s.tcpLayer(port, dport)
+	if err := tc.SetNetworkLayerForChecksum(nl); err != nil {
+		tb.Fatal(err)
+	}
+	ls = append(ls, tc, gopacket.Payload(s.Payload))
+	return serializeSeg(tb, s, ls)
+}
+
+func (s Seg) l4Proto() layers.IPProtocol {
+	if s.UDP {
+		return layers.IPProtocolUDP
+	}
+	return layers.IPProtocolTCP
+}
+
+// linkLayers are the Ethernet header and s's VLAN tags, and where the
+// EtherType of the network layer goes.
+func (s Seg) linkLayers() ([]gopacket.SerializableLayer, *layers.EthernetType) {
 	mac := s.SrcMAC
 	if mac == 0 {
 		mac = 1
@@ -163,11 +199,6 @@ func (s Seg) Build(tb testing.TB) []byte {
 	}
 	if s.DstMAC != nil {
 		eth.DstMAC = s.DstMAC
-	}
-	src, dst := s.Addrs()
-	l4proto := layers.IPProtocolTCP
-	if s.UDP {
-		l4proto = layers.IPProtocolUDP
 	}
 	ls := []gopacket.SerializableLayer{eth}
 	next := &eth.EthernetType
@@ -187,57 +218,52 @@ func (s Seg) Build(tb testing.TB) []byte {
 		ls = append(ls, q)
 		next = &q.Type
 	}
+	return ls, next
+}
+
+// networkLayer is s's IPv4 or IPv6 header; it sets *next to its
+// EtherType. An IPv6 header with Ext is followed by two extension
+// headers Build adds.
+func (s Seg) networkLayer(next *layers.EthernetType) gopacket.NetworkLayer {
+	src, dst := s.Addrs()
 	ttl := s.TTL
 	if ttl == 0 {
 		ttl = 64
 	}
-	var nl gopacket.NetworkLayer
 	if s.V6 {
 		*next = layers.EthernetTypeIPv6
 		ip := &layers.IPv6{Version: 6, TrafficClass: s.TOS, FlowLabel: s.FlowLabel, HopLimit: ttl,
-			SrcIP: src, DstIP: dst, NextHeader: l4proto}
-		ls = append(ls, ip)
+			SrcIP: src, DstIP: dst, NextHeader: s.l4Proto()}
 		if s.Ext {
 			ip.NextHeader = layers.IPProtocolIPv6HopByHop
-			ls = append(ls, rawLayer{60, 0, 1, 4, 0, 0, 0, 0})
-			ls = append(ls, rawLayer{byte(l4proto), 1, 1, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
 		}
-		nl = ip
-	} else {
-		*next = layers.EthernetTypeIPv4
-		ip := &layers.IPv4{Version: 4, TOS: s.TOS, TTL: ttl, Id: s.ID, SrcIP: src, DstIP: dst, Protocol: l4proto}
-		if !s.NoDF {
-			ip.Flags |= layers.IPv4DontFragment
-		}
-		if s.MF {
-			ip.Flags |= layers.IPv4MoreFragments
-		}
-		if s.Evil {
-			ip.Flags |= layers.IPv4EvilBit
-		}
-		if s.IPOpts {
-			ip.Options = []layers.IPv4Option{
-				{OptionType: 148, OptionLength: 4, OptionData: []byte{0, 0}},
-				{OptionType: 1}, {OptionType: 1}, {OptionType: 1}, {OptionType: 0},
-			}
-		}
-		ls = append(ls, ip)
-		nl = ip
+		return ip
 	}
+	*next = layers.EthernetTypeIPv4
+	ip := &layers.IPv4{Version: 4, TOS: s.TOS, TTL: ttl, Id: s.ID, SrcIP: src, DstIP: dst, Protocol: s.l4Proto()}
+	if !s.NoDF {
+		ip.Flags |= layers.IPv4DontFragment
+	}
+	if s.MF {
+		ip.Flags |= layers.IPv4MoreFragments
+	}
+	if s.Evil {
+		ip.Flags |= layers.IPv4EvilBit
+	}
+	if s.IPOpts {
+		ip.Options = []layers.IPv4Option{
+			{OptionType: 148, OptionLength: 4, OptionData: []byte{0, 0}},
+			{OptionType: 1}, {OptionType: 1}, {OptionType: 1}, {OptionType: 0},
+		}
+	}
+	return ip
+}
+
+// tcpLayer is s's TCP header, its flags, window and timestamps.
+func (s Seg) tcpLayer(port, dport uint16) *layers.TCP {
 	f := s.Flags
 	if f == 0 {
 		f = tcpACK
-	}
-	port := s.SrcPort
-	if port == 0 {
-		port = 40000
-	}
-	dport := s.DstPort
-	if dport == 0 {
-		dport = 5201
-	}
-	if s.UDP {
-		return buildUDP(tb, s, ls, nl, port, dport)
 	}
 	win := s.Win
 	if win == 0 {
@@ -255,11 +281,7 @@ func (s Seg) Build(tb testing.TB) []byte {
 			{OptionType: layers.TCPOptionKindTimestamps, OptionData: d[:]},
 		}
 	}
-	if err := tc.SetNetworkLayerForChecksum(nl); err != nil {
-		tb.Fatal(err)
-	}
-	ls = append(ls, tc, gopacket.Payload(s.Payload))
-	return serializeSeg(tb, s, ls)
+	return tc
 }
 
 // buildUDP finishes Build for a datagram.
