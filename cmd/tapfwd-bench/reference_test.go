@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tapfwd/tapfwd/internal/cliflag"
 	"github.com/tapfwd/tapfwd/internal/refdoc"
 )
 
@@ -18,7 +17,7 @@ var subcommands = []string{"napi", "throughput", "latency", "profile", "compare"
 // TestReference: docs/reference/flags.md's tapfwd-bench section is every
 // subcommand's flag set as the code makes it. Each subcommand is asked
 // for its --help, which returns at its flag parse before it does
-// anything, and cliflag.Record hands over the flag set it made.
+// anything, and the flag set it made is recorded (refdoc.CheckFlags).
 // TAPFWD_REFERENCE=update (make reference) writes the section.
 func TestReference(t *testing.T) {
 	for _, m := range regexp.MustCompile(`tapfwd-bench ([a-z|]+)`).FindAllStringSubmatch(usage, -1) {
@@ -28,18 +27,8 @@ func TestReference(t *testing.T) {
 			}
 		}
 	}
-	var sets []cliflag.Made
-	for _, cmd := range subcommands {
-		var made []cliflag.Made
-		stop := cliflag.Record(func(m cliflag.Made) { made = append(made, m) })
-		code := run([]string{cmd, "--help"}, io.Discard, io.Discard)
-		stop()
-		if code != 0 || len(made) != 1 || made[0].Name != cmd {
-			t.Fatalf("tapfwd-bench %s --help: exit %d, flag sets %+v; want 0 and the one of %q", cmd, code, made, cmd)
-		}
-		sets = append(sets, made[0])
-	}
-	if err := refdoc.FlagsPage.Check("tapfwd-bench", refdoc.FlagsSection("tapfwd-bench", sets)); err != nil {
+	discard := func(args []string) int { return run(args, io.Discard, io.Discard) }
+	if err := refdoc.CheckFlags("tapfwd-bench", subcommands, discard); err != nil {
 		t.Fatal(err)
 	}
 }

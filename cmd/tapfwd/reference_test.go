@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tapfwd/tapfwd/internal/cliflag"
 	"github.com/tapfwd/tapfwd/internal/refdoc"
 )
 
@@ -19,22 +18,12 @@ var subcommands = []string{"run", "features", "napi list", "napi set", "vm-port 
 // TestReference: docs/reference/flags.md's tapfwd section is every
 // subcommand's flag set as the code makes it. Each subcommand is asked
 // for its --help, which returns at its flag parse before it does
-// anything, and cliflag.Record hands over the flag set it made.
+// anything, and the flag set it made is recorded (refdoc.CheckFlags).
 // TAPFWD_REFERENCE=update (make reference) writes the section.
 func TestReference(t *testing.T) {
 	checkListed(t, usage, napiUsage, vmPortUsage)
-	var sets []cliflag.Made
-	for _, cmd := range subcommands {
-		var made []cliflag.Made
-		stop := cliflag.Record(func(m cliflag.Made) { made = append(made, m) })
-		code := run(append(strings.Fields(cmd), "--help"), io.Discard, io.Discard)
-		stop()
-		if code != 0 || len(made) != 1 || made[0].Name != cmd {
-			t.Fatalf("tapfwd %s --help: exit %d, flag sets %+v; want 0 and the one of %q", cmd, code, made, cmd)
-		}
-		sets = append(sets, made[0])
-	}
-	if err := refdoc.FlagsPage.Check("tapfwd", refdoc.FlagsSection("tapfwd", sets)); err != nil {
+	discard := func(args []string) int { return run(args, io.Discard, io.Discard) }
+	if err := refdoc.CheckFlags("tapfwd", subcommands, discard); err != nil {
 		t.Fatal(err)
 	}
 }

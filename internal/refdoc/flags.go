@@ -78,3 +78,23 @@ func code(s string) string {
 	}
 	return "`" + s + "`"
 }
+
+// CheckFlags asks each of prog's subcommands for its --help through run
+// (the command's main, given its arguments, returning its exit status),
+// which returns at its flag parse before it does anything; cliflag.Record
+// hands over the flag set each made. It compares prog's section of
+// FlagsPage with them, or writes it with TAPFWD_REFERENCE=update.
+func CheckFlags(prog string, subcommands []string, run func(args []string) int) error {
+	var sets []cliflag.Made
+	for _, cmd := range subcommands {
+		var made []cliflag.Made
+		stop := cliflag.Record(func(m cliflag.Made) { made = append(made, m) })
+		code := run(append(strings.Fields(cmd), "--help"))
+		stop()
+		if code != 0 || len(made) != 1 || made[0].Name != cmd {
+			return fmt.Errorf("%s %s --help: exit %d, flag sets %+v; want 0 and the one of %q", prog, cmd, code, made, cmd)
+		}
+		sets = append(sets, made[0])
+	}
+	return FlagsPage.Check(prog, FlagsSection(prog, sets))
+}
