@@ -8,7 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tapfwd/tapfwd/forward/fabric"
-	offloadpkg "github.com/tapfwd/tapfwd/offload"
+	"github.com/tapfwd/tapfwd/offload"
 	"github.com/tapfwd/tapfwd/vnethdr"
 )
 
@@ -37,8 +37,8 @@ type QueueWorker struct {
 
 	nicBufs  [][]byte
 	nicSizes []int
-	frames   []offloadpkg.Frame // the batch being written to the TAP (from the NIC or a guest)
-	gro      *offloadpkg.GRO
+	frames   []offload.Frame // the batch being written to the TAP (from the NIC or a guest)
+	gro      *offload.GRO
 	tapOut   [][]byte   // frames for one TAP Write
 	seg      segBuffers // segments for the TAP, with tapHdr bytes of room in front
 	segUsed  int        // seg's buffers taken by tapOut
@@ -90,10 +90,10 @@ func newQueue(f *Forwarder, id, cpu int, tap Endpoint, nic NIC, c Config) *Queue
 	q.toNIC = sink{ep: nic, hdr: hdrLen, refused: DropNICRefused, busy: DropNICBusy, gone: ErrNICGone}
 	q.nicBufs = makeBufs(c.Batch, bufSize)
 	q.nicSizes = make([]int, c.Batch)
-	q.frames = make([]offloadpkg.Frame, 0, c.Batch)
+	q.frames = make([]offload.Frame, 0, c.Batch)
 	q.tunnel = make([]bool, c.Batch)
 	if c.GRO && c.TAPVnetHdr {
-		q.gro = offloadpkg.NewGRO(c.Batch)
+		q.gro = offload.NewGRO(c.Batch)
 		q.gro.SetUDP(c.UDPGRO)
 		if c.GROMaxIPv4 > 0 || c.GROMaxIPv6 > 0 {
 			q.gro.SetMaxSize(orDefault(c.GROMaxIPv4, 65536), orDefault(c.GROMaxIPv6, 65536))
@@ -165,9 +165,9 @@ func (s *segBuffers) ensure() {
 // any other with offload.Segment) into the buffers from the from-th on.
 func (s *segBuffers) segment(h vnethdr.Hdr, frame []byte, tunnel bool, from int) (int, error) {
 	if tunnel {
-		return offloadpkg.SegmentTunnel(h, frame, s.out[from:], s.sizes[from:])
+		return offload.SegmentTunnel(h, frame, s.out[from:], s.sizes[from:])
 	}
-	return offloadpkg.Segment(h, frame, s.out[from:], s.sizes[from:])
+	return offload.Segment(h, frame, s.out[from:], s.sizes[from:])
 }
 
 // appendFrames appends the k segments from the from-th on to dst, each

@@ -6,7 +6,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	offloadpkg "github.com/tapfwd/tapfwd/offload"
+	"github.com/tapfwd/tapfwd/offload"
 	"github.com/tapfwd/tapfwd/vnethdr"
 	"github.com/tapfwd/tapfwd/vnethdr/vnethdrtest"
 )
@@ -55,7 +55,7 @@ func TestZeroAllocsXDP(t *testing.T) {
 	for _, gro := range []bool{false, true} {
 		p := newXDPPair(t, true, batch)
 		if gro {
-			p.q.gro = offloadpkg.NewGRO(batch)
+			p.q.gro = offload.NewGRO(batch)
 		}
 		if a := nicToTAPAllocs(t, p, segs...); a != 0 {
 			t.Errorf("GRO %v: %v allocations per batch, want 0", gro, a)
