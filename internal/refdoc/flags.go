@@ -92,7 +92,7 @@ func CheckFlags(prog string, subcommands []string, run func(args []string) int) 
 		code := run(append(strings.Fields(cmd), "--help"))
 		stop()
 		if code != 0 || len(made) != 1 || made[0].Name != cmd {
-			return fmt.Errorf("%s %s --help: exit %d, flag sets %+v; want 0 and the one of %q", prog, cmd, code, made, cmd)
+			return fmt.Errorf("%s %s, asked for its help: exit %d, flag sets %+v; want 0 and the one of %q", prog, cmd, code, made, cmd)
 		}
 		sets = append(sets, made[0])
 	}
