@@ -3,6 +3,7 @@ package forward
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -58,6 +59,8 @@ type QueueWorker struct {
 	// How long a short batch from the NIC may wait for more
 	// (Config.GROWindow; 0 without GRO).
 	groWindow time.Duration
+	// moves counts the worker's moves to follow its load (Config.Roam).
+	moves atomic.Uint64
 }
 
 // kernelStats accumulates the NIC's kernel drop counters across Reattach.

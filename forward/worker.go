@@ -44,6 +44,9 @@ type worker struct {
 	beats   atomic.Uint64
 	waiting atomic.Bool
 	seen    uint64 // beats at the last Stalled, the watchdog's own
+	// tid is the thread the worker runs on while it runs (0: it does not),
+	// for a roamer to move; cpuNow is the CPU that thread is pinned to.
+	tid, cpuNow atomic.Int32
 }
 
 // newWorker sets up the loop for k, waiting on the stop eventfd and fds.
@@ -53,6 +56,7 @@ func (f *Forwarder) newWorker(name string, cpu int, k kind, fds ...int) *worker 
 	for i, fd := range fds {
 		w.pfd[1+i] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
 	}
+	w.cpuNow.Store(int32(cpu))
 	f.workers = append(f.workers, w)
 	return w
 }
@@ -64,6 +68,9 @@ func (w *worker) run() error {
 	if err := lockTo(w.cpu); err != nil {
 		return err
 	}
+	w.cpuNow.Store(int32(w.cpu))
+	w.tid.Store(int32(unix.Gettid()))
+	defer w.tid.Store(0)
 	w.fw.workerUp()
 	for !w.fw.stop.flag.Load() {
 		w.beats.Add(1)

@@ -88,6 +88,10 @@ type Options struct {
 	// none); empty leaves tapfwd's default (queue i on the i-th CPU it
 	// may use).
 	CPUs string
+	// FollowLoad is --follow-load's value, "true" or "false"; empty
+	// leaves tapfwd's default. Binaries without the flag skip the
+	// configuration.
+	FollowLoad string
 	// TAPIO is how the workers read and write the TAP (--tap-io:
 	// "syscall", a system call per frame, "uring", a batch per
 	// io_uring_enter, or "auto");

@@ -108,6 +108,12 @@ type Workers struct {
 	// cpulist.Max-1): nil takes the CPUs this process may run on, in
 	// order; an empty non-nil list pins none.
 	CPUs []int
+	// FollowLoad lets each pinned queue worker move among those CPUs (less
+	// the busy poller's, KernelPoll.OwnCPU) to follow its load: now and
+	// then it tries another for a tenth of a second and stays there if it
+	// delivered more there than where it was, before and after
+	// (forward.Config.Roam). Off, queue i stays on the CPU it was given.
+	FollowLoad bool
 	// Batch is the most frames moved per direction per wake-up, 1 to
 	// MaxBatch; 0: forward.DefaultBatch. Each queue takes two batches of
 	// 64 KiB frame buffers, at most MaxFrameBuffers bytes in all.

@@ -43,6 +43,7 @@ type machine struct {
 	owner *tapport.Owner
 	nic   *net.Interface
 	cpus  []int
+	roam  []int // the CPUs queue workers roam among (Workers.FollowLoad)
 }
 
 // Open sets everything up, in the order that lets each step use the one
@@ -126,6 +127,9 @@ func (d *Daemon) lookup() error {
 		}
 	}
 	if d.m.cpus, err = workerCPUs(d.c.Workers.CPUs, d.c.TAP.Queues); err != nil {
+		return fail(PartCPUs, "", err)
+	}
+	if d.m.roam, err = d.roamCPUs(); err != nil {
 		return fail(PartCPUs, "", err)
 	}
 	return checkReadyFd(d.c.Notify.ReadyFd)

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"slices"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -186,31 +187,56 @@ func (d *Daemon) reopen(ctx context.Context, rc afpacket.Config) (nicSockets, er
 // takes the CPUs this process may run on, in order; an empty list pins
 // nothing.
 func workerCPUs(list []int, workers int) ([]int, error) {
-	out := make([]int, workers)
-	if list != nil && len(list) == 0 {
-		for i := range out {
-			out[i] = -1
-		}
-		return out, nil
+	list, err := cpuSet(list)
+	if err != nil {
+		return nil, err
 	}
-	if list == nil {
-		var set unix.CPUSet
-		if err := unix.SchedGetaffinity(0, &set); err != nil {
-			return nil, os.NewSyscallError("sched_getaffinity", err)
+	out := make([]int, workers)
+	for i := range out {
+		out[i] = -1
+		if len(list) > 0 {
+			out[i] = list[i%len(list)]
 		}
-		for c := 0; c < runtime.NumCPU()*4 && c < 1024; c++ {
-			if set.IsSet(c) {
-				list = append(list, c)
-			}
+	}
+	return out, nil
+}
+
+// roamCPUs is where queue workers may roam (forward.Config.Roam): the CPUs
+// they may be pinned to, less the busy poller's; none unless FollowLoad.
+func (d *Daemon) roamCPUs() ([]int, error) {
+	w := d.c.Workers
+	if !w.FollowLoad {
+		return nil, nil
+	}
+	set, err := cpuSet(w.CPUs)
+	if err != nil {
+		return nil, err
+	}
+	if kp := w.KernelPoll; w.Poll == PollKernel && kp.OwnCPU {
+		set = slices.DeleteFunc(slices.Clone(set), func(c int) bool { return c == kp.CPU })
+	}
+	return set, nil
+}
+
+// cpuSet is the CPUs workers may be pinned to (Workers.CPUs): list, or for
+// nil the CPUs this process may run on, in order; none for an empty list.
+func cpuSet(list []int) ([]int, error) {
+	if list != nil {
+		return list, nil
+	}
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return nil, os.NewSyscallError("sched_getaffinity", err)
+	}
+	for c := 0; c < runtime.NumCPU()*4 && c < 1024; c++ {
+		if set.IsSet(c) {
+			list = append(list, c)
 		}
 	}
 	if len(list) == 0 {
 		return nil, errors.New("no CPUs")
 	}
-	for i := range out {
-		out[i] = list[i%len(list)]
-	}
-	return out, nil
+	return list, nil
 }
 
 // endpoints turns the TAP's queues into what forward takes.

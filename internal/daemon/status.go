@@ -85,8 +85,11 @@ type TAPStatus struct {
 type QueueStatus struct {
 	// ID is the queue's number, from 0.
 	ID int `json:"id"`
-	// CPU the worker is pinned to; -1: not pinned.
+	// CPU the worker is pinned to now; -1: not pinned.
 	CPU int `json:"cpu"`
+	// Moves counts the worker's moves to another CPU to follow its load
+	// (Workers.FollowLoad).
+	Moves uint64 `json:"moves"`
 	// KernelDrops are frames the kernel dropped before tapfwd saw them
 	// (the packet socket's queue overflowed): metrics reason kernel_ring.
 	KernelDrops uint64 `json:"kernel_drops"`
@@ -231,7 +234,7 @@ func (s *statusSource) Status() Status {
 	}
 	fromNIC, fromTAP := d.fw.DropReasons()
 	for i, q := range d.fw.QueueWorkers() {
-		qs := QueueStatus{ID: q.ID, CPU: q.CPU}
+		qs := QueueStatus{ID: q.ID, CPU: q.CPUNow(), Moves: q.Moves()}
 		_, qs.KernelDrops, _ = q.KernelStats()
 		qs.NICToTAP = dirStatus(&q.Counters.NICToTAP, fromNIC)
 		qs.TAPToNIC = dirStatus(&q.Counters.TAPToNIC, fromTAP)
