@@ -44,6 +44,11 @@ type Config struct {
 	// queue. Neither fd has kernel busy polling (a packet socket carries no
 	// NAPI id, a TUN fd none at all), so this is tapfwd's own spinning.
 	Busy bool
+	// SpinMax is the longest a queue worker spins on non-blocking reads
+	// of its fds before it sleeps in ppoll, adapted between 0 and it
+	// (spin.go): longer while frames come soon after a sleep began, none
+	// while the queue idles; 0 never spins. Busy spins without limit.
+	SpinMax time.Duration
 	// GRO coalesces consecutive TCP segments of a flow received from the
 	// NIC into one GSO frame before writing them to the TAP (needs
 	// TAPVnetHdr; offload.GRO).

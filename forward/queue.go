@@ -61,6 +61,8 @@ type QueueWorker struct {
 	groWindow time.Duration
 	// moves counts the worker's moves to follow its load (Config.Roam).
 	moves atomic.Uint64
+	// got is what the last turn read from the NIC and the TAP.
+	got int
 }
 
 // kernelStats accumulates the NIC's kernel drop counters across Reattach.
@@ -113,6 +115,7 @@ func newQueue(f *Forwarder, id, cpu int, tap Endpoint, nic NIC, c Config) *Queue
 	q.nicOut = make([][]byte, 0, c.Batch)
 	q.w = f.newWorker(fmt.Sprintf("queue %d", id), cpu, q, nic.Fd(), tap.Fd())
 	q.w.waiter, _ = nic.(Waiter)
+	q.w.spin.max = c.SpinMax
 	return q
 }
 
@@ -197,19 +200,20 @@ func makeBufs(n, size int) [][]byte {
 // turn moves a batch each way between the NIC and the TAP, from the fds
 // that have frames, and writes what guests left for the TAP.
 func (q *QueueWorker) turn() (bool, error) {
+	q.got = 0
 	if q.nicReady {
 		n, err := q.nicToTAP()
 		if err != nil {
 			return false, err
 		}
-		q.nicReady = n == q.batch
+		q.nicReady, q.got = n == q.batch, n
 	}
 	if q.tapReady {
 		n, err := q.tapToNIC()
 		if err != nil {
 			return false, err
 		}
-		q.tapReady = n == q.batch
+		q.tapReady, q.got = n == q.batch, q.got+n
 	}
 	if q.inReady {
 		more, err := q.guestsToTAP()
@@ -224,11 +228,16 @@ func (q *QueueWorker) turn() (bool, error) {
 	if q.busy {
 		// Spin: try every fd again. Errors that need attention (POLLERR on
 		// the socket) come back from recvmmsg itself.
-		q.nicReady, q.tapReady, q.inReady = true, true, q.in != nil
+		q.poke()
 		return true, nil
 	}
 	return false, nil
 }
+
+// poke marks every fd as ready, for a turn that looks at each without a
+// wait; after it, moved says whether that turn read anything.
+func (q *QueueWorker) poke()       { q.nicReady, q.tapReady, q.inReady = true, true, q.in != nil }
+func (q *QueueWorker) moved() bool { return q.got > 0 || q.inReady }
 
 // woke notes which fds have frames: the NIC, the TAP and the inbox.
 // POLLERR: a read returns the pending error and clears it

@@ -44,6 +44,8 @@ type worker struct {
 	beats   atomic.Uint64
 	waiting atomic.Bool
 	seen    uint64 // beats at the last Stalled, the watchdog's own
+	// spin is the adaptive spin before each wait (Config.SpinMax).
+	spin spin
 	// tid is the thread the worker runs on while it runs (0: it does not),
 	// for a roamer to move; cpuNow is the CPU that thread is pinned to.
 	tid, cpuNow atomic.Int32
@@ -81,8 +83,21 @@ func (w *worker) run() error {
 		if again {
 			continue
 		}
+		if found, err := w.spin.run(w); err != nil || found {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		var t0 time.Time
+		if w.spin.max > 0 {
+			t0 = time.Now()
+		}
 		if err := w.wait(w.pfd, nil); err != nil {
 			return err
+		}
+		if w.spin.max > 0 {
+			w.spin.slept(time.Since(t0))
 		}
 		// The stop is the flag, which the loop reads: a Waiter may report
 		// the eventfd of an earlier Run's stop.

@@ -88,6 +88,10 @@ type Options struct {
 	// none); empty leaves tapfwd's default (queue i on the i-th CPU it
 	// may use).
 	CPUs string
+	// Spin is the longest a worker spins before it sleeps (--spin); 0
+	// leaves tapfwd's default. Binaries without the flag skip the
+	// configuration.
+	Spin time.Duration
 	// FollowLoad is --follow-load's value, "true" or "false"; empty
 	// leaves tapfwd's default. Binaries without the flag skip the
 	// configuration.

@@ -47,6 +47,7 @@ const (
 	CPUsSecond   = "cpus-second"    // the worker on the second CPU
 	FollowLoad   = "follow-load"    // the worker moves to follow its load
 	FixedCPU     = "fixed-cpu"      // the worker stays on the first CPU
+	Spin         = "spin"           // the worker spins a little before it sleeps
 	NICGRO       = "nic-gro"        // GRO on the NIC while tapfwd runs
 	BridgeNICGRO = "bridge-nic-gro" // the bridge with GRO on its port to the wire: NICGRO's reference
 )
@@ -74,6 +75,8 @@ func WithBefore(cs []report.Config, bin string) []report.Config {
 type Levers struct {
 	// GROWindow is GROWindow's --gro-window.
 	GROWindow time.Duration
+	// Spin is Spin's --spin.
+	Spin time.Duration
 	// SecondCPU is CPUsSecond's --cpus: the second CPU this process may
 	// use, where the pinned placement puts the iperf3 server; -1 (one CPU)
 	// leaves CPUsSecond out.
@@ -83,7 +86,7 @@ type Levers struct {
 // DefaultLevers are the lever settings used unless the caller picks
 // others.
 func DefaultLevers() Levers {
-	l := Levers{GROWindow: 50 * time.Microsecond, SecondCPU: -1}
+	l := Levers{GROWindow: 50 * time.Microsecond, Spin: 50 * time.Microsecond, SecondCPU: -1}
 	if c := FirstCPUs(2); len(c) == 2 {
 		l.SecondCPU = c[1]
 	}
@@ -101,6 +104,8 @@ func LeverConfigs(l Levers) []report.Config {
 			forwarder.Options{GROWindow: l.GROWindow}),
 		report.Tapfwd(CPUsNone, "tapfwd, its worker not pinned: placed by the scheduler (--cpus none)", forwarder.Options{CPUs: "none"}),
 		report.Tapfwd(FollowLoad, "tapfwd, its worker moving among the CPUs to follow its load (--follow-load)", forwarder.Options{FollowLoad: "true"}),
+		report.Tapfwd(Spin, fmt.Sprintf("tapfwd, its worker spinning up to %s before it sleeps, adapted to the load (--spin)", forwarder.Micros(l.Spin)),
+			forwarder.Options{Spin: l.Spin}),
 		report.Tapfwd(FixedCPU, "tapfwd, its worker staying on the first CPU (--follow-load=false)", forwarder.Options{FollowLoad: "false"}),
 	}
 	if l.SecondCPU >= 0 {

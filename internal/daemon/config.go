@@ -141,6 +141,11 @@ type Workers struct {
 	// GROWindow is forward.Config.GROWindow: 0 (the default, never
 	// waits) to MaxGROWindow; it needs GRO.
 	GROWindow time.Duration
+	// Spin is forward.Config.SpinMax, the longest a queue worker spins
+	// before it sleeps, adapted to how soon frames come after a sleep
+	// began (none while idle): 0 (never spins) to MaxSpin. With PollBusy
+	// the workers spin without limit: it needs PollBlock.
+	Spin time.Duration
 }
 
 // KernelPoll is what PollKernel sets on each NIC NAPI instance it
@@ -214,6 +219,9 @@ const (
 	// MaxGROWindow caps Workers.GROWindow: a wait beyond it is latency,
 	// not merging.
 	MaxGROWindow = time.Millisecond
+	// MaxSpin caps Workers.Spin: a frame later than that costs a sleep
+	// whatever the worker does, so spinning longer only burns the CPU.
+	MaxSpin = time.Millisecond
 	// MaxNICDeferHardIRQs is napi-set's limit on KernelPoll.DeferHardIRQs.
 	MaxNICDeferHardIRQs = 1<<31 - 1
 	// MaxNICGROFlushTimeout caps KernelPoll.GROFlushTimeout: a masked

@@ -80,6 +80,7 @@ const (
 	PartStatsEvery                                   // Log.StatsEvery
 	PartABNAPI                                       // AB.NAPI
 	PartABDelay                                      // AB.Delay
+	PartSpin                                         // Workers.Spin
 )
 
 var partNames = map[Part]string{
@@ -93,7 +94,7 @@ var partNames = map[Part]string{
 	PartL2Control: "L2 control frames", PartL2ControlAllow: "L2 control exceptions", PartPoll: "poll", PartNICDefer: "NIC NAPI hard IRQ deferral",
 	PartNICGROFlush: "NIC GRO flush timeout", PartBusyPollTime: "busy poll time", PartNICWait: "waiting for the NIC", PartVMPorts: "VM ports",
 	PartVMPortQueues: "VM port queues", PartHostAddr: "host address", PartStatsEvery: "stats interval",
-	PartABNAPI: "A/B arms' NAPI", PartABDelay: "A/B delay",
+	PartABNAPI: "A/B arms' NAPI", PartABDelay: "A/B delay", PartSpin: "spin",
 }
 
 func (p Part) String() string { return partNames[p] }

@@ -140,6 +140,10 @@ func (c *Config) validateWorkers() error {
 		return refuse(PartGROWindow, w.GROWindow, 0, "want 0 to %v", MaxGROWindow)
 	case w.GROWindow > 0 && !w.GRO:
 		return refuse(PartGROWindow, w.GROWindow, PartGRO, "waits for segments to merge: it needs GRO")
+	case w.Spin < 0 || w.Spin > MaxSpin:
+		return refuse(PartSpin, w.Spin, 0, "want 0 to %v", MaxSpin)
+	case w.Spin > 0 && w.Poll != PollBlock:
+		return refuse(PartSpin, w.Spin, PartPoll, "spins before the worker sleeps in ppoll: it needs the block poll mode")
 	case w.L2.ControlAllow != 0 && !w.L2.DropControl:
 		return refuse(PartL2ControlAllow, nil, PartL2Control, "lists exceptions to dropping L2 control frames, which are forwarded")
 	case w.Poll == PollKernel && c.NIC.Backend != BackendXDP:
