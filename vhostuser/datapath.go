@@ -35,15 +35,11 @@ const ErrBroken = unix.EPROTO
 // hung up (ErrGuest: logged, in Stats and an EventBroken); EBADFD the port
 // is closed.
 func (q *Queue) Read(bufs [][]byte, sizes []int, offset int) (n int, err error) {
-	p := q.p
-	p.mu.RLock()
-	defer p.mu.RUnlock()
-	if p.closed {
-		return 0, unix.EBADFD
+	p, r := q.p, q.tx
+	if err := p.lockRing(r); err != nil {
+		return 0, err
 	}
-	r := q.tx
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	defer p.unlockRing(r)
 	if !r.started || r.broken.Load() {
 		q.drain()
 		if r.broken.Load() {
@@ -188,15 +184,11 @@ func (q *Queue) learn(src []byte) {
 // runs the receive ring. ErrBroken: the guest broke the rules.
 // EBADFD: closed.
 func (q *Queue) Write(bufs [][]byte, offset int) (n int, err error) {
-	p := q.p
-	p.mu.RLock()
-	defer p.mu.RUnlock()
-	if p.closed {
-		return 0, unix.EBADFD
+	p, r := q.p, q.rx
+	if err := p.lockRing(r); err != nil {
+		return 0, err
 	}
-	r := q.rx
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	defer p.unlockRing(r)
 	switch {
 	case r.broken.Load():
 		return 0, ErrBroken
@@ -401,6 +393,23 @@ func (r *vring) room() (bool, error) {
 		r.setNotify(false)
 	}
 	return true, nil
+}
+
+// lockRing holds the port, open, and ring r, for a Read or Write of r:
+// EBADFD, and nothing held, when the port is closed. unlockRing lets go.
+func (p *Port) lockRing(r *vring) error {
+	p.mu.RLock()
+	if p.closed {
+		p.mu.RUnlock()
+		return unix.EBADFD
+	}
+	r.mu.Lock()
+	return nil
+}
+
+func (p *Port) unlockRing(r *vring) {
+	r.mu.Unlock()
+	p.mu.RUnlock()
 }
 
 // finish publishes the batch's used entries and notifies the guest if it

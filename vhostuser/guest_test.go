@@ -19,6 +19,13 @@ const (
 	fIndirect = 4
 )
 
+// postHead puts descriptor 0 of ring as given and makes it the next
+// available head.
+func postHead(d *vhostusertest.Driver, ring int, addr uint64, n uint32, flags, next uint16) {
+	d.PutDesc(ring, 0, addr, n, flags, next)
+	d.PushAvail(ring, 0)
+}
+
 // A guest that breaks the virtqueue rules stops its port: Read and Write
 // say ErrBroken, the front-end hears it on the ring's error eventfd, the
 // event says what was wrong, nothing outside guest memory is touched and the
@@ -34,84 +41,39 @@ func TestGuestBreaksRules(t *testing.T) {
 	end := func(d *vhostusertest.Driver) uint64 { return d.GPA(len(d.Mem())) }
 	tx, rx := vhostusertest.TX, vhostusertest.RX
 	cases := []tcase{
-		{"head beyond the ring", tx, "head index", func(d *vhostusertest.Driver, s int) {
-			d.PushAvail(tx, 256)
-		}},
-		{"buffer past memory", tx, "outside guest memory", func(d *vhostusertest.Driver, s int) {
-			d.PutDesc(tx, 0, end(d), 100, 0, 0)
-			d.PushAvail(tx, 0)
-		}},
-		{"buffer straddling the end of memory", tx, "outside guest memory", func(d *vhostusertest.Driver, s int) {
-			d.PutDesc(tx, 0, end(d)-50, 100, 0, 0)
-			d.PushAvail(tx, 0)
-		}},
-		{"buffer below memory", tx, "outside guest memory", func(d *vhostusertest.Driver, s int) {
-			d.PutDesc(tx, 0, 0x1000, 100, 0, 0)
-			d.PushAvail(tx, 0)
-		}},
-		{"length wraps", tx, "wraps", func(d *vhostusertest.Driver, s int) {
-			d.PutDesc(tx, 0, ^uint64(0)-10, 100, 0, 0)
-			d.PushAvail(tx, 0)
-		}},
+		{"head beyond the ring", tx, "head index", func(d *vhostusertest.Driver, s int) { d.PushAvail(tx, 256) }},
+		{"buffer past memory", tx, "outside guest memory", func(d *vhostusertest.Driver, s int) { postHead(d, tx, end(d), 100, 0, 0) }},
+		{"buffer straddling the end of memory", tx, "outside guest memory", func(d *vhostusertest.Driver, s int) { postHead(d, tx, end(d)-50, 100, 0, 0) }},
+		{"buffer below memory", tx, "outside guest memory", func(d *vhostusertest.Driver, s int) { postHead(d, tx, 0x1000, 100, 0, 0) }},
+		{"length wraps", tx, "wraps", func(d *vhostusertest.Driver, s int) { postHead(d, tx, ^uint64(0)-10, 100, 0, 0) }},
 		{"loop", tx, "loop", func(d *vhostusertest.Driver, s int) {
 			d.PutDesc(tx, 0, d.GPA(s), 20, fNext, 1)
 			d.PutDesc(tx, 1, d.GPA(s), 20, fNext, 0)
 			d.PushAvail(tx, 0)
 		}},
-		{"next beyond the table", tx, "next index", func(d *vhostusertest.Driver, s int) {
-			d.PutDesc(tx, 0, d.GPA(s), 20, fNext, 256)
-			d.PushAvail(tx, 0)
-		}},
-		{"writable buffer to transmit", tx, "direction", func(d *vhostusertest.Driver, s int) {
-			d.PutDesc(tx, 0, d.GPA(s), 100, fWrite, 0)
-			d.PushAvail(tx, 0)
-		}},
-		{"available index jumps", tx, "ahead", func(d *vhostusertest.Driver, s int) {
-			d.SetAvailIdx(tx, 257)
-		}},
-		{"indirect with next", tx, "NEXT", func(d *vhostusertest.Driver, s int) {
-			d.PutDesc(tx, 0, d.GPA(s), 32, fIndirect|fNext, 1)
-			d.PushAvail(tx, 0)
-		}},
-		{"indirect table length", tx, "multiple of 16", func(d *vhostusertest.Driver, s int) {
-			d.PutDesc(tx, 0, d.GPA(s), 20, fIndirect, 0)
-			d.PushAvail(tx, 0)
-		}},
-		{"indirect table past memory", tx, "indirect table", func(d *vhostusertest.Driver, s int) {
-			d.PutDesc(tx, 0, end(d)-16, 32, fIndirect, 0)
-			d.PushAvail(tx, 0)
-		}},
+		{"next beyond the table", tx, "next index", func(d *vhostusertest.Driver, s int) { postHead(d, tx, d.GPA(s), 20, fNext, 256) }},
+		{"writable buffer to transmit", tx, "direction", func(d *vhostusertest.Driver, s int) { postHead(d, tx, d.GPA(s), 100, fWrite, 0) }},
+		{"available index jumps", tx, "ahead", func(d *vhostusertest.Driver, s int) { d.SetAvailIdx(tx, 257) }},
+		{"indirect with next", tx, "NEXT", func(d *vhostusertest.Driver, s int) { postHead(d, tx, d.GPA(s), 32, fIndirect|fNext, 1) }},
+		{"indirect table length", tx, "multiple of 16", func(d *vhostusertest.Driver, s int) { postHead(d, tx, d.GPA(s), 20, fIndirect, 0) }},
+		{"indirect table past memory", tx, "indirect table", func(d *vhostusertest.Driver, s int) { postHead(d, tx, end(d)-16, 32, fIndirect, 0) }},
 		{"nested indirect", tx, "inside an indirect", func(d *vhostusertest.Driver, s int) {
 			putRaw(d, s, 0, d.GPA(s), 32, fIndirect, 0)
-			d.PutDesc(tx, 0, d.GPA(s), 32, fIndirect, 0)
-			d.PushAvail(tx, 0)
+			postHead(d, tx, d.GPA(s), 32, fIndirect, 0)
 		}},
 		{"loop in an indirect table", tx, "loop", func(d *vhostusertest.Driver, s int) {
 			putRaw(d, s, 0, d.GPA(s+64), 20, fNext, 1)
 			putRaw(d, s, 1, d.GPA(s+64), 20, fNext, 0)
-			d.PutDesc(tx, 0, d.GPA(s), 32, fIndirect, 0)
-			d.PushAvail(tx, 0)
+			postHead(d, tx, d.GPA(s), 32, fIndirect, 0)
 		}},
 		{"indirect next beyond its table", tx, "next index", func(d *vhostusertest.Driver, s int) {
 			putRaw(d, s, 0, d.GPA(s+64), 20, fNext, 2)
-			d.PutDesc(tx, 0, d.GPA(s), 32, fIndirect, 0)
-			d.PushAvail(tx, 0)
+			postHead(d, tx, d.GPA(s), 32, fIndirect, 0)
 		}},
-		{"read-only buffer to receive", rx, "direction", func(d *vhostusertest.Driver, s int) {
-			d.PutDesc(rx, 0, d.GPA(s), 2048, 0, 0)
-			d.PushAvail(rx, 0)
-		}},
-		{"receive buffer smaller than the header", rx, "smaller than the 12-byte header", func(d *vhostusertest.Driver, s int) {
-			d.PutDesc(rx, 0, d.GPA(s), 8, fWrite, 0)
-			d.PushAvail(rx, 0)
-		}},
-		{"receive buffer past memory", rx, "outside guest memory", func(d *vhostusertest.Driver, s int) {
-			d.PutDesc(rx, 0, end(d)-100, 2048, fWrite, 0)
-			d.PushAvail(rx, 0)
-		}},
-		{"receive available index jumps", rx, "ahead", func(d *vhostusertest.Driver, s int) {
-			d.SetAvailIdx(rx, 300)
-		}},
+		{"read-only buffer to receive", rx, "direction", func(d *vhostusertest.Driver, s int) { postHead(d, rx, d.GPA(s), 2048, 0, 0) }},
+		{"receive buffer smaller than the header", rx, "smaller than the 12-byte header", func(d *vhostusertest.Driver, s int) { postHead(d, rx, d.GPA(s), 8, fWrite, 0) }},
+		{"receive buffer past memory", rx, "outside guest memory", func(d *vhostusertest.Driver, s int) { postHead(d, rx, end(d)-100, 2048, fWrite, 0) }},
+		{"receive available index jumps", rx, "ahead", func(d *vhostusertest.Driver, s int) { d.SetAvailIdx(rx, 300) }},
 	}
 	for _, c := range cases {
 		t.Run(strings.ReplaceAll(c.name, " ", "_"), func(t *testing.T) {
@@ -166,8 +128,7 @@ func putRaw(d *vhostusertest.Driver, table, i int, addr uint64, n uint32, flags,
 func TestGuestRecoversAfterRestart(t *testing.T) {
 	p := newPort(t, vhostuser.Config{})
 	d := p.dial(t, vhostusertest.Config{})
-	d.PutDesc(vhostusertest.TX, 0, d.GPA(len(d.Mem())), 100, 0, 0)
-	d.PushAvail(vhostusertest.TX, 0)
+	postHead(d, vhostusertest.TX, d.GPA(len(d.Mem())), 100, 0, 0)
 	if _, err := readOne(p); err != vhostuser.ErrBroken {
 		t.Fatal(err)
 	}
@@ -377,8 +338,7 @@ func TestTxBytesCarried(t *testing.T) {
 		putRaw(d, table, i, d.GPA(0), uint32(len(mem)), fNext, uint16(i+1))
 	}
 	putRaw(d, table, 1022, d.GPA(0), uint32(len(mem)), 0, 0)
-	d.PutDesc(vhostusertest.TX, 0, d.GPA(table), 1023*16, fIndirect, 0)
-	d.PushAvail(vhostusertest.TX, 0)
+	postHead(d, vhostusertest.TX, d.GPA(table), 1023*16, fIndirect, 0)
 	b, s := bufs(1, 70000)
 	if n, err := p.Read(b, s, 0); n != 0 || err != unix.EAGAIN {
 		t.Fatalf("read %d (size %d), %v; want the chain dropped", n, s[0], err)

@@ -55,9 +55,15 @@ func TestRRLoopback(t *testing.T) {
 		t.Errorf("sender CPU %v: want a share of one CPU above 0", res.SenderCPU)
 	}
 	// Loose bounds: the machine is shared and the race detector slows
-	// everything; these catch a broken tool, not a slow one.
-	if r := res.Rate(); r < 0.8*rate || r > 1.01*rate {
-		t.Errorf("achieved %.0f requests/s, want about %d", r, rate)
+	// everything; these catch a broken tool, not a slow one. Every slot of
+	// the schedule is sent, or counted missed or refused; the sender keeps
+	// the rate itself only under SCHED_FIFO (root), and without it, on a
+	// busy machine, misses slots.
+	if r := float64(res.Sent+res.Missed+res.SendErrors) / res.Duration.Seconds(); r < 0.8*rate || r > 1.01*rate {
+		t.Errorf("%.0f slots/s sent, missed or refused, want about %d", r, rate)
+	}
+	if r := res.Rate(); res.SenderFIFO && (r < 0.8*rate || r > 1.01*rate) {
+		t.Errorf("achieved %.0f requests/s under SCHED_FIFO, want about %d", r, rate)
 	}
 	if res.Received == 0 || res.Received > res.Sent || res.Arrived < res.Received {
 		t.Errorf("sent %d, arrived %d, received %d", res.Sent, res.Arrived, res.Received)

@@ -8,19 +8,22 @@ import (
 
 func TestStudentT(t *testing.T) {
 	// R's qt(p, df).
-	for _, tc := range []struct {
-		p    float64
-		df   int
-		want float64
-	}{
-		{0.975, 1, 12.706204736}, {0.975, 2, 4.302652730}, {0.975, 5, 2.570581836},
-		{0.975, 10, 2.228138852}, {0.975, 30, 2.042272456}, {0.975, 100, 1.983971519},
-		{0.975, 1000, 1.962339081}, {0.995, 10, 3.169272673}, {0.9, 3, 1.637744354}, {0.5, 7, 0},
-	} {
-		if got := StudentT(tc.p, tc.df); math.Abs(got-tc.want) > 1e-8 {
-			t.Errorf("StudentT(%v, %d) = %.9f, want %.9f", tc.p, tc.df, got, tc.want)
+	qt := func(p float64, df int, want float64) {
+		t.Helper()
+		if got := StudentT(p, df); math.Abs(got-want) > 1e-8 {
+			t.Errorf("StudentT(%v, %d) = %.9f, want %.9f", p, df, got, want)
 		}
 	}
+	qt(0.975, 1, 12.706204736)
+	qt(0.975, 2, 4.302652730)
+	qt(0.975, 5, 2.570581836)
+	qt(0.975, 10, 2.228138852)
+	qt(0.975, 30, 2.042272456)
+	qt(0.975, 100, 1.983971519)
+	qt(0.975, 1000, 1.962339081)
+	qt(0.995, 10, 3.169272673)
+	qt(0.9, 3, 1.637744354)
+	qt(0.5, 7, 0)
 }
 
 func TestPaired(t *testing.T) {

@@ -23,34 +23,31 @@ import (
 // TestExplain checks the flag advice the CLI adds to the libraries' typed
 // errors, and that it adds none to others.
 func TestExplain(t *testing.T) {
-	for _, tc := range []struct {
-		err  error
-		want string // the advice, at the end; "" for none
-	}{
-		{fmt.Errorf("tap: name %q is in use: %w", "lab0", tap.ErrNameInUse), " (choose another --tap or delete it)"},
-		{fmt.Errorf("tap: 4 queues: %w", tap.ErrNoMultiQueue), ": use --queues 1"},
-		{&tapport.Error{Kind: tapport.ErrNoTAP, Name: "tfw-no-tap0"}, " (no network namespace here has one: tapfwd run --tap tfw-no-tap0 makes it)"},
-		{&tapport.Error{Kind: tapport.ErrNoTAP, Netns: "lab", Name: "tfw-no-tap0"}, " (no network namespace here has one: tapfwd run --tap tfw-no-tap0 makes it)"},
-		{&tapport.Error{Kind: tapport.ErrNotTAP, Netns: "lab", Name: "w1"}, ""},
-		{errors.Join(&tapport.Error{Kind: tapport.ErrNoPort, Netns: "lab", Name: "tfwvm9"}), " (list them with: tapfwd vm-port list --tap-netns lab)"},
-		{&tapport.Error{Kind: tapport.ErrNoPort, Name: "tfwvm9"}, " (list them with: tapfwd vm-port list)"},
-		{&tapport.Error{Kind: tapport.ErrMACInUse, Name: "02:00:00:00:00:10"}, " (choose another --mac, or leave it out for a random one)"},
-		{&tapport.Error{Kind: tapport.ErrNameInUse, Name: "tfwvm0"}, ": choose another --name"},
-		{&tapport.Error{Kind: tapport.ErrNoMacvtap}, ""},
-		{fmt.Errorf("network namespace %q not found: %w", "x", netns.ErrNotFound), ""},
-		{errors.New("tap: something else"), ""},
-	} {
-		got := explain(tc.err)
-		if !errors.Is(got, tc.err) {
-			t.Errorf("explain(%v) = %v, which does not wrap it", tc.err, got)
+	advice := func(err error, want string) { // want: the advice, at the end; "" for none
+		t.Helper()
+		got := explain(err)
+		if !errors.Is(got, err) {
+			t.Errorf("explain(%v) = %v, which does not wrap it", err, got)
 		}
-		if got.Error() != tc.err.Error()+tc.want {
-			t.Errorf("explain(%q) = %q, want the error and %q", tc.err, got, tc.want)
+		if got.Error() != err.Error()+want {
+			t.Errorf("explain(%q) = %q, want the error and %q", err, got, want)
 		}
-		if strings.Contains(tc.err.Error(), "--") {
-			t.Errorf("a library error names a flag: %q", tc.err)
+		if strings.Contains(err.Error(), "--") {
+			t.Errorf("a library error names a flag: %q", err)
 		}
 	}
+	advice(fmt.Errorf("tap: name %q is in use: %w", "lab0", tap.ErrNameInUse), " (choose another --tap or delete it)")
+	advice(fmt.Errorf("tap: 4 queues: %w", tap.ErrNoMultiQueue), ": use --queues 1")
+	advice(&tapport.Error{Kind: tapport.ErrNoTAP, Name: "tfw-no-tap0"}, " (no network namespace here has one: tapfwd run --tap tfw-no-tap0 makes it)")
+	advice(&tapport.Error{Kind: tapport.ErrNoTAP, Netns: "lab", Name: "tfw-no-tap0"}, " (no network namespace here has one: tapfwd run --tap tfw-no-tap0 makes it)")
+	advice(&tapport.Error{Kind: tapport.ErrNotTAP, Netns: "lab", Name: "w1"}, "")
+	advice(errors.Join(&tapport.Error{Kind: tapport.ErrNoPort, Netns: "lab", Name: "tfwvm9"}), " (list them with: tapfwd vm-port list --tap-netns lab)")
+	advice(&tapport.Error{Kind: tapport.ErrNoPort, Name: "tfwvm9"}, " (list them with: tapfwd vm-port list)")
+	advice(&tapport.Error{Kind: tapport.ErrMACInUse, Name: "02:00:00:00:00:10"}, " (choose another --mac, or leave it out for a random one)")
+	advice(&tapport.Error{Kind: tapport.ErrNameInUse, Name: "tfwvm0"}, ": choose another --name")
+	advice(&tapport.Error{Kind: tapport.ErrNoMacvtap}, "")
+	advice(fmt.Errorf("network namespace %q not found: %w", "x", netns.ErrNotFound), "")
+	advice(errors.New("tap: something else"), "")
 	if explain(nil) != nil {
 		t.Error("explain(nil) is not nil")
 	}

@@ -16,21 +16,18 @@ import (
 // TestRemovedText: what down prints of what it removed, counts in words,
 // and a line for each process that held it.
 func TestRemovedText(t *testing.T) {
-	for _, tc := range []struct {
-		r    Removed
-		want string
-	}{
-		{Removed{}, "removed TAP lab0"},
-		{Removed{VMPorts: 1}, "removed TAP lab0 with its 1 VM port"},
-		{Removed{VMPorts: 2, Sockets: 1}, "removed TAP lab0 with its 2 VM ports and 1 vhost-user socket in /run/v"},
-		{Removed{Sockets: 3}, "removed TAP lab0 with 3 vhost-user sockets in /run/v"},
-		{Removed{VMPorts: 1, InUse: []Holder{{"VM port tfwvm0", 42, "qemu-system-x86"}}},
-			"removed TAP lab0 with its 1 VM port\nVM port tfwvm0 was in use by pid 42 (qemu-system-x86): its guest has lost its NIC"},
-	} {
-		if got := tc.r.Text("lab0", "/run/v"); got != tc.want {
-			t.Errorf("%+v: %q, want %q", tc.r, got, tc.want)
+	text := func(r Removed, want string) {
+		t.Helper()
+		if got := r.Text("lab0", "/run/v"); got != want {
+			t.Errorf("%+v: %q, want %q", r, got, want)
 		}
 	}
+	text(Removed{}, "removed TAP lab0")
+	text(Removed{VMPorts: 1}, "removed TAP lab0 with its 1 VM port")
+	text(Removed{VMPorts: 2, Sockets: 1}, "removed TAP lab0 with its 2 VM ports and 1 vhost-user socket in /run/v")
+	text(Removed{Sockets: 3}, "removed TAP lab0 with 3 vhost-user sockets in /run/v")
+	text(Removed{VMPorts: 1, InUse: []Holder{{"VM port tfwvm0", 42, "qemu-system-x86"}}},
+		"removed TAP lab0 with its 1 VM port\nVM port tfwvm0 was in use by pid 42 (qemu-system-x86): its guest has lost its NIC")
 }
 
 // TestDownNamesHolders (issue 38, item 7g): Down removes a persistent TAP

@@ -77,6 +77,9 @@ func (h journalHead) check(d journalDir, version int, nic string, ifindex, got i
 	return nil
 }
 
+// head is the journal's head, for recoverJournals.
+func (h journalHead) head() journalHead { return h }
+
 // writerRuns reports whether the tapfwd that wrote the journal runs.
 func (h journalHead) writerRuns() bool {
 	st, err := procfs.ReadStat(h.PID)
@@ -211,4 +214,79 @@ func nicChanged(nic string, ifindex int) string {
 		return fmt.Sprintf("the NIC was made again (ifindex %d, was %d): its settings went with the old one", ifi.Index, ifindex)
 	}
 	return ""
+}
+
+// JournalRecovery is what became of a journal a tapfwd that no longer
+// runs left: restored, or discarded with the reason.
+type JournalRecovery struct {
+	NIC       string
+	PID       int    // the tapfwd that wrote it
+	Discarded string // why nothing was put back; "" when restored
+}
+
+// recovery is the JournalRecovery of a journal of NIC nic, ifindex, that
+// tapfwd pid left: discarded when the NIC changed (nicChanged).
+func recovery(nic string, ifindex, pid int) JournalRecovery {
+	return JournalRecovery{NIC: nic, PID: pid, Discarded: nicChanged(nic, ifindex)}
+}
+
+// text is r's line for `tapfwd down`: journal names the journal ("NAPI
+// journal"), what what it puts back ("NAPI settings"), and restored what
+// was.
+func (r JournalRecovery) text(journal, what, restored string) string {
+	if r.Discarded != "" {
+		return fmt.Sprintf("NIC %s: discarded the %s tapfwd pid %d left: %s", r.NIC, journal, r.PID, r.Discarded)
+	}
+	return fmt.Sprintf("NIC %s: put back the %s tapfwd pid %d changed and left when it was killed: %s", r.NIC, what, r.PID, restored)
+}
+
+// logRecovery logs r once, in the words of text.
+func (d *Daemon) logRecovery(r JournalRecovery, journal, what, restored string) {
+	if r.Discarded != "" {
+		d.log.Warn("discarded the "+journal+" a killed tapfwd left", "nic", r.NIC, "pid", r.PID, "reason", r.Discarded)
+		return
+	}
+	d.log.Info("put back the NIC's "+what+" a killed tapfwd left", "nic", r.NIC, "pid", r.PID, "restored", restored)
+}
+
+// recoverJournals is the recover of both kinds of journal in d: each
+// journal of NIC nic (of every NIC when nic is "") is read and checked
+// (read); one whose writer runs is left, and is an error when nic names
+// it; restore is given the others, with the JournalRecovery that says
+// whether the NIC is still the one, and says what became of each. A
+// journal goes once restore has said, and stays when it could not be
+// read or restore failed. kind is the journal's error, what what its
+// writer changes ("NAPI settings").
+func recoverJournals[J interface{ head() journalHead }, R any](d journalDir, nic string, kind error, what string,
+	read func(path string, ifindex int, nic string) (J, error), restore func(J, JournalRecovery) (R, error)) ([]R, error) {
+	ents, err := d.entries(nic)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", kind, err)
+	}
+	var out []R
+	var errs []error
+	for _, e := range ents {
+		j, err := read(e.path, e.ifindex, e.nic)
+		h := j.head()
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			continue // its writer removed it meanwhile
+		case err != nil:
+			errs = append(errs, fmt.Errorf("%w %s is not trusted: %v (remove it to go on; what NIC %s had before that tapfwd changed it is then unknown)", kind, e.path, err, e.nic))
+			continue
+		case h.writerRuns() && nic != "":
+			errs = append(errs, fmt.Errorf("%w %s: tapfwd pid %d is changing the %s of NIC %s", kind, e.path, h.PID, what, e.nic))
+			continue
+		case h.writerRuns():
+			continue
+		}
+		r, err := restore(j, recovery(e.nic, e.ifindex, h.PID))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%w %s: %v", kind, e.path, err))
+			continue
+		}
+		out = append(out, r)
+		errs = append(errs, os.Remove(e.path))
+	}
+	return out, errors.Join(errs...)
 }

@@ -3,7 +3,6 @@ package daemon
 import (
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 
@@ -88,18 +87,11 @@ func (js *napiJournals) read(path string, ifindex int, nic string) (napiJournalF
 // NAPIRecovery is what became of a NAPI journal a tapfwd that no longer
 // runs left: restored, or discarded with the reason.
 type NAPIRecovery struct {
-	NIC       string
-	PID       int         // the tapfwd that wrote it
-	Restored  []napi.Step // what was put back, newest change first
-	Discarded string      // why nothing was put back; "" when restored
+	JournalRecovery
+	Restored []napi.Step // what was put back, newest change first
 }
 
-func (r NAPIRecovery) String() string {
-	if r.Discarded != "" {
-		return fmt.Sprintf("NIC %s: discarded the NAPI journal tapfwd pid %d left: %s", r.NIC, r.PID, r.Discarded)
-	}
-	return fmt.Sprintf("NIC %s: put back the NAPI settings tapfwd pid %d changed and left when it was killed: %s", r.NIC, r.PID, r.steps())
-}
+func (r NAPIRecovery) String() string { return r.text("NAPI journal", "NAPI settings", r.steps()) }
 
 // steps says what was put back.
 func (r NAPIRecovery) steps() string {
@@ -118,47 +110,19 @@ func (r NAPIRecovery) steps() string {
 // is discarded: its settings went with them. A journal that cannot be
 // read or checked, or not restored, stays, and the error says so.
 func (js *napiJournals) recover(nic string, restore func(napi.Record) ([]napi.Step, error)) ([]NAPIRecovery, error) {
-	ents, err := js.entries(nic)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrNAPIJournal, err)
-	}
-	var out []NAPIRecovery
-	var errs []error
-	for _, e := range ents {
-		r, err := js.recoverOne(e.path, e.ifindex, e.nic, nic != "", restore)
-		if r != nil {
-			out = append(out, *r)
-		}
-		errs = append(errs, err)
-	}
-	return out, errors.Join(errs...)
-}
-
-// recoverOne is recover of the journal at path.
-func (js *napiJournals) recoverOne(path string, ifindex int, nic string, mine bool, restore func(napi.Record) ([]napi.Step, error)) (*NAPIRecovery, error) {
-	j, err := js.read(path, ifindex, nic)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil // its writer removed it meanwhile
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%w %s is not trusted: %v (remove it to go on; what NIC %s had before that tapfwd changed it is then unknown)", ErrNAPIJournal, path, err, nic)
-	}
-	if j.writerRuns() {
-		if mine {
-			return nil, fmt.Errorf("%w %s: tapfwd pid %d is changing the NAPI settings of NIC %s", ErrNAPIJournal, path, j.PID, nic)
-		}
-		return nil, nil
-	}
-	r := &NAPIRecovery{NIC: nic, PID: j.PID, Discarded: nicChanged(nic, ifindex)}
-	if r.Discarded == "" {
-		r.Restored, err = restore(j.Record)
-		if errors.Is(err, napi.ErrStale) {
-			r.Restored, r.Discarded = nil, fmt.Sprintf("%v: their settings went with them", err)
-		} else if err != nil {
-			return nil, fmt.Errorf("%w %s: %v", ErrNAPIJournal, path, err)
-		}
-	}
-	return r, os.Remove(path)
+	return recoverJournals(js.journalDir, nic, ErrNAPIJournal, "NAPI settings", js.read,
+		func(j napiJournalFile, jr JournalRecovery) (NAPIRecovery, error) {
+			r := NAPIRecovery{JournalRecovery: jr}
+			if r.Discarded != "" {
+				return r, nil
+			}
+			var err error
+			r.Restored, err = restore(j.Record)
+			if errors.Is(err, napi.ErrStale) {
+				r.Restored, r.Discarded, err = nil, fmt.Sprintf("%v: their settings went with them", err), nil
+			}
+			return r, err
+		})
 }
 
 // restoreNAPIRecord restores r on this namespace's devices.
@@ -181,11 +145,7 @@ func (d *Daemon) recoverNAPI() error {
 	}
 	got, err := d.napiJ.recover(d.c.NIC.Name, restoreNAPIRecord)
 	for _, r := range got {
-		if r.Discarded != "" {
-			d.log.Warn("discarded the NAPI journal a killed tapfwd left", "nic", r.NIC, "pid", r.PID, "reason", r.Discarded)
-		} else {
-			d.log.Info("put back the NIC's NAPI settings a killed tapfwd left", "nic", r.NIC, "pid", r.PID, "restored", r.steps())
-		}
+		d.logRecovery(r.JournalRecovery, "NAPI journal", "NAPI settings", r.steps())
 	}
 	return err
 }

@@ -99,6 +99,20 @@ func TestNAPIJournalRoundTrip(t *testing.T) {
 	}
 }
 
+// checkWriterRuns checks recover on NIC lo's journal, which this process
+// has just saved and so writes: refused with want for lo, and left by a
+// sweep with nothing restored (restored counts the restores so far).
+func checkWriterRuns[R any](t *testing.T, recover func(nic string) ([]R, error), want error, restored func() int) {
+	t.Helper()
+	n := restored()
+	if _, err := recover("lo"); !errors.Is(err, want) || !strings.Contains(err.Error(), fmt.Sprintf("tapfwd pid %d is changing", os.Getpid())) {
+		t.Errorf("a running writer's journal: %v, want refused", err)
+	}
+	if got, err := recover(""); err != nil || len(got) != 0 || restored() != n {
+		t.Errorf("a sweep took a running writer's journal: %+v, %v", got, err)
+	}
+}
+
 // TestNAPIJournalRecover: a journal whose writer is gone is restored once
 // and removed; one whose writer runs is refused for its NIC and left by a
 // sweep; one whose NIC is gone, was made again or lost its NAPI
@@ -122,12 +136,7 @@ func TestNAPIJournalRecover(t *testing.T) {
 	if err := js.save("lo", record(1)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := js.recover("lo", f.restore); !errors.Is(err, ErrNAPIJournal) || !strings.Contains(err.Error(), fmt.Sprintf("tapfwd pid %d is changing", os.Getpid())) {
-		t.Errorf("a running writer's journal: %v, want refused", err)
-	}
-	if got, err := js.recover("", f.restore); err != nil || len(got) != 0 || len(f.got) != 1 {
-		t.Errorf("a sweep took a running writer's journal: %+v, %v", got, err)
-	}
+	checkWriterRuns(t, func(nic string) ([]NAPIRecovery, error) { return js.recover(nic, f.restore) }, ErrNAPIJournal, func() int { return len(f.got) })
 	os.Remove(p)
 
 	for _, tc := range []struct {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 
 	"github.com/tapfwd/tapfwd/netns"
 )
@@ -94,55 +93,27 @@ func (js *featureJournals) read(path string, ifindex int, nic string) (featureJo
 // FeatureRecovery is what became of a NIC feature journal a tapfwd that
 // no longer runs left: restored, or discarded with the reason.
 type FeatureRecovery struct {
-	NIC       string
-	PID       int         // the tapfwd that wrote it
-	Restored  NICFeatures // what was put back
-	Discarded string      // why nothing was put back; "" when restored
+	JournalRecovery
+	Restored NICFeatures // what was put back
 }
 
 func (r FeatureRecovery) String() string {
-	if r.Discarded != "" {
-		return fmt.Sprintf("NIC %s: discarded the feature journal tapfwd pid %d left: %s", r.NIC, r.PID, r.Discarded)
-	}
-	return fmt.Sprintf("NIC %s: put back the features tapfwd pid %d changed and left when it was killed: %s", r.NIC, r.PID, r.Restored)
+	return r.text("feature journal", "features", r.Restored.String())
 }
 
 // recover restores, or discards, the journals of this namespace whose
 // writer no longer runs, as the NAPI journals' recover does: of NIC nic
 // only, or of every NIC when nic is "".
 func (js *featureJournals) recover(nic string, restore func(nic string, was NICFeatures) error) ([]FeatureRecovery, error) {
-	ents, err := js.entries(nic)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrFeatureJournal, err)
-	}
-	var out []FeatureRecovery
-	var errs []error
-	for _, e := range ents {
-		j, err := js.read(e.path, e.ifindex, e.nic)
-		switch {
-		case errors.Is(err, os.ErrNotExist):
-			continue // its writer removed it meanwhile
-		case err != nil:
-			errs = append(errs, fmt.Errorf("%w %s is not trusted: %v (remove it to go on; what NIC %s had before that tapfwd changed it is then unknown)", ErrFeatureJournal, e.path, err, e.nic))
-			continue
-		case j.writerRuns() && nic != "":
-			errs = append(errs, fmt.Errorf("%w %s: tapfwd pid %d is changing the features of NIC %s", ErrFeatureJournal, e.path, j.PID, e.nic))
-			continue
-		case j.writerRuns():
-			continue
-		}
-		r := FeatureRecovery{NIC: e.nic, PID: j.PID, Discarded: nicChanged(e.nic, e.ifindex)}
-		if r.Discarded == "" {
-			if err := restore(e.nic, j.Was); err != nil {
-				errs = append(errs, fmt.Errorf("%w %s: %v", ErrFeatureJournal, e.path, err))
-				continue
+	return recoverJournals(js.journalDir, nic, ErrFeatureJournal, "features", js.read,
+		func(j featureJournalFile, jr JournalRecovery) (FeatureRecovery, error) {
+			r := FeatureRecovery{JournalRecovery: jr}
+			if r.Discarded != "" {
+				return r, nil
 			}
 			r.Restored = j.Was
-		}
-		out = append(out, r)
-		errs = append(errs, os.Remove(e.path))
-	}
-	return out, errors.Join(errs...)
+			return r, restore(r.NIC, j.Was)
+		})
 }
 
 // restoreFeatures sets was on NIC nic of this namespace.
@@ -167,11 +138,7 @@ func (d *Daemon) recoverFeatures() error {
 	}
 	got, err := d.featJ.recover(d.c.NIC.Name, restoreFeatures)
 	for _, r := range got {
-		if r.Discarded != "" {
-			d.log.Warn("discarded the feature journal a killed tapfwd left", "nic", r.NIC, "pid", r.PID, "reason", r.Discarded)
-		} else {
-			d.log.Info("put back the NIC's features a killed tapfwd left", "nic", r.NIC, "pid", r.PID, "restored", r.Restored.String())
-		}
+		d.logRecovery(r.JournalRecovery, "feature journal", "features", r.Restored.String())
 	}
 	return err
 }

@@ -95,12 +95,7 @@ func TestFeatureJournalRecover(t *testing.T) {
 	if err := js.save("lo", 1, NICFeatures{GRO: new(true)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := js.recover("lo", f.restore); !errors.Is(err, ErrFeatureJournal) || !strings.Contains(err.Error(), fmt.Sprintf("tapfwd pid %d is changing", os.Getpid())) {
-		t.Errorf("a running writer's journal: %v, want refused", err)
-	}
-	if got, err := js.recover("", f.restore); err != nil || len(got) != 0 || len(f.got) != 1 {
-		t.Errorf("a sweep took a running writer's journal: %+v, %v", got, err)
-	}
+	checkWriterRuns(t, func(nic string) ([]FeatureRecovery, error) { return js.recover(nic, f.restore) }, ErrFeatureJournal, func() int { return len(f.got) })
 	os.Remove(p)
 
 	for _, tc := range []struct {

@@ -19,25 +19,35 @@ type PacketSocket struct {
 
 // ParsePacket parses the text of /proc/net/packet.
 func ParsePacket(text string) ([]PacketSocket, error) {
-	lines := strings.Split(strings.TrimSpace(text), "\n")
-	head := strings.Fields(lines[0])
-	if len(head) < 9 || head[4] != "Iface" || head[8] != "Inode" {
-		return nil, fmt.Errorf("/proc/net/packet: header %q, want Iface fifth and Inode ninth", lines[0])
-	}
 	var out []PacketSocket
-	for _, l := range lines[1:] {
-		f := strings.Fields(l)
-		if len(f) < 9 {
-			return nil, fmt.Errorf("/proc/net/packet: line %q", l)
-		}
+	err := parseNetTable("packet", text, func(head []string) bool {
+		return len(head) >= 9 && head[4] == "Iface" && head[8] == "Inode"
+	}, "Iface fifth and Inode ninth", 9, func(f []string) bool {
 		ifindex, err1 := strconv.Atoi(f[4])
 		inode, err2 := strconv.ParseUint(f[8], 10, 64)
-		if err1 != nil || err2 != nil {
-			return nil, fmt.Errorf("/proc/net/packet: line %q", l)
-		}
 		out = append(out, PacketSocket{Inode: inode, Ifindex: ifindex})
+		return err1 == nil && err2 == nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
+}
+
+// parseNetTable parses the text of /proc/net/NAME, a table: head checks
+// the header's fields (want says what it wants, for the error), and line
+// takes each line's fields, at least n, false when one does not parse.
+func parseNetTable(name, text string, head func([]string) bool, want string, n int, line func(f []string) bool) error {
+	lines := strings.Split(strings.TrimSpace(text), "\n")
+	if !head(strings.Fields(lines[0])) {
+		return fmt.Errorf("/proc/net/%s: header %q, want %s", name, lines[0], want)
+	}
+	for _, l := range lines[1:] {
+		if f := strings.Fields(l); len(f) < n || !line(f) {
+			return fmt.Errorf("/proc/net/%s: line %q", name, l)
+		}
+	}
+	return nil
 }
 
 // PacketSockets reads the packet sockets of the calling thread's network

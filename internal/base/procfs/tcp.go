@@ -21,26 +21,20 @@ type TCPSocket struct {
 
 // ParseTCP parses the text of /proc/net/tcp or /proc/net/tcp6.
 func ParseTCP(text string) ([]TCPSocket, error) {
-	lines := strings.Split(strings.TrimSpace(text), "\n")
-	head := strings.Fields(lines[0])
-	if len(head) < 12 || !strings.HasPrefix(head[1], "local") || head[11] != "inode" {
-		return nil, fmt.Errorf("/proc/net/tcp: header %q, want local_address second and inode twelfth", lines[0])
-	}
 	var out []TCPSocket
-	for _, l := range lines[1:] {
-		// The header's "tx_queue rx_queue" and "tr tm->when" are one field
-		// each in a line: a line's inode is its tenth.
-		f := strings.Fields(l)
-		if len(f) < 10 {
-			return nil, fmt.Errorf("/proc/net/tcp: line %q", l)
-		}
+	// The header's "tx_queue rx_queue" and "tr tm->when" are one field
+	// each in a line: a line's inode is its tenth.
+	err := parseNetTable("tcp", text, func(head []string) bool {
+		return len(head) >= 12 && strings.HasPrefix(head[1], "local") && head[11] == "inode"
+	}, "local_address second and inode twelfth", 10, func(f []string) bool {
 		local, err1 := parseTCPAddr(f[1])
 		remote, err2 := parseTCPAddr(f[2])
 		inode, err3 := strconv.ParseUint(f[9], 10, 64)
-		if err1 != nil || err2 != nil || err3 != nil {
-			return nil, fmt.Errorf("/proc/net/tcp: line %q", l)
-		}
 		out = append(out, TCPSocket{Local: local, Remote: remote, Inode: inode})
+		return err1 == nil && err2 == nil && err3 == nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

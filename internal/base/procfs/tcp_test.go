@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -36,6 +37,12 @@ func TestParseTCP(t *testing.T) {
 	}
 	if _, err := ParseTCP("sl local_address\n 0: x\n"); err == nil {
 		t.Error("ParseTCP took a header without inode")
+	}
+	head := "sl local_address rem_address st tx_queue rx_queue tr tm->when retrnsmt uid timeout inode\n"
+	for _, bad := range []string{head + " 0: 0100007F:2456\n", head + " 0: 0100007F:2456 00000000:0000 0A 00000000:00000000 00:00000000 00000000 0 0 x\n"} {
+		if got, err := ParseTCP(bad); err == nil || got != nil || !strings.Contains(err.Error(), "/proc/net/tcp: line") {
+			t.Errorf("ParseTCP(%q) = %v, %v; want the line refused", bad, got, err)
+		}
 	}
 }
 

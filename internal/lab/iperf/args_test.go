@@ -10,21 +10,18 @@ import (
 // rounded up (at least one), -n instead of -t, -O, -l, -R, -u, -b, and -A
 // with the wire's CPU alone.
 func TestClientArgs(t *testing.T) {
-	for _, c := range []struct {
-		o    Options
-		want string
-	}{
-		{Options{Duration: 5 * time.Second, Streams: 1}, "-c 198.18.1.2 -p 5201 -J -P 1 -t 5"},
-		{Options{Duration: 1500 * time.Millisecond, Streams: 4}, "-c 198.18.1.2 -p 5201 -J -P 4 -t 2"},
-		{Options{Duration: time.Millisecond, Streams: 1}, "-c 198.18.1.2 -p 5201 -J -P 1 -t 1"},
-		{Options{Duration: 5 * time.Second, Bytes: 1 << 20, Streams: 1}, "-c 198.18.1.2 -p 5201 -J -P 1 -n 1048576"},
-		{Options{Duration: 3 * time.Second, Omit: 500 * time.Millisecond, Len: 1400, Streams: 2, Reverse: true, UDP: true, Bitrate: "0",
-			Pin: &Pinning{Wire: 1, Lab: 0}}, "-c 198.18.1.2 -p 5201 -J -P 2 -t 3 -O 1 -l 1400 -R -u -b 0 -A 1"},
-	} {
-		if got := strings.Join(c.o.clientArgs("198.18.1.2", "5201"), " "); got != c.want {
-			t.Errorf("%+v:\n%s\nwant\n%s", c.o, got, c.want)
+	args := func(o Options, want string) {
+		t.Helper()
+		if got := strings.Join(o.clientArgs("198.18.1.2", "5201"), " "); got != want {
+			t.Errorf("%+v:\n%s\nwant\n%s", o, got, want)
 		}
 	}
+	args(Options{Duration: 5 * time.Second, Streams: 1}, "-c 198.18.1.2 -p 5201 -J -P 1 -t 5")
+	args(Options{Duration: 1500 * time.Millisecond, Streams: 4}, "-c 198.18.1.2 -p 5201 -J -P 4 -t 2")
+	args(Options{Duration: time.Millisecond, Streams: 1}, "-c 198.18.1.2 -p 5201 -J -P 1 -t 1")
+	args(Options{Duration: 5 * time.Second, Bytes: 1 << 20, Streams: 1}, "-c 198.18.1.2 -p 5201 -J -P 1 -n 1048576")
+	args(Options{Duration: 3 * time.Second, Omit: 500 * time.Millisecond, Len: 1400, Streams: 2, Reverse: true, UDP: true, Bitrate: "0",
+		Pin: &Pinning{Wire: 1, Lab: 0}}, "-c 198.18.1.2 -p 5201 -J -P 2 -t 3 -O 1 -l 1400 -R -u -b 0 -A 1")
 }
 
 // TestWithDefaults: 5 s, one stream and a port in 20000..60000 for what

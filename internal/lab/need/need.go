@@ -32,6 +32,8 @@ var Packages = map[string]string{
 	"dnsmasq":            "dnsmasq-base",
 	"dpdk-testpmd":       "dpdk-dev",
 	"stdbuf":             "coreutils",
+	"git":                "git",
+	"make":               "make",
 	"ovs-vswitchd":       "openvswitch-switch",
 	"ovsdb-server":       "openvswitch-switch",
 	"ovsdb-tool":         "openvswitch-switch",

@@ -3,7 +3,6 @@ package traffic
 import (
 	"bytes"
 	"encoding/binary"
-	mrand "math/rand/v2"
 	"net"
 	"net/netip"
 	"testing"
@@ -49,17 +48,7 @@ func TestUDPFrames(t *testing.T) {
 }
 
 // garbler is a Garbler for bed7 with a fixed seed.
-func garbler(seed uint64) *Garbler {
-	return &Garbler{
-		rng:    mrand.New(mrand.NewPCG(seed, 7)),
-		dst:    [2]net.HardwareAddr{macLab, {0xff, 0xff, 0xff, 0xff, 0xff, 0xff}},
-		src:    net.HardwareAddr{0x02, 0xfa, 0x17, 0, 0, 1},
-		srcIP:  bed7.WireAddr.Addr().As4(),
-		dstIP:  bed7.LabAddr.Addr().As4(),
-		mtu:    bed7.MTU,
-		counts: map[string]int{},
-	}
-}
+func garbler(seed uint64) *Garbler { return newGarbler(bed7, macLab, seed) }
 
 // kindOf is the kind of the frame g made last, from its counts before.
 func kindOf(t *testing.T, g *Garbler, before map[string]int) string {

@@ -49,7 +49,11 @@ func NewGarbler(t testing.TB, bed *testbed.Bed) *Garbler {
 	t.Helper()
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
-	tap := kernel.LinkMAC(t, bed.LabNS, bed.LabIf)
+	return newGarbler(bed, kernel.LinkMAC(t, bed.LabNS, bed.LabIf), seed)
+}
+
+// newGarbler is NewGarbler's Garbler for the TAP's MAC tap, from seed.
+func newGarbler(bed *testbed.Bed, tap net.HardwareAddr, seed uint64) *Garbler {
 	return &Garbler{
 		rng:    mrand.New(mrand.NewPCG(seed, 7)),
 		dst:    [2]net.HardwareAddr{tap, {0xff, 0xff, 0xff, 0xff, 0xff, 0xff}},
