@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tapfwd/tapfwd/forward/fabric"
+	"github.com/tapfwd/tapfwd/internal/base/procfs"
 	"github.com/tapfwd/tapfwd/vnethdr"
 )
 
@@ -27,11 +28,11 @@ type Config struct {
 	// CPUs[i] is the CPU queue i is pinned to; a negative entry (or a
 	// missing one) leaves that queue unpinned.
 	CPUs []int
-	// Roam, with two or more CPUs, lets each pinned queue worker move
-	// among them to follow its load: now and then it tries another for a
-	// tenth of a second and moves there when it delivered more there than
-	// where it was, before and after (the roamer in roam.go). Fewer than
-	// two: workers stay where CPUs put them.
+	// Roam, with two or more CPUs, lets each queue worker pinned to one
+	// of them move among them to follow its load: while the queue is busy
+	// and the worker's CPU has no idle time left, it moves to one of them
+	// that has (the roamer in roam.go). Fewer than two: workers stay
+	// where CPUs put them.
 	Roam []int
 	// TAPVnetHdr says the TAP fds carry a virtio_net_hdr.
 	TAPVnetHdr bool
@@ -125,8 +126,11 @@ type Forwarder struct {
 	sw *fabric.Switch
 	// What frames from the TAP and the guests must pass.
 	untrusted untrusted
-	// The CPUs queue workers roam among (Config.Roam).
-	roam []int
+	// The CPUs queue workers roam among (Config.Roam), and what their
+	// roamers read the CPUs' times with (nil: /proc/stat; tests set it).
+	roam      []int
+	roamTimes func() ([]procfs.CPUTimes, error)
+	log       *slog.Logger
 	// Workers in their loop, and Started closed when all are.
 	up        atomic.Int32
 	started   chan struct{}
@@ -148,7 +152,7 @@ func New(taps []Endpoint, nics []NIC, c Config) (*Forwarder, error) {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	f := &Forwarder{started: make(chan struct{}), roam: c.Roam}
+	f := &Forwarder{started: make(chan struct{}), roam: c.Roam, log: c.Logger}
 	if err := f.untrusted.set(c); err != nil {
 		return nil, err
 	}

@@ -1,65 +1,78 @@
 package forward
 
 import (
+	"log/slog"
 	"os"
+	"slices"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tapfwd/tapfwd/internal/base/procfs"
 )
 
 // Roaming: a queue's worker follows its load.
 //
-// Which CPU a worker runs on moves its throughput more than most of its
-// code does. Beside the application on the TAP side the lab's receive path,
-// which with IFF_NAPI runs inside the worker's TAP write, shares a cache
-// with the reader it wakes, and a TAP write wakes a worker that needs no
-// IPI; on another CPU both pay. Which CPU that is depends on where the load
-// runs, which tapfwd cannot know and which may change. So a roaming worker
-// finds out by trying: while it moves frames, the roamer now and then moves
-// it to another of its CPUs for one window and compares what it delivered
-// there with what it delivered at home just before and just after (A-B-A,
-// so that a load that rises or falls does not pass for a better CPU). A
-// candidate that beats both home windows by roamMargin becomes home. The
+// A worker pinned to a CPU that the load's own processes also need gets
+// what they leave it, while another CPU may idle: on two CPUs, with the
+// sender and the worker on one, the machine was 1.2 CPUs busy of 2 and
+// tapfwd delivered two thirds of the bridge's rate; with the worker on the
+// idle CPU, up to a third more. Which CPU that is depends on where the
+// load runs, which tapfwd cannot know and which may change. So while the
+// queue moves frames the roamer looks at every CPU's idle time
+// (/proc/stat) four times a second, and when the worker's CPU has had
+// almost none (roamSaturated) for two looks in a row while another of its
+// CPUs had a good share more (roamRoom), it moves the worker there. A CPU
+// with idle time to spare is where the load is not; a worker on an idle
+// CPU pays no one. After a move it holds still for roamHold, twice as long
+// each time a move undoes the one before (up to roamHoldMax), so two CPUs
+// that each look better from the other cannot keep it moving. The
 // worker's loop is not touched: the roamer sets the thread's affinity from
-// outside, reading the queue's counters, and sleeps while the queue idles.
+// outside, and an idle queue is never moved.
 const (
-	// roamWindow is one measuring window.
-	roamWindow = 100 * time.Millisecond
-	// roamSettle passes after each move before a window starts: the frames
-	// queued during the move drain in it and are not counted.
-	roamSettle = 10 * time.Millisecond
-	// roamMargin is how much more a candidate must deliver than home.
-	roamMargin = 0.05
-	// roamFirst is the wait after a try before the next; each try that
-	// keeps home doubles it, up to roamLast; a move, or load after idle,
-	// starts it again.
-	roamFirst = time.Second
-	roamLast  = 8 * time.Second
-	// roamIdlePoll is how often an idle queue is looked at, and
-	// roamBusyFrames how many frames per roamIdlePoll make it busy.
-	roamIdlePoll   = 250 * time.Millisecond
+	// roamLook is how often the roamer looks.
+	roamLook = 250 * time.Millisecond
+	// roamSaturated: a CPU idle less than this share of a look is full.
+	roamSaturated = 0.10
+	// roamRoom: a candidate must have been idle this share of a look
+	// more than the worker's CPU.
+	roamRoom = 0.30
+	// roamSure is how many looks in a row must agree before a move.
+	roamSure = 2
+	// roamHold is the least time between moves; roamHoldMax the most it
+	// doubles to while moves undo each other.
+	roamHold    = 2 * time.Second
+	roamHoldMax = 32 * time.Second
+	// roamBusyFrames is how many frames a look must see for the queue to
+	// count as busy.
 	roamBusyFrames = 500
 )
 
 // roamer moves one queue's worker among cpus to follow its load.
 type roamer struct {
 	q    *QueueWorker
-	cpus []int // where it may go, home among them
-	home int   // index into cpus
-	next int   // the next candidate to try, index into cpus
-	wait time.Duration
+	log  *slog.Logger
+	cpus []int
+	// times reads each CPU's times (procfs.ReadPerCPUTimes); move pins the
+	// worker to a CPU (roamer.pin). Tests replace both.
+	times func() ([]procfs.CPUTimes, error)
+	move  func(cpu int) error
+	// What the last look saw, and the looks in a row that agreed on cand.
+	prev        []procfs.CPUTimes
+	prevFrames  uint64
+	cand, agree int
+	// The last move: when, from where, and the hold after it.
+	movedAt time.Time
+	from    int
+	hold    time.Duration
 	// stop ends the roamer; done is closed when it has.
 	stop chan struct{}
 	done chan struct{}
 }
 
-// delivered is what the queue has delivered so far, both ways, in frames
-// and bytes: the roamer compares bytes, and calls a queue busy by frames.
-func (q *QueueWorker) delivered() (frames, bytes uint64) {
-	c := &q.Counters
-	frames = c.NICToTAP.Tx.Packets.Load() + c.TAPToNIC.Tx.Packets.Load()
-	bytes = c.NICToTAP.Tx.Bytes.Load() + c.TAPToNIC.Tx.Bytes.Load()
-	return frames, bytes
+// delivered is how many frames the queue has delivered so far, both ways.
+func (q *QueueWorker) delivered() uint64 {
+	return q.Counters.NICToTAP.Tx.Packets.Load() + q.Counters.TAPToNIC.Tx.Packets.Load()
 }
 
 // CPUNow is the CPU the queue's worker is pinned to now (-1: not pinned):
@@ -67,118 +80,100 @@ func (q *QueueWorker) delivered() (frames, bytes uint64) {
 func (q *QueueWorker) CPUNow() int { return int(q.w.cpuNow.Load()) }
 
 // Moves counts the times the queue's worker moved to another CPU to follow
-// its load (Config.Roam), tries not counted.
+// its load (Config.Roam).
 func (q *QueueWorker) Moves() uint64 { return q.moves.Load() }
 
-func newRoamer(q *QueueWorker, cpus []int) *roamer {
-	r := &roamer{q: q, cpus: cpus, wait: roamFirst}
-	for i, c := range cpus {
-		if c == q.CPU {
-			r.home = i
-		}
-	}
-	r.next = (r.home + 1) % len(cpus)
+func newRoamer(q *QueueWorker, cpus []int, log *slog.Logger) *roamer {
+	r := &roamer{q: q, log: log, cpus: cpus, times: procfs.ReadPerCPUTimes, from: -1, hold: roamHold,
+		stop: make(chan struct{}), done: make(chan struct{})}
+	r.move = r.pin
 	return r
 }
 
-// run roams until stop is closed: it waits for load, tries a candidate,
-// and waits before the next try, longer each time home holds.
+// run looks every roamLook until stop is closed.
 func (r *roamer) run() {
 	defer close(r.done)
-	t := time.NewTimer(0)
+	t := time.NewTicker(roamLook)
 	defer t.Stop()
-	sleep := func(d time.Duration) bool {
-		t.Reset(d)
+	for {
 		select {
 		case <-r.stop:
-			return false
-		case <-t.C:
-			return true
-		}
-	}
-	if !sleep(roamSettle) { // the worker records its thread as it starts
-		return
-	}
-	for {
-		if !r.awaitLoad(sleep) {
 			return
-		}
-		if r.q.w.tid.Load() == 0 {
-			continue
-		}
-		moved, ok := r.try(sleep)
-		if !ok {
-			return
-		}
-		if moved {
-			r.wait = roamFirst
-		} else {
-			r.wait = min(2*r.wait, roamLast)
-		}
-		if !sleep(r.wait) {
-			return
+		case now := <-t.C:
+			if err := r.look(now); err != nil {
+				r.log.Warn("the worker stops following its load", "queue", r.q.ID, "err", err)
+				return
+			}
 		}
 	}
 }
 
-// awaitLoad returns once the queue moves roamBusyFrames in a roamIdlePoll;
-// if it had to wait, the next try's wait starts again at roamFirst. false:
-// stopped.
-func (r *roamer) awaitLoad(sleep func(time.Duration) bool) bool {
-	for idle := false; ; idle = true {
-		f0, _ := r.q.delivered()
-		if !sleep(roamIdlePoll) {
-			return false
-		}
-		if f1, _ := r.q.delivered(); f1-f0 >= roamBusyFrames {
-			if idle {
-				r.wait = roamFirst
-			}
-			return true
-		}
+// look reads the CPUs' times and the queue's frames since the last look,
+// and moves the worker when roamSure looks in a row said so.
+func (r *roamer) look(now time.Time) error {
+	times, err := r.times()
+	if err != nil {
+		return err
 	}
-}
-
-// try measures home, the next candidate and home again, one window each,
-// and keeps the candidate if it delivered more than both home windows by
-// roamMargin. It reports whether the worker moved; false ok: stopped, or
-// the worker's thread is gone.
-func (r *roamer) try(sleep func(time.Duration) bool) (moved, ok bool) {
-	home, cand := r.cpus[r.home], r.cpus[r.next]
-	r.next = (r.next + 1) % len(r.cpus)
-	if r.next == r.home {
-		r.next = (r.next + 1) % len(r.cpus)
+	frames := r.q.delivered()
+	prev, busy := r.prev, frames-r.prevFrames >= roamBusyFrames
+	r.prev, r.prevFrames = times, frames
+	home := r.q.CPUNow()
+	cand := -1
+	if prev != nil && busy {
+		cand = roomier(prev, times, home, r.cpus)
 	}
-	var rates [3]uint64
-	for i, cpu := range [3]int{home, cand, home} {
-		if i > 0 {
-			if r.pin(cpu) != nil {
-				return false, false
-			}
-			if !sleep(roamSettle) {
-				return false, false
-			}
-		}
-		_, b0 := r.q.delivered()
-		if !sleep(roamWindow) {
-			return false, false
-		}
-		_, b1 := r.q.delivered()
-		rates[i] = b1 - b0
+	switch {
+	case cand < 0:
+		r.agree = 0
+		return nil
+	case cand == r.cand:
+		r.agree++
+	default:
+		r.cand, r.agree = cand, 1
 	}
-	if float64(rates[1]) <= (1+roamMargin)*float64(max(rates[0], rates[2])) {
-		return false, true
+	if r.agree < roamSure || now.Sub(r.movedAt) < r.hold {
+		return nil
 	}
-	if r.pin(cand) != nil {
-		return false, false
+	if err := r.move(cand); err != nil {
+		return err
 	}
-	for i, c := range r.cpus {
-		if c == cand {
-			r.home = i
-		}
+	if cand == r.from && now.Sub(r.movedAt) < 2*r.hold {
+		r.hold = min(2*r.hold, roamHoldMax) // it undid the last move
+	} else {
+		r.hold = roamHold
 	}
+	r.from, r.movedAt, r.agree = home, now, 0
 	r.q.moves.Add(1)
-	return true, true
+	r.log.Debug("worker moved to an idle CPU", "queue", r.q.ID, "from_cpu", home, "to_cpu", cand, "next_move_after", r.hold)
+	return nil
+}
+
+// roomier is the CPU of cpus that idled most between the two readings,
+// when home was saturated and that one idled roamRoom more; else -1.
+func roomier(prev, now []procfs.CPUTimes, home int, cpus []int) int {
+	idle := func(c int) float64 {
+		if c < 0 || c >= len(prev) || c >= len(now) {
+			return -1
+		}
+		d := now[c].Sub(prev[c])
+		total := d.User + d.Nice + d.System + d.Idle + d.IOWait + d.IRQ + d.SoftIRQ + d.Steal
+		if total <= 0 {
+			return -1
+		}
+		return float64(d.Idle+d.IOWait) / float64(total)
+	}
+	h := idle(home)
+	if h < 0 || h >= roamSaturated {
+		return -1
+	}
+	best, most := -1, h+roamRoom
+	for _, c := range cpus {
+		if i := idle(c); c != home && i > most {
+			best, most = c, i
+		}
+	}
+	return best
 }
 
 // pin moves the worker's thread to cpu. A thread that is gone (the worker
@@ -186,7 +181,7 @@ func (r *roamer) try(sleep func(time.Duration) bool) (moved, ok bool) {
 func (r *roamer) pin(cpu int) error {
 	tid := int(r.q.w.tid.Load())
 	if tid == 0 {
-		return unix.ESRCH
+		return os.NewSyscallError("sched_setaffinity", unix.ESRCH)
 	}
 	var set unix.CPUSet
 	set.Set(cpu)
@@ -197,20 +192,22 @@ func (r *roamer) pin(cpu int) error {
 	return nil
 }
 
-// startRoamers starts a roamer for each pinned queue worker, when there are
-// two or more CPUs to roam among (Config.Roam); each starts from the CPU
-// its worker pins itself to as it starts. stopRoamers ends them.
+// startRoamers starts a roamer for each pinned queue worker, when there
+// are two or more CPUs to roam among (Config.Roam); each starts from the
+// CPU its worker pins itself to. stopRoamers ends them.
 func (f *Forwarder) startRoamers() []*roamer {
 	if len(f.roam) < 2 {
 		return nil
 	}
 	var rs []*roamer
 	for _, q := range f.queues {
-		if q.CPU < 0 {
+		if q.CPU < 0 || !slices.Contains(f.roam, q.CPU) {
 			continue
 		}
-		r := newRoamer(q, f.roam)
-		r.stop, r.done = make(chan struct{}), make(chan struct{})
+		r := newRoamer(q, f.roam, f.log)
+		if f.roamTimes != nil {
+			r.times = f.roamTimes
+		}
 		go r.run()
 		rs = append(rs, r)
 	}

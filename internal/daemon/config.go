@@ -109,10 +109,10 @@ type Workers struct {
 	// order; an empty non-nil list pins none.
 	CPUs []int
 	// FollowLoad lets each pinned queue worker move among those CPUs (less
-	// the busy poller's, KernelPoll.OwnCPU) to follow its load: now and
-	// then it tries another for a tenth of a second and stays there if it
-	// delivered more there than where it was, before and after
-	// (forward.Config.Roam). Off, queue i stays on the CPU it was given.
+	// the busy poller's, KernelPoll.OwnCPU) to follow its load: while its
+	// queue is busy and its CPU has no idle time left, it moves to one of
+	// them that has (forward.Config.Roam). Off, queue i stays on the CPU it
+	// was given.
 	FollowLoad bool
 	// Batch is the most frames moved per direction per wake-up, 1 to
 	// MaxBatch; 0: forward.DefaultBatch. Each queue takes two batches of
