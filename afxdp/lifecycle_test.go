@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tapfwd/tapfwd/internal/testkit/kernel"
 	"github.com/tapfwd/tapfwd/internal/testkit/traffic"
 	"github.com/tapfwd/tapfwd/napi"
 	"github.com/tapfwd/tapfwd/netns"
@@ -292,20 +293,17 @@ func TestNAPIAndBusyPoll(t *testing.T) {
 	}
 	var queueID uint32
 	var instances []napi.NAPI
+	ifindex := kernel.Link(t, b.FwdNS, b.NIC).Index
 	err = b.Do(b.FwdNS, func() error {
 		c, err := napi.Dial()
 		if err != nil {
 			return err
 		}
 		defer c.Close()
-		ifi, err := net.InterfaceByName(b.NIC)
-		if err != nil {
+		if queueID, err = c.QueueNAPI(ifindex, 0, napi.QueueRX); err != nil && !errors.Is(err, napi.ErrNoNAPI) {
 			return err
 		}
-		if queueID, err = c.QueueNAPI(ifi.Index, 0, napi.QueueRX); err != nil && !errors.Is(err, napi.ErrNoNAPI) {
-			return err
-		}
-		instances, err = c.List(ifi.Index)
+		instances, err = c.List(ifindex)
 		return err
 	})
 	if err != nil {

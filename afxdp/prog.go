@@ -164,17 +164,12 @@ func (p *Program) ID() (ebpf.ProgramID, error) {
 	return id, nil
 }
 
-// Close detaches the program and frees it and the map.
+// Close detaches the program and frees it and the map, or what of them a
+// failed LoadProgram made: cilium/ebpf's Close takes a nil program or map.
 func (p *Program) Close() error {
-	var errs []error
+	var err error
 	if p.lnk != nil {
-		errs = append(errs, p.lnk.Close())
+		err = p.lnk.Close()
 	}
-	if p.prog != nil {
-		errs = append(errs, p.prog.Close())
-	}
-	if p.xsks != nil {
-		errs = append(errs, p.xsks.Close())
-	}
-	return errors.Join(errs...)
+	return errors.Join(err, p.prog.Close(), p.xsks.Close())
 }

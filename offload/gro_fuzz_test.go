@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/tapfwd/tapfwd/vnethdr"
+	"github.com/tapfwd/tapfwd/vnethdr/vnethdrtest"
 )
 
 // fuzzBytes hands out fuzz input a byte at a time, zeros once it is spent.
@@ -20,6 +21,23 @@ func (b *fuzzBytes) next() byte {
 	c := (*b)[0]
 	*b = (*b)[1:]
 	return c
+}
+
+// fuzzFlow is a flow the GRO fuzz targets generate frames of: its
+// segments are base with the flow's next sequence number and IP ID, of
+// size payload bytes (a TCP flow's MSS, a UDP flow's datagram size).
+type fuzzFlow struct {
+	base groSeg
+	size int
+	seq  uint32
+	id   uint16
+}
+
+// next is the flow's next segment, before an action changes it.
+func (fl *fuzzFlow) next() groSeg {
+	s := fl.base
+	s.Seq, s.ID = fl.seq, fl.id
+	return s
 }
 
 // Actions of FuzzCoalesce, one per generated frame; a segment is the
@@ -77,13 +95,7 @@ func FuzzCoalesce(f *testing.F) {
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 1, 4, 1, 1, 5, 1, 1, 6, 1, 1, 7, 1})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		in := fuzzBytes(data)
-		type gen struct {
-			base groSeg
-			mss  int
-			seq  uint32
-			id   uint16
-		}
-		flows := [4]gen{
+		flows := [4]fuzzFlow{
 			{base: groSeg{TS: true}},
 			{base: groSeg{V6: true, FlowLabel: 5}},
 			{base: groSeg{VLAN: true}}, // flow 0's 5-tuple on a VLAN
@@ -91,7 +103,7 @@ func FuzzCoalesce(f *testing.F) {
 		}
 		cfg := in.next()
 		for k := range flows {
-			flows[k].mss = [...]int{1448, vnethdr.TCPMinMSS - 1, 100, vnethdr.TCPMinMSS, 536, 1448, 1000, 1428}[(int(cfg)>>(2*k)+k)&7]
+			flows[k].size = [...]int{1448, vnethdr.TCPMinMSS - 1, 100, vnethdr.TCPMinMSS, 536, 1448, 1000, 1428}[(int(cfg)>>(2*k)+k)&7]
 			flows[k].seq = uint32(in.next()) << 24
 			flows[k].id = 0xfff0 + uint16(k)
 		}
@@ -106,15 +118,14 @@ func FuzzCoalesce(f *testing.F) {
 			op, arg, arg2 := in.next(), in.next(), in.next()
 			k, act := int(op&3), int(op>>2)
 			fl := &flows[k]
-			s := fl.base
-			s.Seq, s.ID = fl.seq, fl.id
-			size := fl.mss
-			mode := csumMode(arg % 3)
-			room := [...]int{0, fl.mss / 2, fl.mss, 2 * fl.mss, 4 * fl.mss, 16 * fl.mss, 45 * fl.mss, bigRoom}[(arg/3)&7]
+			s := fl.next()
+			size := fl.size
+			mode := vnethdrtest.CsumMode(arg % 3)
+			room := [...]int{0, fl.size / 2, fl.size, 2 * fl.size, 4 * fl.size, 16 * fl.size, 45 * fl.size, bigRoom}[(arg/3)&7]
 			isBad := false
 			switch {
 			case act >= actShort && act < actPSH:
-				size = 1 + int(arg2)%fl.mss
+				size = 1 + int(arg2)%fl.size
 			case act >= actPSH && act < actPureACK:
 				s.Flags = tcpACK | tcpPSH
 			case act == actPureACK:
@@ -122,7 +133,7 @@ func FuzzCoalesce(f *testing.F) {
 			case act == actGap:
 				s.Seq += 1 + uint32(arg2)
 			case act == actRetransmit:
-				s.Seq -= uint32(fl.mss)
+				s.Seq -= uint32(fl.size)
 			case act == actTOS:
 				s.TOS = arg2 | 1
 			case act == actTTL:
@@ -142,7 +153,7 @@ func FuzzCoalesce(f *testing.F) {
 					s.Flags = tcpPSH
 				}
 			case act == actBadCsum:
-				mode, isBad = csumFull, true
+				mode, isBad = vnethdrtest.CsumFull, true
 			case act == actIDSkip:
 				s.ID++
 			case act == actIDRepeat:
@@ -150,17 +161,17 @@ func FuzzCoalesce(f *testing.F) {
 			case act == actOptions:
 				s.IPOpts, s.Ext = !s.V6, s.V6
 			case act == actBadIPCsum:
-				mode, isBad = csumValid, !s.V6
+				mode, isBad = vnethdrtest.CsumValid, !s.V6
 			case act == actDF:
 				s.NoDF = true
 				s.FlowLabel++
 			case act == actCsumStart:
-				mode = csumPartial
+				mode = vnethdrtest.CsumPartial
 			case act == actNoRoom:
 				room = 0
 			case act == actGSO:
-				size = 2 * fl.mss
-				mode = csumPartial
+				size = 2 * fl.size
+				mode = vnethdrtest.CsumPartial
 			case act == actEvil:
 				s.Evil, isBad = true, !s.V6
 			case act == actPadded:
@@ -168,7 +179,7 @@ func FuzzCoalesce(f *testing.F) {
 			}
 			if act == actUDP {
 				u := spec{UDP: true, V6: arg2&1 != 0, VLAN: arg2&2 != 0, Payload: pattern(int(arg2), arg)}
-				batch.add(segFrame(t, u.Seg(), csumPartial, room), 4+int(arg2&3), false)
+				batch.add(segFrame(t, u.Seg(), vnethdrtest.CsumPartial, room), 4+int(arg2&3), false)
 				continue
 			}
 			s.Payload = pattern(size, byte(n))
@@ -183,7 +194,7 @@ func FuzzCoalesce(f *testing.F) {
 			case actCsumStart:
 				fr.Hdr.CsumStart = uint16(s.L3() + int(arg2)%20)
 			case actGSO:
-				fr.Hdr.GSOType, fr.Hdr.GSOSize = s.GSOType(), uint16(fl.mss)
+				fr.Hdr.GSOType, fr.Hdr.GSOSize = s.GSOType(), uint16(fl.size)
 			case actPadded:
 				pad(&fr, 1+int(arg2)%8)
 			}
@@ -339,18 +350,18 @@ func FuzzCoalesceRaw(f *testing.F) {
 		}
 		f.Add(b)
 	}
-	seg := func(s groSeg, m csumMode) Frame { return segFrame(f, s, m, 0) }
+	seg := func(s groSeg, m vnethdrtest.CsumMode) Frame { return segFrame(f, s, m, 0) }
 	a := run(groSeg{}, 3, 100, 0, 1)
 	b := run(groSeg{V6: true, TS: true, VLAN: true}, 3, vnethdr.TCPMinMSS, 9, 2)
-	add(seg(a[0], csumValid), seg(b[0], csumPartial), seg(a[1], csumFull), seg(b[1], csumValid), seg(a[2], csumPartial), seg(b[2], csumFull))
-	add(seg(a[0], csumFull), seg(a[2], csumFull), seg(a[1], csumFull))
+	add(seg(a[0], vnethdrtest.CsumValid), seg(b[0], vnethdrtest.CsumPartial), seg(a[1], vnethdrtest.CsumFull), seg(b[1], vnethdrtest.CsumValid), seg(a[2], vnethdrtest.CsumPartial), seg(b[2], vnethdrtest.CsumFull))
+	add(seg(a[0], vnethdrtest.CsumFull), seg(a[2], vnethdrtest.CsumFull), seg(a[1], vnethdrtest.CsumFull))
 	// Trusted checksums: mutated payloads still merge.
-	add(seg(b[0], csumValid), seg(a[0], csumValid), seg(b[1], csumValid), seg(a[1], csumValid), seg(b[2], csumValid))
+	add(seg(b[0], vnethdrtest.CsumValid), seg(a[0], vnethdrtest.CsumValid), seg(b[1], vnethdrtest.CsumValid), seg(a[1], vnethdrtest.CsumValid), seg(b[2], vnethdrtest.CsumValid))
 	// UDP datagrams, v4 and v6 on a VLAN, between TCP segments.
 	u := run(groSeg{UDP: true}, 3, 40, 9, 3)
 	v := run(groSeg{UDP: true, V6: true, VLAN: true}, 3, 18, 0, 4)
-	add(seg(u[0], csumValid), seg(a[0], csumFull), seg(v[0], csumPartial), seg(u[1], csumPartial), seg(v[1], csumFull),
-		seg(a[1], csumFull), seg(u[2], csumFull), seg(v[2], csumValid))
+	add(seg(u[0], vnethdrtest.CsumValid), seg(a[0], vnethdrtest.CsumFull), seg(v[0], vnethdrtest.CsumPartial), seg(u[1], vnethdrtest.CsumPartial), seg(v[1], vnethdrtest.CsumFull),
+		seg(a[1], vnethdrtest.CsumFull), seg(u[2], vnethdrtest.CsumFull), seg(v[2], vnethdrtest.CsumValid))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		in := fuzzBytes(data)
 		cfg := in.next()

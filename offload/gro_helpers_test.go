@@ -6,21 +6,8 @@ import (
 	"testing"
 
 	"github.com/tapfwd/tapfwd/vnethdr"
+	"github.com/tapfwd/tapfwd/vnethdr/vnethdrtest"
 )
-
-// csumMode is how a test segment's TCP checksum arrives.
-type csumMode uint8
-
-const (
-	csumFull    csumMode = iota // no flag: a full checksum Coalesce has to verify
-	csumValid                   // FlagDataValid, full checksum
-	csumPartial                 // FlagNeedsCsum, pseudo-header sum in the field
-	numCsumModes
-)
-
-func (m csumMode) String() string {
-	return [...]string{"full", "valid", "partial"}[m]
-}
 
 // groHeadroom is where test frames start in their Buf, like the forwarder's
 // headroom.
@@ -28,20 +15,20 @@ const groHeadroom = 32
 
 // toFrame puts the built segment f into a Buf with room bytes of capacity
 // after it, in the given checksum mode.
-func toFrame(s groSeg, f []byte, mode csumMode, room int) Frame {
+func toFrame(s groSeg, f []byte, mode vnethdrtest.CsumMode, room int) Frame {
 	buf := make([]byte, groHeadroom+len(f), groHeadroom+len(f)+room)
 	copy(buf[groHeadroom:], f)
 	fr := Frame{Buf: buf, Start: groHeadroom, End: groHeadroom + len(f)}
 	switch mode {
-	case csumValid:
+	case vnethdrtest.CsumValid:
 		fr.Hdr.Flags = vnethdr.FlagDataValid
-	case csumPartial:
+	case vnethdrtest.CsumPartial:
 		fr.Hdr = vnethdr.Hdr(s.Partial(buf[groHeadroom:]))
 	}
 	return fr
 }
 
-func segFrame(tb testing.TB, s groSeg, mode csumMode, room int) Frame {
+func segFrame(tb testing.TB, s groSeg, mode vnethdrtest.CsumMode, room int) Frame {
 	tb.Helper()
 	return toFrame(s, s.Build(tb), mode, room)
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/tapfwd/tapfwd/vnethdr"
+	"github.com/tapfwd/tapfwd/vnethdr/vnethdrtest"
 )
 
 // run makes n in-order segments (or datagrams) of base with size bytes of
@@ -78,7 +79,7 @@ func checkGroups(t *testing.T, got, in []Frame, n int, want [][]int) {
 			if !bytes.Equal(segs[k], want) {
 				t.Errorf("frame %d: segment %d differs from input %d:\n got %x\nwant %x", g[0], k, i, segs[k], want)
 			}
-			d, ok := decodeFrame(t, segs[k])
+			d, ok := vnethdrtest.Decode(t, segs[k])
 			if !ok {
 				t.Fatalf("frame %d: segment %d does not decode", g[0], k)
 			}
@@ -90,7 +91,7 @@ func checkGroups(t *testing.T, got, in []Frame, n int, want [][]int) {
 		if err := vnethdr.CompleteChecksum(&h, fc); err != nil {
 			t.Fatal(err)
 		}
-		d, ok := decodeFrame(t, fc)
+		d, ok := vnethdrtest.Decode(t, fc)
 		if !ok || !bytes.Equal(d.Payload, payload) {
 			t.Errorf("frame %d: super-frame payload does not match its segments", g[0])
 		}
@@ -114,7 +115,7 @@ func coalesce(t *testing.T, frames []Frame) (in []Frame, n int) {
 	return in, NewGRO(len(frames)).Coalesce(frames)
 }
 
-func frames(t *testing.T, segs []groSeg, mode func(i int) csumMode, room int) []Frame {
+func frames(t *testing.T, segs []groSeg, mode func(i int) vnethdrtest.CsumMode, room int) []Frame {
 	t.Helper()
 	fs := make([]Frame, len(segs))
 	for i, s := range segs {
@@ -123,14 +124,9 @@ func frames(t *testing.T, segs []groSeg, mode func(i int) csumMode, room int) []
 	return fs
 }
 
-func allModes(m csumMode) func(int) csumMode { return func(int) csumMode { return m } }
-
-// mixedModes gives the segments of a run different checksum states.
-func mixedModes(i int) csumMode { return csumMode(i % int(numCsumModes)) }
-
 // coalesceSegs frames segs in the checksum states mode gives, coalesces
 // them and checks that they merge into the groups want.
-func coalesceSegs(t *testing.T, segs []groSeg, mode func(int) csumMode, want [][]int) []Frame {
+func coalesceSegs(t *testing.T, segs []groSeg, mode func(int) vnethdrtest.CsumMode, want [][]int) []Frame {
 	t.Helper()
 	fs := frames(t, segs, mode, bigRoom)
 	in, n := coalesce(t, fs)
@@ -157,12 +153,12 @@ func checkHead(t *testing.T, f Frame, segs []groSeg) {
 		if got := int(binary.BigEndian.Uint16(b[s.L3()+2:])); got != len(b)-s.L3() {
 			t.Errorf("IPv4 total length %d, frame has %d", got, len(b)-s.L3())
 		}
-		if refSum(b[s.L3():s.L3()+20]) != 0xffff {
+		if vnethdrtest.RefSum(b[s.L3():s.L3()+20]) != 0xffff {
 			t.Error("IPv4 header checksum does not verify")
 		}
 	}
 	l4Len := len(b) - s.L4()
-	if got, want := binary.BigEndian.Uint16(b[s.L4()+s.CsumOff():]), refSum(s.Pseudo(l4Len)); got != want {
+	if got, want := binary.BigEndian.Uint16(b[s.L4()+s.CsumOff():]), vnethdrtest.RefSum(s.Pseudo(l4Len)); got != want {
 		t.Errorf("check field %#04x, want the pseudo-header sum %#04x", got, want)
 	}
 	if s.UDP {
@@ -187,13 +183,13 @@ type coalesceCase struct {
 func testCoalesceRuns(t *testing.T, udp bool, tests []coalesceCase) {
 	for _, tt := range tests {
 		tt.base.UDP = udp
-		for m := csumMode(0); m < numCsumModes; m++ {
+		for m := vnethdrtest.CsumMode(0); m < vnethdrtest.NumCsumModes; m++ {
 			t.Run(fmt.Sprintf("%s/%v", tt.name, m), func(t *testing.T) {
 				segs := run(tt.base, tt.n, tt.size, tt.last, 1)
 				if tt.lastPSH {
 					segs[len(segs)-1].Flags = tcpACK | tcpPSH
 				}
-				fs := coalesceSegs(t, segs, allModes(m), groups(tt.n, tt.n))
+				fs := coalesceSegs(t, segs, vnethdrtest.AllModes(m), groups(tt.n, tt.n))
 				checkHead(t, fs[0], segs)
 			})
 		}
@@ -208,7 +204,7 @@ type refuseCase struct {
 	base  groSeg
 	next  func(a, b *groSeg)
 	frame func(a, b *Frame)
-	mode  csumMode
+	mode  vnethdrtest.CsumMode
 }
 
 // testRefuses runs the rules TCP and UDP share, then tests.
@@ -255,9 +251,9 @@ func testRefuses(t *testing.T, udp bool, tests []refuseCase) {
 		{name: "bad checksum on the second", frame: func(a, b *Frame) { b.Buf[b.End-1]++ }},
 		{name: "bad checksum on the first", frame: func(a, b *Frame) { a.Buf[a.End-1]++ }},
 		{name: "bad checksum in the check field", frame: func(a, b *Frame) { b.Buf[b.Start+34+csum]++ }},
-		{name: "bad ipv4 header checksum, data valid", mode: csumValid, frame: func(a, b *Frame) { b.Buf[b.Start+14+10]++ }},
-		{name: "bad ipv4 header checksum on the first, partial", mode: csumPartial, frame: func(a, b *Frame) { a.Buf[a.Start+14+10]++ }},
-		{name: "partial checksum elsewhere", mode: csumPartial, frame: func(a, b *Frame) { b.Hdr.CsumStart = 14 }},
+		{name: "bad ipv4 header checksum, data valid", mode: vnethdrtest.CsumValid, frame: func(a, b *Frame) { b.Buf[b.Start+14+10]++ }},
+		{name: "bad ipv4 header checksum on the first, partial", mode: vnethdrtest.CsumPartial, frame: func(a, b *Frame) { a.Buf[a.Start+14+10]++ }},
+		{name: "partial checksum elsewhere", mode: vnethdrtest.CsumPartial, frame: func(a, b *Frame) { b.Hdr.CsumStart = 14 }},
 		{name: "capacity one byte short", frame: func(a, b *Frame) { a.Buf = a.Buf[: len(a.Buf) : a.End+999] }},
 		{name: "no capacity", frame: func(a, b *Frame) { a.Buf = a.Buf[:len(a.Buf):a.End] }},
 		{name: "bad frame bounds", frame: func(a, b *Frame) { b.End = cap(b.Buf) + 1 }},
@@ -342,7 +338,7 @@ func TestCoalesce(t *testing.T) {
 
 // Segments of one run may arrive with different checksum states.
 func TestCoalesceMixedChecksums(t *testing.T) {
-	coalesceSegs(t, run(groSeg{TS: true}, 9, 1448, 0, 3), mixedModes, [][]int{{0, 1, 2, 3, 4, 5, 6, 7, 8}})
+	coalesceSegs(t, run(groSeg{TS: true}, 9, 1448, 0, 3), vnethdrtest.MixedModes, [][]int{{0, 1, 2, 3, 4, 5, 6, 7, 8}})
 }
 
 // Segments smaller than TCP_MIN_MSS are left alone: a super-frame of them
@@ -350,7 +346,7 @@ func TestCoalesceMixedChecksums(t *testing.T) {
 func TestCoalesceTinySegments(t *testing.T) {
 	for _, size := range []int{1, 2, vnethdr.TCPMinMSS - 1} {
 		segs := run(groSeg{}, 10, size, 0, 5)
-		fs := frames(t, segs, allModes(csumFull), bigRoom)
+		fs := frames(t, segs, vnethdrtest.AllModes(vnethdrtest.CsumFull), bigRoom)
 		in, n := coalesce(t, fs)
 		checkGroups(t, fs, in, n, nil)
 	}
@@ -363,7 +359,7 @@ func TestCoalesceTinySegments(t *testing.T) {
 func TestCoalescePadded(t *testing.T) {
 	for _, v6 := range []bool{false, true} {
 		segs := run(groSeg{V6: v6}, 4, vnethdr.TCPMinMSS, 0, 5)
-		fs := frames(t, segs, allModes(csumFull), bigRoom)
+		fs := frames(t, segs, vnethdrtest.AllModes(vnethdrtest.CsumFull), bigRoom)
 		for i := range fs {
 			fs[i].End += 4 // zero padding from make
 			fs[i].Buf = fs[i].Buf[:fs[i].End]
@@ -402,10 +398,10 @@ func TestCoalesceRefuses(t *testing.T) {
 		{name: "first under TCP_MIN_MSS", next: func(a, b *groSeg) {
 			a.Payload, b.Payload, b.Seq = pattern(vnethdr.TCPMinMSS-1, 1), pattern(1, 2), a.Seq+vnethdr.TCPMinMSS-1
 		}},
-		{name: "partial checksum offset", mode: csumPartial, frame: func(a, b *Frame) { b.Hdr.CsumOffset = udpCsumOff }},
-		{name: "gso second", mode: csumPartial, frame: func(a, b *Frame) { b.Hdr.GSOType, b.Hdr.GSOSize = vnethdr.GSOTCPv4, 500 }},
-		{name: "gso first", mode: csumPartial, frame: func(a, b *Frame) { a.Hdr.GSOType, a.Hdr.GSOSize = vnethdr.GSOTCPv4, 500 }},
-		{name: "ecn bit alone", mode: csumPartial, frame: func(a, b *Frame) { b.Hdr.GSOType = vnethdr.GSOECN }},
+		{name: "partial checksum offset", mode: vnethdrtest.CsumPartial, frame: func(a, b *Frame) { b.Hdr.CsumOffset = udpCsumOff }},
+		{name: "gso second", mode: vnethdrtest.CsumPartial, frame: func(a, b *Frame) { b.Hdr.GSOType, b.Hdr.GSOSize = vnethdr.GSOTCPv4, 500 }},
+		{name: "gso first", mode: vnethdrtest.CsumPartial, frame: func(a, b *Frame) { a.Hdr.GSOType, a.Hdr.GSOSize = vnethdr.GSOTCPv4, 500 }},
+		{name: "ecn bit alone", mode: vnethdrtest.CsumPartial, frame: func(a, b *Frame) { b.Hdr.GSOType = vnethdr.GSOECN }},
 	})
 }
 
@@ -417,9 +413,9 @@ func TestCoalesceBatches(t *testing.T) {
 	d := run(groSeg{SrcPort: 40001, VLAN: true, VID: 7}, 8, 1460, 0, 4)
 	reverse := groSeg{SrcPort: 40000, Ack: 12345, Flags: tcpACK}
 	reverse.SrcMAC = 2
-	f := func(s groSeg) Frame { return segFrame(t, s, csumFull, bigRoom) }
+	f := func(s groSeg) Frame { return segFrame(t, s, vnethdrtest.CsumFull, bigRoom) }
 	u := spec{UDP: true, Payload: pattern(200, 7)}.Seg() // IPv4 ID 0: never merges
-	udp := func() Frame { return segFrame(t, u, csumPartial, bigRoom) }
+	udp := func() Frame { return segFrame(t, u, vnethdrtest.CsumPartial, bigRoom) }
 	psh := func(s groSeg) groSeg { s.Flags = tcpACK | tcpPSH; return s }
 	short := func(s groSeg) groSeg { s.Payload = s.Payload[:100]; return s }
 	bad := func(s groSeg) Frame { fr := f(s); fr.Buf[fr.End-1]++; return fr }
@@ -448,7 +444,7 @@ func TestCoalesceBatches(t *testing.T) {
 			[][]int{{2, 3}}},
 		{"bad head", []Frame{bad(a[0]), f(a[1]), f(a[2])},
 			[][]int{{1, 2}}},
-		{"capacity ends the run", []Frame{segFrame(t, a[0], csumValid, 2*1448), f(a[1]), f(a[2]), f(a[3]), f(a[4])},
+		{"capacity ends the run", []Frame{segFrame(t, a[0], vnethdrtest.CsumValid, 2*1448), f(a[1]), f(a[2]), f(a[3]), f(a[4])},
 			[][]int{{0, 1, 2}, {3, 4}}},
 	})
 }
@@ -460,7 +456,7 @@ func TestCoalesceSizeCap(t *testing.T) {
 		base := groSeg{V6: v6, TS: true}
 		// 20 (or 40) + 32 + 45 * 1448 <= 65535 < ... + 46 * 1448
 		per := (65535 - (base.HdrLen() - base.L3())) / 1448
-		coalesceSegs(t, run(base, 64, 1448, 0, 1), allModes(csumValid), groups(64, per))
+		coalesceSegs(t, run(base, 64, 1448, 0, 1), vnethdrtest.AllModes(vnethdrtest.CsumValid), groups(64, per))
 	}
 }
 
@@ -493,7 +489,7 @@ func TestCoalesceSetMaxSize(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			const n = 64
 			segs := run(tt.base, n, 1448, 0, 1)
-			fs := frames(t, segs, allModes(csumValid), bigRoom)
+			fs := frames(t, segs, vnethdrtest.AllModes(vnethdrtest.CsumValid), bigRoom)
 			in := cloneFrames(fs)
 			g := NewGRO(n)
 			if tt.ipv4 != 0 || tt.IPv6 != 0 {
@@ -525,7 +521,7 @@ func TestGROReuse(t *testing.T) {
 			g.gen = ^uint32(0)
 		}
 		segs := run(groSeg{Seq: uint32(round) * 99999}, 4, 1000, 0, byte(round))
-		fs := frames(t, segs, allModes(csumValid), bigRoom)
+		fs := frames(t, segs, vnethdrtest.AllModes(vnethdrtest.CsumValid), bigRoom)
 		in := cloneFrames(fs)
 		n := g.Coalesce(fs)
 		checkGroups(t, fs, in, n, [][]int{{0, 1, 2, 3}})
@@ -537,7 +533,7 @@ func TestGROReuse(t *testing.T) {
 	for k := 0; k < 2; k++ {
 		for p := 0; p < 6; p++ {
 			s := groSeg{SrcPort: uint16(1000 + p), Seq: uint32(k * 500), ID: uint16(k), Payload: pattern(500, byte(p))}
-			fs = append(fs, segFrame(t, s, csumValid, bigRoom))
+			fs = append(fs, segFrame(t, s, vnethdrtest.CsumValid, bigRoom))
 		}
 	}
 	in := cloneFrames(fs)
@@ -569,7 +565,7 @@ func (b *batchState) reset() {
 
 // benchBatch is 64 segments of base with size bytes of payload each, of
 // flows flows, interleaved.
-func benchBatch(tb testing.TB, base groSeg, flows, size int, mode csumMode) []Frame {
+func benchBatch(tb testing.TB, base groSeg, flows, size int, mode vnethdrtest.CsumMode) []Frame {
 	fs := make([]Frame, 64)
 	for k := 0; k < flows; k++ {
 		b := base
@@ -585,7 +581,7 @@ func benchBatch(tb testing.TB, base groSeg, flows, size int, mode csumMode) []Fr
 // of which it merges merged[flows].
 func testZeroAllocs(t *testing.T, base groSeg, size int, merged map[int]int) {
 	for _, flows := range []int{1, 4} {
-		for m := csumMode(0); m < numCsumModes; m++ {
+		for m := vnethdrtest.CsumMode(0); m < vnethdrtest.NumCsumModes; m++ {
 			fs := benchBatch(t, base, flows, size, m)
 			b := newBatchState(fs)
 			g := NewGRO(64)
@@ -615,14 +611,14 @@ func TestCoalesceZeroAllocs(t *testing.T) {
 // "reset" measures that alone.
 func benchCoalesce(b *testing.B, base groSeg, size int) {
 	for _, flows := range []int{1, 4} {
-		for m := csumMode(0); m < numCsumModes; m++ {
+		for m := vnethdrtest.CsumMode(0); m < vnethdrtest.NumCsumModes; m++ {
 			b.Run(fmt.Sprintf("flows=%d/%v", flows, m), func(b *testing.B) {
 				benchRun(b, benchBatch(b, base, flows, size, m), true)
 			})
 		}
 	}
 	b.Run("reset", func(b *testing.B) {
-		st := newBatchState(benchBatch(b, base, 1, size, csumValid))
+		st := newBatchState(benchBatch(b, base, 1, size, vnethdrtest.CsumValid))
 		b.ReportAllocs()
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
@@ -683,7 +679,7 @@ func TestGROOpen(t *testing.T) {
 		{name: "udp", s: groSeg{UDP: true, Payload: seg.Payload}, want: true},
 		{name: "udp off", s: groSeg{UDP: true, Payload: seg.Payload}, noUD: true},
 	} {
-		f := segFrame(t, tc.s, csumPartial, bigRoom)
+		f := segFrame(t, tc.s, vnethdrtest.CsumPartial, bigRoom)
 		if tc.hdr != nil {
 			tc.hdr(&f.Hdr)
 		}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/tapfwd/tapfwd/vnethdr"
+	"github.com/tapfwd/tapfwd/vnethdr/vnethdrtest"
 )
 
 // Actions of FuzzCoalesceUDP, one per generated frame; a datagram is the
@@ -69,13 +70,7 @@ func FuzzCoalesceUDP(f *testing.F) {
 	f.Add(mixed)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		in := fuzzBytes(data)
-		type gen struct {
-			base groSeg
-			size int
-			id   uint16
-			seq  uint32
-		}
-		flows := [udpFuzzFlows]gen{
+		flows := [udpFuzzFlows]fuzzFlow{
 			{base: groSeg{UDP: true}},
 			{base: groSeg{UDP: true, V6: true, FlowLabel: 5}},
 			{base: groSeg{UDP: true, VLAN: true}}, // flow 0's 5-tuple on a VLAN
@@ -100,10 +95,9 @@ func FuzzCoalesceUDP(f *testing.F) {
 			op, arg, arg2 := in.next(), in.next(), in.next()
 			k, act := int(op)%udpFuzzFlows, int(op)/udpFuzzFlows%numUacts
 			fl := &flows[k]
-			s := fl.base
-			s.ID = fl.id
+			s := fl.next()
 			size := fl.size
-			mode := csumMode(arg % 3)
+			mode := vnethdrtest.CsumMode(arg % 3)
 			// Room for a head to grow: none, a datagram or two, a few
 			// more, the most a super-frame can take; capped at 64 KiB,
 			// since every frame of a batch this large makes fuzzing slow.
@@ -111,7 +105,6 @@ func FuzzCoalesceUDP(f *testing.F) {
 				udpMaxSegments * fl.size, (udpMaxSegments + 1) * fl.size}[(arg/3)&7])
 			flow, isBad := k, false
 			if k == 4 { // TCP
-				s.Seq = fl.seq
 				switch {
 				case act >= uactShort && act < uactLarger:
 					size = 1 + int(arg2)%size
@@ -143,18 +136,18 @@ func FuzzCoalesceUDP(f *testing.F) {
 				s.NoDF = true
 				s.FlowLabel++
 			case uactNoCsum:
-				mode, s.NoCsum, isBad = csumValid, true, true
+				mode, s.NoCsum, isBad = vnethdrtest.CsumValid, true, true
 			case uactBadCsum:
-				mode, isBad = csumFull, true
+				mode, isBad = vnethdrtest.CsumFull, true
 			case uactBadIPCsum:
-				mode, isBad = csumValid, !s.V6
+				mode, isBad = vnethdrtest.CsumValid, !s.V6
 			case uactULen:
-				mode, isBad = csumValid, true
+				mode, isBad = vnethdrtest.CsumValid, true
 			case uactCsumStart:
-				mode = csumPartial
+				mode = vnethdrtest.CsumPartial
 			case uactGSO:
 				size = 2 * fl.size
-				mode = csumPartial
+				mode = vnethdrtest.CsumPartial
 			case uactNoRoom:
 				room = 0
 			case uactOptions:

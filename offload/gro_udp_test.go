@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/tapfwd/tapfwd/vnethdr"
+	"github.com/tapfwd/tapfwd/vnethdr/vnethdrtest"
 )
 
 func TestCoalesceUDP(t *testing.T) {
@@ -51,7 +52,7 @@ func TestCoalesceUSOKernelRuns(t *testing.T) {
 					base.DstIP, base.DstMAC = net.IPv4(198, 18, 1, 255).To4(), net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
 				}
 				segs := run(base, sz.n, sz.size, sz.last, byte(sz.size))
-				coalesceSegs(t, segs, mixedModes, groups(sz.n, sz.n))
+				coalesceSegs(t, segs, vnethdrtest.MixedModes, groups(sz.n, sz.n))
 			})
 		}
 	}
@@ -63,11 +64,11 @@ func TestCoalesceUSOKernelRuns(t *testing.T) {
 // not the frame's). Before issue 13 the padding was cut and they merged.
 func TestCoalesceUDPMixedAndPadded(t *testing.T) {
 	segs := run(groSeg{UDP: true}, 9, 4, 0, 3)
-	fs := frames(t, segs, mixedModes, bigRoom)
+	fs := frames(t, segs, vnethdrtest.MixedModes, bigRoom)
 	in, n := coalesce(t, fs)
 	checkGroups(t, fs, in, n, [][]int{{0, 1, 2, 3, 4, 5, 6, 7, 8}})
 
-	fs = frames(t, segs, mixedModes, bigRoom)
+	fs = frames(t, segs, vnethdrtest.MixedModes, bigRoom)
 	for i := range fs {
 		pad(&fs[i], 14) // 46 -> 60 bytes
 	}
@@ -84,24 +85,24 @@ func TestCoalesceUDPRefuses(t *testing.T) {
 		{name: "ipv4 id fixed at 0 (unconnected socket, DF)", next: func(a, b *groSeg) { a.ID, b.ID = 0, 0 }},
 		{name: "empty second", next: func(a, b *groSeg) { b.Payload = nil }},
 		{name: "empty first", next: func(a, b *groSeg) { a.Payload = nil }},
-		{name: "no checksum on the second", mode: csumFull, next: func(a, b *groSeg) { b.NoCsum = true }},
-		{name: "no checksum on the second, data valid", mode: csumValid, next: func(a, b *groSeg) { b.NoCsum = true }},
-		{name: "no checksum on the first", mode: csumValid, next: func(a, b *groSeg) { a.NoCsum = true }},
-		{name: "no checksum on both", mode: csumValid, next: func(a, b *groSeg) { a.NoCsum, b.NoCsum = true, true }},
-		{name: "ipv6 zero checksum", base: groSeg{V6: true}, mode: csumValid, next: func(a, b *groSeg) { b.NoCsum = true }},
+		{name: "no checksum on the second", mode: vnethdrtest.CsumFull, next: func(a, b *groSeg) { b.NoCsum = true }},
+		{name: "no checksum on the second, data valid", mode: vnethdrtest.CsumValid, next: func(a, b *groSeg) { b.NoCsum = true }},
+		{name: "no checksum on the first", mode: vnethdrtest.CsumValid, next: func(a, b *groSeg) { a.NoCsum = true }},
+		{name: "no checksum on both", mode: vnethdrtest.CsumValid, next: func(a, b *groSeg) { a.NoCsum, b.NoCsum = true, true }},
+		{name: "ipv6 zero checksum", base: groSeg{V6: true}, mode: vnethdrtest.CsumValid, next: func(a, b *groSeg) { b.NoCsum = true }},
 		{name: "udp then tcp on the same ports", next: func(a, b *groSeg) { b.UDP = false }},
-		{name: "udp length short of the ip payload", mode: csumValid, frame: func(a, b *Frame) {
+		{name: "udp length short of the ip payload", mode: vnethdrtest.CsumValid, frame: func(a, b *Frame) {
 			binary.BigEndian.PutUint16(b.Buf[b.Start+l4+4:], 1000+8-1)
 		}},
-		{name: "udp length beyond the ip payload on the first", mode: csumValid, frame: func(a, b *Frame) {
+		{name: "udp length beyond the ip payload on the first", mode: vnethdrtest.CsumValid, frame: func(a, b *Frame) {
 			binary.BigEndian.PutUint16(a.Buf[a.Start+l4+4:], 1000+8+1)
 		}},
 		// The IP length still says 1008: caught by the length rule, and by
 		// the checksum.
 		{name: "bad checksum in the length field", frame: func(a, b *Frame) { b.Buf[b.Start+l4+5]-- }},
-		{name: "partial checksum at the tcp offset", mode: csumPartial, frame: func(a, b *Frame) { b.Hdr.CsumOffset = tcpCsumOff }},
-		{name: "uso second", mode: csumPartial, frame: func(a, b *Frame) { b.Hdr.GSOType, b.Hdr.GSOSize = vnethdr.GSOUDPL4, 500 }},
-		{name: "uso first", mode: csumPartial, frame: func(a, b *Frame) { a.Hdr.GSOType, a.Hdr.GSOSize = vnethdr.GSOUDPL4, 500 }},
+		{name: "partial checksum at the tcp offset", mode: vnethdrtest.CsumPartial, frame: func(a, b *Frame) { b.Hdr.CsumOffset = tcpCsumOff }},
+		{name: "uso second", mode: vnethdrtest.CsumPartial, frame: func(a, b *Frame) { b.Hdr.GSOType, b.Hdr.GSOSize = vnethdr.GSOUDPL4, 500 }},
+		{name: "uso first", mode: vnethdrtest.CsumPartial, frame: func(a, b *Frame) { a.Hdr.GSOType, a.Hdr.GSOSize = vnethdr.GSOUDPL4, 500 }},
 	})
 }
 
@@ -113,7 +114,7 @@ func TestCoalesceUDPBatches(t *testing.T) {
 	v := run(groSeg{UDP: true, V6: true, VLAN: true}, 8, 120, 0, 3)
 	x := run(groSeg{UDP: true, DstPort: 5202, ID: 9000}, 8, 64, 0, 4)
 	a := run(groSeg{TS: true}, 8, 1448, 0, 5) // TCP on u's addresses and ports
-	f := func(s groSeg) Frame { return segFrame(t, s, csumFull, bigRoom) }
+	f := func(s groSeg) Frame { return segFrame(t, s, vnethdrtest.CsumFull, bigRoom) }
 	short := func(s groSeg) groSeg { s.Payload = s.Payload[:100]; return s }
 	larger := func(s groSeg) groSeg { s.Payload = pattern(300, 9); return s }
 	noCsum := func(s groSeg) groSeg { s.NoCsum = true; return s }
@@ -159,7 +160,7 @@ func TestCoalesceUDPCaps(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.base.UDP = true
-			coalesceSegs(t, run(tt.base, tt.n, tt.size, 0, 1), allModes(csumValid), groups(tt.n, tt.per))
+			coalesceSegs(t, run(tt.base, tt.n, tt.size, 0, 1), vnethdrtest.AllModes(vnethdrtest.CsumValid), groups(tt.n, tt.per))
 		})
 	}
 }
@@ -170,7 +171,7 @@ func TestCoalesceSetUDP(t *testing.T) {
 	a := run(groSeg{}, 4, 1000, 0, 2)
 	var fs []Frame
 	for i := range u {
-		fs = append(fs, segFrame(t, u[i], csumValid, bigRoom), segFrame(t, a[i], csumValid, bigRoom))
+		fs = append(fs, segFrame(t, u[i], vnethdrtest.CsumValid, bigRoom), segFrame(t, a[i], vnethdrtest.CsumValid, bigRoom))
 	}
 	g := NewGRO(len(fs))
 	g.SetUDP(false)
@@ -195,5 +196,5 @@ func TestCoalesceUDPZeroAllocs(t *testing.T) {
 // batch first; BenchmarkCoalesceUDP/reset measures that alone.
 func BenchmarkCoalesceUDP(b *testing.B) {
 	benchCoalesce(b, groSeg{UDP: true}, 64)
-	b.Run("unmerged", func(b *testing.B) { benchRun(b, benchBatch(b, groSeg{UDP: true}, 1, 64, csumValid), false) })
+	b.Run("unmerged", func(b *testing.B) { benchRun(b, benchBatch(b, groSeg{UDP: true}, 1, 64, vnethdrtest.CsumValid), false) })
 }

@@ -8,23 +8,15 @@ import (
 )
 
 // The test frames come from vnethdrtest (built by gopacket, not by vnethdr
-// or this package); these are its helpers under the short names the tests
-// use.
+// or this package); its frame types and Pattern, which nearly every test
+// uses, go by short names here.
 
 type (
 	spec   = vnethdrtest.Spec
 	groSeg = vnethdrtest.Seg
 )
 
-var (
-	pattern     = vnethdrtest.Pattern
-	refSum      = vnethdrtest.RefSum
-	pseudo      = vnethdrtest.Pseudo
-	fuzzSpec    = vnethdrtest.FuzzedSpec
-	decodeFrame = vnethdrtest.Decode
-	addHdr      = vnethdrtest.AddHdr[vnethdr.Hdr]
-	fuzzHdr     = vnethdrtest.FuzzHdr[vnethdr.Hdr]
-)
+var pattern = vnethdrtest.Pattern
 
 // Values the tests read frames by (RFC 793, IEEE 802.3,
 // include/linux/udp.h).

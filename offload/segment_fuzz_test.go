@@ -13,7 +13,7 @@ import (
 
 // verifyRaw checks a frame Segment emitted without relying on gopacket, which
 // refuses some valid inputs a fuzzer makes (odd IPv6 option TLVs): offsets
-// come from vnethdr.Parse, every sum from refSum.
+// come from vnethdr.Parse, every sum from vnethdrtest.RefSum.
 func verifyRaw(tb testing.TB, frame []byte) {
 	tb.Helper()
 	l, err := vnethdr.Parse(frame)
@@ -28,13 +28,13 @@ func verifyRaw(tb testing.TB, frame []byte) {
 		}
 	} else {
 		ihl := int(frame[l.L3]&0x0f) * 4
-		if s := refSum(frame[l.L3 : l.L3+ihl]); s != 0xffff {
+		if s := vnethdrtest.RefSum(frame[l.L3 : l.L3+ihl]); s != 0xffff {
 			tb.Fatalf("IPv4 header checksum does not verify: %#04x", s)
 		}
 		src, dst = frame[l.L3+12:l.L3+16], frame[l.L3+16:l.L3+20]
 	}
 	l4 := frame[l.L4:l.End]
-	if s := refSum(pseudo(src, dst, l.Proto, len(l4)), l4); s != 0xffff {
+	if s := vnethdrtest.RefSum(vnethdrtest.Pseudo(src, dst, l.Proto, len(l4)), l4); s != 0xffff {
 		tb.Fatalf("L4 checksum does not verify: %#04x\n%x", s, frame)
 	}
 	if l.Proto == protoUDP && (binary.BigEndian.Uint16(l4[6:]) == 0 || int(binary.BigEndian.Uint16(l4[4:])) != len(l4)) {
@@ -96,13 +96,13 @@ func segmentAll(tb testing.TB, h vnethdr.Hdr, frame []byte, hdrLen int) {
 func FuzzFixupSegment(f *testing.F) {
 	for _, s := range vnethdrtest.FuzzSeeds() {
 		h, fr := superFrame(f, s, vnethdr.TCPMinMSS)
-		addHdr(f, h, fr)
+		vnethdrtest.AddHdr(f, h, fr)
 		// A GRO'd frame from a packet socket: DATA_VALID, which Fixup
 		// turns into NEEDS_CSUM.
 		h.Flags, h.CsumStart, h.CsumOffset = vnethdr.FlagDataValid, 0, 0
-		addHdr(f, h, fr)
+		vnethdrtest.AddHdr(f, h, fr)
 	}
-	fuzzHdr(f, func(t *testing.T, h vnethdr.Hdr, frame []byte) {
+	vnethdrtest.FuzzHdr(f, func(t *testing.T, h vnethdr.Hdr, frame []byte) {
 		if vnethdr.Fixup(&h, frame) != nil || !h.IsGSO() {
 			return
 		}
@@ -117,7 +117,7 @@ func FuzzSegment(f *testing.F) {
 	f.Add(uint16(10), uint16(1452), uint8(0), uint8(1|2|4|8|16), uint32(0), uint16(0))
 	f.Add(uint16(65535), uint16(1), uint8(0xff), uint8(64|32|16|4), uint32(7), uint16(7))
 	f.Fuzz(func(t *testing.T, payLen, gso uint16, flags, mode uint8, seq uint32, id uint16) {
-		s := fuzzSpec(mode, flags, seq, id, payLen)
+		s := vnethdrtest.FuzzedSpec(mode, flags, seq, id, payLen)
 		mss := int(gso)
 		if mss == 0 || mss == 0xffff {
 			mss = 1448
@@ -195,10 +195,10 @@ func FuzzSegmentRaw(f *testing.F) {
 		{VLAN: true, IPOpts: true, TCPOpts: true, Payload: pattern(133, 3)},
 	} {
 		h, fr := superFrame(f, s, 64)
-		addHdr(f, h, fr)
+		vnethdrtest.AddHdr(f, h, fr)
 	}
 	const nbuf, bufLen, guard = 16, 384, 0xee
-	fuzzHdr(f, func(t *testing.T, h vnethdr.Hdr, frame []byte) {
+	vnethdrtest.FuzzHdr(f, func(t *testing.T, h vnethdr.Hdr, frame []byte) {
 		backing := bytes.Repeat([]byte{guard}, nbuf*bufLen)
 		out := make([][]byte, nbuf)
 		for i := range out {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/tapfwd/tapfwd/vnethdr"
+	"github.com/tapfwd/tapfwd/vnethdr/vnethdrtest"
 )
 
 func TestSegment(t *testing.T) {
@@ -168,7 +169,7 @@ func TestSegmentRoutingHeader(t *testing.T) {
 			}
 			for i := 0; i < n; i++ {
 				l4 := out[i][54+len(rh.hdr) : sizes[i]]
-				if s := refSum(pseudo(src6, dst, 6, len(l4)), l4); s != 0xffff {
+				if s := vnethdrtest.RefSum(vnethdrtest.Pseudo(src6, dst, 6, len(l4)), l4); s != 0xffff {
 					t.Errorf("segment %d: checksum does not verify against the final destination", i)
 				}
 			}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/tapfwd/tapfwd/vnethdr"
+	"github.com/tapfwd/tapfwd/vnethdr/vnethdrtest"
 )
 
 // tunSpec describes a tunnel GSO frame as a packet socket hands it out
@@ -72,7 +73,7 @@ func (ts tunSpec) build(tb testing.TB) (h vnethdr.Hdr, frame []byte, ih vnethdr.
 		ip[8], ip[9] = 64, proto
 		copy(ip[12:], outerSrc4)
 		copy(ip[16:], outerDst4)
-		binary.BigEndian.PutUint16(ip[10:], ^refSum(ip))
+		binary.BigEndian.PutUint16(ip[10:], ^vnethdrtest.RefSum(ip))
 	}
 	if ts.kind == "vxlan" {
 		binary.BigEndian.PutUint16(tun[4:], uint16(n))
@@ -146,7 +147,7 @@ func checkOuter(t *testing.T, ts tunSpec, o, frame []byte, at, i int) {
 		}
 		src, dst = outerSrc6, outerDst6
 	} else {
-		if s := refSum(o[14:34]); s != 0xffff || int(binary.BigEndian.Uint16(o[16:])) != len(o)-14 ||
+		if s := vnethdrtest.RefSum(o[14:34]); s != 0xffff || int(binary.BigEndian.Uint16(o[16:])) != len(o)-14 ||
 			binary.BigEndian.Uint16(o[18:]) != 0x1234+uint16(i) {
 			t.Errorf("segment %d: outer IPv4 header %x (checksum sum %#x)", i, o[14:34], s)
 		}
@@ -161,7 +162,7 @@ func checkOuter(t *testing.T, ts tunSpec, o, frame []byte, at, i int) {
 		if ts.udpCsum0 && c != 0 {
 			t.Errorf("segment %d: outer UDP checksum %#x, want 0 as the input had", i, c)
 		}
-		if s := refSum(pseudo(src, dst, protoUDP, len(u)), u); !ts.udpCsum0 && s != 0xffff {
+		if s := vnethdrtest.RefSum(vnethdrtest.Pseudo(src, dst, protoUDP, len(u)), u); !ts.udpCsum0 && s != 0xffff {
 			t.Errorf("segment %d: outer UDP checksum does not verify (%#x)", i, s)
 		}
 		l4 += 8
@@ -221,13 +222,13 @@ func TestSegmentTunnelRefuses(t *testing.T) {
 		{"outer-fragment", good, func(h *vnethdr.Hdr, f []byte) []byte {
 			f[14+6] = 0x20 // MF
 			binary.BigEndian.PutUint16(f[14+10:], 0)
-			binary.BigEndian.PutUint16(f[14+10:], ^refSum(f[14:34]))
+			binary.BigEndian.PutUint16(f[14+10:], ^vnethdrtest.RefSum(f[14:34]))
 			return f
 		}, ErrNotTunnel},
 		{"outer-tcp", good, func(h *vnethdr.Hdr, f []byte) []byte {
 			f[14+9] = protoTCP
 			binary.BigEndian.PutUint16(f[14+10:], 0)
-			binary.BigEndian.PutUint16(f[14+10:], ^refSum(f[14:34]))
+			binary.BigEndian.PutUint16(f[14+10:], ^vnethdrtest.RefSum(f[14:34]))
 			return f
 		}, ErrNotTunnel},
 	} {
@@ -274,9 +275,9 @@ func FuzzSegmentTunnel(f *testing.F) {
 		{kind: "gre", inner: spec{VLAN: true, Payload: pattern(300, 4)}, mss: 90},
 	} {
 		h, fr, _, _, _, _ := ts.build(f)
-		addHdr(f, h, fr)
+		vnethdrtest.AddHdr(f, h, fr)
 	}
-	fuzzHdr(f, func(t *testing.T, h vnethdr.Hdr, frame []byte) {
+	vnethdrtest.FuzzHdr(f, func(t *testing.T, h vnethdr.Hdr, frame []byte) {
 		orig := append([]byte(nil), frame...)
 		out, sizes := outBufs(16, 600)
 		n, err := SegmentTunnel(h, frame, out, sizes)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/tapfwd/tapfwd/vnethdr"
+	"github.com/tapfwd/tapfwd/vnethdr/vnethdrtest"
 )
 
 // verifySegments checks Segment's output for the super-frame in (built from
@@ -22,7 +23,7 @@ func verifySegments(t testing.TB, s spec, h vnethdr.Hdr, in []byte, out [][]byte
 	var got []byte
 	for i := 0; i < n; i++ {
 		f := out[i][:sizes[i]]
-		d, ok := decodeFrame(t, f)
+		d, ok := vnethdrtest.Decode(t, f)
 		if !ok {
 			t.Fatalf("segment %d of %d (%d bytes)", i, n, len(f))
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/tapfwd/tapfwd/offload"
 	"github.com/tapfwd/tapfwd/tap"
 	"github.com/tapfwd/tapfwd/vnethdr"
+	"github.com/tapfwd/tapfwd/vnethdr/vnethdrtest"
 )
 
 // What offload's GRO builds, checked against this kernel: the UDP
@@ -138,7 +139,7 @@ func testUSOIntoTAP(t *testing.T, bed *testbed.Bed, napi tap.Want, offloads int)
 					base, bind := usoBase(bed, d, dst.v6, dst.bcast, groSock)
 					s := udpSocket(t, bed, bed.LabNS, bind, base.dport, groSock)
 					segs := run(base, sz.n, sz.size, sz.last, byte(sz.size))
-					f := coalesceAll(t, segs, mixedModes)
+					f := coalesceAll(t, segs, vnethdrtest.MixedModes)
 					buf := wire(f)
 					before := udpStats(t, bed, dst.v6)
 					if err := write(d, buf); err != nil {
@@ -202,7 +203,7 @@ func testMaxSegments(t *testing.T, bed *testbed.Bed, d *tap.Device) {
 		}
 	}
 	// 129 datagrams: runs of 64, 64 and 1.
-	fs := frames(t, run(base, udpMaxSegments+1, 18, 0, 5), allModes(csumValid))
+	fs := frames(t, run(base, udpMaxSegments+1, 18, 0, 5), vnethdrtest.AllModes(vnethdrtest.CsumValid))
 	want := udpMaxSegments + 1 - 3
 	if n := offload.NewGRO(len(fs)).Coalesce(fs); n != want || fs[udpGROMaxSegments].Merged || fs[2*udpGROMaxSegments].Merged {
 		t.Errorf("Coalesce of %d datagrams merged %d (datagram %d merged: %v, %d: %v); want %d, runs of at most %d",
@@ -358,7 +359,7 @@ func BenchmarkTAPWriteUSO(b *testing.B) {
 			src: net.IP(bed.WireAddr.Addr().AsSlice()), dst: net.IP(bed.LabAddr.Addr().AsSlice())}
 		udpSocket(b, bed, bed.LabNS, base.dst, port, false)
 		segs := run(base, 64, 64, 0, 1)
-		fs := frames(b, segs, allModes(csumValid))
+		fs := frames(b, segs, vnethdrtest.AllModes(vnethdrtest.CsumValid))
 		var single [][]byte
 		for _, f := range fs {
 			single = append(single, wire(f))
@@ -436,7 +437,7 @@ func TestUSOForwarded(t *testing.T) {
 			base := datagram{dport: port, dstMAC: d.MAC(), id: 100,
 				src: net.IPv4(198, 18, x, 3).To4(), dst: far}
 			segs := run(base, 64, 64, 20, 7)
-			fs := frames(t, segs, allModes(csumValid))
+			fs := frames(t, segs, vnethdrtest.AllModes(vnethdrtest.CsumValid))
 			if n := offload.NewGRO(len(fs)).Coalesce(fs); n != len(fs)-1 {
 				t.Fatalf("merged %d of %d", n, len(fs))
 			}
@@ -547,27 +548,12 @@ func (d datagram) pseudoSum(l4Len int) uint16 {
 	return ^testbed.Checksum(p)
 }
 
-// csumMode is how a test datagram's checksum arrives.
-type csumMode int
-
-const (
-	csumFull    csumMode = iota // no flag: a full checksum Coalesce has to verify
-	csumValid                   // FlagDataValid, full checksum
-	csumPartial                 // FlagNeedsCsum, pseudo-header sum in the field
-	numCsumModes
-)
-
-func allModes(m csumMode) func(int) csumMode { return func(int) csumMode { return m } }
-
-// mixedModes gives the datagrams of a run different checksum states.
-func mixedModes(i int) csumMode { return csumMode(i % int(numCsumModes)) }
-
 // headroom is where test frames start in their Buf, like the forwarder's.
 const headroom = 32
 
 // frames puts segs into Frames with room to grow to a 64 KiB super-frame,
 // in the checksum states mode gives.
-func frames(tb testing.TB, segs []datagram, mode func(int) csumMode) []offload.Frame {
+func frames(tb testing.TB, segs []datagram, mode func(int) vnethdrtest.CsumMode) []offload.Frame {
 	tb.Helper()
 	fs := make([]offload.Frame, len(segs))
 	for i, s := range segs {
@@ -576,9 +562,9 @@ func frames(tb testing.TB, segs []datagram, mode func(int) csumMode) []offload.F
 		copy(buf[headroom:], f)
 		fs[i] = offload.Frame{Buf: buf, Start: headroom, End: headroom + len(f)}
 		switch mode(i) {
-		case csumValid:
+		case vnethdrtest.CsumValid:
 			fs[i].Hdr.Flags = vnethdr.FlagDataValid
-		case csumPartial:
+		case vnethdrtest.CsumPartial:
 			binary.BigEndian.PutUint16(buf[headroom+s.l4()+6:], s.pseudoSum(len(f)-s.l4()))
 			fs[i].Hdr = vnethdr.Hdr{Flags: vnethdr.FlagNeedsCsum, HdrLen: uint16(s.l4() + 8),
 				CsumStart: uint16(s.l4()), CsumOffset: 6}
@@ -589,7 +575,7 @@ func frames(tb testing.TB, segs []datagram, mode func(int) csumMode) []offload.F
 
 // coalesceAll coalesces segs, which must merge into one super-frame, and
 // returns it.
-func coalesceAll(t *testing.T, segs []datagram, mode func(int) csumMode) offload.Frame {
+func coalesceAll(t *testing.T, segs []datagram, mode func(int) vnethdrtest.CsumMode) offload.Frame {
 	t.Helper()
 	fs := frames(t, segs, mode)
 	if n := offload.NewGRO(len(fs)).Coalesce(fs); n != len(fs)-1 {
@@ -604,7 +590,7 @@ func coalesceAll(t *testing.T, segs []datagram, mode func(int) csumMode) offload
 func uso(tb testing.TB, base datagram, size, segs int) offload.Frame {
 	tb.Helper()
 	base.payload = bytes.Repeat([]byte{9}, size*segs)
-	f := frames(tb, []datagram{base}, allModes(csumPartial))[0]
+	f := frames(tb, []datagram{base}, vnethdrtest.AllModes(vnethdrtest.CsumPartial))[0]
 	f.Hdr.GSOType, f.Hdr.GSOSize = vnethdr.GSOUDPL4, uint16(size)
 	return f
 }

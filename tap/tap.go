@@ -226,35 +226,39 @@ func openTun() (int, error) {
 
 // Probe returns the kernel's TUNGETFEATURES flags.
 func Probe() (uint32, error) {
-	fd, err := openTun()
-	if err != nil {
-		return 0, err
-	}
-	defer unix.Close(fd)
-	f, err := unix.IoctlGetUint32(fd, unix.TUNGETFEATURES)
-	if err != nil {
-		return 0, fmt.Errorf("ask the TUN driver for its features: %w", os.NewSyscallError("ioctl", err))
-	}
-	return f, nil
+	return probeTun(func(fd int) (uint32, error) {
+		f, err := unix.IoctlGetUint32(fd, unix.TUNGETFEATURES)
+		if err != nil {
+			return 0, fmt.Errorf("ask the TUN driver for its features: %w", os.NewSyscallError("ioctl", err))
+		}
+		return f, nil
+	})
 }
 
 // ProbeOffloads tries TUNSETOFFLOAD combinations on a throw-away TAP and
 // returns the largest one the kernel accepts. It needs CAP_NET_ADMIN.
 func ProbeOffloads() (uint32, error) {
+	return probeTun(func(fd int) (uint32, error) {
+		ifr, err := unix.NewIfreq("")
+		if err != nil {
+			return 0, err
+		}
+		ifr.SetUint16(unix.IFF_TAP | unix.IFF_NO_PI | unix.IFF_VNET_HDR)
+		if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
+			return 0, explainSetIff("", err)
+		}
+		return setOffload(fd)
+	})
+}
+
+// probeTun runs probe on a throw-away fd of /dev/net/tun, closed after.
+func probeTun(probe func(fd int) (uint32, error)) (uint32, error) {
 	fd, err := openTun()
 	if err != nil {
 		return 0, err
 	}
 	defer unix.Close(fd)
-	ifr, err := unix.NewIfreq("")
-	if err != nil {
-		return 0, err
-	}
-	ifr.SetUint16(unix.IFF_TAP | unix.IFF_NO_PI | unix.IFF_VNET_HDR)
-	if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
-		return 0, explainSetIff("", err)
-	}
-	return setOffload(fd)
+	return probe(fd)
 }
 
 // Offload combinations tried in order. drivers/net/tun.c: set_offload takes

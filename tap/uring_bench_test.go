@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tapfwd/tapfwd/forward"
 	"github.com/tapfwd/tapfwd/internal/base/procfs"
 	"github.com/tapfwd/tapfwd/internal/lab/testbed"
 	"github.com/tapfwd/tapfwd/tap"
@@ -31,19 +32,15 @@ import (
 //
 //	go test -run '^$' -bench 'BenchmarkTAP(Write|Read)$' -count 6 ./tap/
 
-type endpoint interface {
-	Read(bufs [][]byte, sizes []int, offset int) (int, error)
-	Write(bufs [][]byte, offset int) (int, error)
-}
-
-// variants opens both endpoints on fd; the rings close when b ends.
-func variants(b *testing.B, fd int) [2]endpoint {
+// variants opens both endpoints on fd, the forwarder's two ways to do a
+// TAP queue's I/O; the rings close when b ends.
+func variants(b *testing.B, fd int) [2]forward.Endpoint {
 	q, err := tap.NewURingQueue(fd, 64)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { q.Close() })
-	return [2]endpoint{tap.NewQueueFd(fd), q}
+	return [2]forward.Endpoint{tap.NewQueueFd(fd), q}
 }
 
 var variantNames = [2]string{"syscall", "uring"}

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"testing"
+
+	"github.com/tapfwd/tapfwd/vnethdr/vnethdrtest"
 )
 
 func TestSumMatchesReference(t *testing.T) {
@@ -14,12 +16,12 @@ func TestSumMatchesReference(t *testing.T) {
 		for off := 0; off < 8; off++ { // odd memory alignment must not matter
 			for n := 0; n <= 300 && off+n <= len(src); n++ {
 				b := src[off : off+n]
-				if got, want := Fold(Sum(b, 0)), refSum(b); got != want && !(got == 0xffff && want == 0 || got == 0 && want == 0xffff) {
+				if got, want := Fold(Sum(b, 0)), vnethdrtest.RefSum(b); got != want && !(got == 0xffff && want == 0 || got == 0 && want == 0xffff) {
 					t.Fatalf("off %d len %d: %#04x, want %#04x", off, n, got, want)
 				}
 			}
 		}
-		if got, want := Fold(Sum(src, 0)), refSum(src); got != want {
+		if got, want := Fold(Sum(src, 0)), vnethdrtest.RefSum(src); got != want {
 			t.Fatalf("len %d: %#04x, want %#04x", len(src), got, want)
 		}
 	}
@@ -61,7 +63,7 @@ func TestCompleteChecksum(t *testing.T) {
 		if got != exp && !(got == 0xffff && exp == 0) {
 			t.Errorf("v6 %v udp %v len %d: checksum %#04x, gopacket %#04x", s.V6, s.UDP, len(s.Payload), got, exp)
 		}
-		if _, ok := decodeFrame(t, f); !ok {
+		if _, ok := vnethdrtest.Decode(t, f); !ok {
 			t.Errorf("v6 %v udp %v: completed frame does not verify", s.V6, s.UDP)
 		}
 	}
@@ -77,7 +79,7 @@ func TestCompleteChecksumUDPZero(t *testing.T) {
 	binary.BigEndian.PutUint16(f[len(f)-2:], 0)
 	field := binary.BigEndian.Uint16(f[s.L4()+6:])
 	binary.BigEndian.PutUint16(f[s.L4()+6:], 0)
-	x := refSum(s.Seg().Pseudo(10), f[s.L4():])
+	x := vnethdrtest.RefSum(s.Seg().Pseudo(10), f[s.L4():])
 	binary.BigEndian.PutUint16(f[len(f)-2:], ^x)
 	binary.BigEndian.PutUint16(f[s.L4()+6:], field)
 	if err := CompleteChecksum(&h, f); err != nil {
@@ -86,7 +88,7 @@ func TestCompleteChecksumUDPZero(t *testing.T) {
 	if c := binary.BigEndian.Uint16(f[s.L4()+6:]); c != 0xffff {
 		t.Fatalf("checksum %#04x, want 0xffff", c)
 	}
-	if _, ok := decodeFrame(t, f); !ok {
+	if _, ok := vnethdrtest.Decode(t, f); !ok {
 		t.Fatal("frame does not verify")
 	}
 }
@@ -134,7 +136,7 @@ func TestCompleteChecksumNoFlagAndBounds(t *testing.T) {
 	raw[12], raw[13] = 0x88, 0xb5
 	raw[62], raw[63] = 0, 0 // a zero "pseudo-header" sum
 	hh := Hdr{Flags: FlagNeedsCsum, CsumStart: 14, CsumOffset: 48}
-	if err := CompleteChecksum(&hh, raw); err != nil || refSum(raw[14:]) != 0xffff {
+	if err := CompleteChecksum(&hh, raw); err != nil || vnethdrtest.RefSum(raw[14:]) != 0xffff {
 		t.Fatalf("non-IP frame: %v", err)
 	}
 }

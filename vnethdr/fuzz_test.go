@@ -12,12 +12,12 @@ import (
 func FuzzDecodeFixup(f *testing.F) {
 	for _, s := range vnethdrtest.FuzzSeeds() {
 		h, fr := superFrame(f, s, 64)
-		addHdr(f, h, fr)
+		vnethdrtest.AddHdr(f, h, fr)
 		h.GSOType = GSONone
-		addHdr(f, h, fr)
+		vnethdrtest.AddHdr(f, h, fr)
 		h.Flags = FlagDataValid
 		h.GSOType = s.GSOType()
-		addHdr(f, h, fr)
+		vnethdrtest.AddHdr(f, h, fr)
 	}
 	f.Add(make([]byte, Len), make([]byte, 60))
 	// NEEDS_CSUM at 14..19 (the kernel's nh_min_len is 20) and TCP GSO
@@ -28,9 +28,9 @@ func FuzzDecodeFixup(f *testing.F) {
 	f.Add([]byte{FlagNeedsCsum, 0, 0, 0, 0, 0, 19, 0, 6, 0}, arp)
 	{
 		h, fr := superFrame(f, spec{Payload: pattern(2000, 7)}, 87)
-		addHdr(f, h, fr)
+		vnethdrtest.AddHdr(f, h, fr)
 	}
-	fuzzHdr(f, func(t *testing.T, h Hdr, frame []byte) {
+	vnethdrtest.FuzzHdr(f, func(t *testing.T, h Hdr, frame []byte) {
 		in, orig := h, append([]byte(nil), frame...)
 		err := Fixup(&h, frame)
 		if err != nil {
@@ -122,7 +122,7 @@ func FuzzCompleteChecksum(f *testing.F) {
 			if field+2 > end || h.Flags != 0 {
 				t.Fatalf("accepted field %d past end %d", field, end)
 			}
-			want := ^refSum(data[start:end])
+			want := ^vnethdrtest.RefSum(data[start:end])
 			if want == 0 {
 				want = 0xffff
 			}
@@ -138,7 +138,7 @@ func FuzzCompleteChecksum(f *testing.F) {
 		if len(data) > 9000 {
 			data = data[:9000]
 		}
-		s := fuzzSpec(mode, 0x18, 1, 1, 0)
+		s := vnethdrtest.FuzzedSpec(mode, 0x18, 1, 1, 0)
 		s.Payload = data
 		want := build(t, s)
 		ph, pf := superFrame(t, s, 0)

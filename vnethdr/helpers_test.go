@@ -7,19 +7,12 @@ import (
 )
 
 // The test frames come from vnethdrtest (built by gopacket, not by this
-// package); these are its helpers under the short names the tests use.
+// package); its Spec and Pattern, which nearly every test uses, go by
+// short names here.
 
 type spec = vnethdrtest.Spec
 
-var (
-	pattern     = vnethdrtest.Pattern
-	refSum      = vnethdrtest.RefSum
-	pseudo      = vnethdrtest.Pseudo
-	fuzzSpec    = vnethdrtest.FuzzedSpec
-	decodeFrame = vnethdrtest.Decode
-	addHdr      = vnethdrtest.AddHdr[Hdr]
-	fuzzHdr     = vnethdrtest.FuzzHdr[Hdr]
-)
+var pattern = vnethdrtest.Pattern
 
 // build serializes s with lengths and full checksums computed by gopacket.
 func build(tb testing.TB, s spec) []byte {

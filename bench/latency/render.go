@@ -80,13 +80,9 @@ func (r *Report) sections() []report.Section {
 		out = append(out, r.comparisonSection())
 	}
 	out = append(out, report.ConfigTable(r.Configs, true))
-	var fails [][]string
-	for _, c := range r.Cells {
-		for _, f := range c.Failures {
-			fails = append(fails, []string{c.Config, c.Point, f})
-		}
-	}
-	return append(out, report.FailedRuns("point", fails)...)
+	return append(out, report.FailedCells("point", r.Cells, func(c Cell) (string, string, []string) {
+		return c.Config, c.Point, c.Failures
+	})...)
 }
 
 // mainSection is the reference's layout: a row per rate and delay, a

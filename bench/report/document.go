@@ -83,6 +83,20 @@ func FailedRuns(what string, rows [][]string) []Section {
 	return []Section{{Title: "Failed runs (left out of the figures)", Head: []string{"config", what, "failure"}, Rows: rows}}
 }
 
+// FailedCells is FailedRuns of the failures of cells, a row a failure:
+// its cell's config and what ran (at), as cell gives them, and the
+// failure.
+func FailedCells[C any](what string, cells []C, cell func(C) (config, at string, failures []string)) []Section {
+	var rows [][]string
+	for _, c := range cells {
+		config, at, failures := cell(c)
+		for _, f := range failures {
+			rows = append(rows, []string{config, at, f})
+		}
+	}
+	return FailedRuns(what, rows)
+}
+
 // Documented is a report that lays itself out as a Document.
 type Documented interface{ Document() Document }
 

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -66,6 +67,25 @@ func TestDocument(t *testing.T) {
 	}
 	if FailedRuns("row", nil) != nil {
 		t.Error("a failed-runs table without failures")
+	}
+}
+
+// TestFailedCells: a row per failure of each cell, in order, after the
+// cell's config and what ran; no table when no cell failed.
+func TestFailedCells(t *testing.T) {
+	type cell struct {
+		config, at string
+		fails      []string
+	}
+	of := func(c cell) (string, string, []string) { return c.config, c.at, c.fails }
+	got := FailedCells("point", []cell{{"a", "1K", nil}, {"b", "2K", []string{"rep 1: x", "rep 3: y"}}, {"a", "2K", []string{"rep 2: z"}}}, of)
+	want := []Section{{Title: "Failed runs (left out of the figures)", Head: []string{"config", "point", "failure"},
+		Rows: [][]string{{"b", "2K", "rep 1: x"}, {"b", "2K", "rep 3: y"}, {"a", "2K", "rep 2: z"}}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("FailedCells = %+v, want %+v", got, want)
+	}
+	if got := FailedCells("point", []cell{{"a", "1K", nil}}, of); got != nil {
+		t.Errorf("no failures: %+v, want no table", got)
 	}
 }
 

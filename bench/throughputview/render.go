@@ -246,13 +246,9 @@ func (r Report) sections() []report.Section {
 		out = append(out, r.traceSection())
 	}
 	out = append(out, report.ConfigTable(r.Configs, false))
-	var fails [][]string
-	for _, c := range r.Cells {
-		for _, f := range c.Failures {
-			fails = append(fails, []string{c.Config, c.Workload, f})
-		}
-	}
-	return append(out, report.FailedRuns("workload", fails)...)
+	return append(out, report.FailedCells("workload", r.Cells, func(c throughput.Cell) (string, string, []string) {
+		return c.Config, c.Workload, c.Failures
+	})...)
 }
 
 // repsSection is, for a sequential run, the repetitions each

@@ -28,8 +28,7 @@ import (
 // runs only while arm 1 writes; SIGTERM ends tapfwd, which logs its
 // totals and leaves no TAP and no kthread behind.
 func TestABMode(t *testing.T) {
-	testkit.NeedRoot(t, "iperf3")
-	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
+	bed := testkit.ForwarderBed(t, "iperf3")
 	path := filepath.Join(t.TempDir(), "ab")
 	if err := unix.Mkfifo(path, 0o600); err != nil {
 		t.Fatal(err)

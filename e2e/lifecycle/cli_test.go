@@ -15,6 +15,7 @@ import (
 	"github.com/tapfwd/tapfwd/internal/cliflag/clitest"
 	"github.com/tapfwd/tapfwd/internal/lab/testbed"
 	"github.com/tapfwd/tapfwd/internal/testkit"
+	"github.com/tapfwd/tapfwd/internal/testkit/kernel"
 	"github.com/tapfwd/tapfwd/netns"
 	"github.com/tapfwd/tapfwd/tap"
 )
@@ -22,12 +23,7 @@ import (
 // links are the names of the links in namespace ns.
 func links(t *testing.T, ns string) map[string]bool {
 	t.Helper()
-	n, err := netns.Open(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
-	ls, err := n.Links()
+	ls, err := kernel.OpenNS(t, ns).Links()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,18 +101,7 @@ func TestMACKeptAcrossRestart(t *testing.T) {
 	}
 	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
 	want := tap.StableMAC(key, bed.LabNS, bed.LabIf).String()
-	mac := func() string {
-		n, err := netns.Open(bed.LabNS)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer n.Close()
-		l, err := n.Link(bed.LabIf)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return l.MAC.String()
-	}
+	mac := func() string { return kernel.LinkMAC(t, bed.LabNS, bed.LabIf).String() }
 	fw := testkit.StartOn(t, bed, testkit.Tapfwd(t), "--metrics-addr", "")
 	first := mac()
 	if err := fw.Stop(); err != nil {

@@ -23,8 +23,7 @@ import (
 // after another SIGKILL, tapfwd down puts it back too. The NIC's journal
 // (/run/tapfwd/features) is gone at the end.
 func TestNICGRORestored(t *testing.T) {
-	testkit.NeedRoot(t, "ethtool")
-	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
+	bed := testkit.ForwarderBed(t, "ethtool")
 	ns := groNS(t, bed)
 	gro := func(when string, want string) {
 		t.Helper()
@@ -124,8 +123,7 @@ func TestNICGROWaitNIC(t *testing.T) {
 // are there (the NAPI journal is restored, not discarded as stale), then
 // GRO; at SIGTERM both are put back without a failed clean-up.
 func TestNICGROWithNAPIThreaded(t *testing.T) {
-	testkit.NeedRoot(t)
-	bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
+	bed := testkit.ForwarderBed(t)
 	t.Cleanup(func() {
 		for _, dir := range []string{"napi", "features"} {
 			left, _ := filepath.Glob("/run/tapfwd/" + dir + "/*-" + bed.NIC + ".json")

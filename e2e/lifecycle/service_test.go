@@ -78,11 +78,7 @@ func TestNotify(t *testing.T) {
 // systemd-analyze verify, and the capabilities it grants.
 func TestSystemdUnit(t *testing.T) {
 	testkit.NeedTools(t, "systemd-analyze")
-	raw, err := os.ReadFile(filepath.Join(testkit.ModuleRoot(t), "deploy/systemd/tapfwd@.service"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	unit := string(raw)
+	unit := templateUnit(t)
 	for _, want := range []string{
 		"CapabilityBoundingSet=" + unitCaps + "\n",
 		"AmbientCapabilities=" + unitCaps + "\n",
@@ -103,6 +99,16 @@ func TestSystemdUnit(t *testing.T) {
 	}
 }
 
+// templateUnit is the text of deploy/systemd/tapfwd@.service.
+func templateUnit(t *testing.T) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(testkit.ModuleRoot(t), "deploy/systemd/tapfwd@.service"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(raw)
+}
+
 // unitCaps are the capabilities tapfwd@.service grants.
 const unitCaps = "CAP_NET_ADMIN CAP_NET_RAW CAP_MKNOD CAP_CHOWN"
 
@@ -114,11 +120,7 @@ const unitCaps = "CAP_NET_ADMIN CAP_NET_RAW CAP_MKNOD CAP_CHOWN"
 // those and nothing more.
 func TestUnitCapabilities(t *testing.T) {
 	testkit.NeedTools(t, "setpriv")
-	raw, err := os.ReadFile(filepath.Join(testkit.ModuleRoot(t), "deploy/systemd/tapfwd@.service"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	unit := string(raw)
+	unit := templateUnit(t)
 	caps := strings.Fields(testkit.UnitLine(t, unit, "AmbientCapabilities"))
 	if b := strings.Fields(testkit.UnitLine(t, unit, "CapabilityBoundingSet")); strings.Join(b, " ") != strings.Join(caps, " ") {
 		t.Fatalf("bounding set %v differs from the ambient set %v", b, caps)

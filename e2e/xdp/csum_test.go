@@ -26,10 +26,9 @@ import (
 // only, whose peer's stack sends them (XDP keeps no ip_summed), and the
 // log says which.
 func TestWrongChecksumFromTheWire(t *testing.T) {
-	testkit.NeedRoot(t)
 	for _, backend := range []string{"packet", "xdp"} {
 		t.Run(backend, func(t *testing.T) {
-			bed := testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
+			bed := testkit.ForwarderBed(t)
 			testkit.BedRun(t, bed, bed.FwdNS, "ip", "link", "add", "link", bed.NIC, "name", "mv0", "type", "macvlan", "mode", "passthru")
 			testkit.BedRun(t, bed, bed.FwdNS, "ip", "link", "set", "mv0", "up")
 			fw := testkit.StartOn(t, bed, testkit.Tapfwd(t), "--nic", "mv0", "--nic-backend", backend)

@@ -22,6 +22,14 @@ func NeedRoot(t testing.TB, tools ...string) {
 	}
 }
 
+// ForwarderBed skips t as NeedRoot(t, tools...) does, then builds a
+// Forwarder bed, removed when t ends.
+func ForwarderBed(t testing.TB, tools ...string) *testbed.Bed {
+	t.Helper()
+	NeedRoot(t, tools...)
+	return testbed.NewForTest(t, testbed.Config{Mode: testbed.Forwarder})
+}
+
 // NeedTools skips t, naming the Debian packages to install, when one of
 // tools is not on $PATH; in CI (CI=true) or with TAPFWD_REQUIRE_TOOLS=1 it
 // fails t instead, so that a test that needs one cannot pass silently

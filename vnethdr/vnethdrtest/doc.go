@@ -8,8 +8,9 @@
 // checksum verified (Decode), a GSO frame's TCP segments checked against
 // it (CheckTCPSegments, which the socket and forwarding tests use too),
 // the rules by which the kernel refuses a virtio_net_hdr written to a TAP
-// or a packet socket (KernelRefusal), and the seeding and decoding of
-// fuzz targets over a header and a frame (FuzzSeeds, AddHdr, FuzzHdr).
+// or a packet socket (KernelRefusal), the checksum states a test frame
+// arrives in (CsumMode), and the seeding and decoding of fuzz targets
+// over a header and a frame (FuzzSeeds, AddHdr, FuzzHdr).
 // It imports no package of ours, so that the header package's in-package
 // tests can use it; Hdr mirrors the header type field for field, and the
 // fuzz helpers take the header type as a type parameter.

@@ -15,6 +15,7 @@ import (
 	"github.com/tapfwd/tapfwd/afxdp"
 	"github.com/tapfwd/tapfwd/internal/base/procfs"
 	"github.com/tapfwd/tapfwd/internal/lab/testbed"
+	"github.com/tapfwd/tapfwd/internal/testkit/kernel"
 	"github.com/tapfwd/tapfwd/napi"
 )
 
@@ -128,22 +129,19 @@ func TestPollerBusyPolls(t *testing.T) {
 	}
 	var ids []uint32
 	var sock int
+	ifindex := kernel.Link(t, bed.FwdNS, bed.NIC).Index
 	err := bed.Do(bed.FwdNS, func() error {
 		c, err := napi.Dial()
 		if err != nil {
 			return err
 		}
 		defer c.Close()
-		ifi, err := net.InterfaceByName(bed.NIC)
-		if err != nil {
-			return err
-		}
-		prog, err := afxdp.LoadProgram(ifi.Index, 1, afxdp.ModeNative, false)
+		prog, err := afxdp.LoadProgram(ifindex, 1, afxdp.ModeNative, false)
 		if err != nil {
 			return err
 		}
 		t.Cleanup(func() { prog.Close() })
-		list, err := c.List(ifi.Index)
+		list, err := c.List(ifindex)
 		if err != nil {
 			return err
 		}

@@ -29,15 +29,15 @@ func Netdev(t testing.TB, ns, dev string) netns.LinkStats {
 // answer when it fails t.
 func ask[T any](t testing.TB, ns, dev, what string, query func(*netns.NS, string) (T, error)) T {
 	t.Helper()
-	v, err := query(openNS(t, ns), dev)
+	v, err := query(OpenNS(t, ns), dev)
 	if err != nil {
 		t.Fatalf("%s%s in %s: %v", what, dev, ns, err)
 	}
 	return v
 }
 
-// openNS opens namespace ns until t ends.
-func openNS(t testing.TB, ns string) *netns.NS {
+// OpenNS opens namespace ns until t ends.
+func OpenNS(t testing.TB, ns string) *netns.NS {
 	t.Helper()
 	n, err := netns.Open(ns)
 	if err != nil {
