@@ -24,9 +24,11 @@ import (
 // almost none (roamSaturated) for two looks in a row while another of its
 // CPUs had a good share more (roamRoom), it moves the worker there. A CPU
 // with idle time to spare is where the load is not; a worker on an idle
-// CPU pays no one. After a move it holds still for roamHold, twice as long
-// each time a move undoes the one before (up to roamHoldMax), so two CPUs
-// that each look better from the other cannot keep it moving. The
+// CPU pays no one. Half a second after a move the roamer compares what the
+// worker delivered with what it delivered just before: if it lost more
+// than roamWorse allows, it moves back and waits twice as long before the
+// next move (roamHold, up to roamHoldMax), so two CPUs that each look
+// better from the other cannot keep it moving. The
 // worker's loop is not touched: the roamer sets the thread's affinity from
 // outside, and an idle queue is never moved.
 const (
@@ -46,6 +48,11 @@ const (
 	// roamBusyFrames is how many frames a look must see for the queue to
 	// count as busy.
 	roamBusyFrames = 500
+	// roamCheck is the look after a move that compares what the worker
+	// delivered with the look before it (the first one after pays for the
+	// move itself); under roamWorse of it, the move is undone.
+	roamCheck = 2
+	roamWorse = 0.85
 )
 
 // roamer moves one queue's worker among cpus to follow its load.
@@ -57,22 +64,28 @@ type roamer struct {
 	// worker to a CPU (roamer.pin). Tests replace both.
 	times func() ([]procfs.CPUTimes, error)
 	move  func(cpu int) error
-	// What the last look saw, and the looks in a row that agreed on cand.
-	prev        []procfs.CPUTimes
-	prevFrames  uint64
+	// What the last look read, and what the queue had delivered then.
+	prev         []procfs.CPUTimes
+	frames, byts uint64
+	// The looks in a row that agreed on moving to cand.
 	cand, agree int
-	// The last move: when, from where, and the hold after it.
+	// The last move: when, from where, the bytes per look before it, the
+	// looks since, and the hold after it.
 	movedAt time.Time
 	from    int
+	before  uint64
+	since   int
 	hold    time.Duration
 	// stop ends the roamer; done is closed when it has.
 	stop chan struct{}
 	done chan struct{}
 }
 
-// delivered is how many frames the queue has delivered so far, both ways.
-func (q *QueueWorker) delivered() uint64 {
-	return q.Counters.NICToTAP.Tx.Packets.Load() + q.Counters.TAPToNIC.Tx.Packets.Load()
+// delivered is what the queue has delivered so far, both ways: frames
+// and bytes.
+func (q *QueueWorker) delivered() (frames, bytes uint64) {
+	c := &q.Counters
+	return c.NICToTAP.Tx.Packets.Load() + c.TAPToNIC.Tx.Packets.Load(), c.NICToTAP.Tx.Bytes.Load() + c.TAPToNIC.Tx.Bytes.Load()
 }
 
 // CPUNow is the CPU the queue's worker is pinned to now (-1: not pinned):
@@ -108,25 +121,30 @@ func (r *roamer) run() {
 	}
 }
 
-// look reads the CPUs' times and the queue's frames since the last look,
-// and moves the worker when roamSure looks in a row said so.
+// look reads the CPUs' times and what the queue delivered since the last
+// look; it moves the worker back when the last move cost it (undo), and
+// off a saturated CPU when roamSure looks in a row said so.
 func (r *roamer) look(now time.Time) error {
 	times, err := r.times()
 	if err != nil {
 		return err
 	}
-	frames := r.q.delivered()
-	prev, busy := r.prev, frames-r.prevFrames >= roamBusyFrames
-	r.prev, r.prevFrames = times, frames
-	home := r.q.CPUNow()
-	cand := -1
+	frames, byts := r.q.delivered()
+	prev, busy, rate := r.prev, frames-r.frames >= roamBusyFrames, byts-r.byts
+	r.prev, r.frames, r.byts = times, frames, byts
+	if r.since++; r.since == roamCheck && r.from >= 0 {
+		if busy && float64(rate) < roamWorse*float64(r.before) {
+			return r.undo(now, rate)
+		}
+		r.hold = roamHold
+	}
+	home, cand := r.q.CPUNow(), -1
 	if prev != nil && busy {
 		cand = roomier(prev, times, home, r.cpus)
 	}
 	switch {
 	case cand < 0:
 		r.agree = 0
-		return nil
 	case cand == r.cand:
 		r.agree++
 	default:
@@ -135,17 +153,32 @@ func (r *roamer) look(now time.Time) error {
 	if r.agree < roamSure || now.Sub(r.movedAt) < r.hold {
 		return nil
 	}
-	if err := r.move(cand); err != nil {
+	r.log.Debug("worker moves to an idle CPU", "queue", r.q.ID, "from_cpu", home, "to_cpu", cand)
+	return r.moveTo(cand, now, rate)
+}
+
+// undo moves the worker back to where the last move took it from: it
+// delivered less since. The next move waits twice as long.
+func (r *roamer) undo(now time.Time, rate uint64) error {
+	r.log.Debug("worker moves back: it delivered less since it moved", "queue", r.q.ID, "from_cpu", r.q.CPUNow(), "to_cpu", r.from,
+		"bytes_per_look_before", r.before, "bytes_per_look_since", rate)
+	hold := min(2*r.hold, roamHoldMax)
+	if err := r.moveTo(r.from, now, 0); err != nil {
 		return err
 	}
-	if cand == r.from && now.Sub(r.movedAt) < 2*r.hold {
-		r.hold = min(2*r.hold, roamHoldMax) // it undid the last move
-	} else {
-		r.hold = roamHold
+	r.from, r.hold = -1, hold // nothing to check: home is known better
+	return nil
+}
+
+// moveTo pins the worker to cpu and notes the move: rate is the bytes it
+// delivered in the look before, which the look roamCheck after compares.
+func (r *roamer) moveTo(cpu int, now time.Time, rate uint64) error {
+	from := r.q.CPUNow()
+	if err := r.move(cpu); err != nil {
+		return err
 	}
-	r.from, r.movedAt, r.agree = home, now, 0
+	r.from, r.movedAt, r.before, r.since, r.agree = from, now, rate, 0, 0
 	r.q.moves.Add(1)
-	r.log.Debug("worker moved to an idle CPU", "queue", r.q.ID, "from_cpu", home, "to_cpu", cand, "next_move_after", r.hold)
 	return nil
 }
 
