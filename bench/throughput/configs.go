@@ -45,7 +45,6 @@ const (
 	GROWindow    = "gro-window"     // userspace GRO waits a little for more frames
 	CPUsNone     = "cpus-none"      // the worker left to the scheduler
 	CPUsSecond   = "cpus-second"    // the worker on the second CPU
-	FollowLoad   = "follow-load"    // the worker moves to follow its load
 	FixedCPU     = "fixed-cpu"      // the worker stays on the first CPU
 	Spin         = "spin"           // the worker spins a little before it sleeps
 	NICGRO       = "nic-gro"        // GRO on the NIC while tapfwd runs
@@ -103,10 +102,9 @@ func LeverConfigs(l Levers) []report.Config {
 		report.Tapfwd(GROWindow, fmt.Sprintf("tapfwd, userspace GRO waits up to %s for more frames of a batch (--gro-window)", forwarder.Micros(l.GROWindow)),
 			forwarder.Options{GROWindow: l.GROWindow}),
 		report.Tapfwd(CPUsNone, "tapfwd, its worker not pinned: placed by the scheduler (--cpus none)", forwarder.Options{CPUs: "none"}),
-		report.Tapfwd(FollowLoad, "tapfwd, its worker moving among the CPUs to follow its load (--follow-load)", forwarder.Options{FollowLoad: "true"}),
 		report.Tapfwd(Spin, fmt.Sprintf("tapfwd, its worker spinning up to %s before it sleeps, adapted to the load (--spin)", forwarder.Micros(l.Spin)),
 			forwarder.Options{Spin: l.Spin}),
-		report.Tapfwd(FixedCPU, "tapfwd, its worker staying on the first CPU (--follow-load=false)", forwarder.Options{FollowLoad: "false"}),
+		report.Tapfwd(FixedCPU, "tapfwd, its worker staying on the first CPU instead of following its load (--follow-load=false)", forwarder.Options{FollowLoad: "false"}),
 	}
 	if l.SecondCPU >= 0 {
 		cs = append(cs, report.Tapfwd(CPUsSecond, fmt.Sprintf("tapfwd, its worker on CPU %d, beside the pinned iperf3 server (--cpus %d)", l.SecondCPU, l.SecondCPU),

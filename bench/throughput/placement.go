@@ -87,18 +87,19 @@ func Place(ws []Workload, mode string, pin *iperf.Pinning) ([]Workload, error) {
 	return out, nil
 }
 
-// Describe says where p puts iperf3 and where tapfwd's worker is.
+// Describe says where p puts iperf3 and where tapfwd's worker starts
+// (tapfwd as it ships moves it to follow its load: --follow-load).
 func (p *Placement) Describe(workerCPU int) string {
 	if p == nil || p.Iperf == nil {
-		return fmt.Sprintf("iperf3 placed by the scheduler, tapfwd's worker on CPU %d", workerCPU)
+		return fmt.Sprintf("iperf3 placed by the scheduler, tapfwd's worker starting on CPU %d", workerCPU)
 	}
 	s := fmt.Sprintf("iperf3 client on CPU %d", p.Iperf.Wire)
 	if p.Iperf.Wire == workerCPU {
-		s += " beside tapfwd's worker"
+		s += " where tapfwd's worker starts"
 	}
 	s += fmt.Sprintf(", server on CPU %d", p.Iperf.Lab)
 	if p.Iperf.Lab == workerCPU {
-		s += " beside tapfwd's worker"
+		s += " where tapfwd's worker starts"
 	}
 	return s
 }

@@ -81,10 +81,10 @@ func TestPlace(t *testing.T) {
 		t.Errorf("unknown mode: %v", err)
 	}
 	p := Placement{Name: Pinned, Iperf: &iperf.Pinning{Wire: 0, Lab: 1}}
-	if d := p.Describe(0); d != "iperf3 client on CPU 0 beside tapfwd's worker, server on CPU 1" {
+	if d := p.Describe(0); d != "iperf3 client on CPU 0 where tapfwd's worker starts, server on CPU 1" {
 		t.Errorf("Describe: %q", d)
 	}
-	if d := (&Placement{Name: Scheduler}).Describe(0); d != "iperf3 placed by the scheduler, tapfwd's worker on CPU 0" {
+	if d := (&Placement{Name: Scheduler}).Describe(0); d != "iperf3 placed by the scheduler, tapfwd's worker starting on CPU 0" {
 		t.Errorf("Describe: %q", d)
 	}
 }

@@ -30,7 +30,7 @@ func TestParseRunDefaults(t *testing.T) {
 	}
 	want := &daemon.Config{
 		NIC: daemon.NIC{Name: "eth1"}, TAP: tap.Config{Queues: 1, NAPI: tap.Auto, VnetHdr: tap.Auto},
-		Workers: daemon.Workers{GRO: true, Batch: 64}, Metrics: &daemon.Metrics{Addr: "127.0.0.1:9310"},
+		Workers: daemon.Workers{GRO: true, Batch: 64, FollowLoad: true}, Metrics: &daemon.Metrics{Addr: "127.0.0.1:9310"},
 	}
 	if !logsAs(c, slog.LevelInfo, false) || !reflect.DeepEqual(c, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", c, want)
@@ -48,7 +48,7 @@ func logsAs(c *daemon.Config, level slog.Level, asJSON bool) bool {
 
 // TestParseRunValues: each flag lands where the wiring reads it.
 func TestParseRunValues(t *testing.T) {
-	c, err := parseRun(strings.Fields("--nic eth1 --tap lab0 --queues 4 --cpus 2-3 --napi on --vnet-hdr off "+
+	c, err := parseRun(strings.Fields("--nic eth1 --tap lab0 --queues 4 --cpus 2-3 --follow-load=false --napi on --vnet-hdr off "+
 		"--tap-netns lab --tap-addr 198.18.1.2/24 --tap-mtu 1400 --tap-mac 02:00:00:00:00:01 "+
 		"--tap-napi-threaded --tap-gro-flush-timeout 20us --tap-napi-defer-hard-irqs 2 --tap-napi-cpu 1 "+
 		"--nic-napi-threaded enabled --nic-napi-cpu 0 --poll busy --gro=false --batch 32 --promisc "+
