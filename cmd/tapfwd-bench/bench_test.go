@@ -150,11 +150,9 @@ type quickReport struct {
 	Host struct {
 		Kernel string `json:"kernel"`
 	} `json:"host"`
-	Configs   []configJSON `json:"configs"`
-	Workloads []struct {
-		Name string `json:"name"`
-	} `json:"workloads"`
-	Cells       []quickCell `json:"cells"`
+	Configs     []configJSON    `json:"configs"`
+	Workloads   []quickWorkload `json:"workloads"`
+	Cells       []quickCell     `json:"cells"`
 	Comparisons []struct {
 		A, B, Workload, Verdict string
 	} `json:"comparisons"`
@@ -202,44 +200,57 @@ func ranConfigs(t *testing.T, cs []configJSON) []string {
 // median inside its interval for the value and the ratio to the bridge.
 func checkQuickCells(t *testing.T, r quickReport, configs []string) {
 	t.Helper()
-	for _, c := range configs {
-		for _, w := range r.Workloads {
-			cell, ok := cellFor(t, r.Cells, c+" / "+w.Name, func(x quickCell) bool { return x.Config == c && x.Workload == w.Name })
-			if !ok {
-				continue
-			}
-			if cell.Reps != r.Settings.Reps {
-				t.Errorf("%s / %s: %d repetitions, want %d", c, w.Name, cell.Reps, r.Settings.Reps)
-			}
-			// The receiving socket's drops are part of the loss, and
-			// their share of what arrived cannot exceed the loss's share
-			// of what was sent, but for the window: the socket's
-			// counters cover the whole run, iperf3's loss only what
-			// follows the omitted start, where a receiver under load
-			// drops most. Medians of each, so with some slack.
-			omitted := 100 * float64(r.Settings.Omit) / float64(r.Settings.Omit+r.Settings.Run)
-			if cell.Rcvbuf < 0 || cell.Rcvbuf > cell.Loss+omitted+2 || cell.Loss > 100 || r.Settings.Run <= 0 {
-				t.Errorf("%s / %s: loss %.1f%%, of it at the receiver's socket %.1f%% (over the whole run, %.0f%% of which iperf3 left out)",
-					c, w.Name, cell.Loss, cell.Rcvbuf, omitted)
-			}
-			for what, m := range map[string]map[string]*float64{"value": cell.Value, "ratio_to_bridge": cell.Ratio} {
-				estimate(t, c+" / "+w.Name+": "+what, m)
-			}
+	rows := names(r.Workloads, func(w quickWorkload) string { return w.Name })
+	eachCell(t, r.Cells, configs, rows, func(x quickCell) (string, string) { return x.Config, x.Workload }, func(cell quickCell, c, w string) {
+		if cell.Reps != r.Settings.Reps {
+			t.Errorf("%s / %s: %d repetitions, want %d", c, w, cell.Reps, r.Settings.Reps)
 		}
-	}
+		// The receiving socket's drops are part of the loss, and their
+		// share of what arrived cannot exceed the loss's share of what
+		// was sent, but for the window: the socket's counters cover the
+		// whole run, iperf3's loss only what follows the omitted start,
+		// where a receiver under load drops most. Medians of each, so
+		// with some slack.
+		omitted := 100 * float64(r.Settings.Omit) / float64(r.Settings.Omit+r.Settings.Run)
+		if cell.Rcvbuf < 0 || cell.Rcvbuf > cell.Loss+omitted+2 || cell.Loss > 100 || r.Settings.Run <= 0 {
+			t.Errorf("%s / %s: loss %.1f%%, of it at the receiver's socket %.1f%% (over the whole run, %.0f%% of which iperf3 left out)",
+				c, w, cell.Loss, cell.Rcvbuf, omitted)
+		}
+		for what, m := range map[string]map[string]*float64{"value": cell.Value, "ratio_to_bridge": cell.Ratio} {
+			estimate(t, c+" / "+w+": "+what, m)
+		}
+	})
 }
 
-// cellFor is the cell of a JSON report's cells that match picks; when
-// there is none, it says so (Errorf) and ok is false.
-func cellFor[C any](t *testing.T, cells []C, what string, match func(C) bool) (_ C, ok bool) {
-	t.Helper()
-	i := slices.IndexFunc(cells, match)
-	if i < 0 {
-		var none C
-		t.Errorf("no cell for %s", what)
-		return none, false
+// quickWorkload is a workload of a throughput report.
+type quickWorkload struct {
+	Name string `json:"name"`
+}
+
+// names are the names of xs.
+func names[T any](xs []T, name func(T) string) []string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = name(x)
 	}
-	return cells[i], true
+	return out
+}
+
+// eachCell calls check with the cell of a JSON report's cells for each
+// configuration of configs and each row of rows (a workload or a point),
+// key giving a cell's; a cell missing is said (Errorf) and skipped.
+func eachCell[C any](t *testing.T, cells []C, configs, rows []string, key func(C) (config, row string), check func(cell C, config, row string)) {
+	t.Helper()
+	for _, config := range configs {
+		for _, row := range rows {
+			i := slices.IndexFunc(cells, func(x C) bool { c, r := key(x); return c == config && r == row })
+			if i < 0 {
+				t.Errorf("no cell for %s / %s", config, row)
+				continue
+			}
+			check(cells[i], config, row)
+		}
+	}
 }
 
 // estimate checks a median and its interval as a JSON report gives them
@@ -590,10 +601,10 @@ func descendants(pid int) map[int]procID {
 }
 
 // TestBenchErrors checks the one-line errors: not root, iperf3 missing, and
-// flag mistakes.
+// flag mistakes, of every subcommand, and the help texts.
 func TestBenchErrors(t *testing.T) {
 	clitest.Check(t, "tapfwd-bench", run, []clitest.Case{
-		{nil, 2, "Usage: tapfwd-bench napi|throughput"},
+		{nil, 2, "Usage: tapfwd-bench napi|throughput|latency"},
 		{[]string{"throughput", "--json", "--csv"}, 2, "pick one"},
 		{[]string{"throughput", "--configs", "napi-maybe"}, 2, `unknown configuration "napi-maybe"`},
 		{[]string{"throughput", "--sizes", "64,x"}, 2, "--sizes"},
@@ -624,6 +635,16 @@ func TestBenchErrors(t *testing.T) {
 		{[]string{"throughput", "-h"}, 0, "\n  --reps int\n"},
 		{[]string{"throughput", "-h"}, 0, "Its default run:\nconfigurations napi-off, napi-on, bridge;"},
 		{[]string{"naive-forwarder"}, 2, "--nic is required"},
+		{[]string{"latency", "--json", "--markdown"}, 2, "pick one"},
+		{[]string{"latency", "--configs", "tapfwd-maybe"}, 2, `unknown configuration "tapfwd-maybe"`},
+		{[]string{"latency", "--points", "12K"}, 2, "--points: bad point"},
+		{[]string{"latency", "--calibrate", "nowhere"}, 2, "--calibrate: unknown configuration"},
+		{[]string{"latency", "--size", "8"}, 2, "--size 8"},
+		{[]string{"latency", "--reps", "0"}, 2, "--reps 0"},
+		{[]string{"latency", "extra"}, 2, `unexpected argument "extra"`},
+		{[]string{"latency", "-h"}, 0, "--quick: configurations tapfwd-block, tapfwd-busy, bridge"},
+		{[]string{"latency", "-h"}, 0, "\n  --reps int\n"},
+		{[]string{"latency", "--from", "/nonexistent/latency.json"}, 1, "no such file"},
 	})
 
 	if err := testbed.Available(); err != nil {

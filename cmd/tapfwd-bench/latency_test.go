@@ -11,7 +11,6 @@ import (
 
 	"github.com/tapfwd/tapfwd/bench/latency"
 	"github.com/tapfwd/tapfwd/bench/stats"
-	"github.com/tapfwd/tapfwd/internal/cliflag/clitest"
 	"github.com/tapfwd/tapfwd/internal/lab/testbed"
 	"github.com/tapfwd/tapfwd/internal/testkit"
 )
@@ -29,15 +28,10 @@ type latencyJSON struct {
 		Kernel string `json:"kernel"`
 		CPUs   int    `json:"cpus"`
 	} `json:"host"`
-	Notes   []string     `json:"notes"`
-	Configs []configJSON `json:"configs"`
-	Points  []struct {
-		Name      string `json:"name"`
-		Rate      int    `json:"rate"`
-		AskedRate int    `json:"asked_rate"`
-		DelayNS   int64  `json:"delay_ns"`
-	} `json:"points"`
-	Cells       []latencyCellJSON `json:"cells"`
+	Notes       []string           `json:"notes"`
+	Configs     []configJSON       `json:"configs"`
+	Points      []latencyPointJSON `json:"points"`
+	Cells       []latencyCellJSON  `json:"cells"`
 	Comparisons []struct {
 		Point, Stat, A, B, Verdict string
 	} `json:"comparisons"`
@@ -101,47 +95,50 @@ func TestBenchLatencyQuickJSON(t *testing.T) {
 	checkLatencyFrom(t, stdout)
 }
 
+// latencyPointJSON is a load point of a latency report.
+type latencyPointJSON struct {
+	Name      string `json:"name"`
+	Rate      int    `json:"rate"`
+	AskedRate int    `json:"asked_rate"`
+	DelayNS   int64  `json:"delay_ns"`
+}
+
 // checkLatencyCells checks every cell of the configurations that ran:
 // each repetition accounted for, percentiles in order, a rate and a loss.
 func checkLatencyCells(t *testing.T, r *latencyJSON, ran []string) {
 	t.Helper()
-	for _, c := range ran {
-		for _, p := range r.Points {
-			cell, ok := cellFor(t, r.Cells, c+" / "+p.Name, func(x latencyCellJSON) bool { return x.Config == c && x.Point == p.Name })
-			if !ok {
-				continue
-			}
-			// Every repetition gives a value or a reason (a loaded machine
-			// can lose one to a run without replies); none goes missing.
-			if cell.Reps+len(cell.Failures) != r.Settings.Reps || len(cell.Samples) != cell.Reps {
-				t.Errorf("%s: %d repetitions, %d samples, failures %q, want %d", c, cell.Reps, len(cell.Samples), cell.Failures, r.Settings.Reps)
-			} else if len(cell.Failures) > 0 {
-				t.Logf("%s: %d of %d repetitions gave no value: %q", c, len(cell.Failures), r.Settings.Reps, cell.Failures)
-			}
-			prev := 0.0
-			for _, st := range latency.Stats {
-				med, ok := estimate(t, c+": rtt_ns."+st, cell.RTT[st])
-				if ok && med < prev {
-					t.Errorf("%s: rtt_ns.%s %v: below the percentile before (%v)", c, st, med, prev)
-				}
-				prev = max(prev, med)
-			}
-			if cell.Rate["median"] == nil || *cell.Rate["median"] <= 0 || cell.LossPercent["median"] == nil {
-				t.Errorf("%s: rate %v loss %v", c, cell.Rate, cell.LossPercent)
-			}
-			for _, s := range cell.Samples {
-				if s.Sent == 0 || s.Received == 0 || s.Received > s.Sent || s.RTT["p50"] <= 0 {
-					t.Errorf("%s: sample %+v", c, s)
-				}
-			}
-			if cell.Reps == 0 {
-				t.Errorf("%s: no repetition gave a value: %v", c, cell.Failures)
-				continue
-			}
-			t.Logf("%s %s: p50 %.1f us, p99 %.1f us, %.0f requests/s, %.2f%% lost", c, p.Name,
-				*cell.RTT["p50"]["median"]/1e3, *cell.RTT["p99"]["median"]/1e3, *cell.Rate["median"], *cell.LossPercent["median"])
+	points := names(r.Points, func(p latencyPointJSON) string { return p.Name })
+	eachCell(t, r.Cells, ran, points, func(x latencyCellJSON) (string, string) { return x.Config, x.Point }, func(cell latencyCellJSON, c, point string) {
+		// Every repetition gives a value or a reason (a loaded machine
+		// can lose one to a run without replies); none goes missing.
+		if cell.Reps+len(cell.Failures) != r.Settings.Reps || len(cell.Samples) != cell.Reps {
+			t.Errorf("%s: %d repetitions, %d samples, failures %q, want %d", c, cell.Reps, len(cell.Samples), cell.Failures, r.Settings.Reps)
+		} else if len(cell.Failures) > 0 {
+			t.Logf("%s: %d of %d repetitions gave no value: %q", c, len(cell.Failures), r.Settings.Reps, cell.Failures)
 		}
-	}
+		prev := 0.0
+		for _, st := range latency.Stats {
+			med, ok := estimate(t, c+": rtt_ns."+st, cell.RTT[st])
+			if ok && med < prev {
+				t.Errorf("%s: rtt_ns.%s %v: below the percentile before (%v)", c, st, med, prev)
+			}
+			prev = max(prev, med)
+		}
+		if cell.Rate["median"] == nil || *cell.Rate["median"] <= 0 || cell.LossPercent["median"] == nil {
+			t.Errorf("%s: rate %v loss %v", c, cell.Rate, cell.LossPercent)
+		}
+		for _, s := range cell.Samples {
+			if s.Sent == 0 || s.Received == 0 || s.Received > s.Sent || s.RTT["p50"] <= 0 {
+				t.Errorf("%s: sample %+v", c, s)
+			}
+		}
+		if cell.Reps == 0 {
+			t.Errorf("%s: no repetition gave a value: %v", c, cell.Failures)
+			return
+		}
+		t.Logf("%s %s: p50 %.1f us, p99 %.1f us, %.0f requests/s, %.2f%% lost", c, point,
+			*cell.RTT["p50"]["median"]/1e3, *cell.RTT["p99"]["median"]/1e3, *cell.Rate["median"], *cell.LossPercent["median"])
+	})
 }
 
 // checkLatencyFrom renders a saved report again with --from, and checks
@@ -188,23 +185,11 @@ func TestBenchLatencyInterrupt(t *testing.T) {
 	}
 }
 
-// TestBenchLatencyErrors checks the one-line errors of flag mistakes, and
-// the help text.
-func TestBenchLatencyErrors(t *testing.T) {
-	clitest.Check(t, "tapfwd-bench", run, []clitest.Case{
-		{nil, 2, "Usage: tapfwd-bench napi|throughput|latency"},
-		{[]string{"latency", "--json", "--markdown"}, 2, "pick one"},
-		{[]string{"latency", "--configs", "tapfwd-maybe"}, 2, `unknown configuration "tapfwd-maybe"`},
-		{[]string{"latency", "--points", "12K"}, 2, "--points: bad point"},
-		{[]string{"latency", "--calibrate", "nowhere"}, 2, "--calibrate: unknown configuration"},
-		{[]string{"latency", "--size", "8"}, 2, "--size 8"},
-		{[]string{"latency", "--reps", "0"}, 2, "--reps 0"},
-		{[]string{"latency", "extra"}, 2, `unexpected argument "extra"`},
-		{[]string{"latency", "-h"}, 0, "--quick: configurations tapfwd-block, tapfwd-busy, bridge"},
-		{[]string{"latency", "-h"}, 0, "\n  --reps int\n"},
-		{[]string{"latency", "--from", "/nonexistent/latency.json"}, 1, "no such file"},
-	})
-	if testbed.Available() == nil {
-		asNobody(t, "bench needs root", "latency", "--quick")
+// TestBenchLatencyNeedsRoot: latency refuses to run as another user
+// than root (its flag mistakes are in TestBenchErrors).
+func TestBenchLatencyNeedsRoot(t *testing.T) {
+	if testbed.Available() != nil {
+		t.Skip("needs root to run as nobody")
 	}
+	asNobody(t, "bench needs root", "latency", "--quick")
 }

@@ -269,21 +269,25 @@ func (f *runFlags) workers(c *daemon.Config) error {
 	return nil
 }
 
+// either takes a flag of two words: false for off, true for on.
+func either(flag, v, off, on string) (bool, error) {
+	switch v {
+	case off:
+		return false, nil
+	case on:
+		return true, nil
+	}
+	return false, fmt.Errorf("--%s %s: want %s or %s", flag, cliflag.Quote(v), off, on)
+}
+
 // l2Policy takes --guest-vlans, --l2-control and --l2-control-allow.
 func (f *runFlags) l2Policy(c *daemon.Config) error {
-	switch f.guestVLANs {
-	case "allow":
-	case "deny":
-		c.Workers.L2.DenyVLANs = true
-	default:
-		return fmt.Errorf("--guest-vlans %s: want allow or deny", cliflag.Quote(f.guestVLANs))
+	var err error
+	if c.Workers.L2.DenyVLANs, err = either("guest-vlans", f.guestVLANs, "allow", "deny"); err != nil {
+		return err
 	}
-	switch f.l2Control {
-	case "forward":
-	case "drop":
-		c.Workers.L2.DropControl = true
-	default:
-		return fmt.Errorf("--l2-control %s: want forward or drop", cliflag.Quote(f.l2Control))
+	if c.Workers.L2.DropControl, err = either("l2-control", f.l2Control, "forward", "drop"); err != nil {
+		return err
 	}
 	for b := range strings.SplitSeq(f.l2Allow, ",") {
 		if b = strings.TrimSpace(b); b == "" {

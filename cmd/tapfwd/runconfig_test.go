@@ -209,6 +209,19 @@ var runRules = []struct {
 	{"--nic x --tap-addr 198.18.1.2", "--tap-addr 198.18.1.2: want the address with its prefix length, e.g. 198.18.1.2/24"},
 	{"--nic x --tap-addr 2001:db8::2", "--tap-addr 2001:db8::2: want the address with its prefix length, e.g. 2001:db8::2/64"},
 	{"--nic x --tap-addr lab", "--tap-addr lab: want an IP address with its prefix length"},
+	{"--nic x --tap-addr 198.18.1.2/24 --dhcp 198.18.1.100-198.18.1.150", "--dhcp serves the guests from the host's port on the segment: add --host-port"},
+	{"--nic x --host-port --dhcp 198.18.1.100-198.18.1.150", "--dhcp 198.18.1.100-198.18.1.150: needs the host's address, in the subnet of the range (--tap-addr)"},
+	{"--nic x --host-port --tap-addr 198.18.1.2/24 --dhcp 198.18.1.100", "--dhcp 198.18.1.100: DHCP range \"198.18.1.100\": want FIRST-LAST"},
+	{"--nic x --host-port --tap-addr 198.18.1.2/24 --dhcp 198.18.2.100-198.18.2.150", "--dhcp 198.18.2.100-198.18.2.150: DHCP range: 198.18.2.100 is outside the host's subnet 198.18.1.0/24 (--tap-addr)"},
+	{"--nic x --host-port --tap-addr 198.18.1.2/24 --dhcp 198.18.1.1-198.18.1.9", "takes the host's own address 198.18.1.2"},
+	{"--nic x --host-port --tap-addr 2001:db8::2/64 --dhcp 198.18.1.100-198.18.1.150", "is not IPv4"},
+	{"--nic x --tap lab,eth0 --host-port --tap-addr 198.18.1.2/24 --dhcp 198.18.1.100-198.18.1.150",
+		`--dhcp: DHCP interface name "lab,eth0h": a name dnsmasq cannot take (it splits its interface list at commas and reads '*' as a wildcard): want ASCII letters, digits, '.', '-' and '_': the host port is named after the TAP (--tap)`},
+	{"--nic x --tap lab0 --vhost-user /run/v", "--vhost-user: makes the VM ports vhost-user sockets: it needs VM ports (--vm-ports)"},
+	{"--nic x --vm-ports 1 --vhost-user /run/v", "--vhost-user: needs the TAP's name: the sockets and the guests' MACs are named after the TAP, so that a restart finds them again (--tap)"},
+	{"--nic x --tap lab0 --vm-ports 1 --vhost-user /run/v --wait-nic", "--wait-nic: reopens the queues' packet sockets, not those of the vhost-user ports: it cannot be combined with vhost-user VM ports (--vhost-user)"},
+	{"--nic x --tap lab0 --vm-ports 1 --vhost-user /run/v --vm-port-queues 65", "--vm-port-queues 65: want 1 to 64"},
+	{"--nic x --tap lab0 --vm-ports 1 --vhost-user /run/v --vm-port-queues -1", "--vm-port-queues -1: want 1 to 64"},
 }
 
 // TestParseRunRules: every rule parseRun applies, each with the one-line
@@ -247,18 +260,6 @@ func TestParseRunHostPort(t *testing.T) {
 	if c, err := parseRun(strings.Fields("--nic x --host-port"), io.Discard, io.Discard); err != nil || c.Host == nil || c.Host.Addr.IsValid() || c.Host.DHCP != nil {
 		t.Errorf("--host-port without an address: %+v, %v", c, err)
 	}
-	for _, tc := range []struct{ args, want string }{
-		{"--nic x --tap-addr 198.18.1.2/24 --dhcp 198.18.1.100-198.18.1.150", "--dhcp serves the guests from the host's port on the segment: add --host-port"},
-		{"--nic x --host-port --dhcp 198.18.1.100-198.18.1.150", "--dhcp 198.18.1.100-198.18.1.150: needs the host's address, in the subnet of the range (--tap-addr)"},
-		{"--nic x --host-port --tap-addr 198.18.1.2/24 --dhcp 198.18.1.100", "--dhcp 198.18.1.100: DHCP range \"198.18.1.100\": want FIRST-LAST"},
-		{"--nic x --host-port --tap-addr 198.18.1.2/24 --dhcp 198.18.2.100-198.18.2.150", "--dhcp 198.18.2.100-198.18.2.150: DHCP range: 198.18.2.100 is outside the host's subnet 198.18.1.0/24 (--tap-addr)"},
-		{"--nic x --host-port --tap-addr 198.18.1.2/24 --dhcp 198.18.1.1-198.18.1.9", "takes the host's own address 198.18.1.2"},
-		{"--nic x --host-port --tap-addr 2001:db8::2/64 --dhcp 198.18.1.100-198.18.1.150", "is not IPv4"},
-		{"--nic x --tap lab,eth0 --host-port --tap-addr 198.18.1.2/24 --dhcp 198.18.1.100-198.18.1.150",
-			`--dhcp: DHCP interface name "lab,eth0h": a name dnsmasq cannot take (it splits its interface list at commas and reads '*' as a wildcard): want ASCII letters, digits, '.', '-' and '_': the host port is named after the TAP (--tap)`},
-	} {
-		wantRunError(t, tc.args, tc.want)
-	}
 }
 
 // TestParseRunVhostUser: --vhost-user makes the --vm-ports ports vhost-user
@@ -282,29 +283,10 @@ func TestParseRunVhostUser(t *testing.T) {
 	if c, err := parseRun([]string{"--nic", "x", "--config", conf}, io.Discard, io.Discard); err != nil || c.VMPorts.VhostDir != "/run/tapfwd/vhost" {
 		t.Errorf("vhost-user from the config file: %+v, %v", c, err)
 	}
-	for _, tc := range []struct{ args, want string }{
-		{"--nic x --tap lab0 --vhost-user /run/v", "--vhost-user: makes the VM ports vhost-user sockets: it needs VM ports (--vm-ports)"},
-		{"--nic x --vm-ports 1 --vhost-user /run/v", "--vhost-user: needs the TAP's name: the sockets and the guests' MACs are named after the TAP, so that a restart finds them again (--tap)"},
-		{"--nic x --tap lab0 --vm-ports 1 --vhost-user /run/v --wait-nic", "--wait-nic: reopens the queues' packet sockets, not those of the vhost-user ports: it cannot be combined with vhost-user VM ports (--vhost-user)"},
-		{"--nic x --tap lab0 --vm-ports 1 --vhost-user /run/v --vm-port-queues 65", "--vm-port-queues 65: want 1 to 64"},
-		{"--nic x --tap lab0 --vm-ports 1 --vhost-user /run/v --vm-port-queues -1", "--vm-port-queues -1: want 1 to 64"},
-	} {
-		wantRunError(t, tc.args, tc.want)
-	}
 	var help strings.Builder
 	parseRun([]string{"-h"}, &help, io.Discard)
 	if !strings.Contains(help.String(), "-vhost-user") || !strings.Contains(help.String(), "vhost-user sockets") {
 		t.Errorf("run -h lacks --vhost-user:\n%s", help.String())
-	}
-}
-
-// wantRunError checks that parseRun refuses args with an error of one line
-// containing want.
-func wantRunError(t *testing.T, args, want string) {
-	t.Helper()
-	c, err := parseRun(strings.Fields(args), io.Discard, io.Discard)
-	if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
-		t.Errorf("%q: %v (%+v), want one line containing %q", args, err, c, want)
 	}
 }
 

@@ -61,7 +61,7 @@ func Open(c Config) (*Daemon, error) {
 		d.log = slog.New(slog.DiscardHandler)
 	}
 	d.undo.log = d.log
-	steps := []func() error{d.lookup, d.check, d.recoverNAPI, d.recoverFeatures, d.bindMetrics, d.prepareVhost, d.openTAP, d.addVMPorts, d.addHostPort, d.startDHCP,
+	steps := []func() error{d.lookup, d.check, d.recoverNIC, d.bindMetrics, d.prepareVhost, d.openTAP, d.addVMPorts, d.addHostPort, d.startDHCP,
 		d.setNICGRO, d.openNIC, d.tuneNAPI, d.newForwarder, d.listenMetrics, d.dropPrivileges, d.serveMetrics}
 	for _, step := range steps {
 		if err := step(); err != nil {

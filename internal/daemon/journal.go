@@ -290,3 +290,28 @@ func recoverJournals[J interface{ head() journalHead }, R any](d journalDir, nic
 	}
 	return out, errors.Join(errs...)
 }
+
+// recoverNIC puts back what a tapfwd that was killed left changed on the
+// NIC, before anything reads it: its NAPI settings (NAPIJournalDir), then
+// its features (FeatureJournalDir); it logs once what it did.
+func (d *Daemon) recoverNIC() error {
+	var err error
+	if d.napiJ, err = newNAPIJournals(NAPIJournalDir); err != nil {
+		return err
+	}
+	if d.featJ, err = newFeatureJournals(FeatureJournalDir); err != nil {
+		return err
+	}
+	napis, err := d.napiJ.recover(d.c.NIC.Name, restoreNAPIRecord)
+	for _, r := range napis {
+		d.logRecovery(r.JournalRecovery, "NAPI journal", "NAPI settings", r.steps())
+	}
+	if err != nil {
+		return err
+	}
+	features, err := d.featJ.recover(d.c.NIC.Name, restoreFeatures)
+	for _, r := range features {
+		d.logRecovery(r.JournalRecovery, "feature journal", "features", r.Restored.String())
+	}
+	return err
+}

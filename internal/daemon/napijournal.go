@@ -135,23 +135,8 @@ func restoreNAPIRecord(r napi.Record) ([]napi.Step, error) {
 	return r.Restore(c)
 }
 
-// recoverNAPI puts back the NIC's NAPI settings a tapfwd that was killed
-// left (NAPIJournalDir), before anything reads them, and logs once what it
-// did.
-func (d *Daemon) recoverNAPI() error {
-	var err error
-	if d.napiJ, err = newNAPIJournals(NAPIJournalDir); err != nil {
-		return err
-	}
-	got, err := d.napiJ.recover(d.c.NIC.Name, restoreNAPIRecord)
-	for _, r := range got {
-		d.logRecovery(r.JournalRecovery, "NAPI journal", "NAPI settings", r.steps())
-	}
-	return err
-}
-
 // nicJournal is the NAPI journal of the NIC ifindex; nil before
-// recoverNAPI.
+// recoverNIC.
 func (d *Daemon) nicJournal(ifindex int) *napi.Journal {
 	if d.napiJ == nil {
 		return nil

@@ -129,20 +129,6 @@ func restoreFeatures(nic string, was NICFeatures) error {
 	return ns.SetGRO(nic, *was.GRO)
 }
 
-// recoverFeatures puts back the NIC's features a tapfwd that was killed
-// left (FeatureJournalDir), and logs once what it did; after recoverNAPI.
-func (d *Daemon) recoverFeatures() error {
-	var err error
-	if d.featJ, err = newFeatureJournals(FeatureJournalDir); err != nil {
-		return err
-	}
-	got, err := d.featJ.recover(d.c.NIC.Name, restoreFeatures)
-	for _, r := range got {
-		d.logRecovery(r.JournalRecovery, "feature journal", "features", r.Restored.String())
-	}
-	return err
-}
-
 // setNICGRO turns the NIC's GRO as NIC.GRO asks (turnGRO).
 func (d *Daemon) setNICGRO() error { return d.turnGRO(d.m.nic.Index) }
 
