@@ -51,7 +51,6 @@ func TestRoomier(t *testing.T) {
 type script struct {
 	r     *roamer
 	q     *QueueWorker
-	looks int
 	now   time.Time
 	idle  []float64 // what the next look reads
 	moves []int
@@ -181,10 +180,19 @@ func TestRoamMovesTheThread(t *testing.T) {
 		defer f.Close()
 		looks := 0
 		f.roamTimes = func() ([]procfs.CPUTimes, error) { looks++; return idleTimes(looks, 0, 0.9), nil }
-		ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+		q := f.QueueWorkers()[0]
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if len(c.roam) < 2 {
+			ctx, cancel = context.WithTimeout(context.Background(), time.Second)
+		}
+		go func() { // the worker read on CPU 1: done
+			for ctx.Err() == nil && (nic.cpu.Load() != 1 || q.CPUNow() != 1) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			cancel()
+		}()
 		err = f.Run(ctx)
 		cancel()
-		q := f.QueueWorkers()[0]
 		if err != nil || q.CPUNow() != c.want || nic.cpu.Load() != int32(c.want) {
 			t.Errorf("roaming %v: worker on CPU %d, read last on CPU %d (%v); want %d", c.roam, q.CPUNow(), nic.cpu.Load(), err, c.want)
 		}

@@ -68,7 +68,7 @@ func checkIfName(name string) error {
 	case len(name) >= unix.IFNAMSIZ:
 		return fmt.Errorf("%q has %d bytes: an interface name has at most %d", name, len(name), unix.IFNAMSIZ-1)
 	case name == "." || name == ".." || strings.ContainsAny(name, "/: \t\n\r\v\f"):
-		return fmt.Errorf("%q is no interface name: want no '/', ':' or spaces, and not . or ..", name)
+		return fmt.Errorf("%q is no interface name: want no '/', ':' or spaces, and neither \".\" nor \"..\"", name)
 	}
 	return nil
 }

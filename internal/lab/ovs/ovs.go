@@ -18,7 +18,7 @@ import (
 const Schema = "/usr/share/openvswitch/vswitch.ovsschema"
 
 // ErrNotInstalled: a program of Open vSwitch, or its schema, is missing.
-var ErrNotInstalled = errors.New("Open vSwitch is not installed (Debian: apt-get install openvswitch-switch; its service need not run)")
+var ErrNotInstalled = errors.New("no Open vSwitch installed (Debian: apt-get install openvswitch-switch; its service need not run)")
 
 var programs = []string{"ovsdb-tool", "ovsdb-server", "ovs-vswitchd", "ovs-vsctl", "ovs-appctl"}
 
