@@ -32,8 +32,11 @@ type poker interface {
 // run spins for up to s.cur, turning w's kind with every fd marked ready,
 // and reports whether a turn found frames.
 func (s *spin) run(w *worker) (bool, error) {
+	if s.cur == 0 { // as it always is without Config.SpinMax
+		return false, nil
+	}
 	p, ok := w.kind.(poker)
-	if s.cur == 0 || !ok {
+	if !ok {
 		return false, nil
 	}
 	end := time.Now().Add(s.cur)
