@@ -197,6 +197,11 @@ func htons(v uint16) uint16 { return v<<8 | v>>8 }
 // Fd is the socket's descriptor, for polling.
 func (s *Socket) Fd() int { return s.fd }
 
+// Duplex says that Read and Write may run at once on two threads
+// (forward.Duplex): each has its own mmsghdrs and iovecs (rx, tx), and the
+// kernel takes a packet socket's receives and sends at once.
+func (s *Socket) Duplex() {}
+
 // Stats returns the kernel's counts since the socket opened: frames that
 // reached the socket (drops included) and frames dropped because its
 // receive queue was full. PACKET_STATISTICS resets on read, so they are

@@ -34,6 +34,12 @@ type Config struct {
 	// that has (the roamer in roam.go). Fewer than two: workers stay
 	// where CPUs put them.
 	Roam []int
+	// Split, when not nil, runs each queue as two workers, one per
+	// direction (split.go): the queue's own, on CPUs[i], reads the NIC and
+	// writes the TAP; another, on Split[i] (negative: not pinned), reads
+	// the TAP and writes the NIC. Every endpoint must then be Duplex. Split
+	// queues do not roam.
+	Split []int
 	// TAPVnetHdr says the TAP fds carry a virtio_net_hdr.
 	TAPVnetHdr bool
 	// MTU of the TAP, which sizes segmented frames; 0 means 1500.
@@ -151,6 +157,11 @@ func New(taps []Endpoint, nics []NIC, c Config) (*Forwarder, error) {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Split != nil {
+		if err := checkSplit(taps, nics, c.Split); err != nil {
+			return nil, err
+		}
 	}
 	f := &Forwarder{started: make(chan struct{}), roam: c.Roam, log: c.Logger}
 	if err := f.untrusted.set(c); err != nil {

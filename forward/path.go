@@ -232,40 +232,45 @@ func (q *QueueWorker) guestsToTAP() (more bool, err error) {
 
 // tapToNIC reads up to a batch of frames from the TAP and sends them with
 // one NIC write. It returns how many frames were read.
-func (q *QueueWorker) tapToNIC() (int, error) {
-	t := &q.tally
+func (q *QueueWorker) tapToNIC() (int, error) { return q.tx.toNIC() }
+
+// toNIC reads up to a batch of frames from the TAP and sends them with one
+// NIC write. It returns how many frames were read.
+func (s *tapSide) toNIC() (int, error) {
+	q, t := s.q, &s.tally
 	// A TAP read starts so that its vnet header, if any, ends at headroom.
-	n, err := q.tap.Read(q.tapBufs, q.tapSizes, headroom-q.tapHdr)
+	n, err := q.tap.Read(s.bufs, s.sizes, headroom-q.tapHdr)
 	// A read error after the kernel took the frame off the queue
 	// (drivers/net/tun.c: tun_do_read frees it when tun_put_user fails)
 	// costs that frame.
 	err = q.fromTAP.received(n, err, t)
 	for i := 0; i < n; i++ {
-		q.acceptFromTAP(i)
+		s.accept(i)
 	}
-	if _, serr := q.w.send(&q.toNIC, q.nicOut, t); err == nil {
+	if _, serr := s.w.send(&q.toNIC, s.out, t); err == nil {
 		err = serr // the NIC is gone: the worker ends
 	}
-	q.nicOut = q.nicOut[:0]
-	q.publish(&q.Counters.TAPToNIC, n)
+	s.out = s.out[:0]
+	t.publish(&q.Counters.TAPToNIC, &q.Counters, n)
+	q.fw.sw.Wake(&s.dirty)
 	return n, err
 }
 
-// acceptFromTAP counts frame i read from the TAP as received, validates it
-// (the TAP's writer, a guest or a lab program, is not trusted) and queues
-// it for the NIC with a vnet header in front.
-func (q *QueueWorker) acceptFromTAP(i int) {
-	t := &q.tally
-	buf, size := q.tapBufs[i], q.tapSizes[i]-q.tapHdr
+// accept counts frame i read from the TAP as received, validates it (the
+// TAP's writer, a guest or a lab program, is not trusted) and queues it
+// for the NIC with a vnet header in front.
+func (s *tapSide) accept(i int) {
+	q, t := s.q, &s.tally
+	buf, size := s.bufs[i], s.sizes[i]-q.tapHdr
 	if u := &q.fw.untrusted; !u.check(t, buf, size, u.tap, q.tapHdr != 0) {
 		return
 	}
 	b := buf[headroom-hdrLen : headroom+size]
-	if sw := q.fw.sw; sw != nil && sw.Deliver(b, fabric.Tag{From: fabric.TAP}, &q.dirty) {
+	if sw := q.fw.sw; sw != nil && sw.Deliver(b, fabric.Tag{From: fabric.TAP}, &s.dirty) {
 		t.guests++
 		return
 	}
-	q.nicOut = append(q.nicOut, b)
+	s.out = append(s.out, b)
 }
 
 // check counts a frame from an untrusted writer (the TAP's, a guest's) as

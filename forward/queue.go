@@ -33,8 +33,11 @@ type QueueWorker struct {
 	fromNIC, fromTAP source
 	toTAP, toNIC     sink
 	// Which fds to read on the next turn: those the last turn filled a
-	// batch from, or the last wait found ready.
-	nicReady, tapReady, inReady bool
+	// batch from, or the last wait found ready (the TAP's: tx.ready).
+	nicReady, inReady bool
+	// tx reads the TAP and writes the NIC: in this worker's turns, or in
+	// a worker of its own when the queue is split (Config.Split).
+	tx tapSide
 
 	nicBufs  [][]byte
 	nicSizes []int
@@ -44,9 +47,6 @@ type QueueWorker struct {
 	seg      segBuffers // segments for the TAP, with tapHdr bytes of room in front
 	segUsed  int        // seg's buffers taken by tapOut
 	tunnel   []bool     // tunnel[i]: frames[i] is a GSO frame inside a tunnel (offload.SegmentTunnel)
-	tapBufs  [][]byte
-	tapSizes []int
-	nicOut   [][]byte // frames for one NIC Write
 	tally    tally
 	dirty    uint64 // guests handed frames in this batch
 	// The guests' frames for the TAP (nil without guests on this queue),
@@ -77,7 +77,7 @@ type kernelStats struct {
 func newQueue(f *Forwarder, id, cpu int, tap Endpoint, nic NIC, c Config) *QueueWorker {
 	q := &QueueWorker{
 		ID: id, CPU: cpu, tap: tap, nic: nic, fw: f,
-		batch: c.Batch, busy: c.Busy, nicReady: true, tapReady: true,
+		batch: c.Batch, busy: c.Busy, nicReady: true,
 	}
 	q.kstats.src, _ = nic.(KernelCounters)
 	if c.TAPVnetHdr {
@@ -110,10 +110,15 @@ func newQueue(f *Forwarder, id, cpu int, tap Endpoint, nic NIC, c Config) *Queue
 	if !c.TAPVnetHdr {
 		q.seg.ensure()
 	}
-	q.tapBufs = makeBufs(c.Batch, bufSize)
-	q.tapSizes = make([]int, c.Batch)
-	q.nicOut = make([][]byte, 0, c.Batch)
-	q.w = f.newWorker(fmt.Sprintf("queue %d", id), cpu, q, nic.Fd(), tap.Fd())
+	q.tx = tapSide{q: q, ready: true, bufs: makeBufs(c.Batch, bufSize), sizes: make([]int, c.Batch), out: make([][]byte, 0, c.Batch)}
+	name := fmt.Sprintf("queue %d", id)
+	if c.Split == nil {
+		q.w = f.newWorker(name, cpu, q, nic.Fd(), tap.Fd())
+		q.tx.w = q.w
+	} else {
+		q.w = f.newWorker(name+" from the NIC", cpu, q, nic.Fd())
+		q.split(c.Split[id], c.SpinMax)
+	}
 	q.w.waiter, _ = nic.(Waiter)
 	q.w.spin.max = c.SpinMax
 	return q
@@ -208,12 +213,12 @@ func (q *QueueWorker) turn() (bool, error) {
 		}
 		q.nicReady, q.got = n == q.batch, n
 	}
-	if q.tapReady {
-		n, err := q.tapToNIC()
+	if !q.tx.own() && q.tx.ready {
+		n, err := q.tx.toNIC()
 		if err != nil {
 			return false, err
 		}
-		q.tapReady, q.got = n == q.batch, q.got+n
+		q.tx.ready, q.got = n == q.batch, q.got+n
 	}
 	if q.inReady {
 		more, err := q.guestsToTAP()
@@ -222,7 +227,7 @@ func (q *QueueWorker) turn() (bool, error) {
 		}
 		q.inReady = more
 	}
-	if q.nicReady || q.tapReady || q.inReady {
+	if q.nicReady || !q.tx.own() && q.tx.ready || q.inReady {
 		return true, nil
 	}
 	if q.busy {
@@ -236,7 +241,7 @@ func (q *QueueWorker) turn() (bool, error) {
 
 // poke marks every fd as ready, for a turn that looks at each without a
 // wait; after it, moved says whether that turn read anything.
-func (q *QueueWorker) poke()       { q.nicReady, q.tapReady, q.inReady = true, true, q.in != nil }
+func (q *QueueWorker) poke()       { q.nicReady, q.tx.ready, q.inReady = true, !q.tx.own(), q.in != nil }
 func (q *QueueWorker) moved() bool { return q.got > 0 || q.inReady }
 
 // woke notes which fds have frames: the NIC, the TAP and the inbox.
@@ -245,8 +250,11 @@ func (q *QueueWorker) moved() bool { return q.got > 0 || q.inReady }
 // down NIC does not keep the worker spinning.
 func (q *QueueWorker) woke(pfd []unix.PollFd) {
 	q.nicReady = pfd[0].Revents&(unix.POLLIN|unix.POLLERR) != 0
-	q.tapReady = pfd[1].Revents&(unix.POLLIN|unix.POLLERR|unix.POLLHUP) != 0
-	if q.in != nil && pfd[2].Revents != 0 {
+	if !q.tx.own() {
+		q.tx.woke(pfd[1:2])
+		pfd = pfd[1:]
+	}
+	if q.in != nil && pfd[1].Revents != 0 {
 		q.in.Settle()
 		q.inReady = true
 	}

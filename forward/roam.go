@@ -225,7 +225,7 @@ func (r *roamer) pin(cpu int) error {
 	return nil
 }
 
-// startRoamers starts a roamer for each pinned queue worker, when there
+// startRoamers starts a roamer for each pinned queue worker not split, when there
 // are two or more CPUs to roam among (Config.Roam); each starts from the
 // CPU its worker pins itself to. stopRoamers ends them.
 func (f *Forwarder) startRoamers() []*roamer {
@@ -234,7 +234,7 @@ func (f *Forwarder) startRoamers() []*roamer {
 	}
 	var rs []*roamer
 	for _, q := range f.queues {
-		if q.CPU < 0 || !slices.Contains(f.roam, q.CPU) {
+		if q.CPU < 0 || !slices.Contains(f.roam, q.CPU) || q.tx.own() {
 			continue
 		}
 		r := newRoamer(q, f.roam, f.log)

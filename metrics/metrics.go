@@ -116,7 +116,7 @@ var (
 	batch     = prometheus.NewDesc(ns+"_batch_frames", "Frames read from the device per wake-up of the queue's worker.", dq, nil)
 	nicInfo   = prometheus.NewDesc(ns+"_nic_info", "The sockets on the NIC: backend packet (AF_PACKET) or xdp (AF_XDP), and how the XDP program is attached.", []string{"device", "backend", "xdp_mode"}, nil)
 	tapInfo   = prometheus.NewDesc(ns+"_tap_info", "What was negotiated with the kernel for the TAP.", []string{"device", "napi", "vnet_hdr", "multi_queue", "offloads"}, nil)
-	queueInfo = prometheus.NewDesc(ns+"_queue_info", "The CPU each queue's worker is pinned to now (-1: not pinned); it changes when the worker follows its load.", []string{"device", "queue", "cpu"}, nil)
+	queueInfo = prometheus.NewDesc(ns+"_queue_info", "The CPU the worker that reads the device's queue is pinned to now (-1: not pinned): one worker per queue, or one per direction with --split-directions; it changes when the worker follows its load.", []string{"device", "queue", "cpu"}, nil)
 	moves     = prometheus.NewDesc(ns+"_queue_moves_total", "Times the queue's worker moved to another CPU to follow its load (--follow-load).", []string{"queue"}, nil)
 	buildInfo = prometheus.NewDesc(ns+"_build_info", "tapfwd's version, VCS revision and Go version.", []string{"version", "revision", "goversion"}, nil)
 	ndDrops   = prometheus.NewDesc(ns+"_netdev_drops_total", "The kernel's own drop counters of the device (rx_dropped, tx_dropped): for the TAP, rx counts frames tapfwd wrote that the kernel dropped, tx frames the lab sent that tapfwd did not read (or sent while no tapfwd was attached).", []string{"device", "direction"}, nil)
@@ -255,9 +255,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 func (c *Collector) collectQueue(sc *scrape, q *forward.QueueWorker, fromNIC, fromTAP []forward.DropReason) {
 	s := &c.src
 	qs := strconv.Itoa(q.ID)
-	cpu := strconv.Itoa(q.CPUNow())
-	sc.gauge(queueInfo, 1, s.TAP, qs, cpu)
-	sc.gauge(queueInfo, 1, s.NIC, qs, cpu)
+	sc.gauge(queueInfo, 1, s.TAP, qs, strconv.Itoa(q.TAPCPU()))
+	sc.gauge(queueInfo, 1, s.NIC, qs, strconv.Itoa(q.CPUNow()))
 	sc.counter(moves, q.Moves(), qs)
 	_, kdrops, err := q.KernelStats()
 	if err != nil {

@@ -22,6 +22,11 @@ func NewQueueFd(fd int) *Queue { return &Queue{fd: fd} }
 // Fd is the queue's descriptor, for polling.
 func (q *Queue) Fd() int { return q.fd }
 
+// Duplex says that Read and Write may run at once on two threads
+// (forward.Duplex): each is one system call on the queue's fd, and they
+// share nothing in user space.
+func (q *Queue) Duplex() {}
+
 // Read reads up to len(bufs) frames, one read each, into bufs[i][offset:]
 // and sets sizes[i]; it stops at the first EAGAIN and returns how many it
 // read. A read that fills its buffer may have been cut short (a TUN read

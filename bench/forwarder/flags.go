@@ -116,6 +116,7 @@ var runFlags = []runFlag{
 	{name: "batch", value: func(o Options) (string, bool) { return strconv.Itoa(o.Batch), o.Batch > 0 }},
 	{name: "cpus", value: func(o Options) (string, bool) { return o.CPUs, o.CPUs != "" }},
 	{name: "spin", value: func(o Options) (string, bool) { return Micros(o.Spin), o.Spin > 0 }},
+	{name: "split-directions", value: func(o Options) (string, bool) { return "", o.Split }, form: bare},
 	{name: "follow-load", value: func(o Options) (string, bool) { return o.FollowLoad, o.FollowLoad != "" }, form: joined},
 	{name: "tap-io", value: func(o Options) (string, bool) { return o.TAPIO, o.TAPIO != "" }},
 	{name: "metrics-addr", value: func(o Options) (string, bool) { return MetricsAddr, o.PProf }},

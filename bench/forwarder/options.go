@@ -92,6 +92,9 @@ type Options struct {
 	// leaves tapfwd's default. Binaries without the flag skip the
 	// configuration.
 	Spin time.Duration
+	// Split runs a worker per direction (--split-directions). Binaries
+	// without the flag skip the configuration.
+	Split bool
 	// FollowLoad is --follow-load's value, "true" or "false"; empty
 	// leaves tapfwd's default. Binaries without the flag skip the
 	// configuration.

@@ -64,7 +64,7 @@ func TestSupported(t *testing.T) {
 	}
 	have := Options{Queues: 2, NAPI: On, VnetHdr: On, Poll: Busy, TAPNAPIThreaded: true, TAPNAPICPU: CPU(1),
 		TAPGROFlushTimeout: time.Microsecond, TAPNAPIDeferHardIRQs: 1, NICNAPIThreaded: napi.ThreadedEnabled, NICNAPICPU: CPU(0),
-		NoGRO: true, NICGRO: On, Batch: 8, CPUs: "0", FollowLoad: "true", Spin: time.Microsecond, PProf: true, ABControl: "/run/ab", ABNAPI: [2]Switch{On, Off}, ABDelay: time.Microsecond}
+		NoGRO: true, NICGRO: On, Batch: 8, CPUs: "0", Split: true, FollowLoad: "true", Spin: time.Microsecond, PProf: true, ABControl: "/run/ab", ABNAPI: [2]Switch{On, Off}, ABDelay: time.Microsecond}
 	if m := have.Missing(flags); len(m) > 0 {
 		t.Errorf("the binary lacks %v; its flags: %v", m, flags)
 	}
@@ -85,7 +85,7 @@ func TestSupported(t *testing.T) {
 func TestRunFlags(t *testing.T) {
 	all := Options{Queues: 2, NAPI: On, VnetHdr: On, Poll: Kernel, NICBackend: XDP, NICGRO: On, TAPNAPIThreaded: true, TAPNAPICPU: CPU(1),
 		TAPGROFlushTimeout: time.Microsecond, TAPNAPIDeferHardIRQs: 1, NICNAPIThreaded: napi.ThreadedEnabled, NICNAPICPU: CPU(0),
-		BusyPollCPU: CPU(1), NoGRO: true, GROWindow: time.Microsecond, Batch: 8, CPUs: "0", FollowLoad: "true", Spin: time.Microsecond, TAPIO: "uring", PProf: true,
+		BusyPollCPU: CPU(1), NoGRO: true, GROWindow: time.Microsecond, Batch: 8, CPUs: "0", Split: true, FollowLoad: "true", Spin: time.Microsecond, TAPIO: "uring", PProf: true,
 		ABControl: "/run/ab", ABNAPI: [2]Switch{Off, On}, ABDelay: time.Microsecond}
 	names := all.Flags()
 	if len(names) != len(runFlags) {

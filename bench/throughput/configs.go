@@ -46,6 +46,8 @@ const (
 	CPUsNone     = "cpus-none"      // the worker left to the scheduler
 	CPUsSecond   = "cpus-second"    // the worker on the second CPU
 	FixedCPU     = "fixed-cpu"      // the worker stays on the first CPU
+	Split        = "split"          // a worker per direction: the NIC's reader on the first CPU, the TAP's on the second
+	SplitSwapped = "split-swapped"  // a worker per direction: the NIC's reader on the second CPU, the TAP's on the first
 	Spin         = "spin"           // the worker spins a little before it sleeps
 	NICGRO       = "nic-gro"        // GRO on the NIC while tapfwd runs
 	BridgeNICGRO = "bridge-nic-gro" // the bridge with GRO on its port to the wire: NICGRO's reference
@@ -76,10 +78,11 @@ type Levers struct {
 	GROWindow time.Duration
 	// Spin is Spin's --spin.
 	Spin time.Duration
-	// SecondCPU is CPUsSecond's --cpus: the second CPU this process may
-	// use, where the pinned placement puts the iperf3 server; -1 (one CPU)
-	// leaves CPUsSecond out.
-	SecondCPU int
+	// FirstCPU and SecondCPU are the first two CPUs this process may
+	// use, where the pinned placement puts the iperf3 client and server:
+	// SecondCPU is CPUsSecond's --cpus, and the split configurations take
+	// both. SecondCPU -1 (one CPU) leaves those out.
+	FirstCPU, SecondCPU int
 }
 
 // DefaultLevers are the lever settings used unless the caller picks
@@ -87,7 +90,7 @@ type Levers struct {
 func DefaultLevers() Levers {
 	l := Levers{GROWindow: 50 * time.Microsecond, Spin: 50 * time.Microsecond, SecondCPU: -1}
 	if c := FirstCPUs(2); len(c) == 2 {
-		l.SecondCPU = c[1]
+		l.FirstCPU, l.SecondCPU = c[0], c[1]
 	}
 	return l
 }
@@ -109,6 +112,12 @@ func LeverConfigs(l Levers) []report.Config {
 	if l.SecondCPU >= 0 {
 		cs = append(cs, report.Tapfwd(CPUsSecond, fmt.Sprintf("tapfwd, its worker on CPU %d, beside the pinned iperf3 server (--cpus %d)", l.SecondCPU, l.SecondCPU),
 			forwarder.Options{CPUs: strconv.Itoa(l.SecondCPU)}))
+		a, b := strconv.Itoa(l.FirstCPU), strconv.Itoa(l.SecondCPU)
+		cs = append(cs,
+			report.Tapfwd(Split, fmt.Sprintf("tapfwd, a worker per direction: the NIC's reader on CPU %s beside the iperf3 client, the TAP's on CPU %s beside the server (--split-directions --cpus %s,%s)", a, b, a, b),
+				forwarder.Options{Split: true, CPUs: a + "," + b}),
+			report.Tapfwd(SplitSwapped, fmt.Sprintf("tapfwd, a worker per direction: the NIC's reader on CPU %s beside the iperf3 server, the TAP's on CPU %s beside the client (--split-directions --cpus %s,%s)", b, a, b, a),
+				forwarder.Options{Split: true, CPUs: b + "," + a}))
 	}
 	return append(cs,
 		report.Tapfwd(NICGRO, "tapfwd, GRO on the NIC while it runs (--nic-gro on): the veth merges the segments of a sender without TSO (--wire-mtu's) before tapfwd reads them",

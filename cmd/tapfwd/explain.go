@@ -56,7 +56,7 @@ var runFlag = map[daemon.Part]string{
 	daemon.PartNIC:         "--nic", daemon.PartTAPName: "--tap", daemon.PartTAPNetns: "--tap-netns", daemon.PartTAPQueues: "--queues",
 	daemon.PartTAPMAC: "--tap-mac", daemon.PartPersist: "--persist", daemon.PartTAPNAPI: "--napi", daemon.PartTAPNAPIThreaded: "--tap-napi-threaded",
 	daemon.PartTAPGROFlush: "--tap-gro-flush-timeout", daemon.PartTAPNAPIDefer: "--tap-napi-defer-hard-irqs", daemon.PartBatch: "--batch",
-	daemon.PartGRO: "--gro", daemon.PartGROWindow: "--gro-window", daemon.PartSpin: "--spin", daemon.PartL2Control: "--l2-control", daemon.PartL2ControlAllow: "--l2-control-allow",
+	daemon.PartGRO: "--gro", daemon.PartGROWindow: "--gro-window", daemon.PartSpin: "--spin", daemon.PartSplit: "--split-directions", daemon.PartL2Control: "--l2-control", daemon.PartL2ControlAllow: "--l2-control-allow",
 	daemon.PartPoll: "--poll", daemon.PartNICDefer: "--nic-napi-defer-hard-irqs", daemon.PartNICGROFlush: "--nic-gro-flush-timeout",
 	daemon.PartBusyPollTime: "--busy-poll-time", daemon.PartNICWait: "--wait-nic", daemon.PartVMPorts: "--vm-ports",
 	daemon.PartVMPortQueues: "--vm-port-queues", daemon.PartHostAddr: "--tap-addr", daemon.PartStatsEvery: "--stats-interval",

@@ -46,6 +46,7 @@ func (f *runFlags) register(fs *flag.FlagSet, c *daemon.Config) {
 	fs.IntVar(&c.TAP.Queues, "queues", 1, fmt.Sprintf("number of TAP queues and packet sockets, one worker each (1-%d)", daemon.MaxQueues))
 	fs.StringVar(&f.cpus, "cpus", "", `CPUs for the workers, e.g. "0,1" or "2-3" (queue i takes the i-th, wrapping); "none" disables pinning; empty pins queue i to the i-th allowed CPU`)
 	fs.BoolVar(&c.Workers.FollowLoad, "follow-load", daemon.DefaultFollowLoad, "let each queue's worker move among the CPUs of --cpus (all allowed ones when empty) to follow its load: while it is busy and its CPU has had no idle time for half a second, it moves to one of them that had (at most every 2 s); false keeps queue i on its CPU")
+	fs.BoolVar(&c.Workers.Split, "split-directions", false, "run each queue as two workers, one per direction: the one that reads the NIC on the queue's CPU, the one that reads the TAP on the next CPU of --cpus (wrapping), so each direction's work, the kernel's included, has a CPU of its own; needs --nic-backend packet and --tap-io syscall; split queues do not follow their load")
 	fs.StringVar(&f.napi, "napi", "auto", "IFF_NAPI on the TAP: auto (when the kernel has it), on (fail without it), off")
 	fs.StringVar(&f.vnet, "vnet-hdr", "auto", "IFF_VNET_HDR (virtio-net headers, offloads) on the TAP: auto, on, off")
 	fs.StringVar(&c.TAP.Netns, "tap-netns", "", "move the TAP into this network namespace (a name under /run/netns); empty keeps it here")

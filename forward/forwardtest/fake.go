@@ -173,6 +173,9 @@ func (f *Fake) signal() {
 // Fd is an eventfd, readable while frames or errors are queued.
 func (f *Fake) Fd() int { return f.efd }
 
+// Duplex: a Fake's Read and Write may run at once (its lock orders them).
+func (f *Fake) Duplex() {}
+
 // Read copies queued frames into bufs[i][offset:]; a frame longer than its
 // buffer is cut and its size says so. Without frames it returns the next
 // scripted error, else EAGAIN.

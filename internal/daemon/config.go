@@ -114,6 +114,12 @@ type Workers struct {
 	// them that has (forward.Config.Roam). Off, queue i stays on the CPU it
 	// was given. tapfwd run's default: DefaultFollowLoad.
 	FollowLoad bool
+	// Split runs each queue as two workers, one per direction: the one
+	// that reads the NIC on the queue's CPU, the one that reads the TAP
+	// on the next CPU of CPUs, wrapping (forward.Config.Split). It needs
+	// BackendPacket and TAPIOSyscall (their reads and writes can run at
+	// once); split queues do not follow their load.
+	Split bool
 	// Batch is the most frames moved per direction per wake-up, 1 to
 	// MaxBatch; 0: forward.DefaultBatch. Each queue takes two batches of
 	// 64 KiB frame buffers, at most MaxFrameBuffers bytes in all.

@@ -44,6 +44,7 @@ type machine struct {
 	nic   *net.Interface
 	cpus  []int
 	roam  []int // the CPUs queue workers roam among (Workers.FollowLoad)
+	split []int // the CPUs of the queues' TAP readers (Workers.Split); nil: not split
 }
 
 // Open sets everything up, in the order that lets each step use the one
@@ -130,6 +131,9 @@ func (d *Daemon) lookup() error {
 		return fail(PartCPUs, "", err)
 	}
 	if d.m.roam, err = d.roamCPUs(); err != nil {
+		return fail(PartCPUs, "", err)
+	}
+	if d.m.split, err = splitCPUs(d.c.Workers, d.m.cpus); err != nil {
 		return fail(PartCPUs, "", err)
 	}
 	return checkReadyFd(d.c.Notify.ReadyFd)

@@ -81,6 +81,7 @@ const (
 	PartABNAPI                                       // AB.NAPI
 	PartABDelay                                      // AB.Delay
 	PartSpin                                         // Workers.Spin
+	PartSplit                                        // Workers.Split
 )
 
 var partNames = map[Part]string{
@@ -94,7 +95,7 @@ var partNames = map[Part]string{
 	PartL2Control: "L2 control frames", PartL2ControlAllow: "L2 control exceptions", PartPoll: "poll", PartNICDefer: "NIC NAPI hard IRQ deferral",
 	PartNICGROFlush: "NIC GRO flush timeout", PartBusyPollTime: "busy poll time", PartNICWait: "waiting for the NIC", PartVMPorts: "VM ports",
 	PartVMPortQueues: "VM port queues", PartHostAddr: "host address", PartStatsEvery: "stats interval",
-	PartABNAPI: "A/B arms' NAPI", PartABDelay: "A/B delay", PartSpin: "spin",
+	PartABNAPI: "A/B arms' NAPI", PartABDelay: "A/B delay", PartSpin: "spin", PartSplit: "split directions",
 }
 
 func (p Part) String() string { return partNames[p] }

@@ -58,7 +58,7 @@ func (d *Daemon) tuneNAPI() error {
 // newForwarder makes the workers, and the status that reads them.
 func (d *Daemon) newForwarder() error {
 	f, w := d.dev.Features(), d.c.Workers
-	fc := forward.Config{Batch: w.Batch, CPUs: d.m.cpus, Roam: d.m.roam, TAPVnetHdr: f.VnetHdr, MTU: d.c.TAP.MTU, Logger: d.log,
+	fc := forward.Config{Batch: w.Batch, CPUs: d.m.cpus, Roam: d.m.roam, Split: d.m.split, TAPVnetHdr: f.VnetHdr, MTU: d.c.TAP.MTU, Logger: d.log,
 		Busy: w.Poll == PollBusy, GRO: w.GRO, UDPGRO: f.Offloads&(unix.TUN_F_USO4|unix.TUN_F_USO6) == unix.TUN_F_USO4|unix.TUN_F_USO6,
 		L2: w.L2, TAPMACs: d.tapMACs(), GROWindow: w.GROWindow, SpinMax: w.Spin}
 	if w.StrictMAC {

@@ -205,7 +205,7 @@ func workerCPUs(list []int, workers int) ([]int, error) {
 // they may be pinned to, less the busy poller's; none unless FollowLoad.
 func (d *Daemon) roamCPUs() ([]int, error) {
 	w := d.c.Workers
-	if !w.FollowLoad {
+	if !w.FollowLoad || w.Split {
 		return nil, nil
 	}
 	set, err := cpuSet(w.CPUs)
@@ -216,6 +216,28 @@ func (d *Daemon) roamCPUs() ([]int, error) {
 		set = slices.DeleteFunc(slices.Clone(set), func(c int) bool { return c == kp.CPU })
 	}
 	return set, nil
+}
+
+// splitCPUs gives each queue's TAP reader, with Workers.Split, the CPU
+// after its queue's (cpus) among the CPUs workers may be pinned to,
+// wrapping: with two CPUs, one direction on each. Unpinned queues stay
+// unpinned. nil without Split.
+func splitCPUs(w Workers, cpus []int) ([]int, error) {
+	if !w.Split {
+		return nil, nil
+	}
+	set, err := cpuSet(w.CPUs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int, len(cpus))
+	for i, c := range cpus {
+		out[i] = -1
+		if k := slices.Index(set, c); k >= 0 {
+			out[i] = set[(k+1)%len(set)]
+		}
+	}
+	return out, nil
 }
 
 // cpuSet is the CPUs workers may be pinned to (Workers.CPUs): list, or for

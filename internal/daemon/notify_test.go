@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
@@ -62,5 +63,25 @@ func TestWorkerCPUs(t *testing.T) {
 	cpus, err = workerCPUs(nil, 2)
 	if err != nil || len(cpus) != 2 || cpus[0] < 0 {
 		t.Fatalf("allowed CPUs: %v, %v", cpus, err)
+	}
+}
+
+// TestSplitCPUs: each queue's TAP reader takes the CPU after its queue's
+// in the list, wrapping; unpinned queues stay unpinned; none unsplit.
+func TestSplitCPUs(t *testing.T) {
+	for _, c := range []struct {
+		w          Workers
+		cpus, want []int
+	}{
+		{Workers{Split: true, CPUs: []int{0, 1}}, []int{0}, []int{1}},
+		{Workers{Split: true, CPUs: []int{1, 0}}, []int{1}, []int{0}},
+		{Workers{Split: true, CPUs: []int{2, 4, 6}}, []int{2, 4, 6}, []int{4, 6, 2}},
+		{Workers{Split: true, CPUs: []int{3}}, []int{3}, []int{3}},
+		{Workers{Split: true, CPUs: []int{}}, []int{-1}, []int{-1}},
+		{Workers{CPUs: []int{0, 1}}, []int{0}, nil},
+	} {
+		if got, err := splitCPUs(c.w, c.cpus); err != nil || !slices.Equal(got, c.want) {
+			t.Errorf("splitCPUs(%+v, %v) = %v, %v; want %v", c.w, c.cpus, got, err, c.want)
+		}
 	}
 }

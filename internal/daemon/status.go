@@ -87,6 +87,10 @@ type QueueStatus struct {
 	ID int `json:"id"`
 	// CPU the worker is pinned to now; -1: not pinned.
 	CPU int `json:"cpu"`
+	// TAPCPU is the CPU the worker that reads the TAP is pinned to now:
+	// CPU, unless the queue is split into a worker per direction
+	// (Workers.Split).
+	TAPCPU int `json:"tap_cpu"`
 	// Moves counts the worker's moves to another CPU to follow its load
 	// (Workers.FollowLoad).
 	Moves uint64 `json:"moves"`
@@ -234,7 +238,7 @@ func (s *statusSource) Status() Status {
 	}
 	fromNIC, fromTAP := d.fw.DropReasons()
 	for i, q := range d.fw.QueueWorkers() {
-		qs := QueueStatus{ID: q.ID, CPU: q.CPUNow(), Moves: q.Moves()}
+		qs := QueueStatus{ID: q.ID, CPU: q.CPUNow(), TAPCPU: q.TAPCPU(), Moves: q.Moves()}
 		_, qs.KernelDrops, _ = q.KernelStats()
 		qs.NICToTAP = dirStatus(&q.Counters.NICToTAP, fromNIC)
 		qs.TAPToNIC = dirStatus(&q.Counters.TAPToNIC, fromTAP)

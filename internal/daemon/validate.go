@@ -146,6 +146,12 @@ func (c *Config) validateWorkers() error {
 		return refuse(PartSpin, w.Spin, PartPoll, "spins before the worker sleeps in ppoll: it needs the block poll mode")
 	case w.L2.ControlAllow != 0 && !w.L2.DropControl:
 		return refuse(PartL2ControlAllow, nil, PartL2Control, "lists exceptions to dropping L2 control frames, which are forwarded")
+	case w.Split && c.NIC.Backend != BackendPacket:
+		return refuse(PartSplit, nil, PartNICBackend, "reads and writes each NIC socket from two threads at once: it needs the packet NIC backend (an AF_XDP socket's rings serve one thread)")
+	case w.Split && w.TAPIO != TAPIOSyscall:
+		return refuse(PartSplit, nil, PartTAPIO, "reads and writes each TAP queue from two threads at once: it needs TAP I/O syscall (a queue's io_uring serves one thread)")
+	case w.Split && c.AB != nil:
+		return refuse(PartSplit, nil, PartAB, "splits each queue, and the A/B mode's queue switches between two TAPs from one thread")
 	case w.Poll == PollKernel && c.NIC.Backend != BackendXDP:
 		return refuse(PartPoll, w.Poll, PartNICBackend, "busy-polls the NIC queue's NAPI from AF_XDP sockets: it needs the xdp NIC backend")
 	}
