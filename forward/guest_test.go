@@ -315,28 +315,34 @@ func TestGuestSoftOffload(t *testing.T) {
 	}
 }
 
-// TestGuestRun: with Run's goroutines, a frame from the wire reaches a
-// guest and its answer the wire; Run stops with every worker.
+// TestGuestRun: with Run's goroutines, a worker per queue or one per
+// direction (split), a frame from the wire reaches a guest and its answer
+// the wire, and one from the TAP reaches a guest; Run stops with every
+// worker.
 func TestGuestRun(t *testing.T) {
-	s := newSegment(t, Config{})
-	goroutines := runtime.NumGoroutine()
-	stop := running(s.f)
-	<-s.f.Started()
-	s.nic.Push(forwardtest.Frame{Data: ether(t, wireMAC, guestMAC1, 80)})
-	s.guests[1].Push(forwardtest.Frame{Data: ether(t, guestMAC1, wireMAC, 81)})
-	for deadline := time.Now().Add(2 * time.Second); len(s.guests[1].Written()) == 0 || len(s.guestNICs[1].Written()) == 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("guest got %d, its NIC sent %d", len(s.guests[1].Written()), len(s.guestNICs[1].Written()))
+	for _, split := range [][]int{nil, {-1}} {
+		s := newSegment(t, Config{Split: split})
+		goroutines := runtime.NumGoroutine()
+		stop := running(s.f)
+		<-s.f.Started()
+		s.nic.Push(forwardtest.Frame{Data: ether(t, wireMAC, guestMAC1, 80)})
+		s.guests[1].Push(forwardtest.Frame{Data: ether(t, guestMAC1, wireMAC, 81)})
+		s.tap.Push(forwardtest.Frame{Data: ether(t, s.tapMAC(), guestMAC0, 82)})
+		for deadline := time.Now().Add(2 * time.Second); len(s.guests[1].Written()) == 0 || len(s.guestNICs[1].Written()) == 0 || len(s.guests[0].Written()) == 0; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("split %v: guest 1 got %d, its NIC sent %d; guest 0 got %d from the TAP", split,
+					len(s.guests[1].Written()), len(s.guestNICs[1].Written()), len(s.guests[0].Written()))
+			}
 		}
-	}
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; runtime.NumGoroutine() > goroutines; i++ {
-		if i == 100 {
-			t.Fatalf("%d goroutines after Run, %d before", runtime.NumGoroutine(), goroutines)
+		if err := stop(); err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(10 * time.Millisecond)
+		for i := 0; runtime.NumGoroutine() > goroutines; i++ {
+			if i == 100 {
+				t.Fatalf("split %v: %d goroutines after Run, %d before", split, runtime.NumGoroutine(), goroutines)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 	}
 }
 
