@@ -241,7 +241,13 @@ func (q *QueueWorker) turn() (bool, error) {
 
 // poke marks every fd as ready, for a turn that looks at each without a
 // wait; after it, moved says whether that turn read anything.
-func (q *QueueWorker) poke()       { q.nicReady, q.tx.ready, q.inReady = true, !q.tx.own(), q.in != nil }
+func (q *QueueWorker) poke() {
+	q.nicReady, q.inReady = true, q.in != nil
+	if !q.tx.own() { // a split queue's TAP side is its own worker's
+		q.tx.ready = true
+	}
+}
+
 func (q *QueueWorker) moved() bool { return q.got > 0 || q.inReady }
 
 // woke notes which fds have frames: the NIC, the TAP and the inbox.

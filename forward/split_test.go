@@ -15,12 +15,27 @@ import (
 
 // TestSplitBothWays: a split queue over a real packet socket and TAP
 // queue (each on a socketpair) moves frames both ways at once, every one
-// of them, and counts them, with its two workers on two threads (run it
+// of them, and counts them, with its two workers on two threads, whether
+// they sleep in ppoll, spin before they sleep or spin without end (run it
 // with -race: they share the counters and nothing else).
 func TestSplitBothWays(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		cfg  Config
+	}{
+		{"block", Config{}},
+		{"spin", Config{SpinMax: 50 * time.Microsecond}},
+		{"busy", Config{Busy: true}},
+	} {
+		t.Run(c.name, func(t *testing.T) { splitBothWays(t, c.cfg) })
+	}
+}
+
+func splitBothWays(t *testing.T, c Config) {
 	sock, wire := forwardtest.NIC(t, 8)
 	tq, lab := forwardtest.TAP(t)
-	f, err := New([]Endpoint{tq}, []NIC{sock}, Config{Batch: 8, CPUs: []int{-1}, Split: []int{-1}})
+	c.Batch, c.CPUs, c.Split = 8, []int{-1}, []int{-1}
+	f, err := New([]Endpoint{tq}, []NIC{sock}, c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,10 +73,10 @@ func TestSplitBothWays(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	c := &f.QueueWorkers()[0].Counters
-	if got[0] != n || got[1] != n || c.NICToTAP.Tx.Packets.Load() != n || c.TAPToNIC.Tx.Packets.Load() != n {
+	q := f.QueueWorkers()[0]
+	if got[0] != n || got[1] != n || q.Counters.NICToTAP.Tx.Packets.Load() != n || q.Counters.TAPToNIC.Tx.Packets.Load() != n {
 		t.Errorf("split queue: %d frames reached the lab and %d the wire (counted %d and %d), want %d each",
-			got[0], got[1], c.NICToTAP.Tx.Packets.Load(), c.TAPToNIC.Tx.Packets.Load(), n)
+			got[0], got[1], q.Counters.NICToTAP.Tx.Packets.Load(), q.Counters.TAPToNIC.Tx.Packets.Load(), n)
 	}
 }
 
