@@ -11,8 +11,9 @@ import (
 // socket (afpacket.Socket), a vhost-user port (vhostuser.Port). Frames
 // are read and written in batches, each frame preceded by the side's
 // virtio-net header when it has one. Every endpoint has one worker that
-// reads it and one that writes it (the same one, for those forward
-// owns): Read and Write are each called from one goroutine.
+// reads it and one that writes it (the same one for those forward owns,
+// unless their queue is split: Duplex): Read and Write are each called
+// from one goroutine.
 type Endpoint interface {
 	// Read fills bufs[i][offset:] with up to len(bufs) frames and sets
 	// sizes[i] to each one's length; it returns how many it filled and
