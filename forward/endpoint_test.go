@@ -168,8 +168,8 @@ func TestNICWriteErrors(t *testing.T) {
 		p.tap.Push(forwardtest.Frame{Data: tcpFrame(t, 100+i)})
 	}
 	p.nic.FailWrite(nil, unix.EINVAL, unix.ENOBUFS, nil)
-	if n, err := p.q.tapToNIC(); n != 4 || err != nil {
-		t.Fatalf("tapToNIC = %d, %v", n, err)
+	if n, err := p.q.tx.toNIC(); n != 4 || err != nil {
+		t.Fatalf("tx.toNIC = %d, %v", n, err)
 	}
 	d := &p.q.Counters.TAPToNIC
 	if len(p.nic.Written()) != 2 || d.Drops[DropNICRefused].Load() != 1 || d.Drops[DropNICBusy].Load() != 1 {
@@ -188,7 +188,7 @@ func TestNICWriteGone(t *testing.T) {
 			p.tap.Push(forwardtest.Frame{Data: tcpFrame(t, 100+i)})
 		}
 		p.nic.FailWrite(nil, e)
-		if _, err := p.q.tapToNIC(); !errors.Is(err, ErrNICGone) {
+		if _, err := p.q.tx.toNIC(); !errors.Is(err, ErrNICGone) {
 			t.Fatalf("%v on a send: %v, want ErrNICGone", e, err)
 		}
 		d := &p.q.Counters.TAPToNIC
@@ -205,8 +205,8 @@ func TestTAPReadGone(t *testing.T) {
 	p := newFakePair(t, false)
 	p.tap.Push(forwardtest.Frame{Data: tcpFrame(t, 100)})
 	p.tap.FailRead(unix.EBADFD)
-	if n, err := p.q.tapToNIC(); n != 1 || !errors.Is(err, ErrTAPGone) {
-		t.Fatalf("tapToNIC = %d, %v; want 1, ErrTAPGone", n, err)
+	if n, err := p.q.tx.toNIC(); n != 1 || !errors.Is(err, ErrTAPGone) {
+		t.Fatalf("tx.toNIC = %d, %v; want 1, ErrTAPGone", n, err)
 	}
 	if len(p.nic.Written()) != 1 {
 		t.Error("the frame read before the TAP went away was not sent")
@@ -228,8 +228,8 @@ func TestOversizeFromTAP(t *testing.T) {
 			ok = withHdr(vnethdr.Hdr{}, ok)
 		}
 		mustWrite(t, p.tapPeer, ok)
-		if n, err := p.q.tapToNIC(); n != 2 || err != nil {
-			t.Fatalf("vnet %v: tapToNIC = %d, %v", vnet, n, err)
+		if n, err := p.q.tx.toNIC(); n != 2 || err != nil {
+			t.Fatalf("vnet %v: tx.toNIC = %d, %v", vnet, n, err)
 		}
 		d := &p.q.Counters.TAPToNIC
 		if d.Drops[DropOversize].Load() != 1 || d.Tx.Packets.Load() != 1 {

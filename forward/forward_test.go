@@ -241,8 +241,8 @@ func TestTAPToNICAddsHeader(t *testing.T) {
 	f := tcpFrame(t, 200)
 	mustWrite(t, p.tapPeer, f)
 	mustWrite(t, p.tapPeer, f[:10]) // runt: dropped and counted
-	if n, err := p.q.tapToNIC(); err != nil || n != 2 {
-		t.Fatalf("tapToNIC = %d, %v", n, err)
+	if n, err := p.q.tx.toNIC(); err != nil || n != 2 {
+		t.Fatalf("tx.toNIC = %d, %v", n, err)
 	}
 	got := readAll(t, p.nicPeer)
 	if len(got) != 1 {
@@ -288,7 +288,7 @@ func TestBadVnetHdrFromTAPDropped(t *testing.T) {
 	h, f := gsoFrame(t, 3000, 1448)
 	h.CsumStart = uint16(len(f)) // out of bounds
 	mustWrite(t, p.tapPeer, withHdr(h, f))
-	p.q.tapToNIC()
+	p.q.tx.toNIC()
 	if got := readAll(t, p.nicPeer); len(got) != 0 {
 		t.Fatalf("a frame with a bad vnet header reached the NIC")
 	}
@@ -321,7 +321,7 @@ func TestZeroAllocs(t *testing.T) {
 				p.q.nicToTAP()
 				drain(p.tapPeer, sink)
 				unix.Write(p.tapPeer, out)
-				p.q.tapToNIC()
+				p.q.tx.toNIC()
 				unix.Read(p.nicPeer, sink)
 			})
 			if allocs != 0 {
@@ -385,7 +385,7 @@ type fwdBench struct {
 	uring             bool          // TAP writes batched through io_uring (--tap-io uring)
 	window            time.Duration // --gro-window (full batches: it never waits)
 	xdp               bool          // the NIC is an AF_XDP socket over an in-memory UMEM (--nic-backend xdp)
-	tx                bool          // TAP to wire (tapToNIC) instead of wire to TAP
+	tx                bool          // TAP to wire (tx.toNIC) instead of wire to TAP
 }
 
 // BenchmarkForward measures one worker moving frames a batch per
@@ -441,7 +441,7 @@ func benchForward(b *testing.B, tc fwdBench) {
 			for _, f := range in {
 				unix.Write(p.tapPeer, f)
 			}
-			n, _ = p.q.tapToNIC()
+			n, _ = p.q.tx.toNIC()
 			p.drainWire(sink)
 		} else {
 			p.fromWire(in...)

@@ -130,7 +130,7 @@ func (s *segment) step(t *testing.T) {
 	if _, err := s.q.nicToTAP(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.q.tapToNIC(); err != nil {
+	if _, err := s.q.tx.toNIC(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.q.guestsToTAP(); err != nil {

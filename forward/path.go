@@ -32,15 +32,16 @@ func (q *QueueWorker) nicToTAP() (int, error) {
 	if werr := q.framesToTAP(t); werr != nil {
 		err = werr
 	}
-	q.publish(&q.Counters.NICToTAP, n)
+	q.publish(&q.tally, &q.dirty, &q.Counters.NICToTAP, n)
 	return n, err
 }
 
-// publish adds the batch of n frames q.tally counted to d, and wakes the
-// guests it handed frames to.
-func (q *QueueWorker) publish(d *Dir, n int) {
-	q.tally.publish(d, &q.Counters, n)
-	q.fw.sw.Wake(&q.dirty)
+// publish adds the batch of n frames t counted to d, and wakes the guests
+// the batch handed frames to (dirty): each direction has its own t and
+// dirty, the TAP side's in tapSide.
+func (q *QueueWorker) publish(t *tally, dirty *uint64, d *Dir, n int) {
+	t.publish(d, &q.Counters, n)
+	q.fw.sw.Wake(dirty)
 }
 
 // acceptFromNIC counts frame i of the batch, frame j of the NIC's last
@@ -230,10 +231,6 @@ func (q *QueueWorker) guestsToTAP() (more bool, err error) {
 	return q.in.Release(k) && err == nil, err
 }
 
-// tapToNIC reads up to a batch of frames from the TAP and sends them with
-// one NIC write. It returns how many frames were read.
-func (q *QueueWorker) tapToNIC() (int, error) { return q.tx.toNIC() }
-
 // toNIC reads up to a batch of frames from the TAP and sends them with one
 // NIC write. It returns how many frames were read.
 func (s *tapSide) toNIC() (int, error) {
@@ -251,8 +248,7 @@ func (s *tapSide) toNIC() (int, error) {
 		err = serr // the NIC is gone: the worker ends
 	}
 	s.out = s.out[:0]
-	t.publish(&q.Counters.TAPToNIC, &q.Counters, n)
-	q.fw.sw.Wake(&s.dirty)
+	q.publish(t, &s.dirty, &q.Counters.TAPToNIC, n)
 	return n, err
 }
 

@@ -55,7 +55,7 @@ func TestL2Policy(t *testing.T) {
 		for _, f := range frames {
 			p.tap.Push(forwardtest.Frame{Data: f})
 		}
-		p.q.tapToNIC()
+		p.q.tx.toNIC()
 		d := &p.q.Counters.TAPToNIC
 		if got := len(p.nic.Written()); got != tc.sent || int(d.Drops[DropL2Control].Load()) != tc.control || int(d.Drops[DropGuestVLAN].Load()) != tc.vlan {
 			t.Errorf("%s: sent %d, l2_control %d, guest_vlan %d; want %d, %d, %d", tc.name, got,
@@ -72,8 +72,8 @@ func TestReadErrorsCounted(t *testing.T) {
 	p := newPairWith(t, Config{Batch: 8})
 	p.tap.Push(forwardtest.Frame{Data: tcpFrame(t, 100)})
 	p.tap.FailRead(unix.EFAULT)
-	if n, err := p.q.tapToNIC(); n != 1 || err != nil {
-		t.Fatalf("tapToNIC = %d, %v", n, err)
+	if n, err := p.q.tx.toNIC(); n != 1 || err != nil {
+		t.Fatalf("tx.toNIC = %d, %v", n, err)
 	}
 	d := &p.q.Counters.TAPToNIC
 	if d.Rx.Packets.Load() != 2 || d.Drops[DropTAPRead].Load() != 1 || d.Errors.Load() != 1 {
@@ -141,7 +141,7 @@ func TestStrictMACTAPSide(t *testing.T) {
 			copy(f[6:], src)
 			p.tap.Push(forwardtest.Frame{Data: withHdr(vnethdr.Hdr{}, f)})
 		}
-		if _, err := p.q.tapToNIC(); err != nil {
+		if _, err := p.q.tx.toNIC(); err != nil {
 			t.Fatal(err)
 		}
 		d := &p.q.Counters.TAPToNIC

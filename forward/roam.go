@@ -225,9 +225,10 @@ func (r *roamer) pin(cpu int) error {
 	return nil
 }
 
-// startRoamers starts a roamer for each pinned queue worker not split, when there
-// are two or more CPUs to roam among (Config.Roam); each starts from the
-// CPU its worker pins itself to. stopRoamers ends them.
+// startRoamers starts a roamer for each pinned queue worker of a queue not
+// split, when there are two or more CPUs to roam among (Config.Roam);
+// each starts from the CPU its worker pins itself to. stopRoamers ends
+// them.
 func (f *Forwarder) startRoamers() []*roamer {
 	if len(f.roam) < 2 {
 		return nil

@@ -69,7 +69,7 @@ func (s *tapSide) turn() (bool, error) {
 		return true, nil
 	}
 	if s.q.busy {
-		s.ready = true
+		s.poke()
 		return true, nil
 	}
 	return false, nil

@@ -37,8 +37,8 @@ func TestXDPTAPToNICSegments(t *testing.T) {
 	p := newXDPPair(t, true, 8)
 	h, f := gsoFrame(t, 10000, 1448)
 	mustWrite(t, p.tapPeer, withHdr(h, f))
-	if n, err := p.q.tapToNIC(); err != nil || n != 1 {
-		t.Fatalf("tapToNIC = %d, %v; want 1, nil", n, err)
+	if n, err := p.q.tx.toNIC(); err != nil || n != 1 {
+		t.Fatalf("tx.toNIC = %d, %v; want 1, nil", n, err)
 	}
 	vnethdrtest.CheckTCPSegments(t, p.wire.Transmit(), f, 1448) // 7 segments
 	if tx := p.q.Counters.TAPToNIC.Tx.Packets.Load(); tx != 1 {
@@ -72,7 +72,7 @@ func TestZeroAllocsXDP(t *testing.T) {
 	in := withHdr(h, f)
 	a := testing.AllocsPerRun(100, func() {
 		unix.Write(p.tapPeer, in)
-		p.q.tapToNIC()
+		p.q.tx.toNIC()
 		p.wire.Complete()
 	})
 	if a != 0 {

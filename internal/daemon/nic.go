@@ -205,7 +205,7 @@ func workerCPUs(list []int, workers int) ([]int, error) {
 // they may be pinned to, less the busy poller's; none unless FollowLoad.
 func (d *Daemon) roamCPUs() ([]int, error) {
 	w := d.c.Workers
-	if !w.FollowLoad || w.Split {
+	if !w.FollowLoad {
 		return nil, nil
 	}
 	set, err := cpuSet(w.CPUs)
